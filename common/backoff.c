@@ -1,0 +1,49 @@
+/*
+ * backoff.c - Full Jitter backoff and the small PRNG it draws from.
+ */
+#include <time.h>
+#include <unistd.h>
+
+#include "outbox/backoff.h"
+
+uint64_t
+ob_rand_next(uint64_t *state)
+{
+	uint64_t x = *state ? *state : 0x9e3779b97f4a7c15ull;
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	*state = x;
+	return x * 0x2545f4914f6cdd1dull;
+}
+
+uint64_t
+ob_rand_seed(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	uint64_t s = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^
+	    ((uint64_t)getpid() << 40) ^ (uint64_t)(uintptr_t)&ts;
+	return s ? s : 1;
+}
+
+int64_t
+ob_backoff_ceiling(int64_t base_ms, int64_t cap_ms, uint32_t attempt)
+{
+	if (base_ms <= 0 || cap_ms <= 0)
+		return 0;
+	int64_t ceil = base_ms;
+	for (uint32_t i = 0; i < attempt && ceil < cap_ms; i++)
+		ceil = ceil > cap_ms / 2 ? cap_ms : ceil * 2;
+	return ceil < cap_ms ? ceil : cap_ms;
+}
+
+int64_t
+ob_backoff_full_jitter(int64_t base_ms, int64_t cap_ms, uint32_t attempt,
+    uint64_t *rng)
+{
+	int64_t ceil = ob_backoff_ceiling(base_ms, cap_ms, attempt);
+	if (ceil <= 0)
+		return 0;
+	return (int64_t)(ob_rand_next(rng) % (uint64_t)(ceil + 1));
+}

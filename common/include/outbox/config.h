@@ -1,0 +1,76 @@
+/*
+ * config.h - one table per program: name, flag, env var, type, default,
+ * bounds, help.
+ *
+ * Every flag also reads an environment variable; a flag beats the variable,
+ * the variable beats the default. --help is generated from the table, and so
+ * is the configuration reference in docs/ (ob_cfg_markdown). Invalid config
+ * is reported as one line in the caller's buffer before anything is opened.
+ */
+#ifndef OUTBOX_CONFIG_H
+#define OUTBOX_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+enum ob_cfg_type {
+	OB_CFG_STRING,   /* char *, owned by the config (NULL if unset) */
+	OB_CFG_INT,      /* int64_t, within [min, max] */
+	OB_CFG_BOOL,     /* bool; flag without value = true; env 1/0/true/false/yes/no/on/off */
+	OB_CFG_DURATION, /* int64_t milliseconds; "250ms", "5s", "2m", "24h", "7d", bare number = ms */
+	OB_CFG_SIZE,     /* int64_t bytes; "512", "64k", "1m" (KiB, MiB) */
+	OB_CFG_ENUM,     /* char * (owned), one of the '|'-separated choices */
+	OB_CFG_LIST,     /* struct ob_cfg_list: repeatable flag; env is comma-separated */
+};
+
+struct ob_cfg_list {
+	char **items; /* owned */
+	size_t n;
+};
+
+struct ob_cfg_opt {
+	const char *name;    /* flag without dashes: "db" -> --db VALUE or --db=VALUE */
+	const char *env;     /* "OUTBOX_DB" */
+	enum ob_cfg_type type;
+	const char *def;     /* default as text, parsed like a value; NULL = unset */
+	int64_t min, max;    /* bounds for INT / DURATION / SIZE (inclusive; 0, 0 = none) */
+	const char *choices; /* ENUM: "text|json" */
+	bool required;       /* missing -> error */
+	bool secret;         /* never printed (e.g. a password); conninfo is redacted anyway */
+	size_t offset;       /* offsetof(struct <program config>, field) */
+	const char *help;    /* one line */
+};
+
+#define OB_CFG_END { NULL, NULL, 0, NULL, 0, 0, NULL, false, false, 0, NULL }
+
+/* Parse argv (argv[0] is skipped; parsing stops at the first non-flag
+ * argument, whose index goes to *first_arg) and the environment into cfg
+ * according to table. "--help"/"-h" sets *want_help and returns OB_OK.
+ * On error returns OB_EINVAL with one line in err (e.g.
+ * "--lease-ms: 100 is below the minimum 1000"); cfg may then be partly
+ * filled and must still be released with ob_cfg_free. Reads getenv(). */
+int ob_cfg_parse(const struct ob_cfg_opt *table, void *cfg, int argc,
+    char **argv, int *first_arg, bool *want_help, char *err, size_t errlen);
+
+/* Free every owned STRING / ENUM / LIST field of cfg named by table. */
+void ob_cfg_free(const struct ob_cfg_opt *table, void *cfg);
+
+/* Print "usage: <synopsis>" then one block per option: flag, env var,
+ * default, bounds and help. */
+void ob_cfg_usage(FILE *f, const char *synopsis, const char *description,
+    const struct ob_cfg_opt *table);
+
+/* Print the table as a Markdown table (the docs/ configuration reference). */
+void ob_cfg_markdown(FILE *f, const char *title, const struct ob_cfg_opt *table);
+
+/* Parse a duration text ("250ms", "5s", "2m", "24h", "7d", bare = ms) into
+ * milliseconds. OB_OK or OB_EINVAL. */
+int ob_cfg_parse_duration(const char *s, int64_t *ms);
+
+/* Copy conninfo into out with any password replaced by "***" (both
+ * "password=..." keywords and postgresql://user:pass@ URIs). */
+void ob_cfg_redact_conninfo(const char *conninfo, char *out, size_t outlen);
+
+#endif

@@ -1,0 +1,49 @@
+/*
+ * pg.h - the libpq boundary: connect, run, check, translate errors.
+ *
+ * Every PGresult is checked with ob_pg_check and cleared by its caller on
+ * every path. Server messages go into the caller's buffer, prefixed with
+ * what was being done; a conninfo is never logged unredacted.
+ */
+#ifndef OUTBOX_PG_H
+#define OUTBOX_PG_H
+
+#include <libpq-fe.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Open a connection (blocking). On success *out is owned by the caller
+ * (PQfinish). On failure OB_EDB and a one-line reason in err (password
+ * redacted). application_name is set to appname when not NULL. */
+int ob_pg_connect(const char *conninfo, const char *appname, PGconn **out,
+    char *err, size_t errlen);
+
+/* OB_OK when PQresultStatus(res) == want, else OB_EDB with "what: message"
+ * in err. Does not clear res. res may be NULL (out of memory / lost conn). */
+int ob_pg_check(const PGresult *res, ExecStatusType want, const char *what,
+    char *err, size_t errlen);
+
+/* Run sql (no parameters, any number of statements) expecting COMMAND_OK or
+ * TUPLES_OK; clears the result. */
+int ob_pg_exec(PGconn *conn, const char *sql, const char *what, char *err,
+    size_t errlen);
+
+/* COMMIT, and check that it really committed: on a transaction that had
+ * failed, the server answers COMMIT with "ROLLBACK" and no error. */
+int ob_pg_commit(PGconn *conn, char *err, size_t errlen);
+
+/* ROLLBACK, ignoring errors (used on failure paths; the connection may be
+ * gone, which the next use reports). */
+void ob_pg_rollback(PGconn *conn);
+
+/* The SQLSTATE of a failed result ("40001"...), or "" when none. */
+const char *ob_pg_sqlstate(const PGresult *res);
+
+/* True when conn is unusable and must be reconnected. */
+bool ob_pg_broken(PGconn *conn);
+
+/* Parse a bigint column value. */
+int64_t ob_pg_int64(const PGresult *res, int row, int col);
+
+#endif

@@ -1,0 +1,127 @@
+/*
+ * wire.h - the relay <-> consumer frame format (version 1).
+ *
+ * A request carries 1..N messages; a reply carries one status per message,
+ * in the same order. Every integer is big-endian. docs/protocol.md describes
+ * the layout byte by byte. The decoder never reads past its buffer and
+ * returns a specific OB_EWIRE_* code for each kind of malformed input.
+ */
+#ifndef OUTBOX_WIRE_H
+#define OUTBOX_WIRE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "outbox/buf.h"
+
+#define OB_WIRE_VERSION 1
+
+/* Hard limits of version 1 of the format. */
+#define OB_WIRE_MAX_KEY 255         /* idempotency key: 1..255 bytes */
+#define OB_WIRE_MAX_TOPIC 255       /* topic: 1..255 bytes */
+#define OB_WIRE_MAX_ORDKEY 255      /* ordering key: 0..255 bytes (0 = none) */
+#define OB_WIRE_MAX_DETAIL 1024     /* reply detail text: 0..1024 bytes */
+#define OB_WIRE_MAX_BATCH 1000      /* messages per frame, absolute ceiling */
+#define OB_WIRE_MAX_PAYLOAD (16u * 1024 * 1024) /* absolute payload ceiling */
+
+/* Defaults for the configurable limits (flags --max-payload, --max-batch). */
+#define OB_WIRE_DEFAULT_MAX_PAYLOAD (1024u * 1024)
+#define OB_WIRE_DEFAULT_MAX_BATCH 100
+
+/* Header sizes, exposed for tests and docs. */
+#define OB_WIRE_REQ_HEADER 12  /* magic 4, version 1, kind 1, flags 2, count 4 */
+/* Fixed bytes of the reply header: magic 4, version 1, kind 1, flags 2,
+ * frame_err 1, reserved 1, detail_len 2, count 4. The detail_len bytes of
+ * frame detail sit between detail_len and count (offset 12). */
+#define OB_WIRE_REP_HEADER 16
+
+/* Limits the decoder enforces; the configured ones, not above the hard ones. */
+struct ob_wire_limits {
+	uint32_t max_payload; /* <= OB_WIRE_MAX_PAYLOAD */
+	uint32_t max_batch;   /* 1..OB_WIRE_MAX_BATCH */
+};
+
+/* One message. Strings are NOT NUL-terminated; after decoding they point into
+ * the decoded buffer (borrowed: valid while that buffer lives). */
+struct ob_wire_msg {
+	uint64_t id;           /* outbox.messages.id */
+	uint64_t fence;        /* fencing token of the claim that sent it */
+	uint32_t attempt;      /* delivery attempt, 1-based */
+	int64_t created_at_us; /* enqueue time, Unix microseconds */
+	uint64_t ordering_seq; /* position within its ordering key, 0 = none */
+	const char *topic;
+	uint16_t topic_len;
+	const char *key;
+	uint16_t key_len;
+	const char *ordering_key; /* NULL when ordering_key_len == 0 */
+	uint16_t ordering_key_len;
+	const char *payload;   /* JSON text */
+	uint32_t payload_len;
+};
+
+enum ob_wire_status {
+	OB_WIRE_APPLIED = 1,   /* effect applied now */
+	OB_WIRE_DUPLICATE = 2, /* key seen before: nothing applied */
+	OB_WIRE_RETRY = 3,     /* transient failure: deliver again later */
+	OB_WIRE_REJECT = 4,    /* permanent failure: dead-letter */
+};
+
+/* Stable lower-case name ("applied", ...), or "unknown". */
+const char *ob_wire_status_name(int status);
+
+struct ob_wire_result {
+	uint64_t id;          /* echoes the message id */
+	uint8_t status;       /* enum ob_wire_status */
+	const char *detail;   /* not NUL-terminated; may be NULL when len 0 */
+	uint16_t detail_len;
+};
+
+/* A decoded request. msgs is owned by the struct: release with
+ * ob_wire_request_fini(). The strings inside borrow the input buffer. */
+struct ob_wire_request {
+	uint32_t count;
+	struct ob_wire_msg *msgs;
+};
+
+/* A decoded reply. If frame_err != 0 the consumer refused the whole request
+ * (count is 0 and detail says why). results is owned: ob_wire_reply_fini(). */
+struct ob_wire_reply {
+	uint8_t frame_err;     /* 0, or an OB_EWIRE_* code the consumer reported */
+	const char *detail;
+	uint16_t detail_len;
+	uint32_t count;
+	struct ob_wire_result *results;
+};
+
+/* Encode a request of n messages by appending to out. Checks every limit
+ * against lim; returns OB_OK, an OB_EWIRE_* code naming the first violated
+ * limit (out is then unchanged), or OB_ENOMEM. */
+int ob_wire_encode_request(struct ob_buf *out, const struct ob_wire_msg *msgs,
+    uint32_t n, const struct ob_wire_limits *lim);
+
+/* Decode a request. On success *out is filled (release with
+ * ob_wire_request_fini); on failure *out is untouched. Never reads outside
+ * buf[0..len). */
+int ob_wire_decode_request(const void *buf, size_t len,
+    const struct ob_wire_limits *lim, struct ob_wire_request *out);
+
+void ob_wire_request_fini(struct ob_wire_request *req);
+
+/* Encode a reply with one result per message (frame_err 0). Details longer
+ * than OB_WIRE_MAX_DETAIL are truncated, never rejected. */
+int ob_wire_encode_reply(struct ob_buf *out, const struct ob_wire_result *res,
+    uint32_t n);
+
+/* Encode a whole-frame refusal: frame_err (an OB_EWIRE_* code), no results. */
+int ob_wire_encode_error_reply(struct ob_buf *out, int frame_err,
+    const char *detail);
+
+/* Decode a reply (count may be 0 only when frame_err != 0). Same ownership
+ * and safety rules as ob_wire_decode_request. */
+int ob_wire_decode_reply(const void *buf, size_t len,
+    const struct ob_wire_limits *lim, struct ob_wire_reply *out);
+
+void ob_wire_reply_fini(struct ob_wire_reply *rep);
+
+#endif

@@ -1,0 +1,417 @@
+/*
+ * log.c - one line per event on stderr, as key=value text or JSON.
+ *
+ * Owns the program name, level, format and cached pid set at start-up. Each
+ * line is built in a stack buffer no larger than PIPE_BUF and emitted with
+ * one write(2), so lines from threads and forked children never interleave.
+ * Never allocates, never changes errno, and must never be called from a
+ * signal handler (the clock and stdio formatting are not async-signal-safe).
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "outbox/err.h"
+#include "outbox/log.h"
+
+#define LINE_CAP 4096 /* <= PIPE_BUF: one write to a pipe stays atomic */
+#define EVENT_MAX 200 /* an event name is a short dotted identifier */
+
+enum ob_log_level ob_log_min_level = OB_LOG_INFO;
+
+static enum ob_log_format log_format = OB_LOG_TEXT;
+static char log_prog[64] = "outbox";
+static pid_t log_pid; /* 0 until first read */
+
+static const char *const level_names[] = { "debug", "info", "warn", "error" };
+static const char *const format_names[] = { "text", "json" };
+
+void
+ob_log_init(const char *program, enum ob_log_level level,
+    enum ob_log_format format)
+{
+	snprintf(log_prog, sizeof log_prog, "%s", program ? program : "outbox");
+	ob_log_min_level = level;
+	log_format = format;
+	log_pid = getpid();
+}
+
+int
+ob_log_level_parse(const char *s, enum ob_log_level *out)
+{
+	for (int i = OB_LOG_DEBUG; i <= OB_LOG_ERROR; i++) {
+		if (s != NULL && strcmp(s, level_names[i]) == 0) {
+			*out = (enum ob_log_level)i;
+			return OB_OK;
+		}
+	}
+	return OB_EINVAL;
+}
+
+int
+ob_log_format_parse(const char *s, enum ob_log_format *out)
+{
+	for (int i = OB_LOG_TEXT; i <= OB_LOG_JSON; i++) {
+		if (s != NULL && strcmp(s, format_names[i]) == 0) {
+			*out = (enum ob_log_format)i;
+			return OB_OK;
+		}
+	}
+	return OB_EINVAL;
+}
+
+void
+ob_log_set_pid(void)
+{
+	log_pid = getpid();
+}
+
+/* Escape sequence for one byte inside a ob_log_q "..." value; 0 = as is. */
+static size_t
+q_escape(unsigned char c, char seq[5])
+{
+	switch (c) {
+	case '"': return (size_t)snprintf(seq, 5, "\\\"");
+	case '\\': return (size_t)snprintf(seq, 5, "\\\\");
+	case '\n': return (size_t)snprintf(seq, 5, "\\n");
+	case '\r': return (size_t)snprintf(seq, 5, "\\r");
+	case '\t': return (size_t)snprintf(seq, 5, "\\t");
+	}
+	if (c < 0x20 || c == 0x7f)
+		return (size_t)snprintf(seq, 5, "\\x%02x", c);
+	return 0;
+}
+
+const char *
+ob_log_q(const char *s, char *buf, unsigned buflen)
+{
+	size_t need = 2, len = 0, lim;
+	bool plain = true, cut;
+	char seq[5];
+
+	if (s == NULL)
+		s = "";
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		size_t k = q_escape(*p, seq);
+		need += k ? k : 1;
+		if (k || *p == ' ' || *p == '=')
+			plain = false;
+	}
+	if (plain && *s != '\0')
+		return s;
+	if (buflen < 3) /* not even room for "" */
+		return buflen ? (buf[0] = '\0', buf) : "";
+
+	/* room for the closing quote and NUL; or for ..." and NUL if cut */
+	cut = need + 1 > buflen;
+	lim = !cut ? buflen - 2 : buflen >= 6 ? buflen - 5 : 1;
+	buf[len++] = '"';
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		size_t k = q_escape(*p, seq);
+		if (k == 0) {
+			seq[0] = (char)*p;
+			k = 1;
+		}
+		if (len + k > lim)
+			break;
+		memcpy(buf + len, seq, k);
+		len += k;
+	}
+	if (cut && buflen >= 6) {
+		memcpy(buf + len, "...", 3);
+		len += 3;
+	}
+	buf[len++] = '"';
+	buf[len] = '\0';
+	return buf;
+}
+
+/* "2026-11-30T16:20:01.123Z" */
+static void
+timestamp(char *b, size_t cap)
+{
+	struct timespec ts;
+	struct tm tm;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	gmtime_r(&ts.tv_sec, &tm);
+	snprintf(b, cap, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ",
+	    tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
+	    tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000L);
+}
+
+static void
+emit(const char *b, size_t n)
+{
+	int saved = errno;
+
+	while (n > 0) {
+		ssize_t w = write(STDERR_FILENO, b, n);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			break; /* nowhere left to complain */
+		}
+		b += w;
+		n -= (size_t)w;
+	}
+	errno = saved;
+}
+
+/*
+ * JSON writer over a fixed buffer. Everything stays below lim, which keeps
+ * room for the worst-case ending ..."}\n so a cut line is still one valid
+ * object whose last string value ends in "...".
+ */
+struct jw {
+	char *b;
+	size_t len, lim;
+	bool cut;
+};
+
+static bool
+j_raw(struct jw *w, const char *s, size_t n)
+{
+	if (w->len + n > w->lim)
+		return false;
+	memcpy(w->b + w->len, s, n);
+	w->len += n;
+	return true;
+}
+
+/* String content (no quotes); false if it did not all fit. */
+static bool
+j_str(struct jw *w, const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		char seq[8];
+		size_t k;
+
+		switch (c) {
+		case '"': k = (size_t)snprintf(seq, sizeof seq, "\\\""); break;
+		case '\\': k = (size_t)snprintf(seq, sizeof seq, "\\\\"); break;
+		case '\n': k = (size_t)snprintf(seq, sizeof seq, "\\n"); break;
+		case '\r': k = (size_t)snprintf(seq, sizeof seq, "\\r"); break;
+		case '\t': k = (size_t)snprintf(seq, sizeof seq, "\\t"); break;
+		default:
+			if (c < 0x20 || c == 0x7f) {
+				k = (size_t)snprintf(seq, sizeof seq,
+				    "\\u%04x", c);
+			} else {
+				seq[0] = (char)c;
+				k = 1;
+			}
+		}
+		if (!j_raw(w, seq, k))
+			return false;
+	}
+	return true;
+}
+
+/* ,"key":"value" -- all of it, or as much of the value as fits. */
+static void
+j_member(struct jw *w, const char *k, size_t kn, const char *v, size_t vn)
+{
+	size_t mark = w->len;
+
+	if (w->cut)
+		return;
+	if (!j_raw(w, ",\"", 2) || !j_str(w, k, kn) || !j_raw(w, "\":\"", 3)) {
+		w->len = mark; /* not even the key: drop the member */
+		w->cut = true;
+		w->b[--w->len] = '\0'; /* reopen the previous value */
+		return;
+	}
+	if (!j_str(w, v, vn)) {
+		w->cut = true; /* value left open, closed by j_end */
+		return;
+	}
+	w->b[w->len++] = '"'; /* fits: lim keeps room */
+}
+
+static size_t
+j_end(struct jw *w)
+{
+	if (w->cut) {
+		memcpy(w->b + w->len, "...\"", 4);
+		w->len += 4;
+	}
+	memcpy(w->b + w->len, "}\n", 2);
+	return w->len + 2;
+}
+
+static int
+hexval(char c)
+{
+	return isdigit((unsigned char)c) ? c - '0' : (c | 0x20) - 'a' + 10;
+}
+
+/* Decode a key=value value in place: "..." with \" \\ \n \r \t \xNN (as
+ * written by ob_log_q), or a bare run up to the next space. Advances *sp. */
+static size_t
+take_value(char **sp)
+{
+	char *s = *sp, *start = s, *dst = s;
+
+	if (*s != '"') {
+		while (*s != '\0' && *s != ' ')
+			s++;
+		*sp = s;
+		return (size_t)(s - dst);
+	}
+	for (s++; *s != '\0' && *s != '"'; s++) {
+		if (*s != '\\' || s[1] == '\0') {
+			*dst++ = *s;
+			continue;
+		}
+		switch (*++s) {
+		case 'n': *dst++ = '\n'; break;
+		case 'r': *dst++ = '\r'; break;
+		case 't': *dst++ = '\t'; break;
+		case 'x':
+			if (isxdigit((unsigned char)s[1]) &&
+			    isxdigit((unsigned char)s[2])) {
+				*dst++ = (char)(hexval(s[1]) << 4 | hexval(s[2]));
+				s += 2;
+			} else {
+				*dst++ = 'x';
+			}
+			break;
+		default: *dst++ = *s; break;
+		}
+	}
+	if (*s == '"')
+		s++;
+	*sp = s;
+	return (size_t)(dst - start);
+}
+
+/* Does the token at s start with key= ? */
+static bool
+has_key(const char *s)
+{
+	while (*s != '\0' && *s != ' ' && *s != '=' && *s != '"')
+		s++;
+	return *s == '=';
+}
+
+/* Turn the caller's key=value text into JSON members; runs of words
+ * without '=' become one "msg" member. body is decoded in place. */
+static void
+j_body(struct jw *w, char *s)
+{
+	while (*s != '\0') {
+		char *k, *v;
+		size_t kn, vn;
+
+		if (*s == ' ') {
+			s++;
+			continue;
+		}
+		if (has_key(s)) {
+			k = s;
+			kn = strcspn(s, "=");
+			s += kn + 1;
+			v = s;
+			vn = take_value(&s);
+		} else if (*s == '"') {
+			k = "msg";
+			kn = 3;
+			v = s;
+			vn = take_value(&s);
+		} else {
+			k = "msg";
+			kn = 3;
+			v = s;
+			for (;;) {
+				s += strcspn(s, " ");
+				char *next = s + strspn(s, " ");
+				if (*next == '\0' || has_key(next) ||
+				    *next == '"')
+					break;
+				s = next;
+			}
+			vn = (size_t)(s - v);
+		}
+		j_member(w, k, kn, v, vn);
+	}
+}
+
+void
+ob_log_event(enum ob_log_level level, const char *event, const char *fmt,
+    ...)
+{
+	char line[LINE_CAP], ts[64];
+	size_t len;
+	va_list ap;
+	int n;
+
+	if (level < ob_log_min_level)
+		return;
+	if ((unsigned)level > OB_LOG_ERROR)
+		level = OB_LOG_ERROR;
+	if (log_pid == 0)
+		log_pid = getpid();
+	if (event == NULL)
+		event = "";
+	timestamp(ts, sizeof ts);
+
+	if (log_format == OB_LOG_JSON) {
+		char body[LINE_CAP];
+		struct jw w = { line, 0, sizeof line - 8, false };
+
+		va_start(ap, fmt);
+		n = vsnprintf(body, sizeof body, fmt, ap);
+		va_end(ap);
+		w.len = (size_t)snprintf(line, sizeof line,
+		    "{\"ts\":\"%s\",\"level\":\"%s\",\"prog\":\"", ts,
+		    level_names[level]);
+		j_str(&w, log_prog, strlen(log_prog));
+		w.len += (size_t)snprintf(line + w.len, sizeof line - w.len,
+		    "\",\"pid\":%ld,\"event\":\"", (long)log_pid);
+		if (!j_str(&w, event, strnlen(event, EVENT_MAX)))
+			w.cut = true;
+		else
+			line[w.len++] = '"';
+		if (n < 0)
+			body[0] = '\0';
+		j_body(&w, body);
+		if (n >= (int)sizeof body && !w.cut) {
+			w.cut = true; /* the body itself was cut */
+			w.len--;
+		}
+		emit(line, j_end(&w));
+		return;
+	}
+
+	n = snprintf(line, sizeof line, "%s level=%s prog=%s pid=%ld event=%.*s",
+	    ts, level_names[level], log_prog, (long)log_pid, EVENT_MAX, event);
+	len = (size_t)n;
+	if (fmt[0] != '\0') {
+		size_t start = ++len;
+
+		line[start - 1] = ' ';
+		va_start(ap, fmt);
+		n = vsnprintf(line + len, sizeof line - len, fmt, ap);
+		va_end(ap);
+		if (n < 0)
+			n = 0;
+		if ((size_t)n >= sizeof line - len) {
+			len = sizeof line - 1; /* keep one byte for '\n' */
+			memcpy(line + len - 3, "...", 3);
+		} else {
+			len += (size_t)n;
+		}
+		/* one event, one line: no raw control bytes from callers */
+		for (size_t i = start; i < len; i++)
+			if ((unsigned char)line[i] < 0x20 || line[i] == 0x7f)
+				line[i] = ' ';
+	}
+	line[len++] = '\n';
+	emit(line, len);
+}

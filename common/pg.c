@@ -1,0 +1,126 @@
+/*
+ * pg.c - the libpq boundary: connect, check results, translate errors.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "outbox/config.h"
+#include "outbox/err.h"
+#include "outbox/pg.h"
+
+/* Copy a libpq message into err on one line (libpq ends them with '\n'). */
+static void
+one_line(char *err, size_t errlen, const char *prefix, const char *msg)
+{
+	snprintf(err, errlen, "%s: %s", prefix, msg != NULL && *msg ? msg : "unknown error");
+	for (char *p = err; *p; p++)
+		if (*p == '\n' || *p == '\r')
+			*p = (p[1] == '\0') ? '\0' : ' ';
+}
+
+static void
+ignore_notice(void *arg, const char *message)
+{
+	(void)arg;
+	(void)message;
+}
+
+int
+ob_pg_connect(const char *conninfo, const char *appname, PGconn **out,
+    char *err, size_t errlen)
+{
+	const char *keys[] = { "dbname", "application_name", "connect_timeout", NULL };
+	const char *vals[] = { conninfo, appname != NULL ? appname : "outbox", "10", NULL };
+	/* expand_dbname=1: conninfo may be a keyword string or a URI. */
+	PGconn *conn = PQconnectdbParams(keys, vals, 1);
+	if (conn == NULL) {
+		snprintf(err, errlen, "connect: out of memory");
+		return OB_ENOMEM;
+	}
+	if (PQstatus(conn) != CONNECTION_OK) {
+		char redacted[512];
+		ob_cfg_redact_conninfo(conninfo, redacted, sizeof(redacted));
+		char prefix[600];
+		snprintf(prefix, sizeof(prefix), "connect to '%s'", redacted);
+		one_line(err, errlen, prefix, PQerrorMessage(conn));
+		PQfinish(conn);
+		return OB_EDB;
+	}
+	/* Server NOTICEs ("... already exists, skipping") are not our events. */
+	PQsetNoticeProcessor(conn, ignore_notice, NULL);
+	*out = conn;
+	return OB_OK;
+}
+
+int
+ob_pg_check(const PGresult *res, ExecStatusType want, const char *what,
+    char *err, size_t errlen)
+{
+	if (res != NULL && PQresultStatus(res) == want)
+		return OB_OK;
+	if (res == NULL) {
+		snprintf(err, errlen, "%s: no result (connection lost or out of memory)", what);
+		return OB_EDB;
+	}
+	const char *msg = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+	if (msg == NULL)
+		msg = PQresultErrorMessage(res);
+	if (msg == NULL || *msg == '\0')
+		msg = PQresStatus(PQresultStatus(res));
+	one_line(err, errlen, what, msg);
+	return OB_EDB;
+}
+
+int
+ob_pg_exec(PGconn *conn, const char *sql, const char *what, char *err,
+    size_t errlen)
+{
+	PGresult *res = PQexec(conn, sql);
+	int rc = OB_OK;
+	if (res == NULL || (PQresultStatus(res) != PGRES_COMMAND_OK &&
+	        PQresultStatus(res) != PGRES_TUPLES_OK))
+		rc = ob_pg_check(res, PGRES_COMMAND_OK, what, err, errlen);
+	PQclear(res);
+	return rc;
+}
+
+int
+ob_pg_commit(PGconn *conn, char *err, size_t errlen)
+{
+	PGresult *res = PQexec(conn, "COMMIT");
+	int rc = ob_pg_check(res, PGRES_COMMAND_OK, "commit", err, errlen);
+	if (rc == OB_OK && strcmp(PQcmdStatus(res), "COMMIT") != 0) {
+		snprintf(err, errlen, "commit: the transaction had failed and was rolled back");
+		rc = OB_EDB;
+	}
+	PQclear(res);
+	return rc;
+}
+
+void
+ob_pg_rollback(PGconn *conn)
+{
+	if (PQstatus(conn) != CONNECTION_OK)
+		return;
+	PQclear(PQexec(conn, "ROLLBACK"));
+}
+
+const char *
+ob_pg_sqlstate(const PGresult *res)
+{
+	const char *s = res != NULL ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+	return s != NULL ? s : "";
+}
+
+bool
+ob_pg_broken(PGconn *conn)
+{
+	return conn == NULL || PQstatus(conn) != CONNECTION_OK;
+}
+
+int64_t
+ob_pg_int64(const PGresult *res, int row, int col)
+{
+	return strtoll(PQgetvalue(res, row, col), NULL, 10);
+}

@@ -1,0 +1,159 @@
+/*
+ * main.c - outbox-consumer: parse config, set up log and signals, serve.
+ */
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <nng/nng.h>
+
+#include "outbox/config.h"
+#include "outbox/err.h"
+#include "outbox/log.h"
+#include "server.h"
+
+struct consumer_config {
+	char *db;
+	char *listen;
+	int64_t threads;
+	char *handler;
+	int64_t max_payload;
+	int64_t max_batch;
+	bool no_dedup;
+	char *log_level;
+	char *log_format;
+	int64_t fault_drop_reply;
+	int64_t fault_die_before_commit;
+	int64_t fault_die_after_commit;
+	int64_t fault_slow;
+	int64_t fault_slow_ms;
+};
+
+#define OPT(name, env, type, def, min, max, choices, req, field, help)      \
+	{ name, env, type, def, min, max, choices, req, false,              \
+	    offsetof(struct consumer_config, field), help }
+
+static const struct ob_cfg_opt consumer_options[] = {
+	OPT("db", "OUTBOX_DB", OB_CFG_STRING, NULL, 0, 0, NULL, true, db,
+	    "PostgreSQL connection string of the consumer's database (inbox schema)"),
+	OPT("listen", "OUTBOX_LISTEN", OB_CFG_STRING, "tcp://127.0.0.1:7450", 0, 0, NULL,
+	    false, listen, "nng URL to serve requests on (tcp://, ipc://, tls+tcp://)"),
+	OPT("threads", "OUTBOX_THREADS", OB_CFG_INT, "4", 1, 256, NULL, false, threads,
+	    "serving threads, each with its own DB connection: requests in flight"),
+	OPT("handler", "OUTBOX_HANDLER", OB_CFG_ENUM, "record", 0, 0, "record", false,
+	    handler, "effect to apply: record = a row in inbox.notifications"),
+	OPT("max-payload", "OUTBOX_MAX_PAYLOAD", OB_CFG_SIZE, "1m", 0, OB_WIRE_MAX_PAYLOAD,
+	    NULL, false, max_payload, "largest payload accepted, in bytes"),
+	OPT("max-batch", "OUTBOX_MAX_BATCH", OB_CFG_INT, "1000", 1, OB_WIRE_MAX_BATCH, NULL,
+	    false, max_batch, "most messages accepted in one request"),
+	OPT("no-dedup", "OUTBOX_NO_DEDUP", OB_CFG_BOOL, "false", 0, 0, NULL, false,
+	    no_dedup, "BROKEN MODE for demos and tests: apply without the dedup record"),
+	OPT("log-level", "OUTBOX_LOG_LEVEL", OB_CFG_ENUM, "info", 0, 0,
+	    "debug|info|warn|error", false, log_level, "least severe level logged"),
+	OPT("log-format", "OUTBOX_LOG_FORMAT", OB_CFG_ENUM, "text", 0, 0, "text|json",
+	    false, log_format, "log line format"),
+	OPT("fault-drop-reply", "OUTBOX_FAULT_DROP_REPLY", OB_CFG_INT, "0", 0, 1000000000,
+	    NULL, false, fault_drop_reply, "fault: drop the reply after COMMIT, N times"),
+	OPT("fault-die-before-commit", "OUTBOX_FAULT_DIE_BEFORE_COMMIT", OB_CFG_INT, "0",
+	    0, 1000000000, NULL, false, fault_die_before_commit,
+	    "fault: SIGKILL self before COMMIT, N times (once per process life)"),
+	OPT("fault-die-after-commit", "OUTBOX_FAULT_DIE_AFTER_COMMIT", OB_CFG_INT, "0",
+	    0, 1000000000, NULL, false, fault_die_after_commit,
+	    "fault: SIGKILL self after COMMIT, before replying, N times"),
+	OPT("fault-slow", "OUTBOX_FAULT_SLOW", OB_CFG_INT, "0", 0, 1000000000, NULL,
+	    false, fault_slow, "fault: sleep --fault-slow-ms before COMMIT, N times"),
+	OPT("fault-slow-ms", "OUTBOX_FAULT_SLOW_MS", OB_CFG_DURATION, "5s", 0, 3600000,
+	    NULL, false, fault_slow_ms, "how long a --fault-slow sleep lasts"),
+	OB_CFG_END,
+};
+
+static const char synopsis[] = "outbox-consumer --db CONNINFO [--listen URL] [options]";
+static const char description[] =
+    "Serve outbox deliveries over nng REP. Each request's messages are applied in"
+    " one transaction: the dedup record (inbox.processed) and the effect commit"
+    " together; a key already processed answers 'duplicate' and applies nothing."
+    " The reply is sent only after COMMIT. Run `outboxctl migrate --schema inbox`"
+    " first.";
+
+int
+main(int argc, char **argv)
+{
+	struct consumer_config cfg;
+	char err[1024];
+	int first_arg = 0, code = 2;
+	bool help = false;
+	struct consumer_server *srv = NULL;
+
+	if (ob_cfg_parse(consumer_options, &cfg, argc, argv, &first_arg, &help, err,
+	        sizeof(err)) != OB_OK) {
+		fprintf(stderr, "outbox-consumer: %s\n", err);
+		goto out;
+	}
+	if (help) {
+		ob_cfg_usage(stdout, synopsis, description, consumer_options);
+		code = 0;
+		goto out;
+	}
+	if (first_arg < argc) {
+		fprintf(stderr, "outbox-consumer: unexpected argument '%s'\n", argv[first_arg]);
+		goto out;
+	}
+	enum ob_log_level level;
+	enum ob_log_format format;
+	ob_log_level_parse(cfg.log_level, &level);
+	ob_log_format_parse(cfg.log_format, &format);
+	ob_log_init("outbox-consumer", level, format);
+
+	static struct inbox_faults faults = {
+		.die_before_commit = { "consumer.die_before_commit", 0 },
+		.die_after_commit = { "consumer.die_after_commit", 0 },
+		.slow = { "consumer.slow", 0 },
+	};
+	static struct ob_fault drop_reply = { "consumer.drop_reply", 0 };
+	ob_fault_arm(&faults.die_before_commit, cfg.fault_die_before_commit);
+	ob_fault_arm(&faults.die_after_commit, cfg.fault_die_after_commit);
+	ob_fault_arm(&faults.slow, cfg.fault_slow);
+	faults.slow_ms = cfg.fault_slow_ms;
+	ob_fault_arm(&drop_reply, cfg.fault_drop_reply);
+
+	struct consumer_server_config scfg = {
+		.db = cfg.db,
+		.listen = cfg.listen,
+		.threads = (int)cfg.threads,
+		.limits = { (uint32_t)cfg.max_payload, (uint32_t)cfg.max_batch },
+		.inbox = { !cfg.no_dedup, &inbox_handler_record, &faults },
+		.drop_reply = &drop_reply,
+	};
+
+	/* Block the stop signals in every thread; main waits for them. */
+	sigset_t stop;
+	sigemptyset(&stop);
+	sigaddset(&stop, SIGTERM);
+	sigaddset(&stop, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &stop, NULL);
+
+	if (consumer_server_start(&scfg, &srv, err, sizeof(err)) != OB_OK) {
+		fprintf(stderr, "outbox-consumer: %s\n", err);
+		goto out;
+	}
+	ob_info("consumer.started", "listen=%s threads=%d dedup=%s handler=%s",
+	    cfg.listen, (int)cfg.threads, cfg.no_dedup ? "OFF(broken-mode)" : "on",
+	    cfg.handler);
+
+	int sig = 0;
+	sigwait(&stop, &sig);
+	ob_info("consumer.stopping", "signal=%d", sig);
+	const struct consumer_counters *c = consumer_server_counters(srv);
+	ob_info("consumer.stopped", "requests=%llu applied=%llu duplicate=%llu retried=%llu"
+	    " rejected=%llu bad_frames=%llu",
+	    (unsigned long long)c->requests, (unsigned long long)c->applied,
+	    (unsigned long long)c->duplicate, (unsigned long long)c->retried,
+	    (unsigned long long)c->rejected, (unsigned long long)c->bad_frames);
+	consumer_server_stop(srv);
+	code = 0;
+out:
+	ob_cfg_free(consumer_options, &cfg);
+	nng_fini();
+	return code;
+}

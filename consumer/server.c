@@ -1,0 +1,271 @@
+/*
+ * server.c - the consumer's request loop on nng REP contexts.
+ *
+ * Each serving thread owns one context and one database connection and runs
+ * RECV -> decode -> apply (one transaction) -> SEND. Blocking database work
+ * stays on our threads, never on nng's callback threads. A lost database
+ * connection is re-opened with backoff; meanwhile requests get RETRY.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/rep.h>
+
+#include "outbox/buf.h"
+#include "outbox/err.h"
+#include "outbox/log.h"
+#include "outbox/pg.h"
+#include "server.h"
+
+struct serve_thread {
+	struct consumer_server *srv;
+	pthread_t tid;
+	nng_ctx ctx;
+	nng_aio *aio;
+	PGconn *conn;
+	struct inbox_batch batch;
+	struct ob_buf reply;
+	int index;
+};
+
+struct consumer_server {
+	struct consumer_server_config cfg;
+	nng_socket sock;
+	struct serve_thread *threads;
+	int nthreads;
+	struct consumer_counters counters;
+};
+
+static void
+sleep_ms(int64_t ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
+/* Re-open a broken connection; one attempt per call (the caller replies
+ * RETRY in between, so a down database costs no busy loop). */
+static bool
+ensure_conn(struct serve_thread *t)
+{
+	if (!ob_pg_broken(t->conn))
+		return true;
+	if (t->conn != NULL) {
+		PQfinish(t->conn);
+		t->conn = NULL;
+		ob_warn("consumer.db.lost", "thread=%d", t->index);
+	}
+	char err[512];
+	if (ob_pg_connect(t->srv->cfg.db, "outbox-consumer", &t->conn, err,
+	        sizeof(err)) != OB_OK) {
+		char q[600];
+		ob_warn("consumer.db.reconnect_failed", "thread=%d err=%s", t->index,
+		    ob_log_q(err, q, sizeof(q)));
+		sleep_ms(200);
+		return false;
+	}
+	ob_info("consumer.db.reconnected", "thread=%d", t->index);
+	return true;
+}
+
+static void
+count_statuses(struct consumer_server *s, const struct inbox_batch *b,
+    uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		switch (b->results[i].status) {
+		case OB_WIRE_APPLIED: atomic_fetch_add(&s->counters.applied, 1); break;
+		case OB_WIRE_DUPLICATE: atomic_fetch_add(&s->counters.duplicate, 1); break;
+		case OB_WIRE_RETRY: atomic_fetch_add(&s->counters.retried, 1); break;
+		default: atomic_fetch_add(&s->counters.rejected, 1); break;
+		}
+	}
+}
+
+/* Build the reply for one received frame into t->reply. Returns false when
+ * the request must be dropped without a reply. */
+static bool
+handle(struct serve_thread *t, const void *body, size_t len)
+{
+	struct consumer_server *s = t->srv;
+	struct ob_wire_request req;
+	char q[600];
+	ob_buf_reset(&t->reply);
+
+	int rc = ob_wire_decode_request(body, len, &s->cfg.limits, &req);
+	if (rc != OB_OK) {
+		atomic_fetch_add(&s->counters.bad_frames, 1);
+		ob_warn("consumer.frame.bad", "bytes=%zu err=%s", len, ob_err_name(rc));
+		return ob_wire_encode_error_reply(&t->reply, rc, ob_strerror(rc)) == OB_OK;
+	}
+
+	char err[512];
+	if (!ensure_conn(t)) {
+		for (uint32_t i = 0; i < req.count; i++) {
+			t->batch.results[i] = (struct ob_wire_result){ req.msgs[i].id,
+				OB_WIRE_RETRY, "database unavailable", 20 };
+		}
+		rc = OB_EDB;
+	} else {
+		rc = inbox_apply_batch(t->conn, &s->cfg.inbox, &req, &t->batch, err,
+		    sizeof(err));
+		if (rc != OB_OK) {
+			atomic_fetch_add(&s->counters.db_failures, 1);
+			ob_warn("consumer.batch.failed", "messages=%u err=%s", req.count,
+			    ob_log_q(err, q, sizeof(q)));
+		}
+	}
+	count_statuses(s, &t->batch, req.count);
+	ob_debug("consumer.batch.done", "messages=%u first_id=%llu", req.count,
+	    (unsigned long long)req.msgs[0].id);
+	rc = ob_wire_encode_reply(&t->reply, t->batch.results, req.count);
+	ob_wire_request_fini(&req);
+	if (rc != OB_OK)
+		return false;
+	if (s->cfg.drop_reply != NULL && ob_fault_fire(s->cfg.drop_reply))
+		return false;
+	return true;
+}
+
+static void *
+serve(void *arg)
+{
+	struct serve_thread *t = arg;
+	for (;;) {
+		nng_ctx_recv(t->ctx, t->aio);
+		nng_aio_wait(t->aio);
+		int rv = nng_aio_result(t->aio);
+		if (rv == NNG_ECLOSED)
+			break;
+		if (rv != 0) {
+			ob_warn("consumer.recv.failed", "err=%s", ob_log_q(nng_strerror(rv),
+			    (char[128]){ 0 }, 128));
+			continue;
+		}
+		nng_msg *msg = nng_aio_get_msg(t->aio);
+		atomic_fetch_add(&t->srv->counters.requests, 1);
+		bool reply = handle(t, nng_msg_body(msg), nng_msg_len(msg));
+		if (!reply) {
+			/* Dropping: the REP context discards the request; the relay
+			 * times out and redelivers. */
+			nng_msg_free(msg);
+			continue;
+		}
+		nng_msg_clear(msg);
+		if (nng_msg_append(msg, t->reply.data, t->reply.len) != 0) {
+			nng_msg_free(msg);
+			continue;
+		}
+		nng_aio_set_msg(t->aio, msg);
+		nng_ctx_send(t->ctx, t->aio);
+		nng_aio_wait(t->aio);
+		if ((rv = nng_aio_result(t->aio)) != 0) {
+			nng_msg_free(nng_aio_get_msg(t->aio));
+			if (rv == NNG_ECLOSED)
+				break;
+		}
+	}
+	return NULL;
+}
+
+static void
+thread_fini(struct serve_thread *t)
+{
+	if (t->aio != NULL)
+		nng_aio_free(t->aio);
+	if (nng_ctx_id(t->ctx) > 0)
+		nng_ctx_close(t->ctx);
+	if (t->conn != NULL)
+		PQfinish(t->conn);
+	inbox_batch_fini(&t->batch);
+	ob_buf_fini(&t->reply);
+}
+
+int
+consumer_server_start(const struct consumer_server_config *cfg,
+    struct consumer_server **out, char *err, size_t errlen)
+{
+	struct consumer_server *s = calloc(1, sizeof(*s));
+	if (s == NULL)
+		return OB_ENOMEM;
+	s->cfg = *cfg;
+	int rc = OB_ENOMEM, rv;
+	s->threads = calloc((size_t)cfg->threads, sizeof(*s->threads));
+	if (s->threads == NULL)
+		goto fail_free;
+	if ((rv = nng_rep0_open(&s->sock)) != 0) {
+		snprintf(err, errlen, "open REP socket: %s", nng_strerror(rv));
+		rc = OB_ENET;
+		goto fail_free;
+	}
+	nng_socket_set_size(s->sock, NNG_OPT_RECVMAXSZ,
+	    (size_t)cfg->limits.max_batch * (cfg->limits.max_payload + 1024) + 64);
+
+	for (int i = 0; i < cfg->threads; i++) {
+		struct serve_thread *t = &s->threads[i];
+		t->srv = s;
+		t->index = i;
+		ob_buf_init(&t->reply);
+		if (inbox_batch_init(&t->batch, cfg->limits.max_batch) != OB_OK ||
+		    nng_aio_alloc(&t->aio, NULL, NULL) != 0 ||
+		    nng_ctx_open(&t->ctx, s->sock) != 0) {
+			snprintf(err, errlen, "out of memory setting up serving threads");
+			goto fail;
+		}
+		if ((rc = ob_pg_connect(cfg->db, "outbox-consumer", &t->conn, err,
+		         errlen)) != OB_OK)
+			goto fail;
+		s->nthreads = i + 1;
+	}
+	if ((rv = nng_listen(s->sock, cfg->listen, NULL, 0)) != 0) {
+		snprintf(err, errlen, "listen on %s: %s", cfg->listen, nng_strerror(rv));
+		rc = OB_ENET;
+		goto fail;
+	}
+	for (int i = 0; i < s->nthreads; i++) {
+		if (pthread_create(&s->threads[i].tid, NULL, serve, &s->threads[i]) != 0) {
+			snprintf(err, errlen, "cannot start serving thread");
+			nng_close(s->sock);
+			for (int j = 0; j < i; j++)
+				pthread_join(s->threads[j].tid, NULL);
+			rc = OB_ENOMEM;
+			goto fail_threads;
+		}
+	}
+	*out = s;
+	return OB_OK;
+
+fail:
+	nng_close(s->sock);
+fail_threads:
+	for (int i = 0; i < cfg->threads; i++)
+		thread_fini(&s->threads[i]);
+fail_free:
+	free(s->threads);
+	free(s);
+	return rc;
+}
+
+const struct consumer_counters *
+consumer_server_counters(const struct consumer_server *s)
+{
+	return &s->counters;
+}
+
+void
+consumer_server_stop(struct consumer_server *s)
+{
+	nng_close(s->sock);
+	for (int i = 0; i < s->nthreads; i++)
+		pthread_join(s->threads[i].tid, NULL);
+	for (int i = 0; i < s->cfg.threads; i++)
+		thread_fini(&s->threads[i]);
+	free(s->threads);
+	free(s);
+}

@@ -1,0 +1,38 @@
+/*
+ * enqueue.h - the transactional outbox write: a bug report (the business
+ * row) and its outbox record commit in ONE transaction, or neither does.
+ */
+#ifndef OUTBOX_PRODUCER_ENQUEUE_H
+#define OUTBOX_PRODUCER_ENQUEUE_H
+
+#include <libpq-fe.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define PRODUCER_TOPIC_REPORT_CREATED "report.created"
+
+struct bug_report {
+	const char *title;    /* 1..200 characters */
+	const char *module;   /* 1..100 characters */
+	const char *steps;    /* 0..10000 characters */
+	const char *severity; /* low | medium | high | critical */
+};
+
+/* Insert the report and enqueue it (topic report.created, the report row as
+ * JSON payload, idempotency key key) inside the caller's open transaction.
+ * On success writes *report_id and *message_id. OB_EDB with the server's
+ * message in err (the caller rolls back); OB_EINVAL when the server said
+ * the input is invalid (SQLSTATE class 22 or 23). */
+int producer_insert_report(PGconn *conn, const struct bug_report *r,
+    const char *key, int64_t *report_id, int64_t *message_id, char *err,
+    size_t errlen);
+
+/* BEGIN; producer_insert_report; COMMIT. Any failure rolls both back. */
+int producer_enqueue_report(PGconn *conn, const struct bug_report *r,
+    const char *key, int64_t *report_id, int64_t *message_id, char *err,
+    size_t errlen);
+
+/* Write a fresh random idempotency key (a UUID, 36 chars + NUL) into out. */
+void producer_new_key(char out[37]);
+
+#endif

@@ -1,0 +1,122 @@
+/*
+ * enqueue_cmd.c - `outbox-producer enqueue`: write reports with their outbox
+ * records from the command line (one transaction per report).
+ */
+#include <inttypes.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "enqueue.h"
+#include "outbox/config.h"
+#include "outbox/err.h"
+#include "outbox/pg.h"
+#include "outbox/wire.h"
+#include "producer.h"
+
+#define ENQUEUE_MAX_COUNT 10000000
+
+struct enqueue_config {
+	char *db;
+	char *title;
+	char *module;
+	char *steps;
+	char *severity;
+	char *key;
+	int64_t count;
+	bool quiet;
+};
+
+#define OPT(name, env, type, def, min, max, choices, req, field, help)      \
+	{ name, env, type, def, min, max, choices, req, false,              \
+	    offsetof(struct enqueue_config, field), help }
+
+static const struct ob_cfg_opt enqueue_options[] = {
+	OPT("db", "OUTBOX_DB", OB_CFG_STRING, NULL, 0, 0, NULL, true, db,
+	    "PostgreSQL connection string of the producer's database"),
+	OPT("title", "OUTBOX_TITLE", OB_CFG_STRING, "Crash on save", 0, 0, NULL, false,
+	    title, "report title (1..200 characters)"),
+	OPT("module", "OUTBOX_MODULE", OB_CFG_STRING, "editor", 0, 0, NULL, false, module,
+	    "module the report is about (1..100 characters)"),
+	OPT("steps", "OUTBOX_STEPS", OB_CFG_STRING, "", 0, 0, NULL, false, steps,
+	    "steps to reproduce"),
+	OPT("severity", "OUTBOX_SEVERITY", OB_CFG_ENUM, "medium", 0, 0,
+	    "low|medium|high|critical", false, severity, "report severity"),
+	OPT("key", "OUTBOX_KEY", OB_CFG_STRING, NULL, 0, 0, NULL, false, key,
+	    "idempotency key (1..255 bytes; default: a random UUID per report; with"
+	    " --count N the keys are KEY-1..KEY-N)"),
+	OPT("count", "OUTBOX_COUNT", OB_CFG_INT, "1", 1, ENQUEUE_MAX_COUNT, NULL, false,
+	    count, "how many reports to write, each in its own transaction"),
+	OPT("quiet", "OUTBOX_QUIET", OB_CFG_BOOL, "false", 0, 0, NULL, false, quiet,
+	    "print only the summary line"),
+	OB_CFG_END,
+};
+
+int
+producer_cmd_enqueue(int argc, char **argv)
+{
+	struct enqueue_config cfg;
+	char err[1024];
+	int first_arg = 0, code = 2;
+	bool help = false;
+	PGconn *conn = NULL;
+
+	if (ob_cfg_parse(enqueue_options, &cfg, argc, argv, &first_arg, &help, err,
+	        sizeof(err)) != OB_OK) {
+		fprintf(stderr, "outbox-producer enqueue: %s\n", err);
+		goto out;
+	}
+	if (help) {
+		ob_cfg_usage(stdout, "outbox-producer enqueue --db CONNINFO [--title T] [--key K] [--count N]",
+		    "Insert a bug report and its outbox record (topic report.created) in ONE"
+		    " transaction; any failure rolls both back. Prints report_id, message_id"
+		    " and key per report.", enqueue_options);
+		code = 0;
+		goto out;
+	}
+	if (first_arg < argc) {
+		fprintf(stderr, "outbox-producer enqueue: unexpected argument '%s'\n", argv[first_arg]);
+		goto out;
+	}
+	/* Room for "-N" after the key. */
+	if (cfg.key != NULL && (cfg.key[0] == '\0' ||
+	        strlen(cfg.key) > OB_WIRE_MAX_KEY - (cfg.count > 1 ? 9 : 0))) {
+		fprintf(stderr, "outbox-producer enqueue: --key must be 1..%d bytes\n",
+		    OB_WIRE_MAX_KEY - (cfg.count > 1 ? 9 : 0));
+		goto out;
+	}
+	if (ob_pg_connect(cfg.db, "outbox-producer", &conn, err, sizeof(err)) != OB_OK) {
+		fprintf(stderr, "outbox-producer enqueue: %s\n", err);
+		goto out;
+	}
+	struct bug_report r = { cfg.title, cfg.module, cfg.steps, cfg.severity };
+	int64_t done = 0;
+	code = 0;
+	for (int64_t i = 1; i <= cfg.count; i++) {
+		char key[OB_WIRE_MAX_KEY + 1];
+		if (cfg.key == NULL)
+			producer_new_key(key);
+		else if (cfg.count == 1)
+			snprintf(key, sizeof(key), "%s", cfg.key);
+		else
+			snprintf(key, sizeof(key), "%s-%" PRId64, cfg.key, i);
+		int64_t report_id, message_id;
+		int rc = producer_enqueue_report(conn, &r, key, &report_id, &message_id, err,
+		    sizeof(err));
+		if (rc != OB_OK) {
+			fprintf(stderr, "outbox-producer enqueue: %s\n", err);
+			code = rc == OB_EINVAL ? 2 : 1;
+			break;
+		}
+		done++;
+		if (!cfg.quiet)
+			printf("report_id=%" PRId64 " message_id=%" PRId64 " key=%s\n", report_id,
+			    message_id, key);
+	}
+	printf("enqueued=%" PRId64 "\n", done);
+out:
+	if (conn != NULL)
+		PQfinish(conn);
+	ob_cfg_free(enqueue_options, &cfg);
+	return code;
+}

@@ -1,0 +1,58 @@
+/*
+ * main.c - outbox-producer: dispatch to a subcommand.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include <nng/nng.h>
+
+#include "outbox/log.h"
+#include "producer.h"
+
+struct subcommand {
+	const char *name;
+	int (*run)(int argc, char **argv);
+	const char *help;
+};
+
+static const struct subcommand subcommands[] = {
+	{ "enqueue", producer_cmd_enqueue,
+	    "insert bug report(s) and their outbox records, one transaction each" },
+	{ NULL, NULL, NULL },
+};
+
+static void
+usage(FILE *f)
+{
+	fprintf(f, "usage: outbox-producer COMMAND [options]   (outbox-producer COMMAND --help)\n\n"
+	           "The producer side of the outbox: business row + outbox record in one"
+	           " transaction.\n\ncommands:\n");
+	for (const struct subcommand *c = subcommands; c->name; c++)
+		fprintf(f, "  %-10s %s\n", c->name, c->help);
+}
+
+int
+main(int argc, char **argv)
+{
+	ob_log_init("outbox-producer", OB_LOG_INFO, OB_LOG_TEXT);
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+	    strcmp(argv[1], "help") == 0) {
+		usage(stdout);
+		return 0;
+	}
+	int code = -1;
+	for (const struct subcommand *c = subcommands; c->name; c++)
+		if (strcmp(argv[1], c->name) == 0)
+			code = c->run(argc - 1, argv + 1);
+	if (code < 0) {
+		fprintf(stderr, "outbox-producer: unknown command '%s' (see outbox-producer --help)\n",
+		    argv[1]);
+		code = 2;
+	}
+	nng_fini();
+	return code;
+}

@@ -1,0 +1,154 @@
+/*
+ * main.c - outbox-relay: parse and check config, set up log and signals,
+ * run the worker.
+ */
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <nng/nng.h>
+
+#include "deliver.h"
+#include "outbox/err.h"
+#include "outbox/log.h"
+#include "outbox/pg.h"
+#include "outbox/wire.h"
+#include "relay.h"
+
+#define OPT(name, env, type, def, min, max, choices, req, field, help)      \
+	{ name, env, type, def, min, max, choices, req, false,              \
+	    offsetof(struct relay_config, field), help }
+
+static const struct ob_cfg_opt relay_options[] = {
+	OPT("db", "OUTBOX_DB", OB_CFG_STRING, NULL, 0, 0, NULL, true, db,
+	    "PostgreSQL connection string of the producer's database (outbox schema)"),
+	OPT("route", "OUTBOX_ROUTE", OB_CFG_LIST, NULL, 0, 0, NULL, true, routes,
+	    "TOPIC=URL, repeatable; TOPIC * is the default route (env: comma-separated)"),
+	OPT("workers", "OUTBOX_WORKERS", OB_CFG_INT, "1", 1, 1, NULL, false, workers,
+	    "worker processes"),
+	OPT("batch", "OUTBOX_BATCH", OB_CFG_INT, "100", 1, OB_WIRE_MAX_BATCH, NULL, false,
+	    batch, "messages per request frame"),
+	OPT("max-inflight", "OUTBOX_MAX_INFLIGHT", OB_CFG_INT, "4", 1, 256, NULL, false,
+	    max_inflight, "request frames in flight per worker (a claim takes batch x this)"),
+	OPT("lease-ms", "OUTBOX_LEASE_MS", OB_CFG_DURATION, "30s", 100, 86400000, NULL,
+	    false, lease_ms, "how long a claim is held; must exceed --delivery-timeout-ms + 1s"),
+	OPT("delivery-timeout-ms", "OUTBOX_DELIVERY_TIMEOUT_MS", OB_CFG_DURATION, "10s",
+	    10, 3600000, NULL, false, delivery_timeout_ms,
+	    "deadline for a request's round trip (send + consumer COMMIT + reply)"),
+	OPT("poll-ms", "OUTBOX_POLL_MS", OB_CFG_DURATION, "1s", 10, 600000, NULL, false,
+	    poll_ms, "poll interval when idle (LISTEN/NOTIFY wakes the relay sooner)"),
+	OPT("backoff-base-ms", "OUTBOX_BACKOFF_BASE_MS", OB_CFG_DURATION, "100ms", 1,
+	    3600000, NULL, false, backoff_base_ms, "Full Jitter backoff base"),
+	OPT("backoff-cap-ms", "OUTBOX_BACKOFF_CAP_MS", OB_CFG_DURATION, "30s", 1,
+	    86400000, NULL, false, backoff_cap_ms, "Full Jitter backoff cap"),
+	OPT("max-attempts", "OUTBOX_MAX_ATTEMPTS", OB_CFG_INT, "25", 1, 1000000, NULL,
+	    false, max_attempts, "attempts that reached a consumer before dead-lettering"),
+	OPT("max-age", "OUTBOX_MAX_AGE", OB_CFG_DURATION, "24h", 1000, 365LL * 86400000,
+	    NULL, false, max_age_ms, "age after which a failing message is dead-lettered"),
+	OPT("max-payload", "OUTBOX_MAX_PAYLOAD", OB_CFG_SIZE, "1m", 0, OB_WIRE_MAX_PAYLOAD,
+	    NULL, false, max_payload, "largest payload sent; larger ones are dead-lettered"),
+	OPT("no-fencing", "OUTBOX_NO_FENCING", OB_CFG_BOOL, "false", 0, 0, NULL, false,
+	    no_fencing, "BROKEN MODE for demos and tests: outcome writes ignore the fence"),
+	OPT("log-level", "OUTBOX_LOG_LEVEL", OB_CFG_ENUM, "info", 0, 0,
+	    "debug|info|warn|error", false, log_level, "least severe level logged"),
+	OPT("log-format", "OUTBOX_LOG_FORMAT", OB_CFG_ENUM, "text", 0, 0, "text|json",
+	    false, log_format, "log line format"),
+	OB_CFG_END,
+};
+
+static const char synopsis[] = "outbox-relay --db CONNINFO --route TOPIC=URL... [options]";
+static const char description[] =
+    "Deliver committed outbox records to consumers, at least once. Claims due"
+    " records in batches under a lease with a bumped fencing token, sends them"
+    " over nng REQ, and records each outcome only while still holding the claim"
+    " (WHERE id = $1 AND fence = $2). Retries back off with Full Jitter.";
+
+static volatile sig_atomic_t stop_requested;
+
+static void
+on_stop_signal(int sig)
+{
+	if (stop_requested)
+		_exit(1); /* second signal: immediate exit */
+	stop_requested = sig;
+}
+
+/* Checks that need more than one option; exit 2 material. */
+static int
+check_config(const struct relay_config *c, char *err, size_t errlen)
+{
+	if (c->lease_ms <= c->delivery_timeout_ms + RELAY_LEASE_MARGIN_MS) {
+		snprintf(err, errlen, "--lease-ms (%lld) must exceed --delivery-timeout-ms (%lld)"
+		    " + %d ms, or a slow delivery outlives its claim and is sent twice",
+		    (long long)c->lease_ms, (long long)c->delivery_timeout_ms,
+		    RELAY_LEASE_MARGIN_MS);
+		return OB_EINVAL;
+	}
+	if (c->backoff_base_ms > c->backoff_cap_ms) {
+		snprintf(err, errlen, "--backoff-base-ms (%lld) exceeds --backoff-cap-ms (%lld)",
+		    (long long)c->backoff_base_ms, (long long)c->backoff_cap_ms);
+		return OB_EINVAL;
+	}
+	struct relay_deliverer d;
+	memset(&d, 0, sizeof(d));
+	int rc = relay_routes_parse(&d, c->routes.items, c->routes.n, err, errlen);
+	relay_deliverer_close(&d);
+	return rc;
+}
+
+int
+main(int argc, char **argv)
+{
+	struct relay_config cfg;
+	char err[1024];
+	int first_arg = 0, code = 2;
+	bool help = false;
+
+	if (ob_cfg_parse(relay_options, &cfg, argc, argv, &first_arg, &help, err,
+	        sizeof(err)) != OB_OK) {
+		fprintf(stderr, "outbox-relay: %s\n", err);
+		goto out;
+	}
+	if (help) {
+		ob_cfg_usage(stdout, synopsis, description, relay_options);
+		code = 0;
+		goto out;
+	}
+	if (first_arg < argc) {
+		fprintf(stderr, "outbox-relay: unexpected argument '%s'\n", argv[first_arg]);
+		goto out;
+	}
+	if (check_config(&cfg, err, sizeof(err)) != OB_OK) {
+		fprintf(stderr, "outbox-relay: %s\n", err);
+		goto out;
+	}
+	enum ob_log_level level;
+	enum ob_log_format format;
+	ob_log_level_parse(cfg.log_level, &level);
+	ob_log_format_parse(cfg.log_format, &format);
+	ob_log_init("outbox-relay", level, format);
+
+	/* An unreachable database at start is a configuration error. */
+	PGconn *probe = NULL;
+	if (ob_pg_connect(cfg.db, "outbox-relay", &probe, err, sizeof(err)) != OB_OK) {
+		fprintf(stderr, "outbox-relay: %s\n", err);
+		goto out;
+	}
+	PQfinish(probe);
+
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_stop_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	code = relay_worker_run(&cfg, 0, &stop_requested);
+out:
+	ob_cfg_free(relay_options, &cfg);
+	nng_fini();
+	return code;
+}

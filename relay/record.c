@@ -1,0 +1,109 @@
+/*
+ * record.c - fenced outcome writes, batched into one UPDATE ... FROM unnest.
+ *
+ * The arrays travel as text array literals; the error texts are escaped by
+ * ob_buf_put_pg_array_text.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "outbox/buf.h"
+#include "outbox/err.h"
+#include "outbox/pg.h"
+#include "record.h"
+
+static const char record_sql_fenced[] =
+    "UPDATE outbox.messages m SET"
+    "  status = CASE o.kind WHEN 'delivered' THEN 'delivered'"
+    "                       WHEN 'dead' THEN 'dead' ELSE 'pending' END,"
+    "  delivered_at = CASE WHEN o.kind = 'delivered' THEN now() END,"
+    "  available_at = CASE WHEN o.kind IN ('retry', 'release')"
+    "                 THEN now() + o.delay_ms * interval '1 millisecond'"
+    "                 ELSE m.available_at END,"
+    "  attempts = m.attempts - o.refund,"
+    "  last_error = COALESCE(NULLIF(o.error, ''), m.last_error),"
+    "  lease_owner = NULL, lease_until = NULL"
+    " FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::bigint[],"
+    "             $5::int[], $6::text[]) AS o(id, fence, kind, delay_ms, refund, error)"
+    " WHERE m.id = o.id AND m.status = 'pending' AND m.fence = o.fence";
+
+/* BROKEN mode: no fence check, so a stalled worker's late write wins. */
+static const char record_sql_unfenced[] =
+    "UPDATE outbox.messages m SET"
+    "  status = CASE o.kind WHEN 'delivered' THEN 'delivered'"
+    "                       WHEN 'dead' THEN 'dead' ELSE 'pending' END,"
+    "  delivered_at = CASE WHEN o.kind = 'delivered' THEN now() END,"
+    "  available_at = CASE WHEN o.kind IN ('retry', 'release')"
+    "                 THEN now() + o.delay_ms * interval '1 millisecond'"
+    "                 ELSE m.available_at END,"
+    "  attempts = m.attempts - o.refund,"
+    "  last_error = COALESCE(NULLIF(o.error, ''), m.last_error),"
+    "  lease_owner = NULL, lease_until = NULL"
+    " FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::bigint[],"
+    "             $5::int[], $6::text[]) AS o(id, fence, kind, delay_ms, refund, error)"
+    " WHERE m.id = o.id";
+
+const char *
+relay_outcome_name(enum relay_outcome_kind k)
+{
+	switch (k) {
+	case RELAY_OUT_DELIVERED: return "delivered";
+	case RELAY_OUT_RETRY: return "retry";
+	case RELAY_OUT_DEAD: return "dead";
+	case RELAY_OUT_RELEASE: return "release";
+	}
+	return "unknown";
+}
+
+int
+relay_record_outcomes(PGconn *conn, const struct relay_outcome *o,
+    uint32_t n, bool fencing, uint32_t *written, uint32_t *fenced_out,
+    char *err, size_t errlen)
+{
+	if (n == 0) {
+		*written = *fenced_out = 0;
+		return OB_OK;
+	}
+	struct ob_buf a[6];
+	int rc = OB_OK;
+	for (int k = 0; k < 6; k++) {
+		ob_buf_init(&a[k]);
+		rc |= ob_buf_puts(&a[k], "{");
+	}
+	for (uint32_t i = 0; i < n && rc == OB_OK; i++) {
+		const char *sep = i ? "," : "";
+		rc |= ob_buf_printf(&a[0], "%s%" PRIu64, sep, o[i].id);
+		rc |= ob_buf_printf(&a[1], "%s%" PRIu64, sep, o[i].fence);
+		rc |= ob_buf_printf(&a[2], "%s%s", sep, relay_outcome_name(o[i].kind));
+		rc |= ob_buf_printf(&a[3], "%s%" PRId64, sep, o[i].delay_ms);
+		rc |= ob_buf_printf(&a[4], "%s%d", sep, o[i].refund_attempt ? 1 : 0);
+		rc |= ob_buf_puts(&a[5], sep);
+		rc |= ob_buf_put_pg_array_text(&a[5], o[i].error, strnlen(o[i].error,
+		    RELAY_ERROR_MAX));
+	}
+	for (int k = 0; k < 6; k++)
+		rc |= ob_buf_puts(&a[k], "}");
+	if (rc != OB_OK) {
+		snprintf(err, errlen, "record: out of memory");
+		rc = OB_ENOMEM;
+		goto out;
+	}
+	const char *params[6];
+	for (int k = 0; k < 6; k++)
+		params[k] = a[k].data;
+	PGresult *res = PQexecParams(conn, fencing ? record_sql_fenced : record_sql_unfenced,
+	    6, NULL, params, NULL, NULL, 0);
+	rc = ob_pg_check(res, PGRES_COMMAND_OK, "record outcomes", err, errlen);
+	if (rc == OB_OK) {
+		uint32_t w = (uint32_t)strtoul(PQcmdTuples(res), NULL, 10);
+		*written = w;
+		*fenced_out = n > w ? n - w : 0;
+	}
+	PQclear(res);
+out:
+	for (int k = 0; k < 6; k++)
+		ob_buf_fini(&a[k]);
+	return rc;
+}

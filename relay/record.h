@@ -1,0 +1,45 @@
+/*
+ * record.h - write delivery outcomes back, fenced, in one statement.
+ *
+ * Every write is "... WHERE id = $id AND fence = $fence": a row whose fence
+ * moved on was taken over by another worker, and this worker's outcome for
+ * it is dropped (counted as fenced out), never written.
+ */
+#ifndef OUTBOX_RELAY_RECORD_H
+#define OUTBOX_RELAY_RECORD_H
+
+#include <libpq-fe.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum relay_outcome_kind {
+	RELAY_OUT_DELIVERED, /* applied or duplicate at the consumer */
+	RELAY_OUT_RETRY,     /* back to pending, due after delay_ms */
+	RELAY_OUT_DEAD,      /* dead-lettered, error kept */
+	RELAY_OUT_RELEASE,   /* never sent: give the claim back, due now */
+};
+
+#define RELAY_ERROR_MAX 256
+
+struct relay_outcome {
+	uint64_t id;
+	uint64_t fence;
+	enum relay_outcome_kind kind;
+	int64_t delay_ms;      /* RETRY: backoff before the next attempt */
+	bool refund_attempt;   /* the attempt never reached a consumer */
+	char error[RELAY_ERROR_MAX]; /* RETRY / DEAD: last error ("" = none) */
+};
+
+/* Write n outcomes in one statement. *written gets the rows updated,
+ * *fenced_out the rows skipped because their fence moved (n = written +
+ * fenced_out). fencing=false is the BROKEN mode (--no-fencing): the fence
+ * condition is left out. OB_OK or OB_EDB. */
+int relay_record_outcomes(PGconn *conn, const struct relay_outcome *o,
+    uint32_t n, bool fencing, uint32_t *written, uint32_t *fenced_out,
+    char *err, size_t errlen);
+
+/* The stable name of an outcome kind ("delivered", ...). */
+const char *relay_outcome_name(enum relay_outcome_kind k);
+
+#endif

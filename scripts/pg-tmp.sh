@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# pg-tmp.sh - a throwaway PostgreSQL 15 for the tests and the demo.
+#
+#   pg-tmp.sh start DIR   initdb + start in DIR (created), unix socket only,
+#                         in DIR/sock; writes DIR/env (PGHOST, PGPORT, PGUSER,
+#                         OUTBOX_PG_CONNINFO) and prints the conninfo.
+#   pg-tmp.sh stop DIR    stop the server and remove DIR entirely.
+#   pg-tmp.sh restart DIR stop and start the same cluster (data kept).
+#
+# PostgreSQL refuses to run as root: as root, the cluster runs as the
+# 'postgres' user (the files are chowned to it); otherwise as the caller.
+# The server listens on no TCP port (listen_addresses=''), so two runs can
+# never collide; the port number only names the socket file.
+# Set OUTBOX_PG_FSYNC=on to keep fsync (benchmarks); tests turn it off.
+set -euo pipefail
+
+cmd=${1:-}; dir=${2:-}
+[ -n "$cmd" ] && [ -n "$dir" ] || { echo "usage: $0 start|stop|restart DIR" >&2; exit 2; }
+
+bindir=$(pg_config --bindir 2>/dev/null || true)
+if [ ! -x "$bindir/initdb" ]; then
+	for d in /usr/lib/postgresql/15/bin /usr/lib/postgresql/*/bin; do
+		[ -x "$d/initdb" ] && { bindir=$d; break; }
+	done
+fi
+[ -x "$bindir/initdb" ] || { echo "pg-tmp: initdb not found (install postgresql-15)" >&2; exit 2; }
+
+as_owner() {
+	if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+pg_start() {
+	local log="$dir/server.log"
+	as_owner "$bindir/pg_ctl" -D "$dir/data" -l "$log" -w -t 60 start >/dev/null ||
+		{ echo "pg-tmp: server did not start; log follows" >&2; tail -20 "$log" >&2; exit 1; }
+}
+
+case "$cmd" in
+start)
+	if [ -f "$dir/env" ]; then "$0" stop "$dir" || true; fi
+	mkdir -p "$dir"
+	dir=$(cd "$dir" && pwd)
+	rm -rf "${dir:?}"/*
+	mkdir -p "$dir/sock"
+	if [ "$(id -u)" = 0 ]; then
+		id postgres >/dev/null 2>&1 || { echo "pg-tmp: no 'postgres' user (install postgresql-15)" >&2; exit 2; }
+		chown -R postgres "$dir"
+		# The postgres user must be able to reach DIR through its parents.
+		p=$dir; while [ "$p" != / ]; do p=$(dirname "$p"); chmod o+x "$p" 2>/dev/null || true; done
+	fi
+	port=$(( 20000 + RANDOM % 20000 ))
+	as_owner "$bindir/initdb" -D "$dir/data" -U postgres -A trust -E UTF8 --no-locale >"$dir/initdb.log" 2>&1 ||
+		{ echo "pg-tmp: initdb failed; log follows" >&2; tail -20 "$dir/initdb.log" >&2; exit 1; }
+	cat >>"$dir/data/postgresql.conf" <<CONF
+listen_addresses = ''
+port = $port
+unix_socket_directories = '$dir/sock'
+fsync = ${OUTBOX_PG_FSYNC:-off}
+synchronous_commit = ${OUTBOX_PG_FSYNC:-off}
+full_page_writes = ${OUTBOX_PG_FSYNC:-off}
+max_connections = 300
+shared_buffers = 256MB
+log_min_messages = warning
+CONF
+	pg_start
+	conninfo="host=$dir/sock port=$port user=postgres dbname=postgres"
+	cat >"$dir/env" <<ENV
+PGHOST=$dir/sock
+PGPORT=$port
+PGUSER=postgres
+OUTBOX_PG_CONNINFO='$conninfo'
+ENV
+	chmod o+r "$dir/env"
+	echo "$conninfo"
+	;;
+stop)
+	[ -d "$dir" ] || exit 0
+	if [ -d "$dir/data" ]; then
+		as_owner "$bindir/pg_ctl" -D "$dir/data" -m immediate -w -t 60 stop >/dev/null 2>&1 || true
+	fi
+	rm -rf "$dir"
+	;;
+restart)
+	as_owner "$bindir/pg_ctl" -D "$dir/data" -m fast -w -t 60 stop >/dev/null
+	pg_start
+	;;
+*)
+	echo "usage: $0 start|stop|restart DIR" >&2; exit 2 ;;
+esac
