@@ -404,6 +404,8 @@ ob_log_event(enum ob_log_level level, const char *event, const char *fmt,
 		if ((size_t)n >= sizeof line - len) {
 			len = sizeof line - 1; /* keep one byte for '\n' */
 			memcpy(line + len - 3, "...", 3);
+		} else if (n == 0) {
+			len = start - 1; /* "%s" of "": no trailing blank */
 		} else {
 			len += (size_t)n;
 		}

@@ -1,9 +1,25 @@
 /*
- * testsupport.c - helpers shared by the Check suites.
+ * testsupport.c - helpers shared by the Check suites (see testsupport.h).
+ *
+ * Tests run in a forked child per case (CK_FORK): everything here is
+ * process-local, and the per-test database gives isolation between cases
+ * and between test programs that ctest runs in parallel.
  */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
+#include "outbox/migrate.h"
 #include "testsupport.h"
+
+extern char **environ;
 
 int
 ts_run_suite(Suite *s)
@@ -13,4 +29,249 @@ ts_run_suite(Suite *s)
 	int failed = srunner_ntests_failed(sr);
 	srunner_free(sr);
 	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
+
+int64_t
+ts_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+char *
+ts_read_file(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	if (f == NULL)
+		return NULL;
+	size_t cap = 4096, len = 0;
+	char *buf = malloc(cap);
+	size_t n;
+	while (buf != NULL && (n = fread(buf + len, 1, cap - len - 1, f)) > 0) {
+		len += n;
+		if (cap - len < 2) {
+			char *nb = realloc(buf, cap *= 2);
+			if (nb == NULL) {
+				free(buf);
+				buf = NULL;
+			} else
+				buf = nb;
+		}
+	}
+	fclose(f);
+	if (buf != NULL)
+		buf[len] = '\0';
+	return buf;
+}
+
+const char *
+ts_server_conninfo(void)
+{
+	static char conninfo[TS_CONNINFO_MAX];
+	if (conninfo[0])
+		return conninfo;
+	const char *path = getenv("OUTBOX_TEST_PGENV");
+	ck_assert_msg(path != NULL, "OUTBOX_TEST_PGENV is not set (run the test through ctest)");
+	char *env = ts_read_file(path);
+	ck_assert_msg(env != NULL, "cannot read %s: is the pg fixture running?", path);
+	char *line = strstr(env, "OUTBOX_PG_CONNINFO='");
+	ck_assert_msg(line != NULL, "no OUTBOX_PG_CONNINFO in %s", path);
+	line += strlen("OUTBOX_PG_CONNINFO='");
+	char *end = strchr(line, '\'');
+	ck_assert(end != NULL);
+	*end = '\0';
+	snprintf(conninfo, sizeof(conninfo), "%s", line);
+	free(env);
+	return conninfo;
+}
+
+static void
+ignore_notice(void *arg, const char *msg)
+{
+	(void)arg;
+	(void)msg;
+}
+
+PGconn *
+ts_connect(const char *conninfo)
+{
+	PGconn *c = PQconnectdb(conninfo);
+	ck_assert_msg(PQstatus(c) == CONNECTION_OK, "connect %s: %s", conninfo,
+	    PQerrorMessage(c));
+	PQsetNoticeProcessor(c, ignore_notice, NULL);
+	return c;
+}
+
+void
+ts_exec(PGconn *conn, const char *sql)
+{
+	PGresult *r = PQexec(conn, sql);
+	ExecStatusType st = PQresultStatus(r);
+	ck_assert_msg(st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK, "%s: %s", sql,
+	    PQresultErrorMessage(r));
+	PQclear(r);
+}
+
+int64_t
+ts_query_int(PGconn *conn, const char *sql)
+{
+	PGresult *r = PQexec(conn, sql);
+	ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK, "%s: %s", sql,
+	    PQresultErrorMessage(r));
+	int64_t v = 0;
+	if (PQntuples(r) > 0 && !PQgetisnull(r, 0, 0))
+		v = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+	PQclear(r);
+	return v;
+}
+
+int64_t
+ts_wait_value(PGconn *conn, const char *sql, int64_t want, int timeout_ms)
+{
+	int64_t end = ts_now_ms() + timeout_ms, v;
+	for (;;) {
+		v = ts_query_int(conn, sql);
+		if (v == want || ts_now_ms() >= end)
+			return v;
+		usleep(50 * 1000);
+	}
+}
+
+void
+ts_db_create(const char *tag, const char *set, char *out, size_t outlen)
+{
+	static int counter;
+	char name[64], sql[128];
+	snprintf(name, sizeof(name), "t_%.30s_%d_%d", tag, (int)getpid(), ++counter);
+	for (char *p = name; *p; p++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9')))
+			*p = '_';
+	PGconn *admin = ts_connect(ts_server_conninfo());
+	snprintf(sql, sizeof(sql), "DROP DATABASE IF EXISTS %s", name);
+	ts_exec(admin, sql);
+	snprintf(sql, sizeof(sql), "CREATE DATABASE %s", name);
+	ts_exec(admin, sql);
+	PQfinish(admin);
+	snprintf(out, outlen, "%s dbname=%s", ts_server_conninfo(), name);
+	if (set != NULL) {
+		PGconn *c = ts_connect(out);
+		char err[512];
+		int applied = 0;
+		ck_assert_msg(ob_migrate(c, set, &applied, err, sizeof(err)) == 0, "migrate: %s", err);
+		PQfinish(c);
+	}
+}
+
+static char tmpdir[256];
+
+static void
+remove_tmpdir(void)
+{
+	if (tmpdir[0] == '\0' || getenv("OUTBOX_TEST_KEEP") != NULL)
+		return;
+	char cmd[300];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "could not remove %s\n", tmpdir);
+}
+
+const char *
+ts_tmpdir(void)
+{
+	static pid_t owner;
+	if (tmpdir[0] && owner == getpid())
+		return tmpdir;
+	/* Short path: ipc:// socket paths are limited to ~100 bytes. */
+	snprintf(tmpdir, sizeof(tmpdir), "/tmp/obt.XXXXXX");
+	ck_assert(mkdtemp(tmpdir) != NULL);
+	chmod(tmpdir, 0755);
+	owner = getpid();
+	atexit(remove_tmpdir);
+	return tmpdir;
+}
+
+void
+ts_ipc_url(const char *name, char *out, size_t outlen)
+{
+	snprintf(out, outlen, "ipc://%s/%s.ipc", ts_tmpdir(), name);
+}
+
+pid_t
+ts_spawn(char *const argv[], char *const extra_env[], char *log_out)
+{
+	static int n;
+	const char *bindir = getenv("OUTBOX_BIN_DIR");
+	char path[512], log[256];
+	if (strchr(argv[0], '/') == NULL && bindir != NULL)
+		snprintf(path, sizeof(path), "%s/%s", bindir, argv[0]);
+	else
+		snprintf(path, sizeof(path), "%s", argv[0]);
+	const char *base = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
+	snprintf(log, sizeof(log), "%s/%s-%d.log", ts_tmpdir(), base, ++n);
+	if (log_out != NULL)
+		snprintf(log_out, 256, "%s", log);
+	fflush(NULL);
+	pid_t pid = fork();
+	ck_assert(pid >= 0);
+	if (pid == 0) {
+		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+			close(fd);
+		}
+		for (int i = 0; extra_env != NULL && extra_env[i] != NULL; i++)
+			putenv(extra_env[i]);
+		execv(path, argv);
+		fprintf(stderr, "exec %s: %s\n", path, strerror(errno));
+		_exit(127);
+	}
+	return pid;
+}
+
+int
+ts_wait_exit(pid_t pid, int timeout_ms)
+{
+	int64_t end = ts_now_ms() + timeout_ms;
+	for (;;) {
+		int st;
+		pid_t r = waitpid(pid, &st, WNOHANG);
+		if (r == pid)
+			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+		if (r < 0)
+			return -1;
+		if (ts_now_ms() >= end)
+			return -1;
+		usleep(10 * 1000);
+	}
+}
+
+void
+ts_stop(pid_t pid, int sig)
+{
+	if (pid <= 0)
+		return;
+	kill(pid, sig);
+	if (ts_wait_exit(pid, 10000) < 0) {
+		kill(pid, SIGKILL);
+		ts_wait_exit(pid, 10000);
+	}
+}
+
+int
+ts_run(char *const argv[], char *const extra_env[], char *out, size_t outlen,
+    int timeout_ms)
+{
+	char log[256];
+	pid_t pid = ts_spawn(argv, extra_env, log);
+	int code = ts_wait_exit(pid, timeout_ms);
+	if (code < 0)
+		ts_stop(pid, SIGKILL);
+	if (out != NULL && outlen > 0) {
+		char *text = ts_read_file(log);
+		snprintf(out, outlen, "%s", text ? text : "");
+		free(text);
+	}
+	return code;
 }

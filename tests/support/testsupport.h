@@ -1,13 +1,74 @@
 /*
- * testsupport.h - helpers shared by the Check suites: a fresh database per
- * test on the throwaway PostgreSQL, child processes, temp dirs.
+ * testsupport.h - helpers shared by the Check suites: a fresh, migrated
+ * database per test on the throwaway PostgreSQL (scripts/pg-tmp.sh, started
+ * by the ctest fixture `pg`), child processes of the real programs, and
+ * polling with generous deadlines. Helpers fail the test (ck_assert) rather
+ * than return errors.
  */
 #ifndef OUTBOX_TESTSUPPORT_H
 #define OUTBOX_TESTSUPPORT_H
 
 #include <check.h>
+#include <libpq-fe.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define TS_CONNINFO_MAX 512
 
 /* Run every suite in s with CK_ENV verbosity; returns the process exit code. */
 int ts_run_suite(Suite *s);
+
+/* The conninfo of the fixture's server (its postgres database). */
+const char *ts_server_conninfo(void);
+
+/* Create a fresh database named after tag (plus pid and a counter), apply
+ * the migrations of set ("all", "outbox", "inbox", or NULL for none), and
+ * write its conninfo into out. */
+void ts_db_create(const char *tag, const char *set, char *out, size_t outlen);
+
+/* Connect (ck_assert on failure). Release with PQfinish. */
+PGconn *ts_connect(const char *conninfo);
+
+/* Run sql, expect success; the first column of the first row as an integer
+ * (0 when there is no row). */
+int64_t ts_query_int(PGconn *conn, const char *sql);
+
+/* Run sql, expect success (any statements, no result wanted). */
+void ts_exec(PGconn *conn, const char *sql);
+
+/* Poll sql every 50 ms until it returns want, or timeout_ms passes.
+ * Returns the last value seen. */
+int64_t ts_wait_value(PGconn *conn, const char *sql, int64_t want, int timeout_ms);
+
+/* Start build/bin/<argv[0]> with argv (NULL-terminated); stdout and stderr
+ * go to <tmpdir>/<argv[0]>-<n>.log (path returned through log_out if not
+ * NULL, size 256). extra_env: NULL or NULL-terminated "K=V" strings added to
+ * the environment. Returns the pid. */
+pid_t ts_spawn(char *const argv[], char *const extra_env[], char *log_out);
+
+/* Wait for pid to exit, up to timeout_ms. Returns its exit code, 128+signal
+ * when killed, or -1 on timeout (the process is left running). */
+int ts_wait_exit(pid_t pid, int timeout_ms);
+
+/* Send sig, then wait up to 10 s; SIGKILL if it does not exit. */
+void ts_stop(pid_t pid, int sig);
+
+/* Run a program to completion with output captured into out (NUL-terminated,
+ * truncated to outlen). Returns the exit code as ts_wait_exit. */
+int ts_run(char *const argv[], char *const extra_env[], char *out, size_t outlen,
+    int timeout_ms);
+
+/* A unique ipc:// URL in the temp dir for this test process. */
+void ts_ipc_url(const char *name, char *out, size_t outlen);
+
+/* A per-process temp directory (created once, removed at exit). */
+const char *ts_tmpdir(void);
+
+/* Read a whole file into a malloc'ed NUL-terminated string (NULL if absent). */
+char *ts_read_file(const char *path);
+
+/* Milliseconds of a monotonic clock. */
+int64_t ts_now_ms(void);
 
 #endif

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# setup-deps.sh - install the Debian 12 packages the build, the tests and the
+# demo need, only when something is missing. Uses sudo when not root.
+set -euo pipefail
+
+packages=(build-essential cmake pkg-config libpq-dev uuid-dev libnng-dev nng-utils
+	check postgresql-15 postgresql-client-15 libjansson-dev)
+
+missing=()
+for p in "${packages[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+SUDO=
+if [ "$(id -u)" != 0 ]; then
+	command -v sudo >/dev/null || { echo "setup-deps: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+	SUDO=sudo
+fi
+echo "setup-deps: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get -o DPkg::Lock::Timeout=300 update -q >/dev/null
+$SUDO env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -q \
+	--no-install-recommends "${missing[@]}" >/dev/null
