@@ -886,7 +886,7 @@ END_TEST
 
 START_TEST(test_redact_truncates)
 {
-	char out[16];
+	char out[32];
 
 	memset(out, 'Z', sizeof out);
 	ob_cfg_redact_conninfo("host=db password=s3cret", out, 10);
