@@ -1,0 +1,99 @@
+/*
+ * keyclaim.h - the idempotency-key claim state machine, shared by the
+ * producer's HTTP API and the consumer's webhook handler.
+ *
+ * A key row moves ABSENT -> STARTED -> DONE (or STARTED -> ABSENT when the
+ * work is released). STARTED carries a lease and a fencing token: a request
+ * that finds a live lease is told BUSY (HTTP 409); one that finds an expired
+ * lease takes the key over with the token bumped, and the stale holder's
+ * late completion is refused because its token no longer matches.
+ *
+ * The claim commits on its own (autocommit), so concurrent requests see it.
+ * The completion runs inside the caller's transaction, next to the business
+ * write (or after the non-transactional call), conditioned on the token:
+ * either the key is marked DONE by THIS holder together with its effect, or
+ * nothing commits.
+ *
+ * The table (its name is the caller's, e.g. app.idempotency_keys) must have:
+ *   idempotency_key text PRIMARY KEY, fingerprint text NOT NULL,
+ *   state text NOT NULL ('started' | 'done'), fence bigint NOT NULL,
+ *   lease_until timestamptz NOT NULL, response_status integer,
+ *   response_body text, created_at timestamptz NOT NULL DEFAULT now(),
+ *   completed_at timestamptz
+ */
+#ifndef OUTBOX_KEYCLAIM_H
+#define OUTBOX_KEYCLAIM_H
+
+#include <libpq-fe.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum ob_key_state {
+	OB_KEY_ABSENT = 0,  /* no row */
+	OB_KEY_STARTED,     /* claimed, work in progress under a lease */
+	OB_KEY_DONE,        /* completed; the stored response is final */
+};
+
+/* What a claim attempt tells the caller to do. */
+enum ob_key_verdict {
+	OB_KEY_PROCEED = 1, /* this caller holds the key now: do the work */
+	OB_KEY_REPLAY,      /* done before with the same fingerprint: replay */
+	OB_KEY_BUSY,        /* started by another holder, lease live: 409 */
+	OB_KEY_MISMATCH,    /* the key was used with a different fingerprint: 422 */
+};
+
+/* The observed row, as the decision needs it. */
+struct ob_key_row {
+	enum ob_key_state state;
+	bool fingerprint_matches;
+	bool lease_live;
+};
+
+/* THE transition function: given the row a claim found (state ABSENT when
+ * none), the verdict. A STARTED row whose lease expired is taken over
+ * (PROCEED with a bumped token), but only for the same fingerprint. */
+enum ob_key_verdict ob_key_decide(const struct ob_key_row *row);
+
+const char *ob_key_verdict_name(enum ob_key_verdict v);
+const char *ob_key_state_name(enum ob_key_state s);
+
+/* Outcome of ob_keyclaim_claim. Owned strings: release with
+ * ob_keyclaim_result_fini. */
+struct ob_key_claim {
+	enum ob_key_verdict verdict;
+	int64_t fence;          /* PROCEED: the token this caller holds */
+	bool takeover;          /* PROCEED: an expired holder was fenced out */
+	int response_status;    /* REPLAY: the stored status */
+	char *response_body;    /* REPLAY: the stored body (may be NULL) */
+	int64_t retry_after_ms; /* BUSY: time left on the holder's lease */
+};
+
+/* Claim key in table (a trusted identifier, never user input) for a request
+ * whose fingerprint input is fp[0..fplen) (digested with sha256 by the
+ * server). Runs in autocommit: conn must not be inside a transaction.
+ * OB_OK with *out filled, or OB_EDB with the reason in err. */
+int ob_keyclaim_claim(PGconn *conn, const char *table, const char *key,
+    const void *fp, size_t fplen, int64_t lease_ms, struct ob_key_claim *out,
+    char *err, size_t errlen);
+
+void ob_keyclaim_result_fini(struct ob_key_claim *c);
+
+/* Mark the key DONE with the response, only if it still carries fence.
+ * Call inside the transaction that commits the work. OB_OK, OB_EFENCED (the
+ * key was taken over: roll back), or OB_EDB. body may be NULL. */
+int ob_keyclaim_complete(PGconn *conn, const char *table, const char *key,
+    int64_t fence, int status, const char *body, char *err, size_t errlen);
+
+/* Give up a STARTED key this caller holds (work failed transiently, or the
+ * request turned out invalid and must not be stored): the row is deleted if
+ * it still carries fence. OB_OK (also when it no longer did) or OB_EDB. */
+int ob_keyclaim_release(PGconn *conn, const char *table, const char *key,
+    int64_t fence, char *err, size_t errlen);
+
+/* Delete up to batch rows created more than retention_ms ago (DONE rows,
+ * and STARTED rows whose lease has expired). *deleted gets the count. */
+int ob_keyclaim_gc(PGconn *conn, const char *table, int64_t retention_ms,
+    int batch, int64_t *deleted, char *err, size_t errlen);
+
+#endif

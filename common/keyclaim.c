@@ -1,0 +1,239 @@
+/*
+ * keyclaim.c - the idempotency-key claim state machine (see keyclaim.h).
+ *
+ * The claim is one upsert: insert STARTED, or take over a STARTED row whose
+ * lease expired (same fingerprint only), bumping the fence. When it does
+ * neither, the row is read and ob_key_decide says what it means. Every
+ * later write is conditioned on the fence.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "outbox/err.h"
+#include "outbox/keyclaim.h"
+#include "outbox/pg.h"
+
+/* A claim can race with a release that deletes the row between the upsert
+ * and the read; trying again a few times settles it. */
+#define KEYCLAIM_MAX_TRIES 3
+
+enum ob_key_verdict
+ob_key_decide(const struct ob_key_row *row)
+{
+	switch (row->state) {
+	case OB_KEY_ABSENT:
+		return OB_KEY_PROCEED;
+	case OB_KEY_DONE:
+		return row->fingerprint_matches ? OB_KEY_REPLAY : OB_KEY_MISMATCH;
+	case OB_KEY_STARTED:
+		if (!row->fingerprint_matches)
+			return OB_KEY_MISMATCH;
+		return row->lease_live ? OB_KEY_BUSY : OB_KEY_PROCEED;
+	}
+	return OB_KEY_BUSY;
+}
+
+const char *
+ob_key_verdict_name(enum ob_key_verdict v)
+{
+	switch (v) {
+	case OB_KEY_PROCEED: return "proceed";
+	case OB_KEY_REPLAY: return "replay";
+	case OB_KEY_BUSY: return "busy";
+	case OB_KEY_MISMATCH: return "mismatch";
+	}
+	return "unknown";
+}
+
+const char *
+ob_key_state_name(enum ob_key_state s)
+{
+	switch (s) {
+	case OB_KEY_ABSENT: return "absent";
+	case OB_KEY_STARTED: return "started";
+	case OB_KEY_DONE: return "done";
+	}
+	return "unknown";
+}
+
+/* The upsert: returns (fence, takeover) when this caller now holds the key. */
+static int
+try_take(PGconn *conn, const char *table, const char *key, const void *fp,
+    size_t fplen, int64_t lease_ms, bool *taken, int64_t *fence, bool *takeover,
+    char *err, size_t errlen)
+{
+	char sql[1024], lease[24];
+	snprintf(sql, sizeof(sql),
+	    "INSERT INTO %s AS k (idempotency_key, fingerprint, state, fence, lease_until)"
+	    " VALUES ($1, encode(sha256($2::bytea), 'hex'), 'started', 1,"
+	    "         clock_timestamp() + $3::bigint * interval '1 millisecond')"
+	    " ON CONFLICT (idempotency_key) DO UPDATE"
+	    "   SET fence = k.fence + 1, lease_until = EXCLUDED.lease_until"
+	    " WHERE k.state = 'started' AND k.lease_until < clock_timestamp()"
+	    "   AND k.fingerprint = EXCLUDED.fingerprint"
+	    " RETURNING k.fence", table);
+	snprintf(lease, sizeof(lease), "%" PRId64, lease_ms);
+	const char *params[3] = { key, fp, lease };
+	int lens[3] = { 0, (int)fplen, 0 };
+	int formats[3] = { 0, 1, 0 };
+	PGresult *res = PQexecParams(conn, sql, 3, NULL, params, lens, formats, 0);
+	int rc = ob_pg_check(res, PGRES_TUPLES_OK, "claim key", err, errlen);
+	if (rc == OB_OK) {
+		*taken = PQntuples(res) == 1;
+		if (*taken) {
+			*fence = ob_pg_int64(res, 0, 0);
+			*takeover = *fence > 1;
+		}
+	}
+	PQclear(res);
+	return rc;
+}
+
+/* Read the row the upsert did not take. *found false when it vanished. */
+static int
+read_row(PGconn *conn, const char *table, const char *key, const void *fp,
+    size_t fplen, struct ob_key_row *row, struct ob_key_claim *out, bool *found,
+    char *err, size_t errlen)
+{
+	char sql[768];
+	snprintf(sql, sizeof(sql),
+	    "SELECT state, fingerprint = encode(sha256($2::bytea), 'hex'),"
+	    "       lease_until > clock_timestamp(),"
+	    "       GREATEST(0, ceil(extract(epoch FROM lease_until - clock_timestamp()) * 1000))::bigint,"
+	    "       response_status, response_body"
+	    "  FROM %s WHERE idempotency_key = $1", table);
+	const char *params[2] = { key, fp };
+	int lens[2] = { 0, (int)fplen };
+	int formats[2] = { 0, 1 };
+	PGresult *res = PQexecParams(conn, sql, 2, NULL, params, lens, formats, 0);
+	int rc = ob_pg_check(res, PGRES_TUPLES_OK, "read key", err, errlen);
+	if (rc == OB_OK) {
+		*found = PQntuples(res) == 1;
+		if (*found) {
+			row->state = strcmp(PQgetvalue(res, 0, 0), "done") == 0 ? OB_KEY_DONE
+			                                                        : OB_KEY_STARTED;
+			row->fingerprint_matches = PQgetvalue(res, 0, 1)[0] == 't';
+			row->lease_live = PQgetvalue(res, 0, 2)[0] == 't';
+			out->retry_after_ms = ob_pg_int64(res, 0, 3);
+			out->response_status = PQgetisnull(res, 0, 4) ? 0 : (int)ob_pg_int64(res, 0, 4);
+			if (!PQgetisnull(res, 0, 5) &&
+			    (out->response_body = strdup(PQgetvalue(res, 0, 5))) == NULL) {
+				snprintf(err, errlen, "read key: out of memory");
+				rc = OB_ENOMEM;
+			}
+		}
+	}
+	PQclear(res);
+	return rc;
+}
+
+int
+ob_keyclaim_claim(PGconn *conn, const char *table, const char *key,
+    const void *fp, size_t fplen, int64_t lease_ms, struct ob_key_claim *out,
+    char *err, size_t errlen)
+{
+	for (int attempt = 0; attempt < KEYCLAIM_MAX_TRIES; attempt++) {
+		struct ob_key_claim c;
+		memset(&c, 0, sizeof(c));
+		bool taken = false, found = false;
+		int rc = try_take(conn, table, key, fp, fplen, lease_ms, &taken, &c.fence,
+		    &c.takeover, err, errlen);
+		if (rc != OB_OK)
+			return rc;
+		if (taken) {
+			c.verdict = OB_KEY_PROCEED;
+			*out = c;
+			return OB_OK;
+		}
+		struct ob_key_row row;
+		rc = read_row(conn, table, key, fp, fplen, &row, &c, &found, err, errlen);
+		if (rc != OB_OK) {
+			ob_keyclaim_result_fini(&c);
+			return rc;
+		}
+		if (!found)
+			continue; /* released in between: try to take it again */
+		c.verdict = ob_key_decide(&row);
+		if (c.verdict == OB_KEY_PROCEED) {
+			/* The lease expired between the upsert and the read. */
+			ob_keyclaim_result_fini(&c);
+			continue;
+		}
+		*out = c;
+		return OB_OK;
+	}
+	snprintf(err, errlen, "claim key: the key changed hands %d times in a row",
+	    KEYCLAIM_MAX_TRIES);
+	return OB_EDB;
+}
+
+void
+ob_keyclaim_result_fini(struct ob_key_claim *c)
+{
+	free(c->response_body);
+	c->response_body = NULL;
+}
+
+int
+ob_keyclaim_complete(PGconn *conn, const char *table, const char *key,
+    int64_t fence, int status, const char *body, char *err, size_t errlen)
+{
+	char sql[512], f[24], s[16];
+	snprintf(sql, sizeof(sql),
+	    "UPDATE %s SET state = 'done', response_status = $3::int,"
+	    "       response_body = $4, completed_at = clock_timestamp()"
+	    " WHERE idempotency_key = $1 AND fence = $2::bigint AND state = 'started'",
+	    table);
+	snprintf(f, sizeof(f), "%" PRId64, fence);
+	snprintf(s, sizeof(s), "%d", status);
+	const char *params[4] = { key, f, s, body };
+	PGresult *res = PQexecParams(conn, sql, 4, NULL, params, NULL, NULL, 0);
+	int rc = ob_pg_check(res, PGRES_COMMAND_OK, "complete key", err, errlen);
+	if (rc == OB_OK && strcmp(PQcmdTuples(res), "1") != 0) {
+		snprintf(err, errlen, "complete key: fenced out (token %" PRId64 " no longer holds the key)",
+		    fence);
+		rc = OB_EFENCED;
+	}
+	PQclear(res);
+	return rc;
+}
+
+int
+ob_keyclaim_release(PGconn *conn, const char *table, const char *key,
+    int64_t fence, char *err, size_t errlen)
+{
+	char sql[256], f[24];
+	snprintf(sql, sizeof(sql),
+	    "DELETE FROM %s WHERE idempotency_key = $1 AND fence = $2::bigint"
+	    " AND state = 'started'", table);
+	snprintf(f, sizeof(f), "%" PRId64, fence);
+	const char *params[2] = { key, f };
+	PGresult *res = PQexecParams(conn, sql, 2, NULL, params, NULL, NULL, 0);
+	int rc = ob_pg_check(res, PGRES_COMMAND_OK, "release key", err, errlen);
+	PQclear(res);
+	return rc;
+}
+
+int
+ob_keyclaim_gc(PGconn *conn, const char *table, int64_t retention_ms,
+    int batch, int64_t *deleted, char *err, size_t errlen)
+{
+	char sql[512], r[24], b[16];
+	snprintf(sql, sizeof(sql),
+	    "DELETE FROM %s WHERE idempotency_key IN ("
+	    "  SELECT idempotency_key FROM %s"
+	    "   WHERE created_at < clock_timestamp() - $1::bigint * interval '1 millisecond'"
+	    "     AND (state = 'done' OR lease_until < clock_timestamp())"
+	    "   LIMIT $2::int FOR UPDATE SKIP LOCKED)", table, table);
+	snprintf(r, sizeof(r), "%" PRId64, retention_ms);
+	snprintf(b, sizeof(b), "%d", batch);
+	const char *params[2] = { r, b };
+	PGresult *res = PQexecParams(conn, sql, 2, NULL, params, NULL, NULL, 0);
+	int rc = ob_pg_check(res, PGRES_COMMAND_OK, "key gc", err, errlen);
+	if (rc == OB_OK)
+		*deleted = strtoll(PQcmdTuples(res), NULL, 10);
+	PQclear(res);
+	return rc;
+}

@@ -1,0 +1,180 @@
+/*
+ * test_keyclaim.c - the idempotency-key state machine shared by the
+ * producer's HTTP API and the consumer's webhook handler, against a real
+ * PostgreSQL: claim, busy, replay, mismatch, takeover after the lease, the
+ * stale holder fenced out, release, garbage collection.
+ */
+#include <string.h>
+#include <unistd.h>
+
+#include "outbox/err.h"
+#include "outbox/keyclaim.h"
+#include "testsupport.h"
+
+#define TABLE "keys_under_test"
+
+static const char create_sql[] =
+    "CREATE TABLE " TABLE " ("
+    " idempotency_key text PRIMARY KEY, fingerprint text NOT NULL,"
+    " state text NOT NULL CHECK (state IN ('started', 'done')),"
+    " fence bigint NOT NULL, lease_until timestamptz NOT NULL,"
+    " response_status integer, response_body text,"
+    " created_at timestamptz NOT NULL DEFAULT now(), completed_at timestamptz)";
+
+static PGconn *
+fresh(void)
+{
+	char db[TS_CONNINFO_MAX];
+	ts_db_create("keyclaim", NULL, db, sizeof(db));
+	PGconn *c = ts_connect(db);
+	ts_exec(c, create_sql);
+	return c;
+}
+
+static struct ob_key_claim
+claim(PGconn *c, const char *key, const char *fp, int64_t lease_ms)
+{
+	struct ob_key_claim r;
+	char err[512];
+	ck_assert_msg(ob_keyclaim_claim(c, TABLE, key, fp, strlen(fp), lease_ms, &r, err,
+	                  sizeof(err)) == OB_OK, "%s", err);
+	return r;
+}
+
+START_TEST(test_decide_table)
+{
+	static const struct {
+		enum ob_key_state state;
+		bool fp, live;
+		enum ob_key_verdict want;
+	} cases[] = {
+		{ OB_KEY_ABSENT, true, false, OB_KEY_PROCEED },
+		{ OB_KEY_ABSENT, false, true, OB_KEY_PROCEED },
+		{ OB_KEY_STARTED, true, true, OB_KEY_BUSY },
+		{ OB_KEY_STARTED, true, false, OB_KEY_PROCEED },
+		{ OB_KEY_STARTED, false, true, OB_KEY_MISMATCH },
+		{ OB_KEY_STARTED, false, false, OB_KEY_MISMATCH },
+		{ OB_KEY_DONE, true, false, OB_KEY_REPLAY },
+		{ OB_KEY_DONE, true, true, OB_KEY_REPLAY },
+		{ OB_KEY_DONE, false, false, OB_KEY_MISMATCH },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct ob_key_row row = { cases[i].state, cases[i].fp, cases[i].live };
+		ck_assert_msg(ob_key_decide(&row) == cases[i].want, "case %zu: got %s", i,
+		    ob_key_verdict_name(ob_key_decide(&row)));
+	}
+	ck_assert_str_eq(ob_key_verdict_name(OB_KEY_BUSY), "busy");
+	ck_assert_str_eq(ob_key_state_name(OB_KEY_DONE), "done");
+}
+END_TEST
+
+START_TEST(test_claim_busy_complete_replay_mismatch)
+{
+	PGconn *c = fresh();
+	char err[512];
+	struct ob_key_claim a = claim(c, "k1", "body-1", 60000);
+	ck_assert_int_eq(a.verdict, OB_KEY_PROCEED);
+	ck_assert_int_eq(a.fence, 1);
+	ck_assert(!a.takeover);
+
+	struct ob_key_claim b = claim(c, "k1", "body-1", 60000);
+	ck_assert_int_eq(b.verdict, OB_KEY_BUSY);
+	ck_assert_int_gt(b.retry_after_ms, 50000);
+
+	struct ob_key_claim m = claim(c, "k1", "body-2", 60000);
+	ck_assert_int_eq(m.verdict, OB_KEY_MISMATCH);
+
+	ck_assert_int_eq(ob_keyclaim_complete(c, TABLE, "k1", a.fence, 201, "{\"report_id\":7}",
+	                     err, sizeof(err)), OB_OK);
+	struct ob_key_claim r = claim(c, "k1", "body-1", 60000);
+	ck_assert_int_eq(r.verdict, OB_KEY_REPLAY);
+	ck_assert_int_eq(r.response_status, 201);
+	ck_assert_str_eq(r.response_body, "{\"report_id\":7}");
+	ob_keyclaim_result_fini(&r);
+
+	struct ob_key_claim m2 = claim(c, "k1", "body-2", 60000);
+	ck_assert_int_eq(m2.verdict, OB_KEY_MISMATCH);
+	/* A second completion is refused: the key is no longer STARTED. */
+	ck_assert_int_eq(ob_keyclaim_complete(c, TABLE, "k1", a.fence, 500, NULL, err,
+	                     sizeof(err)), OB_EFENCED);
+	ck_assert_int_eq(ts_query_int(c, "SELECT response_status FROM " TABLE), 201);
+	PQfinish(c);
+}
+END_TEST
+
+START_TEST(test_takeover_fences_out_stale_holder)
+{
+	PGconn *c = fresh();
+	char err[512];
+	struct ob_key_claim first = claim(c, "k", "fp", 200);
+	ck_assert_int_eq(first.verdict, OB_KEY_PROCEED);
+	/* Within the lease: busy. */
+	ck_assert_int_eq(claim(c, "k", "fp", 200).verdict, OB_KEY_BUSY);
+	/* Past the lease the key is taken over with the token bumped. */
+	usleep(400 * 1000);
+	struct ob_key_claim second = claim(c, "k", "fp", 60000);
+	ck_assert_int_eq(second.verdict, OB_KEY_PROCEED);
+	ck_assert_int_eq(second.fence, 2);
+	ck_assert(second.takeover);
+	/* The stale holder wakes up: its completion is fenced out. */
+	ck_assert_int_eq(ob_keyclaim_complete(c, TABLE, "k", first.fence, 201, "stale", err,
+	                     sizeof(err)), OB_EFENCED);
+	ck_assert_msg(strstr(err, "fenced out") != NULL, "%s", err);
+	ck_assert_int_eq(ob_keyclaim_complete(c, TABLE, "k", second.fence, 201, "winner", err,
+	                     sizeof(err)), OB_OK);
+	struct ob_key_claim r = claim(c, "k", "fp", 60000);
+	ck_assert_int_eq(r.verdict, OB_KEY_REPLAY);
+	ck_assert_str_eq(r.response_body, "winner");
+	ob_keyclaim_result_fini(&r);
+	/* A different body cannot take over an expired key either. */
+	struct ob_key_claim x = claim(c, "other", "fp", 1);
+	ck_assert_int_eq(x.verdict, OB_KEY_PROCEED);
+	usleep(50 * 1000);
+	ck_assert_int_eq(claim(c, "other", "different", 1000).verdict, OB_KEY_MISMATCH);
+	PQfinish(c);
+}
+END_TEST
+
+START_TEST(test_release_and_gc)
+{
+	PGconn *c = fresh();
+	char err[512];
+	struct ob_key_claim a = claim(c, "r", "fp", 60000);
+	/* A release with a stale token changes nothing. */
+	ck_assert_int_eq(ob_keyclaim_release(c, TABLE, "r", a.fence + 1, err, sizeof(err)), OB_OK);
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM " TABLE), 1);
+	ck_assert_int_eq(ob_keyclaim_release(c, TABLE, "r", a.fence, err, sizeof(err)), OB_OK);
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM " TABLE), 0);
+	/* Released: the next request proceeds afresh, even with another body. */
+	ck_assert_int_eq(claim(c, "r", "other", 60000).verdict, OB_KEY_PROCEED);
+
+	struct ob_key_claim d = claim(c, "old-done", "fp", 60000);
+	ck_assert_int_eq(ob_keyclaim_complete(c, TABLE, "old-done", d.fence, 201, "x", err,
+	                     sizeof(err)), OB_OK);
+	claim(c, "old-live", "fp", 3600000);
+	ts_exec(c, "UPDATE " TABLE " SET created_at = now() - interval '2 days'"
+	           " WHERE idempotency_key IN ('old-done', 'old-live')");
+	int64_t deleted = -1;
+	ck_assert_int_eq(ob_keyclaim_gc(c, TABLE, 86400000, 100, &deleted, err, sizeof(err)), OB_OK);
+	/* The old DONE row goes; the old row still under a live lease stays. */
+	ck_assert_int_eq(deleted, 1);
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM " TABLE
+	                                 " WHERE idempotency_key = 'old-live'"), 1);
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM " TABLE), 2);
+	PQfinish(c);
+}
+END_TEST
+
+int
+main(void)
+{
+	Suite *s = suite_create("keyclaim");
+	TCase *tc = tcase_create("keyclaim");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_decide_table);
+	tcase_add_test(tc, test_claim_busy_complete_replay_mismatch);
+	tcase_add_test(tc, test_takeover_fences_out_stale_holder);
+	tcase_add_test(tc, test_release_and_gc);
+	suite_add_tcase(s, tc);
+	return ts_run_suite(s);
+}
