@@ -156,6 +156,11 @@ ob_keyclaim_claim(PGconn *conn, const char *table, const char *key,
 		if (!found)
 			continue; /* released in between: try to take it again */
 		c.verdict = ob_key_decide(&row);
+		if (c.verdict != OB_KEY_REPLAY) {
+			/* Only a replay hands out the stored response. */
+			ob_keyclaim_result_fini(&c);
+			c.response_status = 0;
+		}
 		if (c.verdict == OB_KEY_PROCEED) {
 			/* The lease expired between the upsert and the read. */
 			ob_keyclaim_result_fini(&c);
