@@ -45,5 +45,6 @@ ob_backoff_full_jitter(int64_t base_ms, int64_t cap_ms, uint32_t attempt,
 	int64_t ceil = ob_backoff_ceiling(base_ms, cap_ms, attempt);
 	if (ceil <= 0)
 		return 0;
-	return (int64_t)(ob_rand_next(rng) % (uint64_t)(ceil + 1));
+	/* ceil may be INT64_MAX: add the 1 in unsigned arithmetic. */
+	return (int64_t)(ob_rand_next(rng) % ((uint64_t)ceil + 1));
 }

@@ -2,10 +2,13 @@
  * deliver.c - request frames out, statuses back, over nng REQ contexts.
  *
  * A round of delivery: pick a destination per message, cut the messages of
- * each destination into frames, send up to max_inflight frames at once on
- * their own contexts, then collect the replies. One deadline bounds the
- * whole round, so the relay's lease only has to outlast the delivery
- * timeout plus the time to record.
+ * each destination into frames, ask each destination's breaker, send up to
+ * max_inflight frames at once on their own contexts, then collect the
+ * replies. Each frame is one work item whose aio callback moves it
+ * SEND -> RECV -> DONE (nng demo/async style); the caller waits on a
+ * condition variable for all of them. One deadline bounds the whole round,
+ * so the relay's lease only has to outlast the delivery timeout plus the
+ * time to record. Nothing here touches the database.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,15 +23,31 @@
 #include "outbox/err.h"
 #include "outbox/log.h"
 
+/* The shared state of one wave of frames. */
+struct wave {
+	nng_mtx *mtx;
+	nng_cv *cv;
+	uint32_t pending;     /* frames not DONE yet */
+	nng_time deadline;
+};
+
+enum frame_state { FRAME_IDLE, FRAME_SEND, FRAME_RECV, FRAME_DONE };
+
 /* One request frame in flight. */
 struct frame {
 	int dest;
 	uint32_t *idx;        /* indices into the round's messages */
 	uint32_t n;
+	bool probe;           /* the breaker's probe for its destination */
 	nng_ctx ctx;
 	nng_aio *aio;
-	bool sent;
+	struct wave *wave;
+	enum frame_state state;
+	int rv;               /* DONE: 0 = reply in `reply`, else nng error */
+	const char *failed_in; /* DONE with rv: "send to" / "no reply from" */
+	nng_msg *reply;
 	bool had_pipe;        /* a consumer was connected when we sent */
+	bool sent;            /* handed to nng (not failed in preparation) */
 };
 
 static void
@@ -73,6 +92,36 @@ find_or_add_route(struct relay_deliverer *d, const char *topic)
 	return &nr[d->nroutes++];
 }
 
+/* Transports nng 1.5 can dial, checked without creating any nng state (the
+ * supervisor parses routes before it forks). */
+static const char *const dial_schemes[] = {
+	"tcp", "tcp4", "tcp6", "tls+tcp", "tls+tcp4", "tls+tcp6", "ipc", "abstract",
+	"ws", "ws4", "ws6", "wss", "wss4", "wss6", NULL,
+};
+
+static bool
+url_dialable(const nng_url *u, const char **why)
+{
+	bool known = false;
+	for (int i = 0; dial_schemes[i] != NULL && !known; i++)
+		known = strcmp(u->u_scheme, dial_schemes[i]) == 0;
+	if (!known) {
+		*why = "unsupported transport (use tcp://, tls+tcp://, ipc://, ws://, wss://)";
+		return false;
+	}
+	bool needs_host = strncmp(u->u_scheme, "ipc", 3) != 0 &&
+	    strcmp(u->u_scheme, "abstract") != 0;
+	if (needs_host && (u->u_hostname[0] == '\0' || u->u_port[0] == '\0')) {
+		*why = "host and port are required";
+		return false;
+	}
+	if (!needs_host && u->u_path[0] == '\0') {
+		*why = "a path is required";
+		return false;
+	}
+	return true;
+}
+
 int
 relay_routes_parse(struct relay_deliverer *d, char **specs, size_t n,
     char *err, size_t errlen)
@@ -104,7 +153,14 @@ relay_routes_parse(struct relay_deliverer *d, char **specs, size_t n,
 			    specs[i], url, nng_strerror(rv));
 			return OB_EINVAL;
 		}
+		const char *why = NULL;
+		bool ok = url_dialable(u, &why);
 		nng_url_free(u);
+		if (!ok) {
+			snprintf(err, errlen, "--route '%s': nng cannot parse URL '%s': %s",
+			    specs[i], url, why);
+			return OB_EINVAL;
+		}
 		int di = find_or_add_dest(d, url);
 		struct relay_route *r = find_or_add_route(d, topic);
 		int *nds = r != NULL ? realloc(r->dests, (size_t)(r->ndests + 1) * sizeof(int)) : NULL;
@@ -179,16 +235,30 @@ relay_route_pick(struct relay_deliverer *d, const char *topic, size_t len)
 		r = def;
 	if (r == NULL)
 		return -1;
-	/* Round-robin over the destinations that have a live connection; if
-	 * none has, keep rotating so a restarted one is found. */
-	for (int k = 0; k < r->ndests; k++) {
-		int di = r->dests[(r->next + (unsigned)k) % (unsigned)r->ndests];
-		if (atomic_load(&d->dests[di].pipes) > 0) {
-			r->next += (unsigned)k + 1;
-			return di;
+	/* Round-robin, best class first: live and closed; closed (maybe
+	 * still connecting); open with its probe due; anything. A destination
+	 * that is down never holds messages back while another is up. */
+	nng_time now = nng_clock();
+	for (int cls = 0; cls < 4; cls++) {
+		for (int k = 0; k < r->ndests; k++) {
+			int di = r->dests[(r->next + (unsigned)k) % (unsigned)r->ndests];
+			const struct relay_dest *ds = &d->dests[di];
+			bool closed = ds->breaker.state == RELAY_BREAKER_CLOSED;
+			bool ok;
+			switch (cls) {
+			case 0: ok = closed && atomic_load(&ds->pipes) > 0; break;
+			case 1: ok = closed; break;
+			case 2: ok = !ds->breaker.probing &&
+			            (int64_t)now >= ds->breaker.next_probe_ms; break;
+			default: ok = true; break;
+			}
+			if (ok) {
+				r->next += (unsigned)k + 1;
+				return di;
+			}
 		}
 	}
-	return r->dests[r->next++ % (unsigned)r->ndests];
+	return -1; /* not reached: class 3 takes any */
 }
 
 static void
@@ -203,9 +273,10 @@ set_outcome(struct relay_outcome *o, const struct ob_wire_msg *m,
 	snprintf(o->error, sizeof(o->error), fmt, (int)alen, a ? a : "");
 }
 
-/* Apply a decoded reply to the frame's outcomes; a reply that does not match
- * the frame is a transient failure of the whole frame. */
-static void
+/* Apply a decoded reply to the frame's outcomes; a reply that does not
+ * decode or does not match the frame is a transient failure of the whole
+ * frame, never a success. Returns true when the reply decoded. */
+static bool
 apply_reply(struct relay_deliverer *d, struct frame *f,
     const struct ob_wire_msg *msgs, const void *body, size_t len,
     struct relay_outcome *out)
@@ -220,20 +291,23 @@ apply_reply(struct relay_deliverer *d, struct frame *f,
 			set_outcome(&out[f->idx[k]], &msgs[f->idx[k]], RELAY_OUT_RETRY,
 			    "consumer refused the frame: %.*s", rep.detail, rep.detail_len);
 		ob_wire_reply_fini(&rep);
-		return;
+		return true;
 	}
 	bool match = rc == OB_OK && rep.count == f->n;
 	for (uint32_t k = 0; match && k < f->n; k++)
 		match = rep.results[k].id == msgs[f->idx[k]].id;
 	if (!match) {
-		ob_warn("relay.deliver.bad_reply", "dest=%s err=%s", url,
+		ob_warn("relay.deliver.bad_reply", "dest=%s messages=%u err=%s", url, f->n,
+		    rc == OB_OK ? "reply does not match request" : ob_err_name(rc));
+		char why[200];
+		snprintf(why, sizeof(why), "bad reply from consumer %s: %s", url,
 		    rc == OB_OK ? "reply does not match request" : ob_err_name(rc));
 		for (uint32_t k = 0; k < f->n; k++)
 			set_outcome(&out[f->idx[k]], &msgs[f->idx[k]], RELAY_OUT_RETRY,
-			    "bad reply from consumer%.*s", "", 0);
+			    "%.*s", why, strlen(why));
 		if (rc == OB_OK)
 			ob_wire_reply_fini(&rep);
-		return;
+		return false;
 	}
 	for (uint32_t k = 0; k < f->n; k++) {
 		const struct ob_wire_result *r = &rep.results[k];
@@ -255,6 +329,7 @@ apply_reply(struct relay_deliverer *d, struct frame *f,
 		}
 	}
 	ob_wire_reply_fini(&rep);
+	return true;
 }
 
 static void
@@ -273,14 +348,88 @@ frame_failed(struct relay_deliverer *d, struct frame *f,
 	}
 }
 
+static void
+frame_done(struct frame *f, int rv, const char *where)
+{
+	struct wave *w = f->wave;
+	nng_mtx_lock(w->mtx);
+	f->rv = rv;
+	f->failed_in = where;
+	f->state = FRAME_DONE;
+	if (--w->pending == 0)
+		nng_cv_wake(w->cv);
+	nng_mtx_unlock(w->mtx);
+}
+
+/* The aio callback: SEND done -> start RECV; RECV done -> DONE. */
+static void
+frame_cb(void *arg)
+{
+	struct frame *f = arg;
+	int rv = nng_aio_result(f->aio);
+	switch (f->state) {
+	case FRAME_SEND:
+		if (rv != 0) {
+			nng_msg_free(nng_aio_get_msg(f->aio));
+			nng_aio_set_msg(f->aio, NULL);
+			frame_done(f, rv, "send to");
+			return;
+		}
+		f->state = FRAME_RECV;
+		nng_time now = nng_clock();
+		nng_aio_set_timeout(f->aio, now < f->wave->deadline
+		        ? (nng_duration)(f->wave->deadline - now) : 1);
+		nng_ctx_recv(f->ctx, f->aio);
+		return;
+	case FRAME_RECV:
+		if (rv == 0) {
+			f->reply = nng_aio_get_msg(f->aio);
+			nng_aio_set_msg(f->aio, NULL);
+		}
+		frame_done(f, rv, "no reply from");
+		return;
+	default:
+		return;
+	}
+}
+
+/* Wait for every frame of the wave; once *stop is set, give the frames
+ * stop_cut_ms more and then cancel what is still out. */
+static void
+wait_wave(struct relay_deliverer *d, struct wave *w, struct frame *fr, uint32_t nf)
+{
+	nng_time cut = 0;
+	nng_mtx_lock(w->mtx);
+	while (w->pending > 0) {
+		nng_time now = nng_clock();
+		if (cut == 0 && d->stop != NULL && *d->stop)
+			cut = now + (nng_time)d->stop_cut_ms;
+		if (cut != 0 && now >= cut) {
+			nng_mtx_unlock(w->mtx);
+			for (uint32_t i = 0; i < nf; i++)
+				if (fr[i].aio != NULL)
+					nng_aio_cancel(fr[i].aio);
+			nng_mtx_lock(w->mtx);
+			if (w->pending == 0)
+				break;
+		}
+		/* Wake every 50 ms to notice a stop request. */
+		nng_cv_until(w->cv, now + 50);
+	}
+	nng_mtx_unlock(w->mtx);
+}
+
 /* Send and collect one wave of frames under one deadline. */
 static void
 run_wave(struct relay_deliverer *d, struct frame *fr, uint32_t nf,
     const struct ob_wire_msg *msgs, struct relay_outcome *out)
 {
-	nng_time deadline = nng_clock() + (nng_time)d->timeout_ms;
+	struct wave w;
+	memset(&w, 0, sizeof(w));
+	w.deadline = nng_clock() + (nng_time)d->timeout_ms;
 	struct ob_buf frame_buf = OB_BUF_INIT;
 	struct ob_wire_msg *chunk = calloc(d->limits.max_batch, sizeof(*chunk));
+	bool sync_ok = nng_mtx_alloc(&w.mtx) == 0 && nng_cv_alloc(&w.cv, w.mtx) == 0;
 
 	for (uint32_t i = 0; i < nf; i++) {
 		struct frame *f = &fr[i];
@@ -289,51 +438,60 @@ run_wave(struct relay_deliverer *d, struct frame *fr, uint32_t nf,
 		for (uint32_t k = 0; chunk != NULL && k < f->n; k++)
 			chunk[k] = msgs[f->idx[k]];
 		ob_buf_reset(&frame_buf);
-		if (chunk == NULL || nng_aio_alloc(&f->aio, NULL, NULL) != 0 ||
+		f->wave = &w;
+		if (!sync_ok || chunk == NULL || nng_aio_alloc(&f->aio, frame_cb, f) != 0 ||
 		    ob_wire_encode_request(&frame_buf, chunk, f->n, &d->limits) != OB_OK ||
 		    (rv = nng_ctx_open(&f->ctx, d->dests[f->dest].sock)) != 0 ||
 		    (rv = nng_msg_alloc(&m, 0)) != 0 ||
 		    (rv = nng_msg_append(m, frame_buf.data, frame_buf.len)) != 0) {
 			if (m != NULL)
 				nng_msg_free(m);
-			frame_failed(d, f, msgs, "prepare frame for", rv ? rv : NNG_ENOMEM, out);
+			f->state = FRAME_DONE;
+			f->rv = rv ? rv : NNG_ENOMEM;
+			f->failed_in = "prepare frame for";
 			continue;
 		}
 		f->had_pipe = atomic_load(&d->dests[f->dest].pipes) > 0;
+		f->state = FRAME_SEND;
+		f->sent = true;
+		nng_mtx_lock(w.mtx);
+		w.pending++;
+		nng_mtx_unlock(w.mtx);
 		nng_aio_set_msg(f->aio, m);
 		nng_aio_set_timeout(f->aio, d->timeout_ms);
+		d->frames_sent++;
 		nng_ctx_send(f->ctx, f->aio);
-		f->sent = true;
 	}
+	if (sync_ok)
+		wait_wave(d, &w, fr, nf);
+	nng_time now = nng_clock();
 	for (uint32_t i = 0; i < nf; i++) {
 		struct frame *f = &fr[i];
-		if (!f->sent)
-			continue;
-		nng_aio_wait(f->aio);
-		int rv = nng_aio_result(f->aio);
-		if (rv != 0) {
-			nng_msg_free(nng_aio_get_msg(f->aio));
-			frame_failed(d, f, msgs, "send to", rv, out);
-			f->sent = false;
-			continue;
+		struct relay_dest *ds = &d->dests[f->dest];
+		bool ok;
+		if (f->rv != 0) {
+			frame_failed(d, f, msgs, f->failed_in, f->rv, out);
+			ok = false;
+			if (f->sent)
+				d->frames_failed++;
+		} else {
+			ok = apply_reply(d, f, msgs, nng_msg_body(f->reply),
+			    nng_msg_len(f->reply), out);
+			nng_msg_free(f->reply);
+			f->reply = NULL;
 		}
-		nng_time now = nng_clock();
-		nng_aio_set_timeout(f->aio, now < deadline ? (nng_duration)(deadline - now) : 1);
-		nng_ctx_recv(f->ctx, f->aio);
-	}
-	for (uint32_t i = 0; i < nf; i++) {
-		struct frame *f = &fr[i];
-		if (!f->sent)
+		/* A reply that does not decode reached a consumer: it is not a
+		 * transport failure, and it does not close an open breaker. */
+		if (!f->sent || (f->rv == 0 && !ok))
 			continue;
-		nng_aio_wait(f->aio);
-		int rv = nng_aio_result(f->aio);
-		if (rv != 0) {
-			frame_failed(d, f, msgs, "no reply from", rv, out);
-			continue;
-		}
-		nng_msg *reply = nng_aio_get_msg(f->aio);
-		apply_reply(d, f, msgs, nng_msg_body(reply), nng_msg_len(reply), out);
-		nng_msg_free(reply);
+		enum relay_breaker_state before = ds->breaker.state;
+		if (relay_breaker_result(&ds->breaker, ok, (int64_t)now,
+		        d->breaker_threshold, d->breaker_probe_ms))
+			ob_warn(ds->breaker.state == RELAY_BREAKER_OPEN ? "relay.breaker.open"
+			                                                 : "relay.breaker.closed",
+			    "dest=%s from=%s failures=%u probe_interval_ms=%lld", ds->url,
+			    relay_breaker_state_name(before), ds->breaker.failures,
+			    (long long)d->breaker_probe_ms);
 	}
 	for (uint32_t i = 0; i < nf; i++) {
 		if (fr[i].aio != NULL)
@@ -341,8 +499,25 @@ run_wave(struct relay_deliverer *d, struct frame *fr, uint32_t nf,
 		if (nng_ctx_id(fr[i].ctx) > 0)
 			nng_ctx_close(fr[i].ctx);
 	}
+	if (w.cv != NULL)
+		nng_cv_free(w.cv);
+	if (w.mtx != NULL)
+		nng_mtx_free(w.mtx);
 	ob_buf_fini(&frame_buf);
 	free(chunk);
+}
+
+/* Hold a message whose destination's breaker is open: not sent, attempt
+ * refunded, due again after about one probe interval (jittered so the
+ * workers do not all come back at once). */
+static void
+hold_message(struct relay_deliverer *d, const struct ob_wire_msg *m,
+    struct relay_outcome *o)
+{
+	set_outcome(o, m, RELAY_OUT_RELEASE, "%.*s", "", 0);
+	o->refund_attempt = true;
+	int64_t half = d->breaker_probe_ms / 2;
+	o->delay_ms = d->breaker_probe_ms + (half > 0 ? (int64_t)(nng_random() % (uint32_t)half) : 0);
 }
 
 void
@@ -368,21 +543,37 @@ relay_deliver(struct relay_deliverer *d, const struct ob_wire_msg *msgs,
 			dest[i] = -1;
 		}
 	}
-	/* Frames: messages of one destination, in claim order, max_batch each. */
+	/* Frames: messages of one destination, in claim order, max_batch each.
+	 * A destination whose breaker is open gets at most its probe: one
+	 * frame of one message; the rest of its messages are held. */
 	uint32_t nf = 0, placed = 0;
+	int64_t now = (int64_t)nng_clock();
 	for (int di = 0; di < d->ndests; di++) {
 		struct frame *f = NULL;
+		enum relay_breaker_verdict v = RELAY_BREAKER_SEND;
+		bool asked = false;
 		for (uint32_t i = 0; i < n; i++) {
 			if (dest[i] != di)
 				continue;
+			if (!asked) {
+				v = relay_breaker_ask(&d->dests[di].breaker, now);
+				asked = true;
+			}
+			if (v == RELAY_BREAKER_HOLD || (v == RELAY_BREAKER_PROBE && f != NULL)) {
+				hold_message(d, &msgs[i], &out[i]);
+				continue;
+			}
 			if (f == NULL || f->n == d->limits.max_batch) {
 				f = &fr[nf++];
 				f->dest = di;
 				f->idx = &order[placed];
+				f->probe = v == RELAY_BREAKER_PROBE;
 			}
 			f->idx[f->n++] = i;
 			placed++;
 		}
+		if (v == RELAY_BREAKER_PROBE && f != NULL)
+			ob_info("relay.breaker.probe", "dest=%s", d->dests[di].url);
 	}
 	/* One wave under one deadline: the worker claims at most max_inflight
 	 * frames' worth, so this is max_inflight frames (plus one partial frame

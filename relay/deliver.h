@@ -16,6 +16,9 @@
 
 #include <nng/nng.h>
 
+#include <signal.h>
+
+#include "breaker.h"
 #include "outbox/wire.h"
 #include "record.h"
 
@@ -24,6 +27,7 @@ struct relay_dest {
 	char *url;             /* owned */
 	nng_socket sock;
 	_Atomic int pipes;     /* live connections: 0 = the consumer is down */
+	struct relay_breaker breaker;
 };
 
 /* Topic -> destinations. topic "*" is the default route. */
@@ -42,6 +46,15 @@ struct relay_deliverer {
 	struct ob_wire_limits limits;
 	int64_t timeout_ms;
 	uint32_t max_inflight;
+	uint32_t breaker_threshold;
+	int64_t breaker_probe_ms;
+	/* Shutdown: once *stop is set (NULL = never), frames still in flight
+	 * get stop_cut_ms more, then are cancelled (outcome RETRY). */
+	volatile sig_atomic_t *stop;
+	int64_t stop_cut_ms;
+	/* counters, read and reset by the caller */
+	uint64_t frames_sent;
+	uint64_t frames_failed;
 };
 
 /* Parse "TOPIC=URL" specs (URL checked by nng_url_parse) into d, without
@@ -57,13 +70,17 @@ int relay_deliverer_open(struct relay_deliverer *d, char *err, size_t errlen);
 void relay_deliverer_close(struct relay_deliverer *d);
 
 /* The destination for topic, or -1 when no route matches (the message is
- * then dead-lettered with "no route"). Spreads over live destinations. */
+ * then dead-lettered with "no route"). Round-robin over the destinations
+ * that have a live connection and a closed breaker; else over those with a
+ * closed breaker; else one whose probe is due; else any. */
 int relay_route_pick(struct relay_deliverer *d, const char *topic, size_t len);
 
 /* Deliver n messages and write one outcome per message into out (same
- * order). Outcomes are DELIVERED, DEAD (reject / no route) or RETRY with
- * the error; the caller turns RETRY into a backoff or a dead letter. Blocks
- * up to the delivery timeout. */
+ * order). Outcomes are DELIVERED, DEAD (reject / no route), RELEASE (the
+ * destination's breaker is open: not sent, attempt refunded, due again
+ * after about a probe interval) or RETRY with the error; the caller turns
+ * RETRY into a backoff or a dead letter. Blocks up to the delivery timeout
+ * (less once *stop is set). */
 void relay_deliver(struct relay_deliverer *d, const struct ob_wire_msg *msgs,
     uint32_t n, struct relay_outcome *out);
 

@@ -1,6 +1,8 @@
 /*
- * main.c - outbox-relay: parse and check config, set up log and signals,
- * run the worker.
+ * main.c - outbox-relay: parse and check config, set up the log and the
+ * shared state, then hand over to the supervisor (supervise.c), which forks
+ * the workers. The option table below is the one source of --help and of
+ * the configuration reference in docs/relay.md.
  */
 #include <signal.h>
 #include <stddef.h>
@@ -16,6 +18,7 @@
 #include "outbox/pg.h"
 #include "outbox/wire.h"
 #include "relay.h"
+#include "supervise.h"
 
 #define OPT(name, env, type, def, min, max, choices, req, field, help)      \
 	{ name, env, type, def, min, max, choices, req, false,              \
@@ -26,8 +29,11 @@ static const struct ob_cfg_opt relay_options[] = {
 	    "PostgreSQL connection string of the producer's database (outbox schema)"),
 	OPT("route", "OUTBOX_ROUTE", OB_CFG_LIST, NULL, 0, 0, NULL, true, routes,
 	    "TOPIC=URL, repeatable; TOPIC * is the default route (env: comma-separated)"),
-	OPT("workers", "OUTBOX_WORKERS", OB_CFG_INT, "1", 1, 1, NULL, false, workers,
-	    "worker processes"),
+	OPT("workers", "OUTBOX_WORKERS", OB_CFG_INT, "1", 1, RELAY_MAX_WORKERS, NULL, false,
+	    workers, "worker processes forked by the supervisor, each with its own connections"),
+	OPT("shutdown-grace", "OUTBOX_SHUTDOWN_GRACE", OB_CFG_DURATION, "10s", 0, 3600000,
+	    NULL, false, shutdown_grace_ms, "on SIGTERM/SIGINT: time for in-flight deliveries"
+	    " and releasing unsent claims before workers are SIGKILLed"),
 	OPT("batch", "OUTBOX_BATCH", OB_CFG_INT, "100", 1, OB_WIRE_MAX_BATCH, NULL, false,
 	    batch, "messages per request frame"),
 	OPT("max-inflight", "OUTBOX_MAX_INFLIGHT", OB_CFG_INT, "4", 1, 256, NULL, false,
@@ -49,8 +55,33 @@ static const struct ob_cfg_opt relay_options[] = {
 	    NULL, false, max_age_ms, "age after which a failing message is dead-lettered"),
 	OPT("max-payload", "OUTBOX_MAX_PAYLOAD", OB_CFG_SIZE, "1m", 0, OB_WIRE_MAX_PAYLOAD,
 	    NULL, false, max_payload, "largest payload sent; larger ones are dead-lettered"),
+	OPT("breaker-threshold", "OUTBOX_BREAKER_THRESHOLD", OB_CFG_INT, "5", 1, 1000000,
+	    NULL, false, breaker_threshold, "consecutive transport failures that open a"
+	    " destination's circuit breaker"),
+	OPT("breaker-probe-interval", "OUTBOX_BREAKER_PROBE_INTERVAL", OB_CFG_DURATION, "2s",
+	    10, 3600000, NULL, false, breaker_probe_ms, "while a breaker is open: one probe"
+	    " frame per interval; held messages are due again after about this long"),
+	OPT("retention", "OUTBOX_RETENTION", OB_CFG_DURATION, "24h", 0, 3650LL * 86400000,
+	    NULL, false, retention_ms, "delivered records older than this are purged (0 = never)"),
+	OPT("purge-interval", "OUTBOX_PURGE_INTERVAL", OB_CFG_DURATION, "60s", 10, 86400000,
+	    NULL, false, purge_interval_ms, "how often worker 0 runs a purge pass"),
+	OPT("purge-batch", "OUTBOX_PURGE_BATCH", OB_CFG_INT, "1000", 1, 1000000, NULL, false,
+	    purge_batch, "rows deleted per purge statement"),
 	OPT("no-fencing", "OUTBOX_NO_FENCING", OB_CFG_BOOL, "false", 0, 0, NULL, false,
 	    no_fencing, "BROKEN MODE for demos and tests: outcome writes ignore the fence"),
+	OPT("fault-die-after-claim", "OUTBOX_FAULT_DIE_AFTER_CLAIM", OB_CFG_INT, "0", 0,
+	    1000000000, NULL, false, fault_die_after_claim,
+	    "fault: a worker SIGKILLs itself right after a claim, N times in the whole relay"),
+	OPT("fault-die-after-send", "OUTBOX_FAULT_DIE_AFTER_SEND", OB_CFG_INT, "0", 0,
+	    1000000000, NULL, false, fault_die_after_send,
+	    "fault: a worker SIGKILLs itself after its frames were sent and answered,"
+	    " before recording the outcomes, N times"),
+	OPT("fault-stall-after-claim", "OUTBOX_FAULT_STALL_AFTER_CLAIM", OB_CFG_INT, "0", 0,
+	    1000000000, NULL, false, fault_stall_after_claim,
+	    "fault: a worker sleeps --fault-stall-ms after a claim, before sending, N times"),
+	OPT("fault-stall-ms", "OUTBOX_FAULT_STALL_MS", OB_CFG_DURATION, "0", 0, 86400000,
+	    NULL, false, fault_stall_ms, "how long a --fault-stall-after-claim stall lasts"
+	    " (required with it; longer than --lease-ms to get fenced out)"),
 	OPT("log-level", "OUTBOX_LOG_LEVEL", OB_CFG_ENUM, "info", 0, 0,
 	    "debug|info|warn|error", false, log_level, "least severe level logged"),
 	OPT("log-format", "OUTBOX_LOG_FORMAT", OB_CFG_ENUM, "text", 0, 0, "text|json",
@@ -64,16 +95,6 @@ static const char description[] =
     " records in batches under a lease with a bumped fencing token, sends them"
     " over nng REQ, and records each outcome only while still holding the claim"
     " (WHERE id = $1 AND fence = $2). Retries back off with Full Jitter.";
-
-static volatile sig_atomic_t stop_requested;
-
-static void
-on_stop_signal(int sig)
-{
-	if (stop_requested)
-		_exit(1); /* second signal: immediate exit */
-	stop_requested = sig;
-}
 
 /* Checks that need more than one option; exit 2 material. */
 static int
@@ -89,6 +110,15 @@ check_config(const struct relay_config *c, char *err, size_t errlen)
 	if (c->backoff_base_ms > c->backoff_cap_ms) {
 		snprintf(err, errlen, "--backoff-base-ms (%lld) exceeds --backoff-cap-ms (%lld)",
 		    (long long)c->backoff_base_ms, (long long)c->backoff_cap_ms);
+		return OB_EINVAL;
+	}
+	if (c->fault_stall_after_claim > 0 && c->fault_stall_ms <= 0) {
+		snprintf(err, errlen, "--fault-stall-after-claim needs --fault-stall-ms > 0");
+		return OB_EINVAL;
+	}
+	if (c->retention_ms > 0 && c->retention_ms < 1000) {
+		snprintf(err, errlen, "--retention (%lld ms) must be 0 (never purge) or at least 1s",
+		    (long long)c->retention_ms);
 		return OB_EINVAL;
 	}
 	struct relay_deliverer d;
@@ -130,23 +160,31 @@ main(int argc, char **argv)
 	ob_log_format_parse(cfg.log_format, &format);
 	ob_log_init("outbox-relay", level, format);
 
-	/* An unreachable database at start is a configuration error. */
+	/* An unreachable database (or one without the outbox schema) at
+	 * start is a configuration error. The probe connection is closed
+	 * before any fork: the workers open their own. */
 	PGconn *probe = NULL;
 	if (ob_pg_connect(cfg.db, "outbox-relay", &probe, err, sizeof(err)) != OB_OK) {
 		fprintf(stderr, "outbox-relay: %s\n", err);
 		goto out;
 	}
+	int schema_rc = ob_pg_exec(probe, "SELECT 1 FROM outbox.messages LIMIT 0",
+	    "check the outbox schema (run `outboxctl migrate`)", err, sizeof(err));
 	PQfinish(probe);
+	if (schema_rc != OB_OK) {
+		fprintf(stderr, "outbox-relay: %s\n", err);
+		goto out;
+	}
 
-	struct sigaction sa;
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_stop_signal;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGINT, &sa, NULL);
+	struct relay_shared *shared = relay_shared_new(&cfg);
+	if (shared == NULL) {
+		fprintf(stderr, "outbox-relay: cannot map shared state: out of memory\n");
+		code = 1;
+		goto out;
+	}
 	signal(SIGPIPE, SIG_IGN);
-
-	code = relay_worker_run(&cfg, 0, &stop_requested);
+	code = relay_supervise(&cfg, shared);
+	relay_shared_free(shared);
 out:
 	ob_cfg_free(relay_options, &cfg);
 	nng_fini();

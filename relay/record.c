@@ -27,7 +27,8 @@ static const char record_sql_fenced[] =
     "  lease_owner = NULL, lease_until = NULL"
     " FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::bigint[],"
     "             $5::int[], $6::text[]) AS o(id, fence, kind, delay_ms, refund, error)"
-    " WHERE m.id = o.id AND m.status = 'pending' AND m.fence = o.fence";
+    " WHERE m.id = o.id AND m.status = 'pending' AND m.fence = o.fence"
+    " RETURNING m.id";
 
 /* BROKEN mode: no fence check, so a stalled worker's late write wins. */
 static const char record_sql_unfenced[] =
@@ -43,7 +44,8 @@ static const char record_sql_unfenced[] =
     "  lease_owner = NULL, lease_until = NULL"
     " FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::bigint[],"
     "             $5::int[], $6::text[]) AS o(id, fence, kind, delay_ms, refund, error)"
-    " WHERE m.id = o.id";
+    " WHERE m.id = o.id"
+    " RETURNING m.id";
 
 const char *
 relay_outcome_name(enum relay_outcome_kind k)
@@ -57,11 +59,44 @@ relay_outcome_name(enum relay_outcome_kind k)
 	return "unknown";
 }
 
+/* Which of the n outcomes' ids are missing from the RETURNING rows: those
+ * are the fenced-out ones. Writes up to max of them into ids. */
+static uint32_t
+missing_ids(const PGresult *res, const struct relay_outcome *o, uint32_t n,
+    uint64_t *ids, uint32_t max)
+{
+	int rows = PQntuples(res);
+	uint32_t found = 0;
+	if (ids == NULL || max == 0)
+		return 0;
+	for (uint32_t i = 0; i < n && found < max; i++) {
+		bool seen = false;
+		/* Batches are small (claim_max); a scan is fine. */
+		for (int r = 0; r < rows && !seen; r++)
+			seen = (uint64_t)ob_pg_int64(res, r, 0) == o[i].id;
+		if (!seen)
+			ids[found++] = o[i].id;
+	}
+	return found;
+}
+
 int
 relay_record_outcomes(PGconn *conn, const struct relay_outcome *o,
     uint32_t n, bool fencing, uint32_t *written, uint32_t *fenced_out,
     char *err, size_t errlen)
 {
+	return relay_record_outcomes_ids(conn, o, n, fencing, written, fenced_out,
+	    NULL, 0, NULL, err, errlen);
+}
+
+int
+relay_record_outcomes_ids(PGconn *conn, const struct relay_outcome *o,
+    uint32_t n, bool fencing, uint32_t *written, uint32_t *fenced_out,
+    uint64_t *fenced_ids, uint32_t fenced_ids_max, uint32_t *fenced_ids_n,
+    char *err, size_t errlen)
+{
+	if (fenced_ids_n != NULL)
+		*fenced_ids_n = 0;
 	if (n == 0) {
 		*written = *fenced_out = 0;
 		return OB_OK;
@@ -95,11 +130,13 @@ relay_record_outcomes(PGconn *conn, const struct relay_outcome *o,
 		params[k] = a[k].data;
 	PGresult *res = PQexecParams(conn, fencing ? record_sql_fenced : record_sql_unfenced,
 	    6, NULL, params, NULL, NULL, 0);
-	rc = ob_pg_check(res, PGRES_COMMAND_OK, "record outcomes", err, errlen);
+	rc = ob_pg_check(res, PGRES_TUPLES_OK, "record outcomes", err, errlen);
 	if (rc == OB_OK) {
-		uint32_t w = (uint32_t)strtoul(PQcmdTuples(res), NULL, 10);
+		uint32_t w = (uint32_t)PQntuples(res);
 		*written = w;
 		*fenced_out = n > w ? n - w : 0;
+		if (*fenced_out > 0 && fenced_ids_n != NULL)
+			*fenced_ids_n = missing_ids(res, o, n, fenced_ids, fenced_ids_max);
 	}
 	PQclear(res);
 out:

@@ -17,7 +17,7 @@ enum relay_outcome_kind {
 	RELAY_OUT_DELIVERED, /* applied or duplicate at the consumer */
 	RELAY_OUT_RETRY,     /* back to pending, due after delay_ms */
 	RELAY_OUT_DEAD,      /* dead-lettered, error kept */
-	RELAY_OUT_RELEASE,   /* never sent: give the claim back, due now */
+	RELAY_OUT_RELEASE,   /* never sent: give the claim back, due after delay_ms */
 };
 
 #define RELAY_ERROR_MAX 256
@@ -37,6 +37,13 @@ struct relay_outcome {
  * condition is left out. OB_OK or OB_EDB. */
 int relay_record_outcomes(PGconn *conn, const struct relay_outcome *o,
     uint32_t n, bool fencing, uint32_t *written, uint32_t *fenced_out,
+    char *err, size_t errlen);
+
+/* The same, and the ids of (up to fenced_ids_max of) the fenced-out
+ * outcomes into fenced_ids, their number into *fenced_ids_n. */
+int relay_record_outcomes_ids(PGconn *conn, const struct relay_outcome *o,
+    uint32_t n, bool fencing, uint32_t *written, uint32_t *fenced_out,
+    uint64_t *fenced_ids, uint32_t fenced_ids_max, uint32_t *fenced_ids_n,
     char *err, size_t errlen);
 
 /* The stable name of an outcome kind ("delivered", ...). */

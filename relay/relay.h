@@ -1,19 +1,23 @@
 /*
- * relay.h - the relay's configuration and its worker loop.
+ * relay.h - the relay's configuration, the state its processes share, and
+ * the worker loop.
  *
- * A worker owns one database connection (claims, outcome writes and LISTEN)
- * and one deliverer (its own nng sockets). It loops claim -> deliver ->
- * record until told to stop; with nothing due it waits for an enqueue
- * notification or the poll interval.
+ * outbox-relay is a supervisor (supervise.h) that forks --workers worker
+ * processes. A worker owns one database connection (claims, outcome writes,
+ * LISTEN, housekeeping) and one deliverer (its own nng sockets). It loops
+ * claim -> deliver -> record until told to stop; with nothing due it waits
+ * for an enqueue notification or the poll interval.
  */
 #ifndef OUTBOX_RELAY_RELAY_H
 #define OUTBOX_RELAY_RELAY_H
 
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "outbox/config.h"
+#include "outbox/fault.h"
 
 struct relay_config {
 	char *db;
@@ -29,7 +33,17 @@ struct relay_config {
 	int64_t max_attempts;
 	int64_t max_age_ms;
 	int64_t max_payload;
+	int64_t shutdown_grace_ms;
+	int64_t breaker_threshold;
+	int64_t breaker_probe_ms;
+	int64_t retention_ms;     /* 0 = never purge */
+	int64_t purge_interval_ms;
+	int64_t purge_batch;
 	bool no_fencing;          /* BROKEN mode */
+	int64_t fault_die_after_claim;
+	int64_t fault_die_after_send;
+	int64_t fault_stall_after_claim;
+	int64_t fault_stall_ms;
 	char *log_level;
 	char *log_format;
 };
@@ -38,9 +52,49 @@ struct relay_config {
  * the outcomes after the last reply. */
 #define RELAY_LEASE_MARGIN_MS 1000
 
+/* Most worker processes one relay runs. */
+#define RELAY_MAX_WORKERS 64
+
+/* Totals of the whole process tree (every worker, including dead ones). */
+struct relay_totals {
+	_Atomic uint64_t claimed;
+	_Atomic uint64_t delivered;
+	_Atomic uint64_t retried;
+	_Atomic uint64_t dead;
+	_Atomic uint64_t released;     /* handed back unsent (breaker, shutdown) */
+	_Atomic uint64_t fenced_out;   /* outcome writes refused by the fence */
+	_Atomic uint64_t frames_sent;  /* request frames handed to nng */
+	_Atomic uint64_t frames_failed;/* of those: no reply / transport error */
+	_Atomic uint64_t purged;
+};
+
+/* State shared by the supervisor and every worker it forks: created with
+ * mmap(MAP_SHARED | MAP_ANONYMOUS) before the first fork, so a fault armed
+ * to fire N times fires N times in the whole tree (a restarted worker does
+ * not fire again), and the totals survive a worker's death. Plain atomics
+ * only: no pointers into one process's heap. */
+struct relay_shared {
+	struct ob_fault die_after_claim;
+	struct ob_fault die_after_send;
+	struct ob_fault stall_after_claim;
+	struct relay_totals totals;
+};
+
+/* Map and arm the shared state from cfg. NULL when mmap fails. Release with
+ * relay_shared_free (once, in the supervisor). */
+struct relay_shared *relay_shared_new(const struct relay_config *cfg);
+void relay_shared_free(struct relay_shared *s);
+
+/* Log the totals as one machine-readable line under event (e.g.
+ * "relay.totals"), with prefix (e.g. "worker=3 ") before the counters. */
+void relay_totals_log(const char *event, const char *prefix,
+    const struct relay_totals *t);
+
 /* Run one worker until *stop becomes non-zero (set from a signal handler).
- * Returns the process exit code. Reconnects to the database with backoff. */
+ * Returns the process exit code. Reconnects to the database with backoff.
+ * After *stop: claims nothing more, finishes or cuts the current wave within
+ * the shutdown grace, releases what it never sent, writes its outcomes. */
 int relay_worker_run(const struct relay_config *cfg, int worker_index,
-    volatile sig_atomic_t *stop);
+    volatile sig_atomic_t *stop, struct relay_shared *shared);
 
 #endif

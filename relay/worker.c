@@ -1,10 +1,14 @@
 /*
- * worker.c - one relay worker: claim -> deliver -> record, forever.
+ * worker.c - one relay worker process: claim -> deliver -> record, until
+ * told to stop.
  *
- * Owns one PostgreSQL connection (claims, outcome writes, LISTEN) and one
- * deliverer. Never sleeps a message: a retry is written as the record's due
- * time. A lost database connection is re-opened with backoff; whatever was
- * claimed and not recorded comes back when its lease expires.
+ * Owns one PostgreSQL connection (claims, outcome writes, LISTEN and, in
+ * worker 0, housekeeping) and one deliverer. Never sleeps a message: a
+ * retry is written as the record's due time. A lost database connection is
+ * re-opened with backoff; whatever was claimed and not recorded comes back
+ * when its lease expires. The relay's fault points (die after claim, die
+ * after send, stall after claim) fire here, from counters shared by the
+ * whole process tree.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -18,29 +22,42 @@
 #include "claim.h"
 #include "deliver.h"
 #include "outbox/backoff.h"
+#include "outbox/buf.h"
 #include "outbox/err.h"
 #include "outbox/log.h"
 #include "outbox/pg.h"
+#include "purge.h"
 #include "record.h"
 #include "relay.h"
 
 #define RECONNECT_MIN_MS 100
 #define RECONNECT_MAX_MS 5000
 #define PROGRESS_EVERY_MS 10000
+#define FENCED_IDS_LOGGED 20   /* ids listed on a relay.record.fenced_out line */
 
 struct worker {
 	const struct relay_config *cfg;
+	int index;
 	volatile sig_atomic_t *stop;
+	struct relay_shared *shared;
 	char owner[128];
 	PGconn *conn;
+	bool had_conn;          /* a connection was up: a loss is logged once */
 	struct relay_deliverer deliverer;
 	struct relay_outcome *outcomes;
 	uint32_t claim_max;
 	uint64_t rng;
 	int64_t reconnect_ms;
-	/* totals, for the progress line */
-	uint64_t claimed, delivered, retried, dead, fenced_out;
+	int64_t next_purge_ms;
+	struct relay_totals totals;  /* this process's; shared->totals has all */
 };
+
+#define COUNT(w, field, n)                                              \
+	do {                                                            \
+		atomic_fetch_add(&(w)->totals.field, (uint64_t)(n));    \
+		if ((w)->shared != NULL)                                \
+			atomic_fetch_add(&(w)->shared->totals.field, (uint64_t)(n)); \
+	} while (0)
 
 static int64_t
 now_ms(void)
@@ -83,12 +100,14 @@ connect_db(struct worker *w)
 		return false;
 	}
 	w->reconnect_ms = RECONNECT_MIN_MS;
-	ob_info("relay.db.connected", "owner=%s", w->owner);
+	ob_info("relay.db.connected", "owner=%s listen=outbox_enqueued%s", w->owner,
+	    w->had_conn ? " reconnect=1" : "");
+	w->had_conn = true;
 	return true;
 }
 
 /* Wait for an enqueue notification, or the poll interval (which also picks
- * up retries coming due and leases expiring). */
+ * up retries coming due and leases expiring). A signal cuts it short. */
 static void
 wait_for_work(struct worker *w)
 {
@@ -109,12 +128,13 @@ wait_for_work(struct worker *w)
 }
 
 /* Turn a RETRY into a backoff, or into a dead letter once the message has
- * used up its attempts or its age. */
+ * used up its attempts or its age. Attempts that never reached a consumer
+ * are refunded and do not count. */
 static void
 finish_retry(struct worker *w, const struct ob_wire_msg *m, struct relay_outcome *o)
 {
 	const struct relay_config *c = w->cfg;
-	uint32_t attempts = m->attempt - (o->refund_attempt ? 1 : 0);
+	uint32_t attempts = m->attempt - (o->refund_attempt && m->attempt > 0 ? 1 : 0);
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	int64_t age_ms = ((int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000 - m->created_at_us) / 1000;
@@ -134,6 +154,42 @@ finish_retry(struct worker *w, const struct ob_wire_msg *m, struct relay_outcome
 	}
 }
 
+/* Give every claimed message back unsent: shutdown, or a stop during a
+ * stall. Attempt refunded, due at once (another worker may take it). */
+static void
+release_all(struct worker *w, const struct relay_claim *claim)
+{
+	for (uint32_t i = 0; i < claim->n; i++) {
+		struct relay_outcome *o = &w->outcomes[i];
+		memset(o, 0, sizeof(*o));
+		o->id = claim->msgs[i].id;
+		o->fence = claim->msgs[i].fence;
+		o->kind = RELAY_OUT_RELEASE;
+		o->refund_attempt = true;
+	}
+}
+
+static int
+cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+static void
+log_fenced(struct worker *w, uint32_t n, uint32_t fenced, uint64_t *ids,
+    uint32_t nids)
+{
+	struct ob_buf b = OB_BUF_INIT;
+	qsort(ids, nids, sizeof(*ids), cmp_u64);
+	for (uint32_t i = 0; i < nids; i++)
+		ob_buf_printf(&b, "%s%" PRIu64, i ? "," : "", ids[i]);
+	ob_warn("relay.record.fenced_out", "owner=%s messages=%u fenced_out=%u ids=%s%s",
+	    w->owner, n, fenced, b.data != NULL ? b.data : "-",
+	    fenced > nids ? ",..." : "");
+	ob_buf_fini(&b);
+}
+
 /* One claim -> deliver -> record round. Returns the number claimed, or -1
  * when the database failed. */
 static int
@@ -151,25 +207,49 @@ round_once(struct worker *w)
 		relay_claim_fini(&claim);
 		return 0;
 	}
-	w->claimed += n;
-	relay_deliver(&w->deliverer, claim.msgs, n, w->outcomes);
+	COUNT(w, claimed, n);
+	struct relay_shared *sh = w->shared;
+	if (sh != NULL && ob_fault_fire(&sh->die_after_claim))
+		ob_fault_die("relay.after_claim");
+	if (sh != NULL && ob_fault_fire(&sh->stall_after_claim)) {
+		ob_warn("relay.fault.stall", "owner=%s messages=%u first_id=%" PRIu64
+		    " fence=%" PRIu64 " stall_ms=%" PRId64 " lease_ms=%" PRId64, w->owner, n,
+		    claim.msgs[0].id, claim.msgs[0].fence, w->cfg->fault_stall_ms,
+		    w->cfg->lease_ms);
+		nap(w, w->cfg->fault_stall_ms);
+		ob_warn("relay.fault.stall_over", "owner=%s messages=%u", w->owner, n);
+	}
+	if (*w->stop) {
+		release_all(w, &claim);
+	} else {
+		uint64_t sent_before = w->deliverer.frames_sent;
+		uint64_t failed_before = w->deliverer.frames_failed;
+		relay_deliver(&w->deliverer, claim.msgs, n, w->outcomes);
+		COUNT(w, frames_sent, w->deliverer.frames_sent - sent_before);
+		COUNT(w, frames_failed, w->deliverer.frames_failed - failed_before);
+		if (sh != NULL && w->deliverer.frames_sent > sent_before &&
+		    ob_fault_fire(&sh->die_after_send))
+			ob_fault_die("relay.after_send");
+	}
 	for (uint32_t i = 0; i < n; i++) {
 		struct relay_outcome *o = &w->outcomes[i];
 		if (o->kind == RELAY_OUT_RETRY)
 			finish_retry(w, &claim.msgs[i], o);
 		switch (o->kind) {
-		case RELAY_OUT_DELIVERED: w->delivered++; break;
+		case RELAY_OUT_DELIVERED: COUNT(w, delivered, 1); break;
+		case RELAY_OUT_RELEASE: COUNT(w, released, 1); break;
 		case RELAY_OUT_DEAD:
-			w->dead++;
+			COUNT(w, dead, 1);
 			ob_warn("relay.message.dead", "id=%" PRIu64 " attempt=%u err=%s",
 			    o->id, claim.msgs[i].attempt, ob_log_q(o->error, q, sizeof(q)));
 			break;
-		default: w->retried++; break;
+		default: COUNT(w, retried, 1); break;
 		}
 	}
-	uint32_t written = 0, fenced = 0;
-	int rc = relay_record_outcomes(w->conn, w->outcomes, n, !w->cfg->no_fencing,
-	    &written, &fenced, err, sizeof(err));
+	uint32_t written = 0, fenced = 0, nids = 0;
+	uint64_t ids[FENCED_IDS_LOGGED];
+	int rc = relay_record_outcomes_ids(w->conn, w->outcomes, n, !w->cfg->no_fencing,
+	    &written, &fenced, ids, FENCED_IDS_LOGGED, &nids, err, sizeof(err));
 	if (rc != OB_OK) {
 		/* The leases will expire and the messages be delivered again:
 		 * at-least-once, and the consumer deduplicates. */
@@ -178,25 +258,67 @@ round_once(struct worker *w)
 		return -1;
 	}
 	if (fenced > 0) {
-		w->fenced_out += fenced;
-		ob_warn("relay.record.fenced_out", "messages=%u fenced_out=%u", n, fenced);
+		COUNT(w, fenced_out, fenced);
+		log_fenced(w, n, fenced, ids, nids);
 	}
 	ob_debug("relay.round", "claimed=%u written=%u", n, written);
 	relay_claim_fini(&claim);
 	return (int)n;
 }
 
+/* Worker 0's housekeeping, every --purge-interval. */
+static void
+maybe_purge(struct worker *w)
+{
+	const struct relay_config *c = w->cfg;
+	if (w->index != 0 || c->retention_ms <= 0 || now_ms() < w->next_purge_ms)
+		return;
+	w->next_purge_ms = now_ms() + c->purge_interval_ms;
+	char err[1024], q[1100];
+	uint64_t purged = 0;
+	bool skipped = false;
+	int64_t t0 = now_ms();
+	if (relay_purge_pass(w->conn, c->retention_ms, c->purge_batch, w->stop, &purged,
+	        &skipped, err, sizeof(err)) != OB_OK) {
+		ob_warn("relay.purge.failed", "err=%s", ob_log_q(err, q, sizeof(q)));
+		return;
+	}
+	if (skipped) {
+		ob_debug("relay.purge.skipped", "reason=%s", "another relay holds the purge lock");
+		return;
+	}
+	if (purged > 0) {
+		COUNT(w, purged, purged);
+		ob_info("relay.purge.done", "purged=%" PRIu64 " retention_ms=%" PRId64
+		    " batch=%" PRId64 " ms=%" PRId64, purged, c->retention_ms, c->purge_batch,
+		    now_ms() - t0);
+	}
+}
+
+static void
+log_progress(struct worker *w, const char *event)
+{
+	ob_info(event, "claimed=%" PRIu64 " delivered=%" PRIu64
+	    " retried=%" PRIu64 " dead=%" PRIu64 " fenced_out=%" PRIu64,
+	    atomic_load(&w->totals.claimed), atomic_load(&w->totals.delivered),
+	    atomic_load(&w->totals.retried), atomic_load(&w->totals.dead),
+	    atomic_load(&w->totals.fenced_out));
+}
+
 int
 relay_worker_run(const struct relay_config *cfg, int worker_index,
-    volatile sig_atomic_t *stop)
+    volatile sig_atomic_t *stop, struct relay_shared *shared)
 {
 	struct worker w;
 	memset(&w, 0, sizeof(w));
 	w.cfg = cfg;
+	w.index = worker_index;
 	w.stop = stop;
+	w.shared = shared;
 	w.rng = ob_rand_seed();
 	w.reconnect_ms = RECONNECT_MIN_MS;
 	w.claim_max = (uint32_t)(cfg->batch * cfg->max_inflight);
+	w.next_purge_ms = now_ms();
 	char host[64] = "localhost";
 	gethostname(host, sizeof(host) - 1);
 	snprintf(w.owner, sizeof(w.owner), "%s:%d:%d", host, (int)getpid(), worker_index);
@@ -207,6 +329,12 @@ relay_worker_run(const struct relay_config *cfg, int worker_index,
 	w.deliverer.limits.max_batch = (uint32_t)cfg->batch;
 	w.deliverer.timeout_ms = cfg->delivery_timeout_ms;
 	w.deliverer.max_inflight = (uint32_t)cfg->max_inflight;
+	w.deliverer.breaker_threshold = (uint32_t)cfg->breaker_threshold;
+	w.deliverer.breaker_probe_ms = cfg->breaker_probe_ms;
+	w.deliverer.stop = stop;
+	/* In-flight frames get three quarters of the grace after a stop; the
+	 * rest is for writing their outcomes before the supervisor's SIGKILL. */
+	w.deliverer.stop_cut_ms = cfg->shutdown_grace_ms - cfg->shutdown_grace_ms / 4;
 	w.outcomes = calloc(w.claim_max, sizeof(*w.outcomes));
 	if (w.outcomes == NULL ||
 	    relay_routes_parse(&w.deliverer, cfg->routes.items, cfg->routes.n, err,
@@ -215,31 +343,40 @@ relay_worker_run(const struct relay_config *cfg, int worker_index,
 		ob_error("relay.worker.start_failed", "err=%s", err);
 		goto out;
 	}
-	ob_info("relay.worker.started", "owner=%s claim_max=%u lease_ms=%" PRId64
-	    " fencing=%s", w.owner, w.claim_max, cfg->lease_ms,
+	ob_info("relay.worker.started", "worker=%d owner=%s claim_max=%u lease_ms=%" PRId64
+	    " fencing=%s", worker_index, w.owner, w.claim_max, cfg->lease_ms,
 	    cfg->no_fencing ? "OFF(broken-mode)" : "on");
 
 	int64_t next_progress = now_ms() + PROGRESS_EVERY_MS;
 	while (!*stop) {
-		if (ob_pg_broken(w.conn) && !connect_db(&w))
-			continue;
+		if (ob_pg_broken(w.conn)) {
+			if (w.conn != NULL) {
+				char q[600];
+				ob_warn("relay.db.lost", "owner=%s err=%s", w.owner,
+				    ob_log_q(PQerrorMessage(w.conn), q, sizeof(q)));
+				PQfinish(w.conn);
+				w.conn = NULL;
+			}
+			if (!connect_db(&w))
+				continue;
+		}
+		maybe_purge(&w);
 		int n = round_once(&w);
 		if (n < 0) {
 			if (!ob_pg_broken(w.conn))
 				nap(&w, cfg->poll_ms);
-		} else if ((uint32_t)n < w.claim_max) {
+		} else if ((uint32_t)n < w.claim_max && !*stop) {
 			wait_for_work(&w);
 		}
 		if (now_ms() >= next_progress) {
 			next_progress = now_ms() + PROGRESS_EVERY_MS;
-			ob_info("relay.progress", "claimed=%" PRIu64 " delivered=%" PRIu64
-			    " retried=%" PRIu64 " dead=%" PRIu64 " fenced_out=%" PRIu64,
-			    w.claimed, w.delivered, w.retried, w.dead, w.fenced_out);
+			log_progress(&w, "relay.progress");
 		}
 	}
-	ob_info("relay.worker.stopped", "claimed=%" PRIu64 " delivered=%" PRIu64
-	    " retried=%" PRIu64 " dead=%" PRIu64 " fenced_out=%" PRIu64,
-	    w.claimed, w.delivered, w.retried, w.dead, w.fenced_out);
+	log_progress(&w, "relay.worker.stopped");
+	char prefix[64];
+	snprintf(prefix, sizeof(prefix), "worker=%d ", worker_index);
+	relay_totals_log("relay.worker.totals", prefix, &w.totals);
 	code = 0;
 out:
 	if (w.conn != NULL)

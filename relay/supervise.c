@@ -1,0 +1,286 @@
+/*
+ * supervise.c - fork, watch and stop the relay's worker processes.
+ *
+ * NOTES
+ *
+ * Signals. The handlers only count signals in volatile sig_atomic_t flags
+ * and write one byte to a self-pipe; the loop wakes on the pipe (or every
+ * LOOP_TICK_MS) and handles, in this order: shutdown requests, then child
+ * exits, then restarts that are due. Nothing is logged from a handler.
+ *
+ * Fork. stdio is flushed before fork; signals are blocked across it so the
+ * child installs the worker's handler before any signal can reach it. A
+ * worker asks the kernel for SIGTERM when the supervisor dies
+ * (PR_SET_PDEATHSIG), so a killed supervisor does not leave workers behind.
+ *
+ * Shutdown. The first SIGTERM/SIGINT forwards SIGTERM to every worker and
+ * starts the grace deadline; a worker stops claiming, finishes or cuts its
+ * in-flight frames, releases (fenced) what it never sent and exits 0. A
+ * second signal, or the deadline, sends SIGKILL to what is left.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <nng/nng.h>
+
+#include "outbox/log.h"
+#include "supervise.h"
+
+#define LOOP_TICK_MS 100
+
+struct slot {
+	pid_t pid;              /* 0 = not running */
+	int64_t started_ms;
+	int64_t restart_at_ms;  /* when pid == 0: next start */
+	int64_t backoff_ms;
+	unsigned restarts;
+};
+
+static volatile sig_atomic_t stop_signals;   /* supervisor: count */
+static volatile sig_atomic_t child_exited;
+static volatile sig_atomic_t worker_stop;    /* in a worker */
+static int wake_pipe[2] = { -1, -1 };
+
+static void
+wake(void)
+{
+	int saved = errno;
+	if (wake_pipe[1] >= 0)
+		(void)!write(wake_pipe[1], "x", 1);
+	errno = saved;
+}
+
+static void
+on_stop(int sig)
+{
+	(void)sig;
+	if (stop_signals < 100)
+		stop_signals++;
+	wake();
+}
+
+static void
+on_child(int sig)
+{
+	(void)sig;
+	child_exited = 1;
+	wake();
+}
+
+static void
+on_worker_stop(int sig)
+{
+	worker_stop = sig;
+}
+
+static int64_t
+now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void
+set_handler(int sig, void (*fn)(int))
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = fn;
+	sigemptyset(&sa.sa_mask);
+	sigaction(sig, &sa, NULL);
+}
+
+/* In the child: become a worker and never return. */
+static _Noreturn void
+worker_main(const struct relay_config *cfg, int index, struct relay_shared *shared,
+    pid_t supervisor, const sigset_t *old)
+{
+	close(wake_pipe[0]);
+	close(wake_pipe[1]);
+	wake_pipe[0] = wake_pipe[1] = -1;
+	ob_log_set_pid();
+	set_handler(SIGTERM, on_worker_stop);
+	set_handler(SIGINT, on_worker_stop);
+	set_handler(SIGCHLD, SIG_DFL);
+	prctl(PR_SET_PDEATHSIG, SIGTERM);
+	sigprocmask(SIG_SETMASK, old, NULL);
+	if (getppid() != supervisor)
+		worker_stop = SIGTERM; /* the supervisor died while we forked */
+	int code = relay_worker_run(cfg, index, &worker_stop, shared);
+	nng_fini();
+	fflush(NULL);
+	exit(code);
+}
+
+static bool
+start_worker(const struct relay_config *cfg, struct slot *s, int index,
+    struct relay_shared *shared)
+{
+	sigset_t block, old;
+	sigemptyset(&block);
+	sigaddset(&block, SIGTERM);
+	sigaddset(&block, SIGINT);
+	sigaddset(&block, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &block, &old);
+	fflush(NULL);
+	pid_t supervisor = getpid();
+	pid_t pid = fork();
+	if (pid == 0)
+		worker_main(cfg, index, shared, supervisor, &old);
+	int saved = errno;
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	if (pid < 0) {
+		ob_error("relay.worker.fork_failed", "worker=%d err=%s", index, strerror(saved));
+		return false;
+	}
+	s->pid = pid;
+	s->started_ms = now_ms();
+	ob_info("relay.worker.forked", "worker=%d pid=%d restarts=%u", index, (int)pid,
+	    s->restarts);
+	return true;
+}
+
+static void
+signal_all(struct slot *slots, int n, int sig)
+{
+	for (int i = 0; i < n; i++)
+		if (slots[i].pid > 0)
+			kill(slots[i].pid, sig);
+}
+
+static int
+live_workers(const struct slot *slots, int n)
+{
+	int live = 0;
+	for (int i = 0; i < n; i++)
+		live += slots[i].pid > 0;
+	return live;
+}
+
+static void
+describe_status(int st, char *out, size_t len)
+{
+	if (WIFEXITED(st))
+		snprintf(out, len, "exit:%d", WEXITSTATUS(st));
+	else if (WIFSIGNALED(st))
+		snprintf(out, len, "signal:%d", WTERMSIG(st));
+	else
+		snprintf(out, len, "unknown:%d", st);
+}
+
+int
+relay_supervise(const struct relay_config *cfg, struct relay_shared *shared)
+{
+	int n = (int)cfg->workers;
+	struct slot *slots = calloc((size_t)n, sizeof(*slots));
+	if (slots == NULL || pipe(wake_pipe) != 0) {
+		ob_error("relay.supervisor.failed", "err=%s", "out of memory or pipes");
+		free(slots);
+		return 1;
+	}
+	for (int k = 0; k < 2; k++) {
+		fcntl(wake_pipe[k], F_SETFL, fcntl(wake_pipe[k], F_GETFL) | O_NONBLOCK);
+		fcntl(wake_pipe[k], F_SETFD, FD_CLOEXEC);
+	}
+	set_handler(SIGTERM, on_stop);
+	set_handler(SIGINT, on_stop);
+	set_handler(SIGCHLD, on_child);
+
+	ob_info("relay.supervisor.started", "workers=%d shutdown_grace_ms=%" PRId64, n,
+	    cfg->shutdown_grace_ms);
+	for (int i = 0; i < n; i++) {
+		slots[i].backoff_ms = RELAY_RESTART_MIN_MS;
+		if (!start_worker(cfg, &slots[i], i, shared))
+			slots[i].restart_at_ms = now_ms() + slots[i].backoff_ms;
+	}
+
+	bool shutting_down = false, killed = false, unclean = false;
+	int64_t deadline = 0;
+	for (;;) {
+		struct pollfd pfd = { wake_pipe[0], POLLIN, 0 };
+		poll(&pfd, 1, LOOP_TICK_MS);
+		char drain[64];
+		while (read(wake_pipe[0], drain, sizeof(drain)) > 0)
+			;
+		int64_t now = now_ms();
+
+		/* 1. Shutdown requests. */
+		if (stop_signals > 0 && !shutting_down) {
+			shutting_down = true;
+			deadline = now + cfg->shutdown_grace_ms;
+			ob_info("relay.shutdown.start", "workers=%d grace_ms=%" PRId64,
+			    live_workers(slots, n), cfg->shutdown_grace_ms);
+			signal_all(slots, n, SIGTERM);
+		}
+		if (shutting_down && !killed && (stop_signals > 1 || now >= deadline) &&
+		    live_workers(slots, n) > 0) {
+			ob_warn("relay.shutdown.kill", "workers=%d reason=%s",
+			    live_workers(slots, n), stop_signals > 1 ? "second_signal" : "grace_expired");
+			signal_all(slots, n, SIGKILL);
+			killed = unclean = true;
+		}
+
+		/* 2. Child exits. */
+		child_exited = 0;
+		pid_t pid;
+		int st;
+		while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
+			int i;
+			for (i = 0; i < n && slots[i].pid != pid; i++)
+				;
+			if (i == n)
+				continue;
+			struct slot *s = &slots[i];
+			char how[32];
+			describe_status(st, how, sizeof(how));
+			s->pid = 0;
+			if (shutting_down) {
+				if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+					unclean = true;
+				ob_info("relay.worker.exited", "worker=%d pid=%d status=%s shutdown=1",
+				    i, (int)pid, how);
+				continue;
+			}
+			if (now - s->started_ms >= RELAY_RESTART_RESET_MS)
+				s->backoff_ms = RELAY_RESTART_MIN_MS;
+			s->restart_at_ms = now + s->backoff_ms;
+			ob_warn("relay.worker.exited", "worker=%d pid=%d status=%s restart_in_ms=%" PRId64,
+			    i, (int)pid, how, s->backoff_ms);
+			s->backoff_ms = s->backoff_ms * 2 > RELAY_RESTART_MAX_MS ? RELAY_RESTART_MAX_MS
+			                                                         : s->backoff_ms * 2;
+		}
+		if (shutting_down) {
+			if (live_workers(slots, n) == 0)
+				break;
+			continue;
+		}
+
+		/* 3. Restarts that are due. */
+		for (int i = 0; i < n; i++) {
+			struct slot *s = &slots[i];
+			if (s->pid == 0 && now >= s->restart_at_ms) {
+				s->restarts++;
+				if (!start_worker(cfg, s, i, shared))
+					s->restart_at_ms = now + s->backoff_ms;
+			}
+		}
+	}
+	relay_totals_log("relay.totals", "", &shared->totals);
+	ob_info("relay.supervisor.stopped", "clean=%d", unclean ? 0 : 1);
+	close(wake_pipe[0]);
+	close(wake_pipe[1]);
+	wake_pipe[0] = wake_pipe[1] = -1;
+	free(slots);
+	return unclean ? 1 : 0;
+}

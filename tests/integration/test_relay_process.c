@@ -1,0 +1,337 @@
+/*
+ * test_relay_process.c - the relay's process model against a real
+ * PostgreSQL: bad configuration exits 2 with one line; the supervisor forks
+ * N workers and restarts one that is killed; SIGTERM releases claims that
+ * were never sent (fenced write, attempt refunded) and exits 0; in-flight
+ * frames are cut within the grace; a stuck worker is SIGKILLed at the
+ * deadline or on a second signal; a fault armed once fires once in the
+ * whole process tree; a stalled worker is fenced out and says so.
+ */
+#include <signal.h>
+
+#include "test_relay_util.h"
+
+#define T_SEC 1000
+
+static pid_t
+relay_spawn(char *log, const char *db, const char *route, const char *const *extra)
+{
+	char *argv[64];
+	int n = 0;
+	argv[n++] = "outbox-relay";
+	argv[n++] = "--db";
+	argv[n++] = (char *)db;
+	argv[n++] = "--route";
+	argv[n++] = (char *)route;
+	for (int i = 0; extra != NULL && extra[i] != NULL && n < 62; i++)
+		argv[n++] = (char *)extra[i];
+	argv[n] = NULL;
+	return ts_spawn(argv, NULL, log);
+}
+
+/* The pid of the worker with this index, from its last relay.worker.forked line. */
+static pid_t
+worker_pid(const char *log, int index)
+{
+	char needle[64];
+	snprintf(needle, sizeof(needle), "relay.worker.forked worker=%d ", index);
+	char *text = ts_read_file(log);
+	const char *p = text, *last = NULL;
+	while (p != NULL && (p = strstr(p, needle)) != NULL)
+		last = p++;
+	pid_t pid = 0;
+	if (last != NULL && (last = strstr(last, " pid=")) != NULL)
+		pid = (pid_t)strtol(last + 5, NULL, 10);
+	free(text);
+	return pid;
+}
+
+static int
+lines(const char *s)
+{
+	int n = 0;
+	for (; *s; s++)
+		n += *s == '\n';
+	return n;
+}
+
+static void
+expect_exit2(char *const argv[], const char *needle)
+{
+	char out[4096];
+	int code = ts_run(argv, NULL, out, sizeof(out), 30 * T_SEC);
+	ck_assert_msg(code == 2, "exit %d for %s: %s", code, needle, out);
+	ck_assert_msg(strstr(out, needle) != NULL, "'%s' not in: %s", needle, out);
+	ck_assert_msg(lines(out) == 1, "not one line: %s", out);
+}
+
+START_TEST(test_bad_config_exit_2)
+{
+	char db[TS_CONNINFO_MAX];
+	ts_db_create("rbad", "outbox", db, sizeof(db));
+	char *unknown[] = { "outbox-relay", "--db", db, "--route", "*=ipc:///tmp/x",
+		"--bogus", NULL };
+	expect_exit2(unknown, "--bogus");
+	char *lease[] = { "outbox-relay", "--db", db, "--route", "*=ipc:///tmp/x",
+		"--lease-ms", "2s", "--delivery-timeout-ms", "1500ms", NULL };
+	expect_exit2(lease, "--lease-ms (2000) must exceed --delivery-timeout-ms (1500)");
+	char *url[] = { "outbox-relay", "--db", db, "--route", "t=nope://where", NULL };
+	expect_exit2(url, "nng cannot parse URL 'nope://where'");
+	char *noeq[] = { "outbox-relay", "--db", db, "--route", "ipc:///tmp/x", NULL };
+	expect_exit2(noeq, "expected TOPIC=URL");
+	char *zero[] = { "outbox-relay", "--db", db, "--route", "*=ipc:///tmp/x",
+		"--workers", "0", NULL };
+	expect_exit2(zero, "--workers");
+	char *many[] = { "outbox-relay", "--db", db, "--route", "*=ipc:///tmp/x",
+		"--workers", "65", NULL };
+	expect_exit2(many, "--workers");
+	char *stall[] = { "outbox-relay", "--db", db, "--route", "*=ipc:///tmp/x",
+		"--fault-stall-after-claim", "1", NULL };
+	expect_exit2(stall, "--fault-stall-ms");
+	char *nodb[] = { "outbox-relay", "--db", "host=/nonexistent/sock port=1 dbname=x",
+		"--route", "*=ipc:///tmp/x", NULL };
+	expect_exit2(nodb, "connect to");
+	char noschema[TS_CONNINFO_MAX];
+	ts_db_create("rbad2", NULL, noschema, sizeof(noschema));
+	char *empty[] = { "outbox-relay", "--db", noschema, "--route", "*=ipc:///tmp/x", NULL };
+	expect_exit2(empty, "outboxctl migrate");
+	/* The environment is read too, and checked the same way. */
+	char out[4096];
+	char *env_argv[] = { "outbox-relay", "--db", db, "--route", "*=ipc:///tmp/x", NULL };
+	char *env[] = { "OUTBOX_WORKERS=0", NULL };
+	ck_assert_int_eq(ts_run(env_argv, env, out, sizeof(out), 30 * T_SEC), 2);
+	ck_assert_msg(strstr(out, "OUTBOX_WORKERS") != NULL && lines(out) == 1, "%s", out);
+	/* --help tells the truth about the new flags. */
+	char *help[] = { "outbox-relay", "--help", NULL };
+	ck_assert_int_eq(ts_run(help, NULL, out, sizeof(out), 30 * T_SEC), 0);
+	ck_assert(strstr(out, "--shutdown-grace") != NULL);
+	ck_assert(strstr(out, "OUTBOX_FAULT_STALL_MS") != NULL);
+}
+END_TEST
+
+START_TEST(test_workers_restart)
+{
+	char db[TS_CONNINFO_MAX], url[256], route[300], log[256];
+	ts_db_create("rsup", "outbox", db, sizeof(db));
+	PGconn *conn = ts_connect(db);
+	ts_ipc_url("sup", url, sizeof(url));
+	snprintf(route, sizeof(route), "*=%s", url);
+	struct fake_consumer fc;
+	fake_start(&fc, url, FAKE_APPLIED);
+	const char *extra[] = { "--workers", "3", "--poll-ms", "100", NULL };
+	pid_t sup = relay_spawn(log, db, route, extra);
+	ck_assert_int_eq(log_wait(log, "relay.worker.started", 3, 20 * T_SEC), 3);
+	pid_t w1 = worker_pid(log, 1);
+	ck_assert_int_gt(w1, 0);
+	ck_assert_int_ne(w1, sup);
+	/* Each worker has its own connection. */
+	ck_assert_int_ge(ts_wait_value(conn, "SELECT count(*) FROM pg_stat_activity"
+	    " WHERE application_name = 'outbox-relay' AND datname = current_database()",
+	    3, 20 * T_SEC), 3);
+
+	kill(w1, SIGKILL);
+	ck_assert_int_eq(log_wait(log, "relay.worker.exited worker=1 ", 1, 20 * T_SEC), 1);
+	ck_assert_int_eq(log_count(log, "status=signal:9 restart_in_ms="), 1);
+	ck_assert_int_eq(log_wait(log, "relay.worker.started", 4, 20 * T_SEC), 4);
+	ck_assert_int_ne(worker_pid(log, 1), w1);
+
+	enqueue_n(conn, "t", "s", 100);
+	ck_assert_int_eq(ts_wait_value(conn,
+	    "SELECT count(*) FROM outbox.messages WHERE status = 'delivered'", 100, 30 * T_SEC), 100);
+	kill(sup, SIGTERM);
+	ck_assert_int_eq(ts_wait_exit(sup, 20 * T_SEC), 0);
+	ck_assert_int_eq(log_count(log, "relay.worker.totals worker="), 3);
+	ck_assert_int_eq(log_last_value(log, "relay.totals", "delivered"), 100);
+	/* No worker outlives the supervisor. */
+	ck_assert_int_eq(kill(worker_pid(log, 0), 0), -1);
+	fake_stop(&fc);
+	PQfinish(conn);
+}
+END_TEST
+
+START_TEST(test_shutdown_releases_unsent)
+{
+	char db[TS_CONNINFO_MAX], url[256], route[300], log[256];
+	ts_db_create("rrel", "outbox", db, sizeof(db));
+	PGconn *conn = ts_connect(db);
+	ts_ipc_url("rel", url, sizeof(url));
+	snprintf(route, sizeof(route), "*=%s", url);
+	struct fake_consumer fc;
+	fake_start(&fc, url, FAKE_APPLIED);
+	enqueue_n(conn, "t", "u", 5);
+	const char *extra[] = { "--fault-stall-after-claim", "1", "--fault-stall-ms", "60s",
+		"--lease-ms", "120s", NULL };
+	pid_t sup = relay_spawn(log, db, route, extra);
+	ck_assert_int_eq(log_wait(log, "relay.fault.stall ", 1, 20 * T_SEC), 1);
+	ck_assert_int_eq(ts_query_int(conn,
+	    "SELECT count(*) FROM outbox.messages WHERE lease_owner IS NOT NULL AND attempts = 1"), 5);
+	int64_t t0 = ts_now_ms();
+	kill(sup, SIGTERM);
+	ck_assert_int_eq(ts_wait_exit(sup, 20 * T_SEC), 0);
+	ck_assert_int_lt(ts_now_ms() - t0, 5 * T_SEC);
+	/* Released: pending, unleased, due now, the attempt refunded; never sent. */
+	ck_assert_int_eq(ts_query_int(conn,
+	    "SELECT count(*) FROM outbox.messages WHERE status = 'pending' AND lease_owner IS NULL"
+	    " AND attempts = 0 AND available_at <= now()"), 5);
+	ck_assert_uint_eq(atomic_load(&fc.frames), 0);
+	ck_assert_int_eq(log_last_value(log, "relay.totals", "released"), 5);
+	fake_stop(&fc);
+	PQfinish(conn);
+}
+END_TEST
+
+START_TEST(test_shutdown_cuts_inflight_within_grace)
+{
+	char db[TS_CONNINFO_MAX], url[256], route[300], log[256];
+	ts_db_create("rcut", "outbox", db, sizeof(db));
+	PGconn *conn = ts_connect(db);
+	ts_ipc_url("cut", url, sizeof(url));
+	snprintf(route, sizeof(route), "*=%s", url);
+	struct fake_consumer fc;
+	fake_start(&fc, url, FAKE_SILENT);
+	enqueue_n(conn, "t", "c", 3);
+	const char *extra[] = { "--delivery-timeout-ms", "60s", "--lease-ms", "70s",
+		"--shutdown-grace", "2s", NULL };
+	pid_t sup = relay_spawn(log, db, route, extra);
+	int64_t end = ts_now_ms() + 20 * T_SEC;
+	while (atomic_load(&fc.frames) == 0 && ts_now_ms() < end)
+		usleep(20 * 1000);
+	ck_assert_uint_eq(atomic_load(&fc.frames), 1);
+	int64_t t0 = ts_now_ms();
+	kill(sup, SIGTERM);
+	ck_assert_int_eq(ts_wait_exit(sup, 20 * T_SEC), 0);
+	int64_t took = ts_now_ms() - t0;
+	ck_assert_msg(took >= 1000 && took < 4000, "shutdown took %lld ms", (long long)took);
+	/* Sent but unanswered: a retry (the consumer may have applied it), the
+	 * attempt counted, the lease given up. */
+	ck_assert_int_eq(ts_query_int(conn,
+	    "SELECT count(*) FROM outbox.messages WHERE status = 'pending' AND lease_owner IS NULL"
+	    " AND attempts = 1 AND last_error LIKE 'no reply from%'"), 3);
+	fake_stop(&fc);
+	PQfinish(conn);
+}
+END_TEST
+
+START_TEST(test_stuck_worker_killed)
+{
+	char db[TS_CONNINFO_MAX], route[300], log[256], log2[256];
+	ts_db_create("rkill", "outbox", db, sizeof(db));
+	snprintf(route, sizeof(route), "*=ipc://%s/none.ipc", ts_tmpdir());
+	/* Deadline: a stopped worker cannot exit; SIGKILL after the grace. */
+	const char *extra[] = { "--shutdown-grace", "1s", NULL };
+	pid_t sup = relay_spawn(log, db, route, extra);
+	ck_assert_int_eq(log_wait(log, "relay.worker.started", 1, 20 * T_SEC), 1);
+	pid_t w = worker_pid(log, 0);
+	kill(w, SIGSTOP);
+	int64_t t0 = ts_now_ms();
+	kill(sup, SIGTERM);
+	ck_assert_int_eq(ts_wait_exit(sup, 20 * T_SEC), 1);
+	ck_assert_int_lt(ts_now_ms() - t0, 5 * T_SEC);
+	ck_assert_int_eq(log_count(log, "relay.shutdown.kill workers=1 reason=grace_expired"), 1);
+
+	/* Second signal: SIGKILL at once, long before a 60 s grace. */
+	const char *extra2[] = { "--shutdown-grace", "60s", NULL };
+	sup = relay_spawn(log2, db, route, extra2);
+	ck_assert_int_eq(log_wait(log2, "relay.worker.started", 1, 20 * T_SEC), 1);
+	w = worker_pid(log2, 0);
+	kill(w, SIGSTOP);
+	t0 = ts_now_ms();
+	kill(sup, SIGTERM);
+	ck_assert_int_eq(log_wait(log2, "relay.shutdown.start", 1, 10 * T_SEC), 1);
+	kill(sup, SIGINT);
+	ck_assert_int_eq(ts_wait_exit(sup, 20 * T_SEC), 1);
+	ck_assert_int_lt(ts_now_ms() - t0, 5 * T_SEC);
+	ck_assert_int_eq(log_count(log2, "reason=second_signal"), 1);
+}
+END_TEST
+
+START_TEST(test_fault_fires_once_in_tree)
+{
+	char db[TS_CONNINFO_MAX], url[256], route[300], log[256];
+	ts_db_create("rfault", "outbox", db, sizeof(db));
+	PGconn *conn = ts_connect(db);
+	ts_ipc_url("fault", url, sizeof(url));
+	snprintf(route, sizeof(route), "*=%s", url);
+	struct fake_consumer fc;
+	fake_start(&fc, url, FAKE_APPLIED);
+	const char *extra[] = { "--workers", "2", "--poll-ms", "100",
+		"--fault-die-after-claim", "1", "--delivery-timeout-ms", "300ms",
+		"--lease-ms", "1500ms", "--batch", "5", "--max-inflight", "1", NULL };
+	pid_t sup = relay_spawn(log, db, route, extra);
+	ck_assert_int_eq(log_wait(log, "relay.worker.started", 2, 20 * T_SEC), 2);
+	enqueue_n(conn, "t", "f", 40);
+	ck_assert_int_eq(ts_wait_value(conn,
+	    "SELECT count(*) FROM outbox.messages WHERE status = 'delivered'", 40, 30 * T_SEC), 40);
+	/* The dead worker's claim came back after its lease: attempt 2. */
+	ck_assert_int_eq(ts_query_int(conn,
+	    "SELECT count(*) FROM outbox.messages WHERE attempts = 2"), 5);
+	kill(sup, SIGTERM);
+	ck_assert_int_eq(ts_wait_exit(sup, 20 * T_SEC), 0);
+	ck_assert_int_eq(log_count(log, "fault.die "), 1);
+	ck_assert_int_eq(log_count(log, "status=signal:9 restart_in_ms="), 1);
+	ck_assert_int_eq(log_count(log, "relay.worker.started"), 3);
+	fake_stop(&fc);
+	PQfinish(conn);
+}
+END_TEST
+
+START_TEST(test_stalled_worker_fenced_out)
+{
+	char db[TS_CONNINFO_MAX], url[256], route[300], log[256];
+	ts_db_create("rfence", "outbox", db, sizeof(db));
+	PGconn *conn = ts_connect(db);
+	ts_ipc_url("fence", url, sizeof(url));
+	snprintf(route, sizeof(route), "*=%s", url);
+	struct fake_consumer fc;
+	fake_start(&fc, url, FAKE_APPLIED);
+	enqueue_n(conn, "t", "s", 4);
+	/* One claim takes all 4; its worker stalls 4 s past a 1.5 s lease. */
+	const char *extra[] = { "--workers", "2", "--poll-ms", "100",
+		"--fault-stall-after-claim", "1", "--fault-stall-ms", "4s",
+		"--delivery-timeout-ms", "300ms", "--lease-ms", "1500ms",
+		"--batch", "10", "--max-inflight", "1", NULL };
+	pid_t sup = relay_spawn(log, db, route, extra);
+	ck_assert_int_eq(ts_wait_value(conn,
+	    "SELECT count(*) FROM outbox.messages WHERE status = 'delivered'", 4, 30 * T_SEC), 4);
+	ck_assert_int_eq(log_wait(log, "relay.record.fenced_out", 1, 20 * T_SEC), 1);
+	kill(sup, SIGTERM);
+	ck_assert_int_eq(ts_wait_exit(sup, 20 * T_SEC), 0);
+	ck_assert_int_eq(log_last_value(log, "relay.record.fenced_out", "fenced_out"), 4);
+	ck_assert_int_eq(log_last_value(log, "relay.totals", "fenced_out"), 4);
+	char ids[128];
+	PGresult *res = PQexec(conn, "SELECT string_agg(id::text, ',' ORDER BY id) FROM outbox.messages");
+	snprintf(ids, sizeof(ids), " ids=%s", PQgetvalue(res, 0, 0));
+	PQclear(res);
+	ck_assert_int_eq(log_count(log, ids), 1);
+	/* The takeover's outcome stands: delivered, attempt 2, fence 2. */
+	ck_assert_int_eq(ts_query_int(conn,
+	    "SELECT count(*) FROM outbox.messages WHERE attempts = 2 AND fence = 2"), 4);
+	fake_stop(&fc);
+	PQfinish(conn);
+}
+END_TEST
+
+static Suite *
+relay_process_suite(void)
+{
+	Suite *s = suite_create("relay_process");
+	TCase *tc = tcase_create("process");
+	tcase_set_timeout(tc, 150);
+	tcase_add_test(tc, test_bad_config_exit_2);
+	tcase_add_test(tc, test_workers_restart);
+	tcase_add_test(tc, test_shutdown_releases_unsent);
+	tcase_add_test(tc, test_shutdown_cuts_inflight_within_grace);
+	tcase_add_test(tc, test_stuck_worker_killed);
+	tcase_add_test(tc, test_fault_fires_once_in_tree);
+	tcase_add_test(tc, test_stalled_worker_fenced_out);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int
+main(void)
+{
+	int rc = ts_run_suite(relay_process_suite());
+	nng_fini();
+	return rc;
+}
