@@ -1,5 +1,6 @@
 /*
- * main.c - outboxctl: dispatch to a subcommand.
+ * main.c - outboxctl: dispatch to a subcommand. `outboxctl --help-markdown`
+ * prints every subcommand's config table (docs/configuration.md).
  */
 #include <stdio.h>
 #include <string.h>
@@ -15,6 +16,10 @@ struct subcommand {
 
 static const struct subcommand subcommands[] = {
 	{ "migrate", ctl_migrate, "apply pending schema migrations (idempotent)" },
+	{ "status", ctl_status, "per topic: pending, leased, delivered, dead; lag" },
+	{ "dead", ctl_dead, "dead letters: list, show ID, requeue ID... | --all" },
+	{ "inspect", ctl_inspect, "where the message with --key K is" },
+	{ "purge", ctl_purge, "delete delivered messages older than --older-than" },
 	{ NULL, NULL, NULL },
 };
 
@@ -25,6 +30,28 @@ usage(FILE *f)
 	           "Operate an outbox relay deployment.\n\ncommands:\n");
 	for (const struct subcommand *c = subcommands; c->name; c++)
 		fprintf(f, "  %-10s %s\n", c->name, c->help);
+}
+
+static void
+markdown(void)
+{
+	static const struct {
+		const char *title;
+		const struct ob_cfg_opt *table;
+	} tables[] = {
+		{ "outboxctl migrate", ctl_migrate_options },
+		{ "outboxctl status", ctl_status_options },
+		{ "outboxctl dead list", ctl_dead_list_options },
+		{ "outboxctl dead show", ctl_dead_show_options },
+		{ "outboxctl dead requeue", ctl_dead_requeue_options },
+		{ "outboxctl inspect", ctl_inspect_options },
+		{ "outboxctl purge", ctl_purge_options },
+	};
+	for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) {
+		if (i > 0)
+			fputc('\n', stdout);
+		ob_cfg_markdown(stdout, tables[i].title, tables[i].table);
+	}
 }
 
 int
@@ -38,6 +65,10 @@ main(int argc, char **argv)
 	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
 	    strcmp(argv[1], "help") == 0) {
 		usage(stdout);
+		return 0;
+	}
+	if (strcmp(argv[1], "--help-markdown") == 0) {
+		markdown();
 		return 0;
 	}
 	for (const struct subcommand *c = subcommands; c->name; c++)

@@ -15,7 +15,7 @@ struct migrate_config {
 	char *schema;
 };
 
-static const struct ob_cfg_opt migrate_options[] = {
+const struct ob_cfg_opt ctl_migrate_options[] = {
 	{ "db", "OUTBOX_DB", OB_CFG_STRING, NULL, 0, 0, NULL, true, false,
 	    offsetof(struct migrate_config, db),
 	    "PostgreSQL connection string (keywords or URI)" },
@@ -34,7 +34,7 @@ ctl_migrate(int argc, char **argv)
 	bool help = false;
 	int code = 2;
 
-	if (ob_cfg_parse(migrate_options, &cfg, argc, argv, &first_arg, &help, err,
+	if (ob_cfg_parse(ctl_migrate_options, &cfg, argc, argv, &first_arg, &help, err,
 	        sizeof(err)) != OB_OK) {
 		fprintf(stderr, "outboxctl migrate: %s\n", err);
 		goto out;
@@ -44,7 +44,7 @@ ctl_migrate(int argc, char **argv)
 		    "Apply the pending numbered migrations from sql/ (embedded in this binary)"
 		    " and record them in public.outbox_schema_migrations. Running it again"
 		    " applies nothing; concurrent runs apply each migration once.",
-		    migrate_options);
+		    ctl_migrate_options);
 		code = 0;
 		goto out;
 	}
@@ -69,6 +69,6 @@ ctl_migrate(int argc, char **argv)
 	}
 	PQfinish(conn);
 out:
-	ob_cfg_free(migrate_options, &cfg);
+	ob_cfg_free(ctl_migrate_options, &cfg);
 	return code;
 }

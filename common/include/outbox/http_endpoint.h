@@ -1,0 +1,56 @@
+/*
+ * http_endpoint.h - the operator's HTTP endpoint of a program: GET /metrics
+ * (Prometheus text of a metrics registry), /healthz (200 "ok" while the
+ * process serves) and /readyz (200 "ready" or 503 "not ready", from a
+ * caller-supplied callback or the registry's ready flag). Other paths get
+ * 404, other methods 405.
+ *
+ * Served from nng's HTTP server threads (<nng/supplemental/http/http.h>);
+ * a request reads atomics only, so a scrape never blocks or slows the
+ * program's own work.
+ *
+ * fork(): nng's state does not survive fork(). A process that forks
+ * workers (the relay supervisor) must not start the endpoint itself before
+ * forking; it can serve the shared registry (ob_metrics_new_shared) from a
+ * dedicated child instead, which sees every worker's counts because they
+ * share the mapping.
+ */
+#ifndef OUTBOX_HTTP_ENDPOINT_H
+#define OUTBOX_HTTP_ENDPOINT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "outbox/metrics.h"
+
+#define OB_HTTP_ENDPOINT_URL_MAX 300
+
+/* Readiness callback, called on an nng thread for each GET /readyz: must be
+ * thread-safe and must not block. */
+typedef bool (*ob_ready_fn)(void *arg);
+
+struct ob_http_endpoint;
+
+/* Turn a --metrics value into an nng URL in out: "HOST:PORT",
+ * "http://HOST:PORT", ":PORT" (all interfaces) or "[::1]:PORT"; port
+ * 0..65535 (0 = any free port); no path other than "/". OB_OK, or OB_EINVAL
+ * with one line in err. */
+int ob_http_endpoint_url(const char *addr, char *out, size_t outlen, char *err,
+    size_t errlen);
+
+/* Start serving m on addr (syntax above). ready: NULL means "use
+ * ob_metrics_ready(m)". m (borrowed) must outlive the endpoint. On success
+ * *out is owned by the caller (ob_http_endpoint_stop). OB_EINVAL (bad
+ * address), OB_ENET (cannot listen, e.g. port in use) or OB_ENOMEM, with
+ * one line in err. Blocks only to bind. */
+int ob_http_endpoint_start(const char *addr, struct ob_metrics *m,
+    ob_ready_fn ready, void *arg, struct ob_http_endpoint **out, char *err,
+    size_t errlen);
+
+/* The TCP port actually bound (useful with port 0), or -1. */
+int ob_http_endpoint_port(const struct ob_http_endpoint *e);
+
+/* Stop serving and free e (waits for requests in progress). NULL is ok. */
+void ob_http_endpoint_stop(struct ob_http_endpoint *e);
+
+#endif

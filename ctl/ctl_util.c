@@ -1,0 +1,344 @@
+/*
+ * ctl_util.c - shared plumbing of the outboxctl subcommands: argv
+ * reordering on top of the config tables, connecting, and the two output
+ * forms (aligned tables for people, JSON via jansson for scripts).
+ *
+ * Never: decide what a command means; print anything but the result on
+ * stdout (errors go to stderr as one line).
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctl.h"
+#include "ctl_util.h"
+#include "outbox/err.h"
+#include "outbox/pg.h"
+
+/* PostgreSQL type OIDs (pg_type.h is server-side only). */
+#define OID_BOOL 16
+#define OID_INT8 20
+#define OID_INT2 21
+#define OID_INT4 23
+#define OID_JSON 114
+#define OID_FLOAT4 700
+#define OID_FLOAT8 701
+#define OID_NUMERIC 1700
+#define OID_JSONB 3802
+
+#define SECONDS_SUFFIX "_seconds"
+
+static const struct ob_cfg_opt *
+find_opt(const struct ob_cfg_opt *table, const char *flag)
+{
+	size_t len = strcspn(flag, "=");
+
+	for (const struct ob_cfg_opt *o = table; o->name != NULL; o++)
+		if (strlen(o->name) == len && strncmp(o->name, flag, len) == 0)
+			return o;
+	return NULL;
+}
+
+int
+ctl_parse(const struct ctl_cmd *cmd, void *cfg, int argc, char **argv,
+    char ***pos, int *npos)
+{
+	char **flags, **args, err[1024];
+	int nf = 1, na = 0, first = 0;
+	bool help = false, rest = false;
+
+	*pos = NULL;
+	*npos = 0;
+	flags = calloc((size_t)argc + 2, sizeof *flags);
+	args = calloc((size_t)argc + 1, sizeof *args);
+	if (flags == NULL || args == NULL) {
+		free(flags);
+		free(args);
+		fprintf(stderr, "outboxctl %s: out of memory\n", cmd->name);
+		return CTL_EXIT_FAIL;
+	}
+	flags[0] = argv[0];
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+
+		if (rest || strncmp(a, "--", 2) != 0 || strcmp(a, "--") == 0) {
+			if (strcmp(a, "--") == 0 && !rest)
+				rest = true;
+			else
+				args[na++] = argv[i];
+			continue;
+		}
+		if (strcmp(a, "--help-markdown") == 0) {
+			char title[128];
+			snprintf(title, sizeof title, "outboxctl %s", cmd->name);
+			ob_cfg_markdown(stdout, title, cmd->table);
+			free(flags);
+			free(args);
+			return CTL_EXIT_OK;
+		}
+		flags[nf++] = argv[i];
+		const struct ob_cfg_opt *o = find_opt(cmd->table, a + 2);
+		/* a separate value follows the flag (the parser checks it) */
+		if (o != NULL && o->type != OB_CFG_BOOL && strchr(a, '=') == NULL &&
+		    i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0)
+			flags[nf++] = argv[++i];
+	}
+	if (ob_cfg_parse(cmd->table, cfg, nf, flags, &first, &help, err,
+	    sizeof err) != OB_OK) {
+		fprintf(stderr, "outboxctl %s: %s\n", cmd->name, err);
+		free(flags);
+		free(args);
+		return CTL_EXIT_USAGE;
+	}
+	free(flags);
+	if (help) {
+		ob_cfg_usage(stdout, cmd->synopsis, cmd->description, cmd->table);
+		free(args);
+		return CTL_EXIT_OK;
+	}
+	*pos = args;
+	*npos = na;
+	return -1;
+}
+
+PGconn *
+ctl_connect(const struct ctl_cmd *cmd, const char *conninfo)
+{
+	PGconn *conn = NULL;
+	char err[1024];
+
+	if (ob_pg_connect(conninfo, "outboxctl", &conn, err, sizeof err) != OB_OK) {
+		fprintf(stderr, "outboxctl %s: %s\n", cmd->name, err);
+		return NULL;
+	}
+	/* timestamps in UTC, ISO 8601 */
+	if (ob_pg_exec(conn, "SET TimeZone = 'UTC'; SET DateStyle = 'ISO'",
+	    "set session", err, sizeof err) != OB_OK) {
+		fprintf(stderr, "outboxctl %s: %s\n", cmd->name, err);
+		PQfinish(conn);
+		return NULL;
+	}
+	return conn;
+}
+
+bool
+ctl_parse_id(const char *s, int64_t *out)
+{
+	char *end;
+	long long v;
+
+	if (s == NULL || !isdigit((unsigned char)s[0]))
+		return false;
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno != 0 || *end != '\0' || v < 1)
+		return false;
+	*out = v;
+	return true;
+}
+
+void
+ctl_fmt_age(double s, char *out, size_t outlen)
+{
+	long long t;
+	long long big, small;
+	const char *bu, *su;
+
+	if (!(s > 0))
+		s = 0;
+	if (s < 60) {
+		snprintf(out, outlen, "%.1fs", s);
+		return;
+	}
+	t = (long long)s;
+	if (t < 3600)
+		big = t / 60, small = t % 60, bu = "m", su = "s";
+	else if (t < 86400)
+		big = t / 3600, small = t % 3600 / 60, bu = "h", su = "m";
+	else
+		big = t / 86400, small = t % 86400 / 3600, bu = "d", su = "h";
+	if (small > 0)
+		snprintf(out, outlen, "%lld%s%lld%s", big, bu, small, su);
+	else
+		snprintf(out, outlen, "%lld%s", big, bu);
+}
+
+static bool
+is_seconds(const char *name)
+{
+	size_t n = strlen(name), k = strlen(SECONDS_SUFFIX);
+	return n > k && strcmp(name + n - k, SECONDS_SUFFIX) == 0;
+}
+
+json_t *
+ctl_json_cell(const PGresult *res, int row, int col)
+{
+	const char *v;
+
+	if (PQgetisnull(res, row, col))
+		return json_null();
+	v = PQgetvalue(res, row, col);
+	switch (PQftype(res, col)) {
+	case OID_BOOL:
+		return json_boolean(v[0] == 't');
+	case OID_INT2:
+	case OID_INT4:
+	case OID_INT8:
+		return json_integer(strtoll(v, NULL, 10));
+	case OID_FLOAT4:
+	case OID_FLOAT8:
+	case OID_NUMERIC: {
+		double d = strtod(v, NULL);
+		return isfinite(d) ? json_real(d) : json_null();
+	}
+	case OID_JSON:
+	case OID_JSONB: {
+		json_t *j = json_loads(v, JSON_DECODE_ANY, NULL);
+		return j != NULL ? j : json_string(v);
+	}
+	default:
+		return json_string(v);
+	}
+}
+
+static json_t *
+row_object(const PGresult *res, int row)
+{
+	json_t *o = json_object();
+
+	for (int c = 0; c < PQnfields(res); c++)
+		json_object_set_new(o, PQfname(res, c), ctl_json_cell(res, row, c));
+	return o;
+}
+
+static void
+json_print(json_t *j)
+{
+	json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_ENCODE_ANY);
+	fputc('\n', stdout);
+	json_decref(j);
+}
+
+/* Table text of a cell: "-" for NULL, ages for *_seconds, newlines flattened. */
+static void
+cell_text(const PGresult *res, int row, int col, char *out, size_t outlen)
+{
+	if (PQgetisnull(res, row, col)) {
+		snprintf(out, outlen, "-");
+		return;
+	}
+	if (is_seconds(PQfname(res, col))) {
+		ctl_fmt_age(strtod(PQgetvalue(res, row, col), NULL), out, outlen);
+		return;
+	}
+	snprintf(out, outlen, "%s", PQgetvalue(res, row, col));
+	for (char *p = out; *p != '\0'; p++)
+		if (*p == '\n' || *p == '\t' || *p == '\r')
+			*p = ' ';
+}
+
+static void
+header_text(const char *name, char *out, size_t outlen)
+{
+	size_t n = strlen(name);
+
+	if (is_seconds(name))
+		n -= strlen(SECONDS_SUFFIX);
+	if (n >= outlen)
+		n = outlen - 1;
+	for (size_t i = 0; i < n; i++)
+		out[i] = (char)toupper((unsigned char)name[i]);
+	out[n] = '\0';
+}
+
+static bool
+hidden(const char *name, const char *const *hide)
+{
+	for (size_t i = 0; hide != NULL && hide[i] != NULL; i++)
+		if (strcmp(hide[i], name) == 0)
+			return true;
+	return false;
+}
+
+#define CELL_MAX 200 /* table cells are cut here; --json has everything */
+
+void
+ctl_print_table(const PGresult *res, bool json, const char *const *hide)
+{
+	int rows = PQntuples(res), cols = PQnfields(res);
+	char cell[CELL_MAX + 1];
+	size_t *width;
+
+	if (json) {
+		json_t *a = json_array();
+		for (int r = 0; r < rows; r++)
+			json_array_append_new(a, row_object(res, r));
+		json_print(a);
+		return;
+	}
+	if ((width = calloc((size_t)cols, sizeof *width)) == NULL)
+		return;
+	for (int c = 0; c < cols; c++) {
+		header_text(PQfname(res, c), cell, sizeof cell);
+		width[c] = strlen(cell);
+		for (int r = 0; r < rows; r++) {
+			cell_text(res, r, c, cell, sizeof cell);
+			if (strlen(cell) > width[c])
+				width[c] = strlen(cell);
+		}
+	}
+	for (int r = -1; r < rows; r++) {
+		bool first = true;
+		for (int c = 0; c < cols; c++) {
+			if (hidden(PQfname(res, c), hide))
+				continue;
+			if (r < 0)
+				header_text(PQfname(res, c), cell, sizeof cell);
+			else
+				cell_text(res, r, c, cell, sizeof cell);
+			printf("%s%-*s", first ? "" : "  ", c == cols - 1 ? 0 : (int)width[c], cell);
+			first = false;
+		}
+		printf("\n");
+	}
+	free(width);
+}
+
+void
+ctl_print_record(const PGresult *res, int row, bool json)
+{
+	int cols = PQnfields(res);
+	size_t w = 0;
+
+	if (json) {
+		json_print(row_object(res, row));
+		return;
+	}
+	for (int c = 0; c < cols; c++)
+		if (strlen(PQfname(res, c)) > w)
+			w = strlen(PQfname(res, c));
+	for (int c = 0; c < cols; c++) {
+		const char *name = PQfname(res, c);
+		if (PQgetisnull(res, row, c)) {
+			printf("%-*s  -\n", (int)w, name);
+		} else if (is_seconds(name)) {
+			char age[64];
+			ctl_fmt_age(strtod(PQgetvalue(res, row, c), NULL), age, sizeof age);
+			printf("%-*s  %s\n", (int)w, name, age);
+		} else {
+			/* multi-line values (a pretty payload) keep their lines */
+			const char *v = PQgetvalue(res, row, c);
+			printf("%-*s  ", (int)w, name);
+			for (; *v != '\0'; v++) {
+				putchar(*v);
+				if (*v == '\n')
+					printf("%-*s  ", (int)w, "");
+			}
+			putchar('\n');
+		}
+	}
+}

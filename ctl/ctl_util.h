@@ -1,0 +1,54 @@
+/*
+ * ctl_util.h - what every outboxctl subcommand shares: flag parsing that
+ * allows flags after positional arguments, connecting, id parsing, and
+ * printing query results as a human table, a vertical record, or JSON.
+ */
+#ifndef OUTBOX_CTL_UTIL_H
+#define OUTBOX_CTL_UTIL_H
+
+#include <libpq-fe.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "outbox/config.h"
+
+struct ctl_cmd {
+	const char *name;        /* "dead requeue": used in messages */
+	const char *synopsis;
+	const char *description;
+	const struct ob_cfg_opt *table;
+};
+
+/* Parse argv (argv[0] = the subcommand name) into cfg by cmd->table. Flags
+ * may come before or after positional arguments ("--" ends flags); the
+ * positional ones are returned in pos[0..*npos) (borrowed from argv,
+ * caller frees the array with free()). Returns -1 to go on, or an exit
+ * code after printing --help (0), --help-markdown (0) or a one-line error
+ * (2). cfg must always be released with ob_cfg_free. */
+int ctl_parse(const struct ctl_cmd *cmd, void *cfg, int argc, char **argv,
+    char ***pos, int *npos);
+
+/* Connect or print "outboxctl NAME: reason" and return NULL. */
+PGconn *ctl_connect(const struct ctl_cmd *cmd, const char *conninfo);
+
+/* A message id: decimal digits only, 1..INT64_MAX. */
+bool ctl_parse_id(const char *s, int64_t *out);
+
+/* Format seconds as "3d4h", "2h5m", "5m3s", "12.3s". */
+void ctl_fmt_age(double seconds, char *out, size_t outlen);
+
+/* Print res (every row) as an aligned table with upper-cased column names,
+ * or (json) as a JSON array of objects. Column conventions: a name ending
+ * in "_seconds" is shown as an age in the table; int/float/numeric columns
+ * are JSON numbers, bool JSON booleans, json/jsonb embedded, NULL is "-"
+ * in the table and null in JSON. Columns named in hide[] (NULL-terminated,
+ * may be NULL) are left out of the table only. */
+void ctl_print_table(const PGresult *res, bool json, const char *const *hide);
+
+/* Print one row as "name: value" lines, or (json) as one JSON object. */
+void ctl_print_record(const PGresult *res, int row, bool json);
+
+/* JSON value of one cell (new reference), by the conventions above. */
+struct json_t *ctl_json_cell(const PGresult *res, int row, int col);
+
+#endif

@@ -1,0 +1,103 @@
+/*
+ * inspect_cmd.c - `outboxctl inspect --key K [--topic T]`: where one
+ * message is. The state is derived from the row: claimable (pending, due,
+ * no live lease), leased (pending under a live lease: a relay has it),
+ * waiting_retry (pending, due later), delivered, dead. Read-only.
+ */
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "ctl.h"
+#include "ctl_util.h"
+#include "outbox/pg.h"
+
+struct inspect_config {
+	char *db;
+	char *key;
+	char *topic;
+	bool json;
+};
+
+const struct ob_cfg_opt ctl_inspect_options[] = {
+	{ "db", "OUTBOX_DB", OB_CFG_STRING, NULL, 0, 0, NULL, true, false,
+	    offsetof(struct inspect_config, db),
+	    "PostgreSQL connection string of the producer database (keywords or URI)" },
+	{ "key", "OUTBOX_CTL_KEY", OB_CFG_STRING, NULL, 0, 0, NULL, true, false,
+	    offsetof(struct inspect_config, key), "the message's idempotency key" },
+	{ "topic", "OUTBOX_CTL_TOPIC", OB_CFG_STRING, NULL, 0, 0, NULL, false, false,
+	    offsetof(struct inspect_config, topic),
+	    "its topic (a key is unique per topic; without it every topic is searched)" },
+	{ "json", "OUTBOX_CTL_JSON", OB_CFG_BOOL, "false", 0, 0, NULL, false, false,
+	    offsetof(struct inspect_config, json), "print JSON instead of text" },
+	OB_CFG_END,
+};
+
+static const struct ctl_cmd cmd = {
+	"inspect", "outboxctl inspect --db CONNINFO --key K [--topic T] [--json]",
+	"Show where the message with idempotency key K is: state, attempts, fence,"
+	" lease owner and expiry, due time, delivered time, last error.",
+	ctl_inspect_options,
+};
+
+#define TS(col) "to_char(" col ", 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') AS " col
+
+static const char inspect_sql[] =
+    "SELECT id, topic, idempotency_key AS key,"
+    " CASE WHEN status <> 'pending' THEN status"
+    "      WHEN lease_until > now() THEN 'leased'"
+    "      WHEN available_at > now() THEN 'waiting_retry'"
+    "      ELSE 'claimable' END AS state,"
+    " attempts, fence, lease_owner, " TS("lease_until") ", " TS("available_at") ","
+    " " TS("created_at") ", " TS("delivered_at") ", ordering_key, last_error"
+    " FROM outbox.messages WHERE idempotency_key = $1 AND ($2::text IS NULL OR topic = $2)"
+    " ORDER BY topic";
+
+int
+ctl_inspect(int argc, char **argv)
+{
+	struct inspect_config cfg;
+	char **pos = NULL, err[1024];
+	int npos, code;
+	PGconn *conn = NULL;
+	PGresult *res = NULL;
+
+	if ((code = ctl_parse(&cmd, &cfg, argc, argv, &pos, &npos)) >= 0)
+		goto out;
+	code = CTL_EXIT_USAGE;
+	if (npos > 0) {
+		fprintf(stderr, "outboxctl inspect: unexpected argument '%s' (use --key)\n", pos[0]);
+		goto out;
+	}
+	code = CTL_EXIT_FAIL;
+	if ((conn = ctl_connect(&cmd, cfg.db)) == NULL)
+		goto out;
+	const char *params[2] = { cfg.key, cfg.topic };
+	res = PQexecParams(conn, inspect_sql, 2, NULL, params, NULL, NULL, 0);
+	if (ob_pg_check(res, PGRES_TUPLES_OK, "inspect", err, sizeof err) != 0) {
+		fprintf(stderr, "outboxctl inspect: %s\n", err);
+		goto out;
+	}
+	if (PQntuples(res) == 0) {
+		fprintf(stderr, "outboxctl inspect: no message with key '%s'%s%s\n", cfg.key,
+		    cfg.topic ? " in topic " : "", cfg.topic ? cfg.topic : "");
+		goto out;
+	}
+	if (cfg.json) {
+		ctl_print_table(res, true, NULL);
+	} else {
+		for (int r = 0; r < PQntuples(res); r++) {
+			if (r > 0)
+				printf("\n");
+			ctl_print_record(res, r, false);
+		}
+	}
+	code = CTL_EXIT_OK;
+out:
+	PQclear(res);
+	if (conn != NULL)
+		PQfinish(conn);
+	free(pos);
+	ob_cfg_free(ctl_inspect_options, &cfg);
+	return code;
+}
