@@ -11,34 +11,44 @@
 #include "outbox/pg.h"
 
 /* lease_until IS NULL covers fresh rows; an expired lease is a takeover of a
- * dead or stalled worker's claim: the fence bump fences that worker out. */
-static const char claim_sql[] =
-    "WITH due AS ("
-    "  SELECT id FROM outbox.messages"
-    "   WHERE status = 'pending' AND available_at <= now()"
-    "     AND (lease_until IS NULL OR lease_until < now())"
-    "   ORDER BY available_at, id"
-    "   LIMIT $3"
-    "   FOR UPDATE SKIP LOCKED)"
-    " UPDATE outbox.messages m"
-    "    SET lease_owner = $1,"
-    "        lease_until = now() + $2::bigint * interval '1 millisecond',"
-    "        fence = m.fence + 1,"
-    "        attempts = m.attempts + 1"
-    "   FROM due WHERE m.id = due.id"
-    " RETURNING m.id, m.fence, m.attempts,"
-    "   (extract(epoch FROM m.created_at) * 1000000)::bigint,"
-    "   m.topic, m.idempotency_key, m.payload::text, m.ordering_key";
+ * dead or stalled worker's claim: the fence bump fences that worker out.
+ * Of an ordering key only its head is claimable (sql/outbox/005_ordering.sql),
+ * so one message per key is in flight, across every worker and relay. The
+ * predicate matches the partial index messages_claimable. */
+#define CLAIM_SQL(ORDERING_PREDICATE)                                        \
+    "WITH due AS ("                                                     \
+    "  SELECT id FROM outbox.messages"                                  \
+    "   WHERE status = 'pending' AND available_at <= now()"             \
+    "     AND (lease_until IS NULL OR lease_until < now())"             \
+    ORDERING_PREDICATE                                                  \
+    "   ORDER BY available_at, id"                                      \
+    "   LIMIT $3"                                                       \
+    "   FOR UPDATE SKIP LOCKED)"                                        \
+    " UPDATE outbox.messages m"                                         \
+    "    SET lease_owner = $1,"                                         \
+    "        lease_until = now() + $2::bigint * interval '1 millisecond'," \
+    "        fence = m.fence + 1,"                                      \
+    "        attempts = m.attempts + 1"                                 \
+    "   FROM due WHERE m.id = due.id"                                   \
+    " RETURNING m.id, m.fence, m.attempts,"                             \
+    "   (extract(epoch FROM m.created_at) * 1000000)::bigint,"          \
+    "   m.topic, m.idempotency_key, m.payload::text, m.ordering_key,"   \
+    "   COALESCE(m.ordering_seq, 0)"
+
+static const char claim_sql[] = CLAIM_SQL("     AND (ordering_key IS NULL OR is_head)");
+
+/* BROKEN mode (--no-ordering): every due message of a key is claimable. */
+static const char claim_sql_unordered[] = CLAIM_SQL("");
 
 int
 relay_claim_batch(PGconn *conn, const char *owner, int64_t lease_ms,
-    uint32_t max, struct relay_claim *out, char *err, size_t errlen)
+    uint32_t max, bool ordering, struct relay_claim *out, char *err, size_t errlen)
 {
 	char lease[24], limit[16];
 	snprintf(lease, sizeof(lease), "%" PRId64, lease_ms);
 	snprintf(limit, sizeof(limit), "%" PRIu32, max);
 	const char *params[3] = { owner, lease, limit };
-	PGresult *res = PQexecParams(conn, claim_sql, 3, NULL, params, NULL, NULL, 0);
+	PGresult *res = PQexecParams(conn, ordering ? claim_sql : claim_sql_unordered, 3, NULL, params, NULL, NULL, 0);
 	int rc = ob_pg_check(res, PGRES_TUPLES_OK, "claim", err, errlen);
 	if (rc != OB_OK) {
 		PQclear(res);
@@ -66,6 +76,7 @@ relay_claim_batch(PGconn *conn, const char *owner, int64_t lease_ms,
 		if (!PQgetisnull(res, (int)i, 7)) {
 			m->ordering_key = PQgetvalue(res, (int)i, 7);
 			m->ordering_key_len = (uint16_t)PQgetlength(res, (int)i, 7);
+			m->ordering_seq = (uint64_t)ob_pg_int64(res, (int)i, 8);
 		}
 	}
 	out->res = res;

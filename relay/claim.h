@@ -10,6 +10,7 @@
 #define OUTBOX_RELAY_CLAIM_H
 
 #include <libpq-fe.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -22,11 +23,14 @@ struct relay_claim {
 	uint32_t n;
 };
 
-/* Claim up to max records for owner with a lease of lease_ms. On success
+/* Claim up to max records for owner with a lease of lease_ms. With
+ * ordering (always, but for the BROKEN --no-ordering mode) only the head of
+ * each ordering key is claimable. On success
  * *out is filled (n may be 0) and owned by the caller. OB_EDB with the
  * server's message in err otherwise. Blocks for one round trip. */
 int relay_claim_batch(PGconn *conn, const char *owner, int64_t lease_ms,
-    uint32_t max, struct relay_claim *out, char *err, size_t errlen);
+    uint32_t max, bool ordering, struct relay_claim *out, char *err,
+    size_t errlen);
 
 void relay_claim_fini(struct relay_claim *c);
 

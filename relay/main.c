@@ -67,6 +67,12 @@ static const struct ob_cfg_opt relay_options[] = {
 	    NULL, false, purge_interval_ms, "how often worker 0 runs a purge pass"),
 	OPT("purge-batch", "OUTBOX_PURGE_BATCH", OB_CFG_INT, "1000", 1, 1000000, NULL, false,
 	    purge_batch, "rows deleted per purge statement"),
+	OPT("on-dead-head", "OUTBOX_ON_DEAD_HEAD", OB_CFG_ENUM, "block", 0, 0, "block|skip",
+	    false, on_dead_head, "a dead-lettered head of an ordering key: block the key"
+	    " until requeued, or skip to its next message"),
+	OPT("no-ordering", "OUTBOX_NO_ORDERING", OB_CFG_BOOL, "false", 0, 0, NULL, false,
+	    no_ordering, "BROKEN MODE for demos and tests: claim messages of one ordering"
+	    " key in parallel, out of order"),
 	OPT("no-fencing", "OUTBOX_NO_FENCING", OB_CFG_BOOL, "false", 0, 0, NULL, false,
 	    no_fencing, "BROKEN MODE for demos and tests: outcome writes ignore the fence"),
 	OPT("fault-die-after-claim", "OUTBOX_FAULT_DIE_AFTER_CLAIM", OB_CFG_INT, "0", 0,

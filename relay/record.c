@@ -1,5 +1,5 @@
 /*
- * record.c - fenced outcome writes, batched into one UPDATE ... FROM unnest.
+ * record.c - fenced outcome writes, one call to outbox.record_outcomes per batch.
  *
  * The arrays travel as text array literals; the error texts are escaped by
  * ob_buf_put_pg_array_text.
@@ -14,38 +14,12 @@
 #include "outbox/pg.h"
 #include "record.h"
 
-static const char record_sql_fenced[] =
-    "UPDATE outbox.messages m SET"
-    "  status = CASE o.kind WHEN 'delivered' THEN 'delivered'"
-    "                       WHEN 'dead' THEN 'dead' ELSE 'pending' END,"
-    "  delivered_at = CASE WHEN o.kind = 'delivered' THEN now() END,"
-    "  available_at = CASE WHEN o.kind IN ('retry', 'release')"
-    "                 THEN now() + o.delay_ms * interval '1 millisecond'"
-    "                 ELSE m.available_at END,"
-    "  attempts = m.attempts - o.refund,"
-    "  last_error = COALESCE(NULLIF(o.error, ''), m.last_error),"
-    "  lease_owner = NULL, lease_until = NULL"
-    " FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::bigint[],"
-    "             $5::int[], $6::text[]) AS o(id, fence, kind, delay_ms, refund, error)"
-    " WHERE m.id = o.id AND m.status = 'pending' AND m.fence = o.fence"
-    " RETURNING m.id";
-
-/* BROKEN mode: no fence check, so a stalled worker's late write wins. */
-static const char record_sql_unfenced[] =
-    "UPDATE outbox.messages m SET"
-    "  status = CASE o.kind WHEN 'delivered' THEN 'delivered'"
-    "                       WHEN 'dead' THEN 'dead' ELSE 'pending' END,"
-    "  delivered_at = CASE WHEN o.kind = 'delivered' THEN now() END,"
-    "  available_at = CASE WHEN o.kind IN ('retry', 'release')"
-    "                 THEN now() + o.delay_ms * interval '1 millisecond'"
-    "                 ELSE m.available_at END,"
-    "  attempts = m.attempts - o.refund,"
-    "  last_error = COALESCE(NULLIF(o.error, ''), m.last_error),"
-    "  lease_owner = NULL, lease_until = NULL"
-    " FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::bigint[],"
-    "             $5::int[], $6::text[]) AS o(id, fence, kind, delay_ms, refund, error)"
-    " WHERE m.id = o.id"
-    " RETURNING m.id";
+/* One call per batch: outbox.record_outcomes (sql/outbox/005_ordering.sql)
+ * writes every outcome fenced (unless $7 is false: the BROKEN --no-fencing
+ * mode) and hands each ordering key's head on to its next message. */
+static const char record_sql[] =
+    "SELECT * FROM outbox.record_outcomes($1::bigint[], $2::bigint[], $3::text[],"
+    " $4::bigint[], $5::int[], $6::text[], $7::boolean, $8::boolean)";
 
 const char *
 relay_outcome_name(enum relay_outcome_kind k)
@@ -82,16 +56,17 @@ missing_ids(const PGresult *res, const struct relay_outcome *o, uint32_t n,
 
 int
 relay_record_outcomes(PGconn *conn, const struct relay_outcome *o,
-    uint32_t n, bool fencing, uint32_t *written, uint32_t *fenced_out,
-    char *err, size_t errlen)
+    uint32_t n, const struct relay_record_mode *mode, uint32_t *written,
+    uint32_t *fenced_out, char *err, size_t errlen)
 {
-	return relay_record_outcomes_ids(conn, o, n, fencing, written, fenced_out,
+	return relay_record_outcomes_ids(conn, o, n, mode, written, fenced_out,
 	    NULL, 0, NULL, err, errlen);
 }
 
 int
 relay_record_outcomes_ids(PGconn *conn, const struct relay_outcome *o,
-    uint32_t n, bool fencing, uint32_t *written, uint32_t *fenced_out,
+    uint32_t n, const struct relay_record_mode *mode, uint32_t *written,
+    uint32_t *fenced_out,
     uint64_t *fenced_ids, uint32_t fenced_ids_max, uint32_t *fenced_ids_n,
     char *err, size_t errlen)
 {
@@ -125,11 +100,12 @@ relay_record_outcomes_ids(PGconn *conn, const struct relay_outcome *o,
 		rc = OB_ENOMEM;
 		goto out;
 	}
-	const char *params[6];
+	const char *params[8];
 	for (int k = 0; k < 6; k++)
 		params[k] = a[k].data;
-	PGresult *res = PQexecParams(conn, fencing ? record_sql_fenced : record_sql_unfenced,
-	    6, NULL, params, NULL, NULL, 0);
+	params[6] = mode->fencing ? "true" : "false";
+	params[7] = mode->skip_dead_heads ? "true" : "false";
+	PGresult *res = PQexecParams(conn, record_sql, 8, NULL, params, NULL, NULL, 0);
 	rc = ob_pg_check(res, PGRES_TUPLES_OK, "record outcomes", err, errlen);
 	if (rc == OB_OK) {
 		uint32_t w = (uint32_t)PQntuples(res);

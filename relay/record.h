@@ -31,18 +31,26 @@ struct relay_outcome {
 	char error[RELAY_ERROR_MAX]; /* RETRY / DEAD: last error ("" = none) */
 };
 
+/* How outcomes are written. */
+struct relay_record_mode {
+	bool fencing;          /* false = the BROKEN --no-fencing mode */
+	bool skip_dead_heads;  /* --on-dead-head skip: a dead head stops blocking its key */
+};
+
 /* Write n outcomes in one statement. *written gets the rows updated,
  * *fenced_out the rows skipped because their fence moved (n = written +
- * fenced_out). fencing=false is the BROKEN mode (--no-fencing): the fence
- * condition is left out. OB_OK or OB_EDB. */
+ * fenced_out). A delivered head of an ordering key (or a dead one, with
+ * skip_dead_heads) hands the key on to its next pending message in the same
+ * transaction. OB_OK or OB_EDB. */
 int relay_record_outcomes(PGconn *conn, const struct relay_outcome *o,
-    uint32_t n, bool fencing, uint32_t *written, uint32_t *fenced_out,
-    char *err, size_t errlen);
+    uint32_t n, const struct relay_record_mode *mode, uint32_t *written,
+    uint32_t *fenced_out, char *err, size_t errlen);
 
 /* The same, and the ids of (up to fenced_ids_max of) the fenced-out
  * outcomes into fenced_ids, their number into *fenced_ids_n. */
 int relay_record_outcomes_ids(PGconn *conn, const struct relay_outcome *o,
-    uint32_t n, bool fencing, uint32_t *written, uint32_t *fenced_out,
+    uint32_t n, const struct relay_record_mode *mode, uint32_t *written,
+    uint32_t *fenced_out,
     uint64_t *fenced_ids, uint32_t fenced_ids_max, uint32_t *fenced_ids_n,
     char *err, size_t errlen);
 

@@ -40,6 +40,8 @@ struct relay_config {
 	int64_t purge_interval_ms;
 	int64_t purge_batch;
 	bool no_fencing;          /* BROKEN mode */
+	bool no_ordering;         /* BROKEN mode: ignore ordering keys when claiming */
+	char *on_dead_head;       /* block | skip */
 	int64_t fault_die_after_claim;
 	int64_t fault_die_after_send;
 	int64_t fault_stall_after_claim;

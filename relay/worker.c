@@ -45,6 +45,7 @@ struct worker {
 	bool had_conn;          /* a connection was up: a loss is logged once */
 	struct relay_deliverer deliverer;
 	struct relay_outcome *outcomes;
+	struct relay_record_mode record_mode;
 	uint32_t claim_max;
 	uint64_t rng;
 	int64_t reconnect_ms;
@@ -197,7 +198,8 @@ round_once(struct worker *w)
 {
 	char err[1024], q[1100];
 	struct relay_claim claim;
-	if (relay_claim_batch(w->conn, w->owner, w->cfg->lease_ms, w->claim_max, &claim,
+	if (relay_claim_batch(w->conn, w->owner, w->cfg->lease_ms, w->claim_max,
+	        !w->cfg->no_ordering, &claim,
 	        err, sizeof(err)) != OB_OK) {
 		ob_warn("relay.claim.failed", "err=%s", ob_log_q(err, q, sizeof(q)));
 		return -1;
@@ -248,7 +250,7 @@ round_once(struct worker *w)
 	}
 	uint32_t written = 0, fenced = 0, nids = 0;
 	uint64_t ids[FENCED_IDS_LOGGED];
-	int rc = relay_record_outcomes_ids(w->conn, w->outcomes, n, !w->cfg->no_fencing,
+	int rc = relay_record_outcomes_ids(w->conn, w->outcomes, n, &w->record_mode,
 	    &written, &fenced, ids, FENCED_IDS_LOGGED, &nids, err, sizeof(err));
 	if (rc != OB_OK) {
 		/* The leases will expire and the messages be delivered again:
@@ -312,6 +314,8 @@ relay_worker_run(const struct relay_config *cfg, int worker_index,
 	struct worker w;
 	memset(&w, 0, sizeof(w));
 	w.cfg = cfg;
+	w.record_mode.fencing = !cfg->no_fencing;
+	w.record_mode.skip_dead_heads = strcmp(cfg->on_dead_head, "skip") == 0;
 	w.index = worker_index;
 	w.stop = stop;
 	w.shared = shared;
@@ -344,8 +348,9 @@ relay_worker_run(const struct relay_config *cfg, int worker_index,
 		goto out;
 	}
 	ob_info("relay.worker.started", "worker=%d owner=%s claim_max=%u lease_ms=%" PRId64
-	    " fencing=%s", worker_index, w.owner, w.claim_max, cfg->lease_ms,
-	    cfg->no_fencing ? "OFF(broken-mode)" : "on");
+	    " fencing=%s ordering=%s on_dead_head=%s", worker_index, w.owner, w.claim_max,
+	    cfg->lease_ms, cfg->no_fencing ? "OFF(broken-mode)" : "on",
+	    cfg->no_ordering ? "OFF(broken-mode)" : "on", cfg->on_dead_head);
 
 	int64_t next_progress = now_ms() + PROGRESS_EVERY_MS;
 	while (!*stop) {

@@ -1,0 +1,392 @@
+/*
+ * test_ordering.c - per-key ordering: messages sharing an ordering key are
+ * delivered one at a time in id order, across workers; a failing head
+ * blocks only its own key; a dead head blocks or is skipped as configured;
+ * a lease takeover keeps the order. Each property is first shown broken on
+ * the deliberately broken --no-ordering mode, then kept on the real one.
+ *
+ * The scripted consumer here is an nng REP thread in the test process that
+ * logs every arrival and answers per message from a policy, so the
+ * interleavings are explicit (a head fails until the other keys are done),
+ * never left to timing.
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/rep.h>
+
+#include "outbox/buf.h"
+#include "outbox/err.h"
+#include "outbox/wire.h"
+#include "testsupport.h"
+
+#define MAX_ARRIVALS 20000
+
+struct arrival {
+	char key[64];       /* idempotency key */
+	int status;         /* what the consumer answered */
+};
+
+/* The scripted consumer. policy() decides the status of each message. */
+struct script {
+	nng_socket sock;
+	pthread_t thread;
+	pthread_mutex_t mu;
+	struct arrival log[MAX_ARRIVALS];
+	int n;
+	int (*policy)(struct script *s, const struct ob_wire_msg *m);
+	int fail_head_until_applied; /* FAILING-HEAD policy: B keys to wait for */
+};
+
+static int
+count_applied_prefix(struct script *s, const char *prefix)
+{
+	int n = 0;
+	for (int i = 0; i < s->n; i++)
+		if (s->log[i].status == OB_WIRE_APPLIED &&
+		    strncmp(s->log[i].key, prefix, strlen(prefix)) == 0)
+			n++;
+	return n;
+}
+
+/* First index at which key arrived (any answer), or -1. */
+static int
+first_arrival(struct script *s, const char *key)
+{
+	for (int i = 0; i < s->n; i++)
+		if (strcmp(s->log[i].key, key) == 0)
+			return i;
+	return -1;
+}
+
+/* Index of the APPLIED answer to key, or -1. */
+static int
+applied_at(struct script *s, const char *key)
+{
+	for (int i = 0; i < s->n; i++)
+		if (strcmp(s->log[i].key, key) == 0 && s->log[i].status == OB_WIRE_APPLIED)
+			return i;
+	return -1;
+}
+
+/* The head "a-1" answers retry until every "b-" message was applied. */
+static int
+policy_failing_head(struct script *s, const struct ob_wire_msg *m)
+{
+	if (m->key_len == 3 && memcmp(m->key, "a-1", 3) == 0 &&
+	    count_applied_prefix(s, "b-") < s->fail_head_until_applied)
+		return OB_WIRE_RETRY;
+	return OB_WIRE_APPLIED;
+}
+
+/* The head "a-1" is rejected (dead-lettered) until requeued. */
+static _Atomic bool reject_head = true;
+static int
+policy_reject_head(struct script *s, const struct ob_wire_msg *m)
+{
+	if (m->key_len == 3 && memcmp(m->key, "a-1", 3) == 0 && atomic_load(&reject_head))
+		return OB_WIRE_REJECT;
+	return OB_WIRE_APPLIED;
+}
+
+static void *
+script_serve(void *arg)
+{
+	struct script *s = arg;
+	struct ob_wire_limits lim = { OB_WIRE_MAX_PAYLOAD, OB_WIRE_MAX_BATCH };
+	for (;;) {
+		nng_msg *m = NULL;
+		if (nng_recvmsg(s->sock, &m, 0) != 0)
+			return NULL;
+		struct ob_wire_request req;
+		struct ob_buf out = OB_BUF_INIT;
+		if (ob_wire_decode_request(nng_msg_body(m), nng_msg_len(m), &lim, &req) == OB_OK) {
+			struct ob_wire_result *res = calloc(req.count, sizeof(*res));
+			pthread_mutex_lock(&s->mu);
+			for (uint32_t i = 0; i < req.count; i++) {
+				res[i].id = req.msgs[i].id;
+				res[i].status = (uint8_t)s->policy(s, &req.msgs[i]);
+				if (s->n < MAX_ARRIVALS) {
+					struct arrival *a = &s->log[s->n++];
+					snprintf(a->key, sizeof(a->key), "%.*s", (int)req.msgs[i].key_len,
+					    req.msgs[i].key);
+					a->status = res[i].status;
+				}
+			}
+			pthread_mutex_unlock(&s->mu);
+			ob_wire_encode_reply(&out, res, req.count);
+			free(res);
+			ob_wire_request_fini(&req);
+		}
+		nng_msg_free(m);
+		nng_msg *r = NULL;
+		if (nng_msg_alloc(&r, 0) == 0 && nng_msg_append(r, out.data, out.len) == 0) {
+			if (nng_sendmsg(s->sock, r, 0) != 0)
+				nng_msg_free(r);
+		} else if (r != NULL)
+			nng_msg_free(r);
+		ob_buf_fini(&out);
+	}
+}
+
+static void
+script_start(struct script *s, const char *url)
+{
+	pthread_mutex_init(&s->mu, NULL);
+	ck_assert_int_eq(nng_rep0_open(&s->sock), 0);
+	ck_assert_int_eq(nng_listen(s->sock, url, NULL, 0), 0);
+	ck_assert_int_eq(pthread_create(&s->thread, NULL, script_serve, s), 0);
+}
+
+static void
+script_stop(struct script *s)
+{
+	nng_close(s->sock);
+	pthread_join(s->thread, NULL);
+}
+
+static pid_t
+start_relay(const char *db, const char *url, const char *extra1, const char *extra2)
+{
+	static char route[300];
+	snprintf(route, sizeof(route), "*=%s", url);
+	char *argv[] = { "outbox-relay", "--db", (char *)db, "--route", route,
+		"--poll-ms", "50", "--backoff-base-ms", "20", "--backoff-cap-ms", "100",
+		"--max-attempts", "1000", "--workers", "2", "--batch", "10",
+		(char *)extra1, (char *)extra2, NULL };
+	return ts_spawn(argv, NULL, NULL);
+}
+
+/* Enqueue prefix-1..n under ordering key okey (NULL = unordered). */
+static void
+enqueue_keyed(PGconn *c, const char *prefix, const char *okey, int n)
+{
+	char sql[512];
+	if (okey != NULL)
+		snprintf(sql, sizeof(sql), "SELECT count(outbox.enqueue('t', '%s-' || g,"
+		    " jsonb_build_object('n', g), '%s')) FROM generate_series(1, %d) g",
+		    prefix, okey, n);
+	else
+		snprintf(sql, sizeof(sql), "SELECT count(outbox.enqueue('t', '%s-' || g,"
+		    " jsonb_build_object('n', g))) FROM generate_series(1, %d) g", prefix, n);
+	ts_exec(c, sql);
+}
+
+/* Run the failing-head scenario; returns whether a-2 overtook a-1. */
+static bool
+failing_head_overtaken(bool broken)
+{
+	char db[TS_CONNINFO_MAX], url[256];
+	ts_db_create(broken ? "ord_fail_broken" : "ord_fail", "outbox", db, sizeof(db));
+	ts_ipc_url(broken ? "ordfb" : "ordf", url, sizeof(url));
+	static struct script s;
+	memset(&s, 0, sizeof(s));
+	s.policy = policy_failing_head;
+	s.fail_head_until_applied = 20;
+	script_start(&s, url);
+	PGconn *c = ts_connect(db);
+	enqueue_keyed(c, "a", "A", 5);   /* key A: a-1 (the failing head) .. a-5 */
+	enqueue_keyed(c, "b", "B", 20);  /* key B keeps flowing meanwhile */
+	pid_t relay = start_relay(db, url, broken ? "--no-ordering" : NULL, NULL);
+
+	int64_t done = ts_wait_value(c,
+	    "SELECT count(*) FROM outbox.messages WHERE status = 'delivered'", 25, 60000);
+	ts_stop(relay, SIGTERM);
+	script_stop(&s);
+	ck_assert_int_eq(done, 25);
+	/* The head really failed: it was retried while B flowed. */
+	ck_assert_int_gt(ts_query_int(c,
+	    "SELECT attempts FROM outbox.messages WHERE idempotency_key = 'a-1'"), 1);
+	int a1_applied = applied_at(&s, "a-1");
+	ck_assert_int_ge(a1_applied, 0);
+	/* B was never held back by A's failing head. */
+	ck_assert_int_eq(count_applied_prefix(&s, "b-"), 20);
+	bool overtaken = false;
+	for (int k = 2; k <= 5; k++) {
+		char key[16];
+		snprintf(key, sizeof(key), "a-%d", k);
+		int first = first_arrival(&s, key);
+		ck_assert_int_ge(first, 0);
+		overtaken |= first < a1_applied;
+	}
+	if (!broken) {
+		/* Every message of A arrived after its predecessor was applied. */
+		for (int k = 2; k <= 5; k++) {
+			char prev[16], key[16];
+			snprintf(prev, sizeof(prev), "a-%d", k - 1);
+			snprintf(key, sizeof(key), "a-%d", k);
+			ck_assert_int_gt(first_arrival(&s, key), applied_at(&s, prev));
+		}
+	}
+	PQfinish(c);
+	return overtaken;
+}
+
+START_TEST(test_failing_head_blocks_only_its_key)
+{
+	/* Broken mode first: without ordering, a-2.. overtake the failing head. */
+	ck_assert_msg(failing_head_overtaken(true),
+	    "--no-ordering should let a-2 overtake the failing head a-1");
+	ck_assert_msg(!failing_head_overtaken(false), "a message overtook its failing head");
+}
+END_TEST
+
+/* A dead head: block keeps the rest of its key waiting until requeued;
+ * skip lets the next message go. */
+START_TEST(test_dead_head_block_then_requeue_and_skip)
+{
+	char db[TS_CONNINFO_MAX], url[256], out[2048];
+	ts_db_create("ord_dead", "outbox", db, sizeof(db));
+	ts_ipc_url("ordd", url, sizeof(url));
+	static struct script s;
+	memset(&s, 0, sizeof(s));
+	s.policy = policy_reject_head;
+	atomic_store(&reject_head, true);
+	script_start(&s, url);
+	PGconn *c = ts_connect(db);
+	enqueue_keyed(c, "a", "A", 3);
+	pid_t relay = start_relay(db, url, NULL, NULL);
+	ck_assert_int_eq(ts_wait_value(c, "SELECT count(*) FROM outbox.messages"
+	    " WHERE idempotency_key = 'a-1' AND status = 'dead'", 1, 30000), 1);
+	/* Barrier: an unordered message enqueued after is delivered, so the
+	 * relay has claimed since; a-2 and a-3 still wait behind the dead head. */
+	enqueue_keyed(c, "free", NULL, 1);
+	ck_assert_int_eq(ts_wait_value(c, "SELECT count(*) FROM outbox.messages"
+	    " WHERE idempotency_key = 'free-1' AND status = 'delivered'", 1, 30000), 1);
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM outbox.messages"
+	    " WHERE idempotency_key IN ('a-2', 'a-3') AND status = 'pending' AND attempts = 0"), 2);
+	ck_assert_int_eq(first_arrival(&s, "a-2"), -1);
+
+	/* Re-drive the head: the key flows again, in order. */
+	atomic_store(&reject_head, false);
+	char id[32];
+	snprintf(id, sizeof(id), "%lld", (long long)ts_query_int(c,
+	    "SELECT id FROM outbox.messages WHERE idempotency_key = 'a-1'"));
+	char *requeue[] = { "outboxctl", "dead", "requeue", "--db", db, id, NULL };
+	ck_assert_int_eq(ts_run(requeue, NULL, out, sizeof(out), 30000), 0);
+	ck_assert_int_eq(ts_wait_value(c, "SELECT count(*) FROM outbox.messages"
+	    " WHERE ordering_key = 'A' AND status = 'delivered'", 3, 30000), 3);
+	ck_assert_int_lt(applied_at(&s, "a-1"), first_arrival(&s, "a-2"));
+	ck_assert_int_lt(applied_at(&s, "a-2"), first_arrival(&s, "a-3"));
+	ts_stop(relay, SIGTERM);
+
+	/* skip: a dead head no longer blocks its key. */
+	atomic_store(&reject_head, true);
+	ts_exec(c, "TRUNCATE outbox.messages");
+	enqueue_keyed(c, "a", "Z", 3);
+	relay = start_relay(db, url, "--on-dead-head", "skip");
+	ck_assert_int_eq(ts_wait_value(c, "SELECT count(*) FROM outbox.messages"
+	    " WHERE status = 'delivered'", 2, 30000), 2);
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM outbox.messages"
+	    " WHERE idempotency_key = 'a-1' AND status = 'dead'"), 1);
+	ts_stop(relay, SIGTERM);
+	script_stop(&s);
+	PQfinish(c);
+}
+END_TEST
+
+/* Exactly once and in order per key at the real consumer, for a mix of
+ * ordered and unordered messages, through a stalled worker's lease
+ * takeover. Order is checked in inbox.notifications (the record handler
+ * stores each message's ordering_seq). */
+static int64_t
+out_of_order_keys(PGconn *c)
+{
+	return ts_query_int(c,
+	    "SELECT count(*) FROM (SELECT ordering_seq,"
+	    "   lag(ordering_seq) OVER (PARTITION BY ordering_key ORDER BY id) AS prev"
+	    "   FROM inbox.notifications WHERE ordering_key IS NOT NULL) x"
+	    " WHERE prev IS NOT NULL AND ordering_seq <= prev");
+}
+
+START_TEST(test_takeover_keeps_order_at_real_consumer)
+{
+	char db[TS_CONNINFO_MAX], url[256];
+	ts_db_create("ord_real", "all", db, sizeof(db));
+	ts_ipc_url("ordr", url, sizeof(url));
+	PGconn *c = ts_connect(db);
+	ts_exec(c, "SELECT count(outbox.enqueue('t', 'k' || k || '-' || g, jsonb_build_object('g', g),"
+	           " 'key-' || k)) FROM (SELECT g, k FROM generate_series(1, 20) g,"
+	           " generate_series(1, 10) k ORDER BY g, k) x");
+	enqueue_keyed(c, "free", NULL, 100);
+	char *consumer[] = { "outbox-consumer", "--db", db, "--listen", url, NULL };
+	pid_t cpid = ts_spawn(consumer, NULL, NULL);
+	char route[300];
+	snprintf(route, sizeof(route), "*=%s", url);
+	/* Worker stalls once after a claim, past its lease: the other worker
+	 * takes the heads over; the stalled one is fenced out when it wakes. */
+	char *relay_argv[] = { "outbox-relay", "--db", db, "--route", route, "--workers", "2",
+		"--poll-ms", "50", "--lease-ms", "1500", "--delivery-timeout-ms", "400",
+		"--batch", "5", "--fault-stall-after-claim", "1", "--fault-stall-ms", "3000", NULL };
+	char log[256];
+	pid_t rpid = ts_spawn(relay_argv, NULL, log);
+	int64_t done = ts_wait_value(c,
+	    "SELECT count(*) FROM outbox.messages WHERE status = 'delivered'", 300, 90000);
+	/* Let the stalled worker wake and try its stale write. */
+	int64_t end = ts_now_ms() + 15000;
+	char *text = NULL;
+	while (ts_now_ms() < end) {
+		free(text);
+		text = ts_read_file(log);
+		if (text != NULL && strstr(text, "relay.record.fenced_out") != NULL)
+			break;
+		usleep(100 * 1000);
+	}
+	ck_assert_msg(text != NULL && strstr(text, "relay.record.fenced_out") != NULL,
+	    "the stalled worker was not fenced out");
+	free(text);
+	ts_stop(rpid, SIGTERM);
+	ts_stop(cpid, SIGTERM);
+	ck_assert_int_eq(done, 300);
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM inbox.notifications"), 300);
+	ck_assert_int_eq(ts_query_int(c,
+	    "SELECT count(DISTINCT idempotency_key) FROM inbox.notifications"), 300);
+	ck_assert_int_eq(out_of_order_keys(c), 0);
+	/* Each key's 20 messages arrived, numbered 1..20. */
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM (SELECT ordering_key FROM"
+	    " inbox.notifications WHERE ordering_key IS NOT NULL GROUP BY ordering_key"
+	    " HAVING count(*) = 20 AND min(ordering_seq) = 1 AND max(ordering_seq) = 20) x"), 10);
+	PQfinish(c);
+}
+END_TEST
+
+START_TEST(test_enqueue_numbers_and_heads)
+{
+	char db[TS_CONNINFO_MAX];
+	ts_db_create("ord_enq", "outbox", db, sizeof(db));
+	PGconn *c = ts_connect(db);
+	enqueue_keyed(c, "a", "A", 3);
+	enqueue_keyed(c, "b", "B", 1);
+	enqueue_keyed(c, "n", NULL, 2);
+	/* One head per key; sequence 1..n per key; a repeated enqueue adds no number. */
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM outbox.messages WHERE is_head"), 2);
+	ck_assert_int_eq(ts_query_int(c, "SELECT ordering_seq FROM outbox.messages"
+	    " WHERE idempotency_key = 'a-3'"), 3);
+	enqueue_keyed(c, "a", "A", 3);
+	ck_assert_int_eq(ts_query_int(c, "SELECT last_seq FROM outbox.ordering_keys"
+	    " WHERE ordering_key = 'A'"), 3);
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM outbox.messages"
+	    " WHERE ordering_key IS NULL AND ordering_seq IS NOT NULL"), 0);
+	PQfinish(c);
+}
+END_TEST
+
+int
+main(void)
+{
+	Suite *s = suite_create("ordering");
+	TCase *tc = tcase_create("ordering");
+	tcase_set_timeout(tc, 240);
+	tcase_add_test(tc, test_enqueue_numbers_and_heads);
+	tcase_add_test(tc, test_failing_head_blocks_only_its_key);
+	tcase_add_test(tc, test_dead_head_block_then_requeue_and_skip);
+	tcase_add_test(tc, test_takeover_keeps_order_at_real_consumer);
+	suite_add_tcase(s, tc);
+	return ts_run_suite(s);
+}
