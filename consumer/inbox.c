@@ -1,11 +1,19 @@
 /*
  * inbox.c - the idempotent consumer's core: dedup record and effect commit
- * together, or not at all.
+ * together, or not at all (the contract is in inbox.h).
  *
- * The dedup insert is INSERT ... ON CONFLICT DO NOTHING on the key's primary
- * key: when two deliveries of one key race, the second waits for the first
- * transaction and then finds the key (DUPLICATE) or, if the first rolled
- * back, inserts it. Either way the effect is applied once.
+ * Two paths give the same answers. The set path (built-in record handler
+ * only) sends BEGIN and one statement that inserts every dedup record and
+ * every effect row of the batch; it is taken only when every key turned out
+ * new. Otherwise, or when that statement fails, the transaction is rolled
+ * back and the per-message path runs: per message one pipelined round trip
+ * (finish the previous message's savepoint, SAVEPOINT, dedup upsert), then
+ * the handler's own statements. The dedup upsert returns the stored row of
+ * a key seen before (fingerprint, first outcome, detail, time), so that a
+ * duplicate is answered with what happened the first time.
+ *
+ * Nothing here replies or logs per message: the server does both, after
+ * this returns.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -17,111 +25,148 @@
 #include "outbox/err.h"
 #include "outbox/pg.h"
 
-int
-inbox_batch_init(struct inbox_batch *b, uint32_t cap)
-{
-	b->results = calloc(cap, sizeof(*b->results));
-	b->details = calloc(cap, sizeof(*b->details));
-	b->cap = cap;
-	if (b->results == NULL || b->details == NULL) {
-		inbox_batch_fini(b);
-		return OB_ENOMEM;
-	}
-	return OB_OK;
-}
+#define OID_BYTEA 17
+#define OID_INT8 20
+#define OID_BYTEA_ARRAY 1001
+#define OID_INT8_ARRAY 1016
+#define PIPE_MAX 8 /* statements in one pipelined round trip */
+#define STR_(x) #x
+#define STR(x) STR_(x)
 
-void
-inbox_batch_fini(struct inbox_batch *b)
+/* The dedup upsert. A conflicting key is "updated" to itself, which locks
+ * it (waiting for an uncommitted inserter, at most lock_timeout) and
+ * returns the committed row: inserted (xmax = 0), fingerprint match, first
+ * outcome, detail, time applied. */
+static const char sql_dedup[] =
+    "INSERT INTO inbox.processed AS p (idempotency_key, topic, message_id, fence,"
+    "   fingerprint, created_at)"
+    " VALUES (convert_from($1, 'UTF8'), convert_from($2, 'UTF8'), $4, $5,"
+    "   encode(sha256($2 || '\\x00'::bytea || $3), 'hex'),"
+    "   'epoch'::timestamptz + $6 * interval '1 microsecond')"
+    " ON CONFLICT (idempotency_key) DO UPDATE SET fence = p.fence"
+    " RETURNING p.xmax = 0,"
+    "   p.fingerprint IS NULL OR p.fingerprint = encode(sha256($2 || '\\x00'::bytea || $3), 'hex'),"
+    "   p.outcome, coalesce(p.detail, ''),"
+    "   to_char(p.processed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')";
+
+/* The set path: every dedup record and every effect row in one statement. */
+#define SET_INPUT                                                                    \
+	"WITH m AS MATERIALIZED (SELECT convert_from(k, 'UTF8') AS key,"             \
+	"   convert_from(t, 'UTF8') AS topic, t, p, i, f, c, o, s"                   \
+	"  FROM unnest($1::bytea[], $2::bytea[], $3::bytea[], $4::int8[], $5::int8[]," \
+	"    $6::int8[], $7::bytea[], $8::int8[]) AS u(k, t, p, i, f, c, o, s)),"
+#define SET_EFFECT                                                                   \
+	" e AS (INSERT INTO inbox.notifications (idempotency_key, topic, payload,"   \
+	"   message_id, ordering_key, ordering_seq)"                                  \
+	"  SELECT key, topic, convert_from(p, 'UTF8')::jsonb, i, convert_from(o, 'UTF8'), s"\
+	"  FROM m RETURNING 1)"
+static const char sql_set_dedup[] = SET_INPUT
+    " d AS (INSERT INTO inbox.processed (idempotency_key, topic, message_id, fence,"
+    "   fingerprint, created_at)"
+    "  SELECT key, topic, i, f, encode(sha256(t || '\\x00'::bytea || p), 'hex'),"
+    "   'epoch'::timestamptz + c * interval '1 microsecond'"
+    "  FROM m ORDER BY key ON CONFLICT (idempotency_key) DO NOTHING RETURNING 1),"
+    SET_EFFECT
+    " SELECT (SELECT count(*) FROM d), (SELECT count(*) FROM e)";
+static const char sql_set_nodedup[] = SET_INPUT SET_EFFECT
+    " SELECT (SELECT count(*) FROM e), (SELECT count(*) FROM e)";
+
+/* One statement of a pipelined round trip. */
+struct stmt {
+	const char *sql;
+	int nparams;
+	const Oid *types;
+	const char *const *values;
+	const int *lens;
+	const int *formats;
+};
+
+int
+inbox_conn_setup(PGconn *conn, const struct inbox_options *opt, char *err,
+    size_t errlen)
 {
-	free(b->results);
-	free(b->details);
-	b->results = NULL;
-	b->details = NULL;
-	b->cap = 0;
+	char sql[64];
+	snprintf(sql, sizeof(sql), "SET lock_timeout = %" PRId64, opt->lock_timeout_ms);
+	return ob_pg_exec(conn, sql, "set lock_timeout", err, errlen);
 }
 
 static void
-set_result(struct inbox_batch *b, uint32_t i, uint64_t id, int status,
+set_result(struct inbox_batch *b, uint32_t i, int status, enum inbox_why why,
     const char *detail)
 {
-	b->results[i].id = id;
 	b->results[i].status = (uint8_t)status;
+	b->why[i] = (uint8_t)why;
 	if (detail != b->details[i])
 		snprintf(b->details[i], INBOX_DETAIL_MAX, "%s", detail);
 	b->results[i].detail = b->details[i];
 	b->results[i].detail_len = (uint16_t)strlen(b->details[i]);
 }
 
-static void
-all_retry(struct inbox_batch *b, const struct ob_wire_request *req,
-    const char *why)
-{
-	for (uint32_t i = 0; i < req->count; i++)
-		set_result(b, i, req->msgs[i].id, OB_WIRE_RETRY, why);
-}
-
-/* Insert the dedup record. *fresh = true when this transaction owns the key
- * now, false when it was already processed. */
+/* Send n statements in one pipeline and collect one result each (owned by
+ * the caller, PQclear; NULL when the pipeline was aborted before it). A
+ * statement failing aborts the rest: their results are PIPELINE_ABORTED.
+ * OB_OK, or OB_EDB when the connection failed (results all cleared). */
 static int
-claim_key(PGconn *conn, const struct ob_wire_msg *m, bool *fresh, char *err,
+pipe_run(PGconn *conn, const struct stmt *s, int n, PGresult **res, char *err,
     size_t errlen)
 {
-	char id[24], fence[24];
-	snprintf(id, sizeof(id), "%" PRIu64, m->id);
-	snprintf(fence, sizeof(fence), "%" PRIu64, m->fence);
-	const char *params[4] = { m->key, m->topic, id, fence };
-	int lens[4] = { m->key_len, m->topic_len, 0, 0 };
-	int formats[4] = { 1, 1, 0, 0 };
-	PGresult *res = PQexecParams(conn,
-	    "INSERT INTO inbox.processed (idempotency_key, topic, message_id, fence)"
-	    " VALUES (convert_from($1, 'UTF8'), convert_from($2, 'UTF8'),"
-	    " $3::bigint, $4::bigint)"
-	    " ON CONFLICT (idempotency_key) DO NOTHING RETURNING 1",
-	    4, (const Oid[]){ 17, 17, 0, 0 }, params, lens, formats, 0);
-	int rc = ob_pg_check(res, PGRES_TUPLES_OK, "dedup record", err, errlen);
-	if (rc == OB_OK)
-		*fresh = PQntuples(res) == 1;
-	else if (inbox_status_for_sqlstate(ob_pg_sqlstate(res)) == OB_WIRE_REJECT)
-		rc = OB_EINVAL; /* e.g. a key that is not valid UTF-8 */
-	PQclear(res);
+	for (int i = 0; i < n; i++)
+		res[i] = NULL;
+	if (PQenterPipelineMode(conn) != 1) {
+		snprintf(err, errlen, "pipeline: %s", PQerrorMessage(conn));
+		return OB_EDB;
+	}
+	int rc = OB_OK;
+	for (int i = 0; i < n && rc == OB_OK; i++) {
+		if (PQsendQueryParams(conn, s[i].sql, s[i].nparams, s[i].types, s[i].values,
+		        s[i].lens, s[i].formats, 0) != 1)
+			rc = OB_EDB;
+	}
+	if (rc == OB_OK && PQpipelineSync(conn) != 1)
+		rc = OB_EDB;
+	if (rc != OB_OK) {
+		snprintf(err, errlen, "pipeline send: %s", PQerrorMessage(conn));
+		PQexitPipelineMode(conn);
+		return rc;
+	}
+	for (int i = 0; i < n; i++) {
+		res[i] = PQgetResult(conn);
+		if (res[i] == NULL) {
+			rc = OB_EDB;
+			break;
+		}
+		PGresult *extra;
+		while ((extra = PQgetResult(conn)) != NULL) /* end of this query */
+			PQclear(extra);
+	}
+	PGresult *sync = rc == OB_OK ? PQgetResult(conn) : NULL;
+	if (sync == NULL || PQresultStatus(sync) != PGRES_PIPELINE_SYNC)
+		rc = OB_EDB;
+	PQclear(sync);
+	if (PQexitPipelineMode(conn) != 1)
+		rc = OB_EDB;
+	if (rc != OB_OK) {
+		snprintf(err, errlen, "pipeline: %s", PQerrorMessage(conn));
+		for (int i = 0; i < n; i++) {
+			PQclear(res[i]);
+			res[i] = NULL;
+		}
+	}
 	return rc;
 }
 
-/* Apply one message between SAVEPOINT and RELEASE / ROLLBACK TO. Returns
- * OB_EDB only when the transaction as a whole is lost. */
-static int
-apply_one(PGconn *conn, const struct inbox_options *opt,
-    const struct ob_wire_msg *m, struct inbox_batch *b, uint32_t i)
+static void
+clear_all(PGresult **res, int n)
 {
-	char *detail = b->details[i];
-	int rc = ob_pg_exec(conn, "SAVEPOINT msg", "savepoint", detail, INBOX_DETAIL_MAX);
-	if (rc != OB_OK)
-		return rc;
+	for (int i = 0; i < n; i++)
+		PQclear(res[i]);
+}
 
-	int status;
-	bool fresh = true;
-	if (opt->dedup)
-		rc = claim_key(conn, m, &fresh, detail, INBOX_DETAIL_MAX);
-	if (rc == OB_EINVAL)
-		status = OB_WIRE_REJECT;
-	else if (rc != OB_OK)
-		status = OB_WIRE_RETRY;
-	else if (!fresh) {
-		status = OB_WIRE_DUPLICATE;
-		snprintf(detail, INBOX_DETAIL_MAX, "already processed");
-	} else
-		status = opt->handler->apply(conn, m, opt->handler->arg, detail,
-		    INBOX_DETAIL_MAX);
-
-	const char *end = (status == OB_WIRE_APPLIED || status == OB_WIRE_DUPLICATE)
-	    ? "RELEASE SAVEPOINT msg" : "ROLLBACK TO SAVEPOINT msg";
-	char err[INBOX_DETAIL_MAX];
-	if ((rc = ob_pg_exec(conn, end, "savepoint end", err, sizeof(err))) != OB_OK) {
-		snprintf(detail, INBOX_DETAIL_MAX, "%s", err);
-		return rc;
-	}
-	set_result(b, i, m->id, status, detail);
-	return OB_OK;
+static bool
+is_lock_error(const char *sqlstate)
+{
+	/* lock_not_available (lock_timeout), deadlock_detected */
+	return strcmp(sqlstate, "55P03") == 0 || strcmp(sqlstate, "40P01") == 0;
 }
 
 static void
@@ -132,33 +177,328 @@ sleep_ms(int64_t ms)
 		;
 }
 
-int
-inbox_apply_batch(PGconn *conn, const struct inbox_options *opt,
-    const struct ob_wire_request *req, struct inbox_batch *b, char *err,
-    size_t errlen)
+/* Fault points and COMMIT: the last step of both paths. */
+static int
+commit(PGconn *conn, const struct inbox_options *opt, char *err, size_t errlen)
 {
-	int rc = ob_pg_exec(conn, "BEGIN", "begin", err, errlen);
-	if (rc != OB_OK)
-		goto fail;
-	for (uint32_t i = 0; i < req->count; i++) {
-		if ((rc = apply_one(conn, opt, &req->msgs[i], b, i)) != OB_OK) {
-			snprintf(err, errlen, "%s", b->details[i]);
-			goto fail;
-		}
-	}
 	struct inbox_faults *f = opt->faults;
 	if (f != NULL && ob_fault_fire(&f->slow))
 		sleep_ms(f->slow_ms);
 	if (f != NULL && ob_fault_fire(&f->die_before_commit))
 		ob_fault_die("consumer.before_commit");
-	if ((rc = ob_pg_commit(conn, err, errlen)) != OB_OK)
-		goto fail;
-	if (f != NULL && ob_fault_fire(&f->die_after_commit))
+	int rc = ob_pg_commit(conn, err, errlen);
+	if (rc == OB_OK && f != NULL && ob_fault_fire(&f->die_after_commit))
 		ob_fault_die("consumer.after_commit");
+	return rc;
+}
+
+/* The set path. OB_OK: committed, every pending message applied.
+ * OB_EINVAL: not taken (rolled back; *locked when a key was in flight): the
+ * per-message path must run. OB_EDB: the database failed. */
+static int
+apply_set(PGconn *conn, const struct inbox_options *opt,
+    const struct ob_wire_request *req, struct inbox_batch *b, uint32_t pending,
+    bool *locked, char *err, size_t errlen)
+{
+	if (inbox_set_args(req, b) != OB_OK) {
+		snprintf(err, errlen, "out of memory building the batch");
+		return OB_ENOMEM;
+	}
+	const char *values[8];
+	int lens[8], formats[8];
+	static const Oid types[8] = { OID_BYTEA_ARRAY, OID_BYTEA_ARRAY, OID_BYTEA_ARRAY,
+		OID_INT8_ARRAY, OID_INT8_ARRAY, OID_INT8_ARRAY, OID_BYTEA_ARRAY, OID_INT8_ARRAY };
+	for (int i = 0; i < 8; i++) {
+		values[i] = b->args[i].data;
+		lens[i] = (int)b->args[i].len;
+		formats[i] = 1;
+	}
+	struct stmt s[2] = {
+		{ "BEGIN", 0, NULL, NULL, NULL, NULL },
+		{ opt->dedup ? sql_set_dedup : sql_set_nodedup, 8, types, values, lens, formats },
+	};
+	PGresult *res[2];
+	int rc = pipe_run(conn, s, 2, res, err, errlen);
+	if (rc != OB_OK)
+		return rc;
+	bool taken = false;
+	if (ob_pg_check(res[0], PGRES_COMMAND_OK, "begin", err, errlen) != OB_OK) {
+		clear_all(res, 2);
+		ob_pg_rollback(conn);
+		return OB_EDB;
+	}
+	if (PQresultStatus(res[1]) == PGRES_TUPLES_OK)
+		taken = ob_pg_int64(res[1], 0, 0) == (int64_t)pending &&
+		    ob_pg_int64(res[1], 0, 1) == (int64_t)pending;
+	else
+		*locked = is_lock_error(ob_pg_sqlstate(res[1]));
+	clear_all(res, 2);
+	if (!taken) {
+		ob_pg_rollback(conn);
+		return ob_pg_broken(conn) ? OB_EDB : OB_EINVAL;
+	}
+	if ((rc = commit(conn, opt, err, errlen)) != OB_OK)
+		return rc;
+	for (uint32_t i = 0; i < req->count; i++)
+		if (!b->done[i])
+			set_result(b, i, OB_WIRE_APPLIED, INBOX_WHY_NONE, "");
+	return OB_OK;
+}
+
+/* What the previous message left to do in the next round trip. */
+struct carry {
+	bool open;        /* a message savepoint is open */
+	bool keep;        /* release it (APPLIED/DUPLICATE), else roll it back */
+	uint32_t detail_of; /* message whose handler detail goes into its record */
+	bool store_detail;
+};
+
+/* Statements that close the previous message's savepoint; appended to s. */
+static int
+carry_stmts(const struct carry *c, struct stmt *s, const char **dparams,
+    const struct inbox_batch *b, const struct ob_wire_request *req, int *dlens,
+    int *dformats)
+{
+	int n = 0;
+	if (!c->open)
+		return 0;
+	if (c->keep && c->store_detail) {
+		const struct ob_wire_msg *m = &req->msgs[c->detail_of];
+		dparams[0] = m->key;
+		dlens[0] = m->key_len;
+		dformats[0] = 1;
+		dparams[1] = b->details[c->detail_of];
+		dlens[1] = 0;
+		dformats[1] = 0;
+		static const Oid t[2] = { OID_BYTEA, 0 };
+		s[n++] = (struct stmt){ "UPDATE inbox.processed SET detail = $2"
+			" WHERE idempotency_key = convert_from($1, 'UTF8')", 2, t, dparams,
+			dlens, dformats };
+	}
+	if (!c->keep)
+		s[n++] = (struct stmt){ "ROLLBACK TO SAVEPOINT msg", 0, NULL, NULL, NULL, NULL };
+	s[n++] = (struct stmt){ "RELEASE SAVEPOINT msg", 0, NULL, NULL, NULL, NULL };
+	return n;
+}
+
+/* Check the results of the carry statements (the first ncarry of res). */
+static int
+carry_check(PGresult **res, int ncarry, char *err, size_t errlen)
+{
+	for (int i = 0; i < ncarry; i++)
+		if (ob_pg_check(res[i], PGRES_COMMAND_OK, "end of message", err, errlen) != OB_OK)
+			return OB_EDB;
+	return OB_OK;
+}
+
+/* The answer for a key found in inbox.processed. */
+static void
+existing_key(struct inbox_batch *b, uint32_t i, const PGresult *res)
+{
+	bool same = PQgetvalue(res, 0, 1)[0] == 't';
+	if (!same) {
+		set_result(b, i, OB_WIRE_REJECT, INBOX_WHY_MISMATCH, INBOX_REASON_MISMATCH);
+		return;
+	}
+	const char *detail = PQgetvalue(res, 0, 3);
+	snprintf(b->details[i], INBOX_DETAIL_MAX, "already %s at %s%s%s",
+	    PQgetvalue(res, 0, 2), PQgetvalue(res, 0, 4), detail[0] ? ": " : "", detail);
+	set_result(b, i, OB_WIRE_DUPLICATE, INBOX_WHY_DUPLICATE, b->details[i]);
+}
+
+/* The per-message path, inside a transaction that is open on return (or
+ * OB_EDB: the transaction is lost). */
+static int
+apply_each(PGconn *conn, const struct inbox_options *opt,
+    const struct ob_wire_request *req, struct inbox_batch *b, bool locked,
+    char *err, size_t errlen)
+{
+	const struct inbox_handler *h = opt->handler;
+	struct carry carry = { false, false, 0, false };
+	bool began = false;
+	char id[24], fence[24], created[24];
+	const char *dparams[2];
+	int dlens[2], dformats[2];
+	static const Oid dtypes[6] = { OID_BYTEA, OID_BYTEA, OID_BYTEA, OID_INT8, OID_INT8,
+		OID_INT8 };
+
+	for (uint32_t i = 0; i < req->count; i++) {
+		if (b->done[i])
+			continue;
+		const struct ob_wire_msg *m = &req->msgs[i];
+		struct stmt s[PIPE_MAX];
+		PGresult *res[PIPE_MAX];
+		int n = 0;
+		if (!began)
+			s[n++] = (struct stmt){ "BEGIN", 0, NULL, NULL, NULL, NULL };
+		if (!began && locked)
+			s[n++] = (struct stmt){ "SET LOCAL lock_timeout = "
+				STR(INBOX_LOCK_TIMEOUT_AFTER_MS), 0, NULL, NULL, NULL, NULL };
+		int first_carry = n;
+		int ncarry = carry_stmts(&carry, s + n, dparams, b, req, dlens, dformats);
+		n += ncarry;
+		s[n++] = (struct stmt){ "SAVEPOINT msg", 0, NULL, NULL, NULL, NULL };
+		int dedup_at = -1;
+		snprintf(id, sizeof(id), "%" PRIu64, m->id);
+		snprintf(fence, sizeof(fence), "%" PRIu64, m->fence);
+		snprintf(created, sizeof(created), "%" PRId64, m->created_at_us);
+		const char *values[6] = { m->key, m->topic, m->payload, id, fence, created };
+		int lens[6] = { m->key_len, m->topic_len, (int)m->payload_len, 0, 0, 0 };
+		int formats[6] = { 1, 1, 1, 0, 0, 0 };
+		if (values[2] == NULL)
+			values[2] = ""; /* an empty payload is still a value */
+		if (opt->dedup) {
+			dedup_at = n;
+			s[n++] = (struct stmt){ sql_dedup, 6, dtypes, values, lens, formats };
+		}
+		int rc = pipe_run(conn, s, n, res, err, errlen);
+		if (rc != OB_OK)
+			return rc;
+		began = true;
+		for (int k = 0; k < first_carry; k++) {
+			if (ob_pg_check(res[k], PGRES_COMMAND_OK, "begin", err, errlen) != OB_OK) {
+				clear_all(res, n);
+				return OB_EDB;
+			}
+		}
+		if (carry_check(res + first_carry, ncarry, err, errlen) != OB_OK ||
+		    ob_pg_check(res[first_carry + ncarry], PGRES_COMMAND_OK, "savepoint", err,
+		        errlen) != OB_OK) {
+			clear_all(res, n);
+			return OB_EDB;
+		}
+		carry = (struct carry){ true, false, i, false };
+		int status;
+		if (dedup_at >= 0 && PQresultStatus(res[dedup_at]) != PGRES_TUPLES_OK) {
+			const char *st = ob_pg_sqlstate(res[dedup_at]);
+			char *d = b->details[i];
+			ob_pg_check(res[dedup_at], PGRES_TUPLES_OK, "dedup record", d, INBOX_DETAIL_MAX);
+			if (is_lock_error(st)) {
+				set_result(b, i, OB_WIRE_RETRY, INBOX_WHY_LOCKED,
+				    "key is being applied by another transaction");
+				if (!locked) {
+					/* After one full wait, wait briefly for the rest. */
+					locked = true;
+					clear_all(res, n);
+					/* at the top level, so that no savepoint undoes it */
+					rc = ob_pg_exec(conn, "ROLLBACK TO SAVEPOINT msg;"
+					    " RELEASE SAVEPOINT msg; SET LOCAL lock_timeout = "
+					    STR(INBOX_LOCK_TIMEOUT_AFTER_MS), "lock timeout", err, errlen);
+					if (rc != OB_OK)
+						return rc;
+					carry.open = false;
+					continue;
+				}
+			} else if (inbox_status_for_sqlstate(st) == OB_WIRE_REJECT)
+				set_result(b, i, OB_WIRE_REJECT, INBOX_WHY_BAD_DATA, d);
+			else
+				set_result(b, i, OB_WIRE_RETRY, INBOX_WHY_DB, d);
+			clear_all(res, n);
+			continue;
+		}
+		bool fresh = dedup_at < 0 || PQgetvalue(res[dedup_at], 0, 0)[0] == 't';
+		if (!fresh) {
+			existing_key(b, i, res[dedup_at]);
+			clear_all(res, n);
+			continue;
+		}
+		clear_all(res, n);
+		b->details[i][0] = '\0';
+		status = h->apply(conn, m, h->arg, &b->calls[i], b->details[i], INBOX_DETAIL_MAX);
+		if (status != OB_WIRE_APPLIED && status != OB_WIRE_DUPLICATE &&
+		    status != OB_WIRE_RETRY && status != OB_WIRE_REJECT) {
+			snprintf(b->details[i], INBOX_DETAIL_MAX, "handler %s returned status %d",
+			    h->name, status);
+			status = OB_WIRE_RETRY;
+		}
+		set_result(b, i, status, status == OB_WIRE_APPLIED ? INBOX_WHY_NONE
+		    : status == OB_WIRE_DUPLICATE ? INBOX_WHY_DUPLICATE : INBOX_WHY_HANDLER,
+		    b->details[i]);
+		carry.keep = status == OB_WIRE_APPLIED || status == OB_WIRE_DUPLICATE;
+		carry.store_detail = opt->dedup && b->details[i][0] != '\0';
+		if (ob_pg_broken(conn)) {
+			snprintf(err, errlen, "connection lost in handler %s", h->name);
+			return OB_EDB;
+		}
+	}
+	/* Close the last message's savepoint; the COMMIT follows. */
+	struct stmt s[PIPE_MAX];
+	PGresult *res[PIPE_MAX];
+	int n = carry_stmts(&carry, s, dparams, b, req, dlens, dformats);
+	if (!began)
+		s[n++] = (struct stmt){ "BEGIN", 0, NULL, NULL, NULL, NULL };
+	int rc = pipe_run(conn, s, n, res, err, errlen);
+	if (rc != OB_OK)
+		return rc;
+	rc = carry_check(res, n, err, errlen);
+	clear_all(res, n);
+	return rc;
+}
+
+static void
+finish_all(PGconn *conn, const struct inbox_options *opt,
+    const struct ob_wire_request *req, struct inbox_batch *b)
+{
+	const struct inbox_handler *h = opt->handler;
+	if (h->finish == NULL)
+		return;
+	for (uint32_t i = 0; i < req->count; i++)
+		if (b->why[i] != INBOX_WHY_TOO_OLD)
+			h->finish(conn, &req->msgs[i], h->arg, &b->calls[i], b->results[i].status);
+}
+
+int
+inbox_apply_batch(PGconn *conn, const struct inbox_options *opt,
+    const struct ob_wire_request *req, struct inbox_batch *b, char *err,
+    size_t errlen)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	uint32_t pending = inbox_plan(opt, req, (int64_t)now.tv_sec * 1000000 +
+	    now.tv_nsec / 1000, b);
+	const struct inbox_handler *h = opt->handler;
+	int rc = OB_OK;
+	bool locked = false;
+
+	if (h->prepare != NULL) {
+		for (uint32_t i = 0; i < req->count; i++) {
+			if (b->done[i])
+				continue;
+			int st = h->prepare(conn, &req->msgs[i], h->arg, &b->calls[i],
+			    b->details[i], INBOX_DETAIL_MAX);
+			if (st != 0) {
+				b->done[i] = true;
+				pending--;
+				const char *r = b->calls[i].reason;
+				set_result(b, i, st, st == OB_WIRE_DUPLICATE ? INBOX_WHY_DUPLICATE
+				    : r != NULL && strcmp(r, "fingerprint_mismatch") == 0 ? INBOX_WHY_MISMATCH
+				    : r != NULL && strcmp(r, "bad_data") == 0 ? INBOX_WHY_BAD_DATA
+				    : INBOX_WHY_HANDLER, b->details[i]);
+			}
+		}
+	}
+	if (pending == 0)
+		goto out;
+	if (h == &inbox_handler_record) {
+		rc = apply_set(conn, opt, req, b, pending, &locked, err, errlen);
+		if (rc == OB_OK)
+			goto out;
+		if (rc != OB_EINVAL)
+			goto fail;
+	}
+	if ((rc = apply_each(conn, opt, req, b, locked, err, errlen)) != OB_OK)
+		goto fail;
+	if ((rc = commit(conn, opt, err, errlen)) != OB_OK)
+		goto fail;
+out:
+	finish_all(conn, opt, req, b);
 	return OB_OK;
 
 fail:
 	ob_pg_rollback(conn);
-	all_retry(b, req, err);
+	for (uint32_t i = 0; i < req->count; i++)
+		if (!b->done[i])
+			set_result(b, i, OB_WIRE_RETRY, INBOX_WHY_DB, err);
+	finish_all(conn, opt, req, b);
 	return OB_EDB;
 }

@@ -1,11 +1,27 @@
 /*
  * inbox.h - dedup + effect in one transaction, a batch at a time.
  *
- * For a request of N messages: BEGIN; per message a SAVEPOINT, the dedup
- * record (inbox.processed), the handler's effect; one COMMIT. A key already
- * processed gets DUPLICATE and applies nothing. A handler failure rolls back
- * that message only. If COMMIT fails every message gets RETRY. Statuses are
- * final only once COMMIT has returned: the caller replies after this call.
+ * For a request of N messages: BEGIN; per message a savepoint, the dedup
+ * record (inbox.processed: key, fingerprint, outcome, detail), the
+ * handler's effect; one COMMIT. A key already processed with the same
+ * fingerprint gets DUPLICATE with the stored outcome and applies nothing;
+ * with another fingerprint it gets REJECT ("idempotency key reused with a
+ * different payload") and applies nothing. A handler failure rolls back that
+ * message only. If COMMIT fails every message gets RETRY. Statuses are final
+ * only once COMMIT has returned: the caller replies after this call.
+ *
+ * The built-in record handler is applied set-based: one statement for the
+ * whole batch inside a batch savepoint. When that statement fails or finds
+ * any key already present, the batch savepoint is rolled back and every
+ * message goes through the per-message path, whose statements are sent in
+ * libpq pipeline mode (one round trip per message plus the handler's own).
+ * Both paths give the same statuses.
+ *
+ * Concurrency: a key being applied by another, uncommitted transaction
+ * (another consumer, or a relay takeover) makes the dedup insert wait, at
+ * most --lock-timeout; then that message is answered RETRY. After one such
+ * wait, the rest of the batch waits at most INBOX_LOCK_TIMEOUT_AFTER_MS per
+ * key, so a batch of contested keys cannot outlast the relay's timeout.
  */
 #ifndef OUTBOX_CONSUMER_INBOX_H
 #define OUTBOX_CONSUMER_INBOX_H
@@ -15,12 +31,33 @@
 #include <stdint.h>
 
 #include "handler.h"
+#include "outbox/buf.h"
 #include "outbox/fault.h"
 #include "outbox/wire.h"
 
-#define INBOX_DETAIL_MAX 256 /* bytes of detail kept per message status */
+#define INBOX_DETAIL_MAX 256              /* bytes of detail kept per message status */
+#define INBOX_LOCK_TIMEOUT_AFTER_MS 10    /* per-key lock wait once a batch waited */
+#define INBOX_REASON_MISMATCH "idempotency key reused with a different payload"
+#define INBOX_REASON_TOO_OLD \
+	"message is older than the dedup retention: it could be a duplicate of a purged record"
 
-/* Fault points of the apply path (see docs/faults.md). */
+/* Why a message got its status (counters by reason). */
+enum inbox_why {
+	INBOX_WHY_NONE = 0,     /* applied */
+	INBOX_WHY_DUPLICATE,    /* key applied before, same fingerprint */
+	INBOX_WHY_MISMATCH,     /* reject: key reused with another payload */
+	INBOX_WHY_TOO_OLD,      /* reject: older than the dedup retention */
+	INBOX_WHY_BAD_DATA,     /* reject: key/topic/payload the database refuses */
+	INBOX_WHY_HANDLER,      /* handler said retry / reject */
+	INBOX_WHY_LOCKED,       /* retry: the key is in flight elsewhere */
+	INBOX_WHY_DB,           /* retry: the batch's transaction failed */
+	INBOX_WHY_COUNT
+};
+
+/* Stable name of a reason ("fingerprint_mismatch", ...). */
+const char *inbox_why_name(enum inbox_why why);
+
+/* Fault points of the apply path (see docs/consumer.md). */
 struct inbox_faults {
 	struct ob_fault die_before_commit; /* SIGKILL self before COMMIT */
 	struct ob_fault die_after_commit;  /* SIGKILL self after COMMIT, before reply */
@@ -32,26 +69,54 @@ struct inbox_options {
 	bool dedup;                        /* false = the broken no-dedup mode */
 	const struct inbox_handler *handler;
 	struct inbox_faults *faults;       /* may be NULL */
+	int64_t retention_ms;              /* reject messages older than this; 0 = never */
+	int64_t lock_timeout_ms;           /* longest wait for a key in flight; 0 = forever */
 };
 
-/* Per-batch scratch: detail texts live here, results point into it. */
+/* Per-batch scratch, reused from batch to batch by one serving thread. */
 struct inbox_batch {
 	struct ob_wire_result *results;    /* one per message, owned */
 	char (*details)[INBOX_DETAIL_MAX]; /* one per message, owned */
+	uint8_t *why;                      /* enum inbox_why per message */
+	bool *done;                        /* status final before the transaction */
+	struct inbox_handler_call *calls;  /* handler state per message */
 	uint32_t cap;
+	struct ob_buf args[8];             /* set-based statement parameters */
+	struct ob_buf fp;                  /* fingerprint input scratch */
 };
 
 /* Allocate room for up to cap messages. OB_OK or OB_ENOMEM. */
 int inbox_batch_init(struct inbox_batch *b, uint32_t cap);
 void inbox_batch_fini(struct inbox_batch *b);
 
+/* Session settings the apply path relies on (lock_timeout). Call once per
+ * new connection. OB_OK or OB_EDB. */
+int inbox_conn_setup(PGconn *conn, const struct inbox_options *opt, char *err,
+    size_t errlen);
+
+/* Decide, without the database, what needs no transaction: messages older
+ * than the retention get REJECT. Marks them done in b and returns the number
+ * of messages left to apply. now_us: Unix microseconds. Pure; fuzzed. */
+uint32_t inbox_plan(const struct inbox_options *opt,
+    const struct ob_wire_request *req, int64_t now_us, struct inbox_batch *b);
+
+/* Build the set-based statement's parameters for the messages not done
+ * (binary PostgreSQL arrays in b->args). Pure; fuzzed. OB_OK or OB_ENOMEM. */
+int inbox_set_args(const struct ob_wire_request *req, struct inbox_batch *b);
+
 /* Apply req on conn (which must be idle, outside a transaction). Fills
  * b->results[0..req->count). Returns OB_OK when the transaction committed
  * (statuses are final), or OB_EDB when the database failed as a whole (every
- * status is then RETRY and err says why; the caller checks ob_pg_broken).
- * Never replies, never logs per message. */
+ * status not final before the transaction is then RETRY and err says why;
+ * the caller checks ob_pg_broken). Never replies, never logs per message. */
 int inbox_apply_batch(PGconn *conn, const struct inbox_options *opt,
     const struct ob_wire_request *req, struct inbox_batch *b, char *err,
     size_t errlen);
+
+/* Retention: delete dedup records (and finished webhook claims) older than
+ * retention_ms, at most batch rows per statement, until none is left or
+ * max_rounds statements ran. *deleted gets the count. OB_OK or OB_EDB. */
+int inbox_purge(PGconn *conn, int64_t retention_ms, int batch, int max_rounds,
+    int64_t *deleted, char *err, size_t errlen);
 
 #endif

@@ -5,12 +5,14 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <nng/nng.h>
 
 #include "outbox/config.h"
 #include "outbox/err.h"
 #include "outbox/log.h"
+#include "handler_webhook.h"
 #include "server.h"
 
 struct consumer_config {
@@ -18,6 +20,14 @@ struct consumer_config {
 	char *listen;
 	int64_t threads;
 	char *handler;
+	char *webhook_url;
+	int64_t webhook_timeout;
+	int64_t webhook_lease;
+	int64_t lock_timeout;
+	int64_t dedup_retention;
+	int64_t max_redelivery_age;
+	int64_t purge_interval;
+	int64_t purge_batch;
 	int64_t max_payload;
 	int64_t max_batch;
 	bool no_dedup;
@@ -28,6 +38,8 @@ struct consumer_config {
 	int64_t fault_die_after_commit;
 	int64_t fault_slow;
 	int64_t fault_slow_ms;
+	int64_t fault_die_after_call;
+	int64_t fault_stall_after_call;
 };
 
 #define OPT(name, env, type, def, min, max, choices, req, field, help)      \
@@ -41,8 +53,29 @@ static const struct ob_cfg_opt consumer_options[] = {
 	    false, listen, "nng URL to serve requests on (tcp://, ipc://, tls+tcp://)"),
 	OPT("threads", "OUTBOX_THREADS", OB_CFG_INT, "4", 1, 256, NULL, false, threads,
 	    "serving threads, each with its own DB connection: requests in flight"),
-	OPT("handler", "OUTBOX_HANDLER", OB_CFG_ENUM, "record", 0, 0, "record", false,
-	    handler, "effect to apply: record = a row in inbox.notifications"),
+	OPT("handler", "OUTBOX_HANDLER", OB_CFG_ENUM, "record", 0, 0, "record|webhook", false,
+	    handler, "effect to apply: record = a row in inbox.notifications;"
+	    " webhook = POST to --webhook-url with the Idempotency-Key passed on"),
+	OPT("webhook-url", "OUTBOX_WEBHOOK_URL", OB_CFG_STRING, NULL, 0, 0, NULL, false,
+	    webhook_url, "downstream http:// URL of the webhook handler (required with it)"),
+	OPT("webhook-timeout", "OUTBOX_WEBHOOK_TIMEOUT", OB_CFG_DURATION, "5s", 10, 600000,
+	    NULL, false, webhook_timeout, "longest wait for one downstream call"),
+	OPT("webhook-lease", "OUTBOX_WEBHOOK_LEASE", OB_CFG_DURATION, "30s", 100, 86400000,
+	    NULL, false, webhook_lease, "lease of a webhook key claim; a claim left by a"
+	    " crashed consumer is taken over after it (must exceed --webhook-timeout)"),
+	OPT("lock-timeout", "OUTBOX_LOCK_TIMEOUT", OB_CFG_DURATION, "1s", 1, 600000, NULL,
+	    false, lock_timeout, "longest wait for a key another transaction is applying;"
+	    " then that message is answered retry"),
+	OPT("dedup-retention", "OUTBOX_DEDUP_RETENTION", OB_CFG_DURATION, "7d", 60000,
+	    3650LL * 86400000, NULL, false, dedup_retention, "dedup records older than this"
+	    " are purged; messages created before it are rejected, never applied blindly"),
+	OPT("max-redelivery-age", "OUTBOX_MAX_REDELIVERY_AGE", OB_CFG_DURATION, "24h", 1000,
+	    3650LL * 86400000, NULL, false, max_redelivery_age, "the relay's --max-age: a"
+	    " warning at start when --dedup-retention is shorter"),
+	OPT("purge-interval", "OUTBOX_PURGE_INTERVAL", OB_CFG_DURATION, "1m", 0, 86400000,
+	    NULL, false, purge_interval, "how often expired dedup records are purged (0 = never)"),
+	OPT("purge-batch", "OUTBOX_PURGE_BATCH", OB_CFG_INT, "10000", 1, 1000000, NULL, false,
+	    purge_batch, "dedup records deleted per purge statement"),
 	OPT("max-payload", "OUTBOX_MAX_PAYLOAD", OB_CFG_SIZE, "1m", 0, OB_WIRE_MAX_PAYLOAD,
 	    NULL, false, max_payload, "largest payload accepted, in bytes"),
 	OPT("max-batch", "OUTBOX_MAX_BATCH", OB_CFG_INT, "1000", 1, OB_WIRE_MAX_BATCH, NULL,
@@ -64,7 +97,14 @@ static const struct ob_cfg_opt consumer_options[] = {
 	OPT("fault-slow", "OUTBOX_FAULT_SLOW", OB_CFG_INT, "0", 0, 1000000000, NULL,
 	    false, fault_slow, "fault: sleep --fault-slow-ms before COMMIT, N times"),
 	OPT("fault-slow-ms", "OUTBOX_FAULT_SLOW_MS", OB_CFG_DURATION, "5s", 0, 3600000,
-	    NULL, false, fault_slow_ms, "how long a --fault-slow sleep lasts"),
+	    NULL, false, fault_slow_ms, "how long a --fault-slow (or --fault-stall-after-call)"
+	    " sleep lasts"),
+	OPT("fault-die-after-call", "OUTBOX_FAULT_DIE_AFTER_CALL", OB_CFG_INT, "0", 0,
+	    1000000000, NULL, false, fault_die_after_call,
+	    "fault (webhook): SIGKILL self after the downstream call returned, N times"),
+	OPT("fault-stall-after-call", "OUTBOX_FAULT_STALL_AFTER_CALL", OB_CFG_INT, "0", 0,
+	    1000000000, NULL, false, fault_stall_after_call, "fault (webhook): sleep"
+	    " --fault-slow-ms after the downstream call returned, before recording it, N times"),
 	OB_CFG_END,
 };
 
@@ -73,8 +113,9 @@ static const char description[] =
     "Serve outbox deliveries over nng REP. Each request's messages are applied in"
     " one transaction: the dedup record (inbox.processed) and the effect commit"
     " together; a key already processed answers 'duplicate' and applies nothing."
-    " The reply is sent only after COMMIT. Run `outboxctl migrate --schema inbox`"
-    " first.";
+    " The reply is sent only after COMMIT. A key redelivered with a different"
+    " payload is rejected (fingerprint mismatch). Run `outboxctl migrate --schema"
+    " inbox` first.";
 
 int
 main(int argc, char **argv)
@@ -84,6 +125,7 @@ main(int argc, char **argv)
 	int first_arg = 0, code = 2;
 	bool help = false;
 	struct consumer_server *srv = NULL;
+	struct inbox_handler webhook = { 0 };
 
 	if (ob_cfg_parse(consumer_options, &cfg, argc, argv, &first_arg, &help, err,
 	        sizeof(err)) != OB_OK) {
@@ -116,14 +158,47 @@ main(int argc, char **argv)
 	ob_fault_arm(&faults.slow, cfg.fault_slow);
 	faults.slow_ms = cfg.fault_slow_ms;
 	ob_fault_arm(&drop_reply, cfg.fault_drop_reply);
+	static struct ob_fault die_after_call = { "consumer.webhook.die_after_call", 0 };
+	static struct ob_fault stall_after_call = { "consumer.webhook.stall_after_call", 0 };
+	ob_fault_arm(&die_after_call, cfg.fault_die_after_call);
+	ob_fault_arm(&stall_after_call, cfg.fault_stall_after_call);
+
+	static struct consumer_counters counters;
+	const struct inbox_handler *handler = &inbox_handler_record;
+	if (strcmp(cfg.handler, "webhook") == 0) {
+		if (cfg.webhook_url == NULL) {
+			fprintf(stderr, "outbox-consumer: --handler webhook needs --webhook-url\n");
+			goto out;
+		}
+		struct webhook_config wcfg = { cfg.webhook_url, cfg.webhook_timeout,
+			cfg.webhook_lease, &counters.webhook, &die_after_call, &stall_after_call,
+			cfg.fault_slow_ms, cfg.no_dedup };
+		if (webhook_handler_new(&wcfg, &webhook, err, sizeof(err)) != OB_OK) {
+			fprintf(stderr, "outbox-consumer: %s\n", err);
+			goto out;
+		}
+		handler = &webhook;
+	} else if (cfg.webhook_url != NULL) {
+		fprintf(stderr, "outbox-consumer: --webhook-url needs --handler webhook\n");
+		goto out;
+	}
+	if (cfg.dedup_retention < cfg.max_redelivery_age)
+		ob_warn("consumer.retention.short", "dedup_retention_ms=%lld"
+		    " max_redelivery_age_ms=%lld hint=\"messages redelivered after the"
+		    " retention are rejected as possible duplicates of purged records\"",
+		    (long long)cfg.dedup_retention, (long long)cfg.max_redelivery_age);
 
 	struct consumer_server_config scfg = {
 		.db = cfg.db,
 		.listen = cfg.listen,
 		.threads = (int)cfg.threads,
 		.limits = { (uint32_t)cfg.max_payload, (uint32_t)cfg.max_batch },
-		.inbox = { !cfg.no_dedup, &inbox_handler_record, &faults },
+		.inbox = { !cfg.no_dedup, handler, &faults, cfg.dedup_retention,
+			cfg.lock_timeout },
 		.drop_reply = &drop_reply,
+		.purge_interval_ms = cfg.purge_interval,
+		.purge_batch = (int)cfg.purge_batch,
+		.counters = &counters,
 	};
 
 	/* Block the stop signals in every thread; main waits for them. */
@@ -146,13 +221,18 @@ main(int argc, char **argv)
 	ob_info("consumer.stopping", "signal=%d", sig);
 	const struct consumer_counters *c = consumer_server_counters(srv);
 	ob_info("consumer.stopped", "requests=%llu applied=%llu duplicate=%llu retried=%llu"
-	    " rejected=%llu bad_frames=%llu",
+	    " rejected=%llu fingerprint_mismatch=%llu bad_frames=%llu purged=%llu"
+	    " webhook_calls=%llu webhook_fenced_out=%llu",
 	    (unsigned long long)c->requests, (unsigned long long)c->applied,
 	    (unsigned long long)c->duplicate, (unsigned long long)c->retried,
-	    (unsigned long long)c->rejected, (unsigned long long)c->bad_frames);
+	    (unsigned long long)c->rejected, (unsigned long long)c->fingerprint_mismatch,
+	    (unsigned long long)c->bad_frames, (unsigned long long)c->purged,
+	    (unsigned long long)c->webhook.calls, (unsigned long long)c->webhook.fenced_out);
 	consumer_server_stop(srv);
 	code = 0;
 out:
+	if (webhook.arg != NULL)
+		webhook_handler_free(&webhook);
 	ob_cfg_free(consumer_options, &cfg);
 	nng_fini();
 	return code;

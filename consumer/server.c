@@ -4,7 +4,9 @@
  * Each serving thread owns one context and one database connection and runs
  * RECV -> decode -> apply (one transaction) -> SEND. Blocking database work
  * stays on our threads, never on nng's callback threads. A lost database
- * connection is re-opened with backoff; meanwhile requests get RETRY.
+ * connection is re-opened with backoff; meanwhile requests get RETRY. One
+ * more thread, with its own connection, runs the retention purge every
+ * purge_interval_ms.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -22,6 +24,8 @@
 #include "outbox/pg.h"
 #include "server.h"
 
+#define CONSUMER_PURGE_MAX_ROUNDS 100 /* statements per purge pass, at most */
+
 struct serve_thread {
 	struct consumer_server *srv;
 	pthread_t tid;
@@ -38,7 +42,13 @@ struct consumer_server {
 	nng_socket sock;
 	struct serve_thread *threads;
 	int nthreads;
-	struct consumer_counters counters;
+	struct consumer_counters own_counters;
+	struct consumer_counters *counters; /* cfg.counters or &own_counters */
+	pthread_t purger;
+	bool purging;
+	pthread_mutex_t mtx;
+	pthread_cond_t cv;
+	bool stopping;
 };
 
 static void
@@ -70,22 +80,17 @@ ensure_conn(struct serve_thread *t)
 		sleep_ms(200);
 		return false;
 	}
+	if (inbox_conn_setup(t->conn, &t->srv->cfg.inbox, err, sizeof(err)) != OB_OK) {
+		char q[600];
+		ob_warn("consumer.db.setup_failed", "thread=%d err=%s", t->index,
+		    ob_log_q(err, q, sizeof(q)));
+		PQfinish(t->conn);
+		t->conn = NULL;
+		sleep_ms(200);
+		return false;
+	}
 	ob_info("consumer.db.reconnected", "thread=%d", t->index);
 	return true;
-}
-
-static void
-count_statuses(struct consumer_server *s, const struct inbox_batch *b,
-    uint32_t n)
-{
-	for (uint32_t i = 0; i < n; i++) {
-		switch (b->results[i].status) {
-		case OB_WIRE_APPLIED: atomic_fetch_add(&s->counters.applied, 1); break;
-		case OB_WIRE_DUPLICATE: atomic_fetch_add(&s->counters.duplicate, 1); break;
-		case OB_WIRE_RETRY: atomic_fetch_add(&s->counters.retried, 1); break;
-		default: atomic_fetch_add(&s->counters.rejected, 1); break;
-		}
-	}
 }
 
 /* Build the reply for one received frame into t->reply. Returns false when
@@ -98,30 +103,29 @@ handle(struct serve_thread *t, const void *body, size_t len)
 	char q[600];
 	ob_buf_reset(&t->reply);
 
-	int rc = ob_wire_decode_request(body, len, &s->cfg.limits, &req);
-	if (rc != OB_OK) {
-		atomic_fetch_add(&s->counters.bad_frames, 1);
-		ob_warn("consumer.frame.bad", "bytes=%zu err=%s", len, ob_err_name(rc));
-		return ob_wire_encode_error_reply(&t->reply, rc, ob_strerror(rc)) == OB_OK;
-	}
+	int rc = consumer_request_decode(body, len, &s->cfg.limits, s->counters, &req,
+	    &t->reply);
+	if (rc != OB_OK)
+		return t->reply.len > 0;
 
 	char err[512];
 	if (!ensure_conn(t)) {
 		for (uint32_t i = 0; i < req.count; i++) {
 			t->batch.results[i] = (struct ob_wire_result){ req.msgs[i].id,
 				OB_WIRE_RETRY, "database unavailable", 20 };
+			t->batch.why[i] = INBOX_WHY_DB;
 		}
 		rc = OB_EDB;
 	} else {
 		rc = inbox_apply_batch(t->conn, &s->cfg.inbox, &req, &t->batch, err,
 		    sizeof(err));
 		if (rc != OB_OK) {
-			atomic_fetch_add(&s->counters.db_failures, 1);
+			atomic_fetch_add(&s->counters->db_failures, 1);
 			ob_warn("consumer.batch.failed", "messages=%u err=%s", req.count,
 			    ob_log_q(err, q, sizeof(q)));
 		}
 	}
-	count_statuses(s, &t->batch, req.count);
+	consumer_count_batch(s->counters, &t->batch, req.count);
 	ob_debug("consumer.batch.done", "messages=%u first_id=%llu", req.count,
 	    (unsigned long long)req.msgs[0].id);
 	rc = ob_wire_encode_reply(&t->reply, t->batch.results, req.count);
@@ -149,7 +153,7 @@ serve(void *arg)
 			continue;
 		}
 		nng_msg *msg = nng_aio_get_msg(t->aio);
-		atomic_fetch_add(&t->srv->counters.requests, 1);
+		atomic_fetch_add(&t->srv->counters->requests, 1);
 		bool reply = handle(t, nng_msg_body(msg), nng_msg_len(msg));
 		if (!reply) {
 			/* Dropping: the REP context discards the request; the relay
@@ -174,6 +178,53 @@ serve(void *arg)
 	return NULL;
 }
 
+/* Retention: purge now, then every purge_interval_ms until stop. A purge
+ * that fails is logged and tried again next time. */
+static void *
+purge_loop(void *arg)
+{
+	struct consumer_server *s = arg;
+	PGconn *conn = NULL;
+	char err[512], q[600];
+	pthread_mutex_lock(&s->mtx);
+	while (!s->stopping) {
+		pthread_mutex_unlock(&s->mtx);
+		if (conn != NULL && ob_pg_broken(conn)) {
+			PQfinish(conn);
+			conn = NULL;
+		}
+		int64_t n = 0;
+		int rc = conn != NULL ? OB_OK : ob_pg_connect(s->cfg.db, "outbox-consumer-purge",
+		    &conn, err, sizeof(err));
+		if (rc == OB_OK)
+			rc = inbox_purge(conn, s->cfg.inbox.retention_ms, s->cfg.purge_batch,
+			    CONSUMER_PURGE_MAX_ROUNDS, &n, err, sizeof(err));
+		if (rc != OB_OK) {
+			atomic_fetch_add(&s->counters->purge_failures, 1);
+			ob_warn("consumer.purge.failed", "err=%s", ob_log_q(err, q, sizeof(q)));
+		} else if (n > 0) {
+			atomic_fetch_add(&s->counters->purged, (uint64_t)n);
+			ob_info("consumer.purge.done", "deleted=%lld", (long long)n);
+		}
+		struct timespec until;
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_sec += s->cfg.purge_interval_ms / 1000;
+		until.tv_nsec += (s->cfg.purge_interval_ms % 1000) * 1000000L;
+		if (until.tv_nsec >= 1000000000L) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000L;
+		}
+		pthread_mutex_lock(&s->mtx);
+		while (!s->stopping &&
+		    pthread_cond_timedwait(&s->cv, &s->mtx, &until) != ETIMEDOUT)
+			;
+	}
+	pthread_mutex_unlock(&s->mtx);
+	if (conn != NULL)
+		PQfinish(conn);
+	return NULL;
+}
+
 static void
 thread_fini(struct serve_thread *t)
 {
@@ -195,6 +246,9 @@ consumer_server_start(const struct consumer_server_config *cfg,
 	if (s == NULL)
 		return OB_ENOMEM;
 	s->cfg = *cfg;
+	s->counters = cfg->counters != NULL ? cfg->counters : &s->own_counters;
+	pthread_mutex_init(&s->mtx, NULL);
+	pthread_cond_init(&s->cv, NULL);
 	int rc = OB_ENOMEM, rv;
 	s->threads = calloc((size_t)cfg->threads, sizeof(*s->threads));
 	if (s->threads == NULL)
@@ -219,7 +273,8 @@ consumer_server_start(const struct consumer_server_config *cfg,
 			goto fail;
 		}
 		if ((rc = ob_pg_connect(cfg->db, "outbox-consumer", &t->conn, err,
-		         errlen)) != OB_OK)
+		         errlen)) != OB_OK ||
+		    (rc = inbox_conn_setup(t->conn, &cfg->inbox, err, errlen)) != OB_OK)
 			goto fail;
 		s->nthreads = i + 1;
 	}
@@ -238,6 +293,9 @@ consumer_server_start(const struct consumer_server_config *cfg,
 			goto fail_threads;
 		}
 	}
+	if (cfg->purge_interval_ms > 0 && cfg->inbox.retention_ms > 0 &&
+	    pthread_create(&s->purger, NULL, purge_loop, s) == 0)
+		s->purging = true;
 	*out = s;
 	return OB_OK;
 
@@ -247,6 +305,8 @@ fail_threads:
 	for (int i = 0; i < cfg->threads; i++)
 		thread_fini(&s->threads[i]);
 fail_free:
+	pthread_cond_destroy(&s->cv);
+	pthread_mutex_destroy(&s->mtx);
 	free(s->threads);
 	free(s);
 	return rc;
@@ -255,17 +315,25 @@ fail_free:
 const struct consumer_counters *
 consumer_server_counters(const struct consumer_server *s)
 {
-	return &s->counters;
+	return s->counters;
 }
 
 void
 consumer_server_stop(struct consumer_server *s)
 {
+	pthread_mutex_lock(&s->mtx);
+	s->stopping = true;
+	pthread_cond_broadcast(&s->cv);
+	pthread_mutex_unlock(&s->mtx);
+	if (s->purging)
+		pthread_join(s->purger, NULL);
 	nng_close(s->sock);
 	for (int i = 0; i < s->nthreads; i++)
 		pthread_join(s->threads[i].tid, NULL);
 	for (int i = 0; i < s->cfg.threads; i++)
 		thread_fini(&s->threads[i]);
+	pthread_cond_destroy(&s->cv);
+	pthread_mutex_destroy(&s->mtx);
 	free(s->threads);
 	free(s);
 }

@@ -4,7 +4,8 @@
  * N serving threads, each with its own nng context and its own PostgreSQL
  * connection, so N requests are in flight at once. A request that does not
  * decode gets an error reply (one log line, a counter, no database write).
- * A reply is sent only after the batch's COMMIT returned.
+ * A reply is sent only after the batch's COMMIT returned. A housekeeping
+ * thread with its own connection purges dedup records past the retention.
  */
 #ifndef OUTBOX_CONSUMER_SERVER_H
 #define OUTBOX_CONSUMER_SERVER_H
@@ -13,17 +14,29 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "handler_webhook.h"
 #include "inbox.h"
+#include "outbox/buf.h"
+#include "outbox/err.h"
 #include "outbox/wire.h"
 
+/* Every counter the consumer keeps; the operations side exports them.
+ * Statuses are counted per message, after the reply's statuses are final. */
 struct consumer_counters {
 	_Atomic uint64_t requests;
-	_Atomic uint64_t bad_frames;
+	_Atomic uint64_t bad_frames;                    /* requests refused as a whole */
+	_Atomic uint64_t bad_frames_by[OB_ERR_COUNT];   /* ... by decoder error code */
 	_Atomic uint64_t applied;
 	_Atomic uint64_t duplicate;
 	_Atomic uint64_t retried;
 	_Atomic uint64_t rejected;
-	_Atomic uint64_t db_failures;
+	_Atomic uint64_t retried_by[INBOX_WHY_COUNT];   /* by enum inbox_why */
+	_Atomic uint64_t rejected_by[INBOX_WHY_COUNT];  /* by enum inbox_why */
+	_Atomic uint64_t fingerprint_mismatch;          /* = rejected_by[INBOX_WHY_MISMATCH] */
+	_Atomic uint64_t db_failures;                   /* batches whose transaction failed */
+	_Atomic uint64_t purged;                        /* dedup records removed by retention */
+	_Atomic uint64_t purge_failures;
+	struct webhook_counters webhook;                /* outcomes of the webhook handler */
 };
 
 struct consumer_server_config {
@@ -33,6 +46,9 @@ struct consumer_server_config {
 	struct ob_wire_limits limits;
 	struct inbox_options inbox;
 	struct ob_fault *drop_reply; /* close without replying after commit; may be NULL */
+	int64_t purge_interval_ms;   /* 0 = no purge thread */
+	int purge_batch;             /* rows per purge statement */
+	struct consumer_counters *counters; /* borrowed, or NULL: the server's own */
 };
 
 struct consumer_server;
@@ -43,11 +59,23 @@ struct consumer_server;
 int consumer_server_start(const struct consumer_server_config *cfg,
     struct consumer_server **out, char *err, size_t errlen);
 
-/* Counters, live; valid until stop. */
+/* Counters, live; valid until stop (or as long as cfg->counters). */
 const struct consumer_counters *consumer_server_counters(
     const struct consumer_server *s);
 
 /* Close the socket, wait for in-flight requests to finish, free. */
 void consumer_server_stop(struct consumer_server *s);
+
+/* The front of request handling, without the database: decode one frame.
+ * OB_OK: *req is filled (release with ob_wire_request_fini). Otherwise the
+ * frame was refused: counted in c, logged once, and the error reply is in
+ * reply (reply->len == 0 when none could be formed: drop the request). */
+int consumer_request_decode(const void *body, size_t len,
+    const struct ob_wire_limits *lim, struct consumer_counters *c,
+    struct ob_wire_request *req, struct ob_buf *reply);
+
+/* Count the final statuses of a batch in c. */
+void consumer_count_batch(struct consumer_counters *c,
+    const struct inbox_batch *b, uint32_t n);
 
 #endif

@@ -296,9 +296,15 @@ dead_requeue(PGconn *conn, struct dead_config *cfg, char **ids, int nids)
 	}
 	params[0] = arr;
 	res = PQexecParams(conn,
-	    "UPDATE outbox.messages SET status = 'pending', attempts = 0,"
+	    "UPDATE outbox.messages m SET status = 'pending', attempts = 0,"
 	    " available_at = now(), lease_owner = NULL, lease_until = NULL,"
-	    " fence = fence + 1"
+	    " fence = fence + 1,"
+	    /* A head kept dead (--on-dead-head block) is still its key's head.
+	     * One skipped earlier becomes the head again if its key is idle;
+	     * otherwise it is next in line behind the current head. */
+	    " is_head = m.is_head OR (m.ordering_key IS NOT NULL AND NOT EXISTS ("
+	    "   SELECT 1 FROM outbox.messages h"
+	    "    WHERE h.ordering_key = m.ordering_key AND h.is_head))"
 	    " WHERE status = 'dead' AND id = ANY($1::bigint[])"
 	    " RETURNING id",
 	    1, NULL, params, NULL, NULL, 0);

@@ -18,6 +18,13 @@ struct subcommand {
 static const struct subcommand subcommands[] = {
 	{ "enqueue", producer_cmd_enqueue,
 	    "insert bug report(s) and their outbox records, one transaction each" },
+	{ "serve", producer_cmd_serve,
+	    "the idempotent HTTP API (POST /v1/reports with Idempotency-Key)" },
+	{ "submit", producer_cmd_submit,
+	    "agent-side client: one key per logical call, retries, one JSON observation" },
+	{ "lookup", producer_cmd_lookup, "look a report up by its idempotency key" },
+	{ "matrix", producer_cmd_matrix,
+	    "reproduce the article's fault matrix against real servers, compare cell for cell" },
 	{ NULL, NULL, NULL },
 };
 
