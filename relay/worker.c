@@ -370,7 +370,10 @@ relay_worker_run(const struct relay_config *cfg, int worker_index,
 		if (n < 0) {
 			if (!ob_pg_broken(w.conn))
 				nap(&w, cfg->poll_ms);
-		} else if ((uint32_t)n < w.claim_max && !*stop) {
+		} else if (n == 0 && !*stop) {
+			/* Claim again at once after any work: recording a head may
+			 * have made its key's next message claimable, and that
+			 * hand-over sends no notification. */
 			wait_for_work(&w);
 		}
 		if (now_ms() >= next_progress) {
