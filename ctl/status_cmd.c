@@ -51,16 +51,20 @@ static const char status_sql[] =
     " count(*) FILTER (WHERE status = 'pending' AND lease_until > now()) AS leased,"
     " count(*) FILTER (WHERE status = 'delivered') AS delivered,"
     " count(*) FILTER (WHERE status = 'dead') AS dead,"
+    /* An ordering key whose head is dead and kept (--on-dead-head block). */
+    " count(DISTINCT ordering_key) FILTER (WHERE status = 'dead' AND is_head)"
+    "   AS blocked_keys,"
     " round(extract(epoch FROM now() - min(created_at)"
     "   FILTER (WHERE status = 'pending'))::numeric, 3) AS oldest_pending_age_seconds,"
     " round(extract(epoch FROM now() - min(available_at)"
     "   FILTER (WHERE status = 'pending' AND available_at <= now()"
+    "           AND (ordering_key IS NULL OR is_head)"
     "           AND (lease_until IS NULL OR lease_until <= now())))::numeric, 3)"
     "   AS oldest_claimable_age_seconds"
     " FROM outbox.messages WHERE $1::text IS NULL OR topic = $1"
     " GROUP BY GROUPING SETS ((topic), ())";
 
-#define STATUS_COLS "pending, leased, delivered, dead, oldest_pending_age_seconds," \
+#define STATUS_COLS "pending, leased, delivered, dead, blocked_keys, oldest_pending_age_seconds," \
 	" oldest_claimable_age_seconds"
 /* --json: {"topics": [...], "total": {...}} is built from these rows */
 static const char json_sql[] = "SELECT topic, is_total, " STATUS_COLS

@@ -262,6 +262,11 @@ START_TEST(test_dead_head_block_then_requeue_and_skip)
 	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM outbox.messages"
 	    " WHERE idempotency_key IN ('a-2', 'a-3') AND status = 'pending' AND attempts = 0"), 2);
 	ck_assert_int_eq(first_arrival(&s, "a-2"), -1);
+	/* The operator sees the blocked key. */
+	char *status[] = { "outboxctl", "status", "--db", db, "--json", NULL };
+	ck_assert_int_eq(ts_run(status, NULL, out, sizeof(out), 30000), 0);
+	ck_assert_msg(strstr(out, "\"blocked_keys\": 1") != NULL ||
+	    strstr(out, "\"blocked_keys\":1") != NULL, "%s", out);
 
 	/* Re-drive the head: the key flows again, in order. */
 	atomic_store(&reject_head, false);
