@@ -14,10 +14,12 @@
  * dead or stalled worker's claim: the fence bump fences that worker out.
  * Of an ordering key only its head is claimable (sql/outbox/005_ordering.sql),
  * so one message per key is in flight, across every worker and relay. The
- * predicate matches the partial index messages_claimable. */
+ * predicate matches the partial index messages_claimable. `takeover` is the
+ * row as locked, before the update: an outcome write clears the lease, so a
+ * claimable row that still has one holds an expired, unrecorded claim. */
 #define CLAIM_SQL(ORDERING_PREDICATE)                                        \
     "WITH due AS ("                                                     \
-    "  SELECT id FROM outbox.messages"                                  \
+    "  SELECT id, lease_until IS NOT NULL AS takeover FROM outbox.messages" \
     "   WHERE status = 'pending' AND available_at <= now()"             \
     "     AND (lease_until IS NULL OR lease_until < now())"             \
     ORDERING_PREDICATE                                                  \
@@ -33,7 +35,7 @@
     " RETURNING m.id, m.fence, m.attempts,"                             \
     "   (extract(epoch FROM m.created_at) * 1000000)::bigint,"          \
     "   m.topic, m.idempotency_key, m.payload::text, m.ordering_key,"   \
-    "   COALESCE(m.ordering_seq, 0)"
+    "   COALESCE(m.ordering_seq, 0), due.takeover"
 
 static const char claim_sql[] = CLAIM_SQL("     AND (ordering_key IS NULL OR is_head)");
 
@@ -56,6 +58,7 @@ relay_claim_batch(PGconn *conn, const char *owner, int64_t lease_ms,
 	}
 	uint32_t n = (uint32_t)PQntuples(res);
 	struct ob_wire_msg *msgs = NULL;
+	out->takeovers = 0;
 	if (n > 0 && (msgs = calloc(n, sizeof(*msgs))) == NULL) {
 		PQclear(res);
 		snprintf(err, errlen, "claim: out of memory");
@@ -78,6 +81,8 @@ relay_claim_batch(PGconn *conn, const char *owner, int64_t lease_ms,
 			m->ordering_key_len = (uint16_t)PQgetlength(res, (int)i, 7);
 			m->ordering_seq = (uint64_t)ob_pg_int64(res, (int)i, 8);
 		}
+		if (PQgetvalue(res, (int)i, 9)[0] == 't')
+			out->takeovers++;
 	}
 	out->res = res;
 	out->msgs = msgs;

@@ -21,6 +21,7 @@ struct relay_claim {
 	PGresult *res;
 	struct ob_wire_msg *msgs; /* fence and attempt are the claim's */
 	uint32_t n;
+	uint32_t takeovers;       /* of those: claimed over an expired lease */
 };
 
 /* Claim up to max records for owner with a lease of lease_ms. With

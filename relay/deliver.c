@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
@@ -48,7 +49,17 @@ struct frame {
 	nng_msg *reply;
 	bool had_pipe;        /* a consumer was connected when we sent */
 	bool sent;            /* handed to nng (not failed in preparation) */
+	struct timespec t_sent;
+	double rtt_s;         /* DONE with a reply: seconds since t_sent */
 };
+
+static double
+seconds_since(const struct timespec *t0)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)(t.tv_sec - t0->tv_sec) + (double)(t.tv_nsec - t0->tv_nsec) / 1e9;
+}
 
 static void
 pipe_event(nng_pipe p, nng_pipe_ev ev, void *arg)
@@ -385,6 +396,7 @@ frame_cb(void *arg)
 		if (rv == 0) {
 			f->reply = nng_aio_get_msg(f->aio);
 			nng_aio_set_msg(f->aio, NULL);
+			f->rtt_s = seconds_since(&f->t_sent);
 		}
 		frame_done(f, rv, "no reply from");
 		return;
@@ -460,6 +472,7 @@ run_wave(struct relay_deliverer *d, struct frame *fr, uint32_t nf,
 		nng_aio_set_msg(f->aio, m);
 		nng_aio_set_timeout(f->aio, d->timeout_ms);
 		d->frames_sent++;
+		clock_gettime(CLOCK_MONOTONIC, &f->t_sent);
 		nng_ctx_send(f->ctx, f->aio);
 	}
 	if (sync_ok)
@@ -475,6 +488,7 @@ run_wave(struct relay_deliverer *d, struct frame *fr, uint32_t nf,
 			if (f->sent)
 				d->frames_failed++;
 		} else {
+			ob_metric_observe(d->frame_seconds, f->rtt_s);
 			ok = apply_reply(d, f, msgs, nng_msg_body(f->reply),
 			    nng_msg_len(f->reply), out);
 			nng_msg_free(f->reply);
@@ -492,6 +506,9 @@ run_wave(struct relay_deliverer *d, struct frame *fr, uint32_t nf,
 			    "dest=%s from=%s failures=%u probe_interval_ms=%lld", ds->url,
 			    relay_breaker_state_name(before), ds->breaker.failures,
 			    (long long)d->breaker_probe_ms);
+		if (d->breaker_open != NULL && f->dest < d->breaker_open_n)
+			atomic_store(&d->breaker_open[f->dest],
+			    ds->breaker.state == RELAY_BREAKER_OPEN ? 1 : 0);
 	}
 	for (uint32_t i = 0; i < nf; i++) {
 		if (fr[i].aio != NULL)

@@ -19,6 +19,7 @@
 #include <signal.h>
 
 #include "breaker.h"
+#include "outbox/metrics.h"
 #include "outbox/wire.h"
 #include "record.h"
 
@@ -55,6 +56,12 @@ struct relay_deliverer {
 	/* counters, read and reset by the caller */
 	uint64_t frames_sent;
 	uint64_t frames_failed;
+	/* metrics (NULL = none): each replied frame's round trip is observed
+	 * in frame_seconds; breaker_open[i] (i < breaker_open_n) mirrors
+	 * destination i's breaker (1 = open) for the supervisor to fold. */
+	struct ob_metric *frame_seconds;
+	_Atomic uint8_t *breaker_open;
+	int breaker_open_n;
 };
 
 /* Parse "TOPIC=URL" specs (URL checked by nng_url_parse) into d, without

@@ -1,8 +1,9 @@
 /*
  * main.c - outbox-relay: parse and check config, set up the log and the
  * shared state, then hand over to the supervisor (supervise.c), which forks
- * the workers. The option table below is the one source of --help and of
- * the configuration reference in docs/relay.md.
+ * the workers (and, with --metrics, the metrics process). The option table
+ * below is the one source of --help and of the configuration reference in
+ * docs/configuration.md (--help-markdown).
  */
 #include <signal.h>
 #include <stddef.h>
@@ -14,6 +15,7 @@
 
 #include "deliver.h"
 #include "outbox/err.h"
+#include "outbox/http_endpoint.h"
 #include "outbox/log.h"
 #include "outbox/pg.h"
 #include "outbox/wire.h"
@@ -92,6 +94,12 @@ static const struct ob_cfg_opt relay_options[] = {
 	    "debug|info|warn|error", false, log_level, "least severe level logged"),
 	OPT("log-format", "OUTBOX_LOG_FORMAT", OB_CFG_ENUM, "text", 0, 0, "text|json",
 	    false, log_format, "log line format"),
+	OPT("metrics", "OUTBOX_METRICS", OB_CFG_STRING, NULL, 0, 0, NULL, false, metrics,
+	    "serve /metrics, /healthz and /readyz on HOST:PORT (or :PORT, [::1]:PORT,"
+	    " http://HOST:PORT) from a separate process; empty = off (docs/metrics.md)"),
+	OPT("metrics-interval", "OUTBOX_METRICS_INTERVAL", OB_CFG_DURATION, "5s", 100,
+	    3600000, NULL, false, metrics_interval_ms, "how often worker 0 reads the"
+	    " pending, oldest-claimable-age and blocked-keys gauges from the database"),
 	OB_CFG_END,
 };
 
@@ -122,6 +130,13 @@ check_config(const struct relay_config *c, char *err, size_t errlen)
 		snprintf(err, errlen, "--fault-stall-after-claim needs --fault-stall-ms > 0");
 		return OB_EINVAL;
 	}
+	if (c->metrics != NULL && c->metrics[0] != '\0') {
+		char url[OB_HTTP_ENDPOINT_URL_MAX], why[512];
+		if (ob_http_endpoint_url(c->metrics, url, sizeof(url), why, sizeof(why)) != OB_OK) {
+			snprintf(err, errlen, "--metrics: %s", why);
+			return OB_EINVAL;
+		}
+	}
 	if (c->retention_ms > 0 && c->retention_ms < 1000) {
 		snprintf(err, errlen, "--retention (%lld ms) must be 0 (never purge) or at least 1s",
 		    (long long)c->retention_ms);
@@ -142,6 +157,11 @@ main(int argc, char **argv)
 	int first_arg = 0, code = 2;
 	bool help = false;
 
+	/* Before parsing: prints the table even with required flags unset. */
+	if (argc == 2 && strcmp(argv[1], "--help-markdown") == 0) {
+		ob_cfg_markdown(stdout, "outbox-relay", relay_options);
+		return 0;
+	}
 	if (ob_cfg_parse(relay_options, &cfg, argc, argv, &first_arg, &help, err,
 	        sizeof(err)) != OB_OK) {
 		fprintf(stderr, "outbox-relay: %s\n", err);

@@ -18,6 +18,7 @@
 
 #include "outbox/config.h"
 #include "outbox/fault.h"
+#include "metrics.h"
 
 struct relay_config {
 	char *db;
@@ -48,6 +49,8 @@ struct relay_config {
 	int64_t fault_stall_ms;
 	char *log_level;
 	char *log_format;
+	char *metrics;            /* --metrics ADDR; NULL or "" = no endpoint */
+	int64_t metrics_interval_ms; /* worker 0's refresh of the database gauges */
 };
 
 /* The margin the lease must keep over the delivery timeout: time to write
@@ -74,12 +77,15 @@ struct relay_totals {
  * mmap(MAP_SHARED | MAP_ANONYMOUS) before the first fork, so a fault armed
  * to fire N times fires N times in the whole tree (a restarted worker does
  * not fire again), and the totals survive a worker's death. Plain atomics
- * only: no pointers into one process's heap. */
+ * only: no pointers into one process's heap (the metric handles point into
+ * the registry's own shared mapping, made before the first fork too). */
 struct relay_shared {
 	struct ob_fault die_after_claim;
 	struct ob_fault die_after_send;
 	struct ob_fault stall_after_claim;
 	struct relay_totals totals;
+	struct relay_metrics metrics;               /* written before fork only */
+	struct relay_worker_live live[RELAY_MAX_WORKERS]; /* one row per worker slot */
 };
 
 /* Map and arm the shared state from cfg. NULL when mmap fails. Release with

@@ -2,16 +2,40 @@
  * shared.c - the state the relay's whole process tree shares: fault
  * counters and totals, in one anonymous shared mapping made before fork.
  *
- * Never holds a pointer into a process's heap: only atomics and the names
+ * Never holds a pointer into a process's heap: only atomics, the names
  * of the fault points (string literals, at the same address in every
- * forked child).
+ * forked child) and the metric handles (into the registry's own shared
+ * mapping, made here, before any fork).
  */
 #include <inttypes.h>
 #include <string.h>
 #include <sys/mman.h>
 
+#include "deliver.h"
+#include "outbox/err.h"
 #include "outbox/log.h"
 #include "relay.h"
+
+/* Register the metrics, one breaker gauge per destination of the routes
+ * (parsed again here: the same order every worker's deliverer has). */
+static int
+metrics_new(struct relay_shared *s, const struct relay_config *cfg)
+{
+	struct relay_deliverer d;
+	char err[512];
+	memset(&d, 0, sizeof(d));
+	const char *urls[RELAY_METRICS_MAX_DESTS];
+	int n = 0;
+	if (relay_routes_parse(&d, cfg->routes.items, cfg->routes.n, err, sizeof(err)) == OB_OK)
+		for (n = 0; n < d.ndests && n < RELAY_METRICS_MAX_DESTS; n++)
+			urls[n] = d.dests[n].url;
+	if (d.ndests > RELAY_METRICS_MAX_DESTS)
+		ob_warn("relay.metrics.too_many_destinations", "destinations=%d shown=%d",
+		    d.ndests, RELAY_METRICS_MAX_DESTS);
+	int rc = relay_metrics_init(&s->metrics, urls, n);
+	relay_deliverer_close(&d);
+	return rc;
+}
 
 struct relay_shared *
 relay_shared_new(const struct relay_config *cfg)
@@ -28,14 +52,20 @@ relay_shared_new(const struct relay_config *cfg)
 	ob_fault_arm(&s->die_after_claim, cfg->fault_die_after_claim);
 	ob_fault_arm(&s->die_after_send, cfg->fault_die_after_send);
 	ob_fault_arm(&s->stall_after_claim, cfg->fault_stall_after_claim);
+	if (metrics_new(s, cfg) != OB_OK) {
+		munmap(s, sizeof(*s));
+		return NULL;
+	}
 	return s;
 }
 
 void
 relay_shared_free(struct relay_shared *s)
 {
-	if (s != NULL)
+	if (s != NULL) {
+		relay_metrics_fini(&s->metrics);
 		munmap(s, sizeof(*s));
+	}
 }
 
 void

@@ -17,6 +17,14 @@
  * starts the grace deadline; a worker stops claiming, finishes or cuts its
  * in-flight frames, releases (fenced) what it never sent and exits 0. A
  * second signal, or the deadline, sends SIGKILL to what is left.
+ *
+ * Metrics. With --metrics the supervisor forks the metrics process first
+ * and waits for it to report that it is listening (a port in use is a
+ * start-up error); later deaths are restarted with the workers' backoff.
+ * The supervisor itself never starts nng. Each tick it folds the workers'
+ * live rows into the gauges (relay_metrics_fold) and clears the row of a
+ * worker that exited. The metrics process is stopped after the workers, so
+ * a shutdown can be watched to the end.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -48,7 +56,7 @@ struct slot {
 
 static volatile sig_atomic_t stop_signals;   /* supervisor: count */
 static volatile sig_atomic_t child_exited;
-static volatile sig_atomic_t worker_stop;    /* in a worker */
+static volatile sig_atomic_t worker_stop;    /* in a worker or the metrics process */
 static int wake_pipe[2] = { -1, -1 };
 
 static void
@@ -121,6 +129,122 @@ worker_main(const struct relay_config *cfg, int index, struct relay_shared *shar
 	nng_fini();
 	fflush(NULL);
 	exit(code);
+}
+
+/* In the child: become the metrics process and never return. */
+static _Noreturn void
+metrics_main(const struct relay_config *cfg, struct relay_shared *shared,
+    pid_t supervisor, const sigset_t *old, int report_fd)
+{
+	close(wake_pipe[0]);
+	close(wake_pipe[1]);
+	wake_pipe[0] = wake_pipe[1] = -1;
+	ob_log_set_pid();
+	set_handler(SIGTERM, on_worker_stop);
+	set_handler(SIGINT, on_worker_stop);
+	set_handler(SIGCHLD, SIG_DFL);
+	prctl(PR_SET_PDEATHSIG, SIGTERM);
+	sigprocmask(SIG_SETMASK, old, NULL);
+	if (getppid() != supervisor)
+		worker_stop = SIGTERM;
+	int code = relay_metrics_serve(cfg->metrics, shared->metrics.reg, &worker_stop,
+	    report_fd);
+	nng_fini();
+	fflush(NULL);
+	exit(code);
+}
+
+/* Fork the metrics process. With wait_ms > 0, wait that long for it to
+ * report that it listens: false (logged) when it could not. */
+static bool
+start_metrics(const struct relay_config *cfg, struct slot *s,
+    struct relay_shared *shared, int wait_ms)
+{
+	int rep[2];
+	if (pipe(rep) != 0) {
+		ob_error("relay.metrics.fork_failed", "err=%s", strerror(errno));
+		return false;
+	}
+	sigset_t block, old;
+	sigemptyset(&block);
+	sigaddset(&block, SIGTERM);
+	sigaddset(&block, SIGINT);
+	sigaddset(&block, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &block, &old);
+	fflush(NULL);
+	pid_t supervisor = getpid();
+	pid_t pid = fork();
+	if (pid == 0) {
+		close(rep[0]);
+		metrics_main(cfg, shared, supervisor, &old, rep[1]);
+	}
+	int saved = errno;
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	close(rep[1]);
+	if (pid < 0) {
+		close(rep[0]);
+		ob_error("relay.metrics.fork_failed", "err=%s", strerror(saved));
+		return false;
+	}
+	s->pid = pid;
+	s->started_ms = now_ms();
+	ob_info("relay.metrics.forked", "pid=%d addr=%s restarts=%u", (int)pid, cfg->metrics,
+	    s->restarts);
+	if (wait_ms <= 0) {
+		close(rep[0]);
+		return true;
+	}
+	char line[600] = "";
+	size_t got = 0;
+	int64_t end = now_ms() + wait_ms;
+	while (got < sizeof(line) - 1 && strchr(line, '\n') == NULL) {
+		int64_t left = end - now_ms();
+		struct pollfd pfd = { rep[0], POLLIN, 0 };
+		if (left <= 0 || poll(&pfd, 1, (int)left) == 0)
+			break;
+		ssize_t r = read(rep[0], line + got, sizeof(line) - 1 - got);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+		line[got] = '\0';
+	}
+	close(rep[0]);
+	if (strncmp(line, "OK ", 3) == 0)
+		return true;
+	char q[700];
+	line[strcspn(line, "\n")] = '\0';
+	ob_error("relay.metrics.start_failed", "addr=%s err=%s", cfg->metrics,
+	    ob_log_q(line[0] != '\0' ? line : "no report from the metrics process in time",
+	        q, sizeof(q)));
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	s->pid = 0;
+	return false;
+}
+
+/* After the workers: stop the metrics process, SIGKILL after a while. */
+static void
+stop_metrics(struct slot *s)
+{
+	if (s->pid <= 0)
+		return;
+	kill(s->pid, SIGTERM);
+	kill(s->pid, SIGCONT); /* a stopped one could not handle SIGTERM */
+	int64_t end = now_ms() + RELAY_METRICS_STOP_MS;
+	int st = 0;
+	pid_t r;
+	while ((r = waitpid(s->pid, &st, WNOHANG)) == 0 && now_ms() < end) {
+		struct timespec ts = { 0, 20 * 1000000L };
+		nanosleep(&ts, NULL);
+	}
+	if (r == 0) {
+		ob_warn("relay.metrics.kill", "pid=%d reason=%s", (int)s->pid, "stop_timeout");
+		kill(s->pid, SIGKILL);
+		waitpid(s->pid, &st, 0);
+	}
+	s->pid = 0;
 }
 
 static bool
@@ -199,6 +323,15 @@ relay_supervise(const struct relay_config *cfg, struct relay_shared *shared)
 
 	ob_info("relay.supervisor.started", "workers=%d shutdown_grace_ms=%" PRId64, n,
 	    cfg->shutdown_grace_ms);
+	bool metrics_on = cfg->metrics != NULL && cfg->metrics[0] != '\0';
+	struct slot msl = { 0, 0, 0, RELAY_RESTART_MIN_MS, 0 };
+	if (metrics_on && !start_metrics(cfg, &msl, shared, RELAY_METRICS_START_MS)) {
+		close(wake_pipe[0]);
+		close(wake_pipe[1]);
+		wake_pipe[0] = wake_pipe[1] = -1;
+		free(slots);
+		return 1;
+	}
 	for (int i = 0; i < n; i++) {
 		slots[i].backoff_ms = RELAY_RESTART_MIN_MS;
 		if (!start_worker(cfg, &slots[i], i, shared))
@@ -236,15 +369,27 @@ relay_supervise(const struct relay_config *cfg, struct relay_shared *shared)
 		pid_t pid;
 		int st;
 		while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
+			char how[32];
+			describe_status(st, how, sizeof(how));
+			if (pid == msl.pid) {
+				msl.pid = 0;
+				if (now - msl.started_ms >= RELAY_RESTART_RESET_MS)
+					msl.backoff_ms = RELAY_RESTART_MIN_MS;
+				msl.restart_at_ms = now + msl.backoff_ms;
+				ob_warn("relay.metrics.exited", "pid=%d status=%s restart_in_ms=%" PRId64,
+				    (int)pid, how, shutting_down ? (int64_t)-1 : msl.backoff_ms);
+				msl.backoff_ms = msl.backoff_ms * 2 > RELAY_RESTART_MAX_MS
+				    ? RELAY_RESTART_MAX_MS : msl.backoff_ms * 2;
+				continue;
+			}
 			int i;
 			for (i = 0; i < n && slots[i].pid != pid; i++)
 				;
 			if (i == n)
 				continue;
 			struct slot *s = &slots[i];
-			char how[32];
-			describe_status(st, how, sizeof(how));
 			s->pid = 0;
+			relay_metrics_worker_gone(&shared->live[i]);
 			if (shutting_down) {
 				if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
 					unclean = true;
@@ -260,10 +405,16 @@ relay_supervise(const struct relay_config *cfg, struct relay_shared *shared)
 			s->backoff_ms = s->backoff_ms * 2 > RELAY_RESTART_MAX_MS ? RELAY_RESTART_MAX_MS
 			                                                         : s->backoff_ms * 2;
 		}
+		relay_metrics_fold(&shared->metrics, shared->live, n);
 		if (shutting_down) {
 			if (live_workers(slots, n) == 0)
 				break;
 			continue;
+		}
+		if (metrics_on && msl.pid == 0 && now >= msl.restart_at_ms) {
+			msl.restarts++;
+			if (!start_metrics(cfg, &msl, shared, 0))
+				msl.restart_at_ms = now + msl.backoff_ms;
 		}
 
 		/* 3. Restarts that are due. */
@@ -276,6 +427,8 @@ relay_supervise(const struct relay_config *cfg, struct relay_shared *shared)
 			}
 		}
 	}
+	relay_metrics_fold(&shared->metrics, shared->live, n);
+	stop_metrics(&msl);
 	relay_totals_log("relay.totals", "", &shared->totals);
 	ob_info("relay.supervisor.stopped", "clean=%d", unclean ? 0 : 1);
 	close(wake_pipe[0]);

@@ -7,6 +7,9 @@
  * SIGTERM to the workers, waits up to --shutdown-grace for them to finish
  * their in-flight deliveries and release what they never sent, and then
  * SIGKILLs what is left; a second signal SIGKILLs at once.
+ *
+ * With --metrics it also forks the metrics process (metrics_serve.c) before
+ * the workers, restarts it when it dies, and stops it after the workers.
  */
 #ifndef OUTBOX_RELAY_SUPERVISE_H
 #define OUTBOX_RELAY_SUPERVISE_H
@@ -19,11 +22,22 @@
 #define RELAY_RESTART_MAX_MS 10000
 #define RELAY_RESTART_RESET_MS 30000
 
+/* How long the supervisor waits for the metrics process to bind at start
+ * (a failure then is fatal: exit 1), and for it to stop at the end. */
+#define RELAY_METRICS_START_MS 10000
+#define RELAY_METRICS_STOP_MS 3000
+
 /* Run the supervisor until shutdown. Installs its own signal handlers
  * (SIGTERM, SIGINT, SIGCHLD). Must be called before any nng or libpq state
  * exists in this process; flushes stdio before each fork. shared must be a
  * MAP_SHARED mapping (relay_shared_new). Returns the exit code: 0 when
  * every worker stopped cleanly within the grace, 1 otherwise. */
 int relay_supervise(const struct relay_config *cfg, struct relay_shared *shared);
+
+/* The metrics process's body (metrics_serve.c): serve reg on addr until
+ * *stop; reports "OK <port>" or "ERR <reason>" as one line on report_fd
+ * (-1 = none) once bound. Returns the exit code. */
+int relay_metrics_serve(const char *addr, struct ob_metrics *reg,
+    volatile sig_atomic_t *stop, int report_fd);
 
 #endif

@@ -29,6 +29,7 @@
 #include "purge.h"
 #include "record.h"
 #include "relay.h"
+#include "stats.h"
 
 #define RECONNECT_MIN_MS 100
 #define RECONNECT_MAX_MS 5000
@@ -50,7 +51,12 @@ struct worker {
 	uint64_t rng;
 	int64_t reconnect_ms;
 	int64_t next_purge_ms;
+	int64_t next_stats_ms;
 	struct relay_totals totals;  /* this process's; shared->totals has all */
+	struct relay_metrics *metrics;   /* NULL without shared state */
+	struct relay_worker_live *live;  /* this worker slot's row, or NULL */
+	struct relay_topic_cache topics;
+	uint64_t *fenced_ids;            /* claim_max: ids an outcome write skipped */
 };
 
 #define COUNT(w, field, n)                                              \
@@ -59,6 +65,23 @@ struct worker {
 		if ((w)->shared != NULL)                                \
 			atomic_fetch_add(&(w)->shared->totals.field, (uint64_t)(n)); \
 	} while (0)
+
+/* A metric of the shared registry (no-op without one). */
+#define METRIC(w, field) ((w)->metrics != NULL ? (w)->metrics->field : NULL)
+
+static void
+set_connected(struct worker *w, bool up)
+{
+	if (w->live != NULL)
+		atomic_store(&w->live->connected, up ? 1 : 0);
+}
+
+static void
+add_inflight(struct worker *w, int64_t n)
+{
+	if (w->live != NULL)
+		atomic_fetch_add(&w->live->inflight, n);
+}
 
 static int64_t
 now_ms(void)
@@ -87,6 +110,7 @@ connect_db(struct worker *w)
 		PQfinish(w->conn);
 		w->conn = NULL;
 	}
+	set_connected(w, false);
 	if (ob_pg_connect(w->cfg->db, "outbox-relay", &w->conn, err, sizeof(err)) != OB_OK ||
 	    ob_pg_exec(w->conn, "LISTEN outbox_enqueued", "listen", err, sizeof(err)) != OB_OK) {
 		ob_warn("relay.db.connect_failed", "retry_in_ms=%" PRId64 " err=%s",
@@ -101,6 +125,7 @@ connect_db(struct worker *w)
 		return false;
 	}
 	w->reconnect_ms = RECONNECT_MIN_MS;
+	set_connected(w, true);
 	ob_info("relay.db.connected", "owner=%s listen=outbox_enqueued%s", w->owner,
 	    w->had_conn ? " reconnect=1" : "");
 	w->had_conn = true;
@@ -182,13 +207,38 @@ log_fenced(struct worker *w, uint32_t n, uint32_t fenced, uint64_t *ids,
     uint32_t nids)
 {
 	struct ob_buf b = OB_BUF_INIT;
-	qsort(ids, nids, sizeof(*ids), cmp_u64);
-	for (uint32_t i = 0; i < nids; i++)
+	uint32_t shown = nids < FENCED_IDS_LOGGED ? nids : FENCED_IDS_LOGGED;
+	for (uint32_t i = 0; i < shown; i++)
 		ob_buf_printf(&b, "%s%" PRIu64, i ? "," : "", ids[i]);
 	ob_warn("relay.record.fenced_out", "owner=%s messages=%u fenced_out=%u ids=%s%s",
 	    w->owner, n, fenced, b.data != NULL ? b.data : "-",
-	    fenced > nids ? ",..." : "");
+	    fenced > shown ? ",..." : "");
 	ob_buf_fini(&b);
+}
+
+/* Count the outcomes that were written (not fenced out: the worker that
+ * took the claim over counts those) in the per-topic metrics. fenced_ids
+ * holds nids sorted ids. */
+static void
+count_recorded(struct worker *w, const struct relay_claim *claim, uint32_t nids)
+{
+	if (w->metrics == NULL)
+		return;
+	for (uint32_t i = 0; i < claim->n; i++) {
+		const struct relay_outcome *o = &w->outcomes[i];
+		if (nids > 0 && bsearch(&o->id, w->fenced_ids, nids, sizeof(*w->fenced_ids),
+		        cmp_u64) != NULL)
+			continue;
+		if (o->kind == RELAY_OUT_RELEASE) {
+			ob_metric_inc(w->metrics->released);
+			continue;
+		}
+		const struct ob_wire_msg *m = &claim->msgs[i];
+		struct relay_topic_metrics *t = relay_metrics_topic(w->metrics, &w->topics,
+		    m->topic, m->topic_len);
+		ob_metric_inc(o->kind == RELAY_OUT_DELIVERED ? t->delivered
+		    : o->kind == RELAY_OUT_DEAD ? t->dead : t->retried);
+	}
 }
 
 /* One claim -> deliver -> record round. Returns the number claimed, or -1
@@ -210,6 +260,9 @@ round_once(struct worker *w)
 		return 0;
 	}
 	COUNT(w, claimed, n);
+	ob_metric_add(METRIC(w, claimed), n);
+	ob_metric_add(METRIC(w, takeovers), claim.takeovers);
+	add_inflight(w, n);
 	struct relay_shared *sh = w->shared;
 	if (sh != NULL && ob_fault_fire(&sh->die_after_claim))
 		ob_fault_die("relay.after_claim");
@@ -229,6 +282,9 @@ round_once(struct worker *w)
 		relay_deliver(&w->deliverer, claim.msgs, n, w->outcomes);
 		COUNT(w, frames_sent, w->deliverer.frames_sent - sent_before);
 		COUNT(w, frames_failed, w->deliverer.frames_failed - failed_before);
+		ob_metric_add(METRIC(w, frames_sent), w->deliverer.frames_sent - sent_before);
+		ob_metric_add(METRIC(w, frames_failed),
+		    w->deliverer.frames_failed - failed_before);
 		if (sh != NULL && w->deliverer.frames_sent > sent_before &&
 		    ob_fault_fire(&sh->die_after_send))
 			ob_fault_die("relay.after_send");
@@ -249,9 +305,9 @@ round_once(struct worker *w)
 		}
 	}
 	uint32_t written = 0, fenced = 0, nids = 0;
-	uint64_t ids[FENCED_IDS_LOGGED];
 	int rc = relay_record_outcomes_ids(w->conn, w->outcomes, n, &w->record_mode,
-	    &written, &fenced, ids, FENCED_IDS_LOGGED, &nids, err, sizeof(err));
+	    &written, &fenced, w->fenced_ids, w->claim_max, &nids, err, sizeof(err));
+	add_inflight(w, -(int64_t)n);
 	if (rc != OB_OK) {
 		/* The leases will expire and the messages be delivered again:
 		 * at-least-once, and the consumer deduplicates. */
@@ -259,10 +315,13 @@ round_once(struct worker *w)
 		relay_claim_fini(&claim);
 		return -1;
 	}
+	qsort(w->fenced_ids, nids, sizeof(*w->fenced_ids), cmp_u64);
 	if (fenced > 0) {
 		COUNT(w, fenced_out, fenced);
-		log_fenced(w, n, fenced, ids, nids);
+		ob_metric_add(METRIC(w, fenced_out), fenced);
+		log_fenced(w, n, fenced, w->fenced_ids, nids);
 	}
+	count_recorded(w, &claim, nids);
 	ob_debug("relay.round", "claimed=%u written=%u", n, written);
 	relay_claim_fini(&claim);
 	return (int)n;
@@ -291,10 +350,31 @@ maybe_purge(struct worker *w)
 	}
 	if (purged > 0) {
 		COUNT(w, purged, purged);
+		ob_metric_add(METRIC(w, purged), purged);
 		ob_info("relay.purge.done", "purged=%" PRIu64 " retention_ms=%" PRId64
 		    " batch=%" PRId64 " ms=%" PRId64, purged, c->retention_ms, c->purge_batch,
 		    now_ms() - t0);
 	}
+}
+
+/* Worker 0, with --metrics: the database's gauges every --metrics-interval. */
+static void
+maybe_stats(struct worker *w)
+{
+	const struct relay_config *c = w->cfg;
+	if (w->index != 0 || w->metrics == NULL || c->metrics == NULL ||
+	    c->metrics[0] == '\0' || now_ms() < w->next_stats_ms)
+		return;
+	w->next_stats_ms = now_ms() + c->metrics_interval_ms;
+	char err[1024], q[1100];
+	struct relay_stats st;
+	if (relay_stats_query(w->conn, &st, err, sizeof(err)) != OB_OK) {
+		ob_warn("relay.metrics.stats_failed", "err=%s", ob_log_q(err, q, sizeof(q)));
+		return;
+	}
+	ob_metric_set(w->metrics->pending, (double)st.pending);
+	ob_metric_set(w->metrics->oldest_claimable, st.oldest_claimable_s);
+	ob_metric_set(w->metrics->blocked_keys, (double)st.blocked_keys);
 }
 
 static void
@@ -323,6 +403,14 @@ relay_worker_run(const struct relay_config *cfg, int worker_index,
 	w.reconnect_ms = RECONNECT_MIN_MS;
 	w.claim_max = (uint32_t)(cfg->batch * cfg->max_inflight);
 	w.next_purge_ms = now_ms();
+	w.next_stats_ms = now_ms();
+	if (shared != NULL && worker_index >= 0 && worker_index < RELAY_MAX_WORKERS) {
+		w.metrics = &shared->metrics;
+		w.live = &shared->live[worker_index];
+		w.deliverer.frame_seconds = shared->metrics.delivery_seconds;
+		w.deliverer.breaker_open = w.live->breaker_open;
+		w.deliverer.breaker_open_n = shared->metrics.ndests;
+	}
 	char host[64] = "localhost";
 	gethostname(host, sizeof(host) - 1);
 	snprintf(w.owner, sizeof(w.owner), "%s:%d:%d", host, (int)getpid(), worker_index);
@@ -340,7 +428,8 @@ relay_worker_run(const struct relay_config *cfg, int worker_index,
 	 * rest is for writing their outcomes before the supervisor's SIGKILL. */
 	w.deliverer.stop_cut_ms = cfg->shutdown_grace_ms - cfg->shutdown_grace_ms / 4;
 	w.outcomes = calloc(w.claim_max, sizeof(*w.outcomes));
-	if (w.outcomes == NULL ||
+	w.fenced_ids = calloc(w.claim_max, sizeof(*w.fenced_ids));
+	if (w.outcomes == NULL || w.fenced_ids == NULL ||
 	    relay_routes_parse(&w.deliverer, cfg->routes.items, cfg->routes.n, err,
 	        sizeof(err)) != OB_OK ||
 	    relay_deliverer_open(&w.deliverer, err, sizeof(err)) != OB_OK) {
@@ -366,6 +455,7 @@ relay_worker_run(const struct relay_config *cfg, int worker_index,
 				continue;
 		}
 		maybe_purge(&w);
+		maybe_stats(&w);
 		int n = round_once(&w);
 		if (n < 0) {
 			if (!ob_pg_broken(w.conn))
@@ -389,7 +479,9 @@ relay_worker_run(const struct relay_config *cfg, int worker_index,
 out:
 	if (w.conn != NULL)
 		PQfinish(w.conn);
+	set_connected(&w, false);
 	relay_deliverer_close(&w.deliverer);
 	free(w.outcomes);
+	free(w.fenced_ids);
 	return code;
 }
