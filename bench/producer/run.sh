@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# run.sh - producer HTTP API benchmark: POSTs/s and p99 with wrk, 16
+# connections, fsync ON, against a private throwaway PostgreSQL.
+#
+#   bash bench/producer/run.sh [BUILD_DIR] [SECONDS]
+#
+# Three runs: unique keys (every request creates a report: claim commit +
+# report/outbox/key commit) and 50 % replays (half the requests reuse a key
+# already sent with the same body), and replays only (REPLAY=1: after the
+# first create every request replays). Prints wrk's summary, the script's
+# counters, and the reports created per second counted in the database.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+build=${1:-$root/build}
+secs=${2:-15}
+bin=$build/bin
+pgdir=$(mktemp -d /tmp/outbox-bench-producer-XXXXXX)
+port=$(( 30000 + RANDOM % 20000 ))
+cleanup() {
+	[ -n "${spid:-}" ] && kill "$spid" 2>/dev/null && wait "$spid" 2>/dev/null || true
+	"$root/scripts/pg-tmp.sh" stop "$pgdir/pg" || true
+	rm -rf "$pgdir"
+}
+trap cleanup EXIT
+
+conninfo=$(OUTBOX_PG_FSYNC=on "$root/scripts/pg-tmp.sh" start "$pgdir/pg")
+psql_count() { "$(pg_config --bindir)/psql" -XAtq "$conninfo" -c "SELECT count(*) FROM app.bug_reports"; }
+"$bin/outboxctl" migrate --db "$conninfo" --schema outbox >/dev/null
+"$bin/outbox-producer" serve --db "$conninfo" --http "http://127.0.0.1:$port" --threads 16 \
+	--log-level warn >"$pgdir/serve.log" 2>&1 &
+spid=$!
+for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.1; done
+
+echo "fsync=$("$(pg_config --bindir)/psql" -XAtq "$conninfo" -c 'SHOW fsync') synchronous_commit=$("$(pg_config --bindir)/psql" -XAtq "$conninfo" -c 'SHOW synchronous_commit')"
+for replay in 0 0.5 1; do
+	before=$(psql_count)
+	echo "== wrk -t2 -c16 -d${secs}s --latency, replay share $replay"
+	REPLAY=$replay wrk -t2 -c16 -d"${secs}s" --latency -s "$here/post.lua" "http://127.0.0.1:$port"
+	after=$(psql_count)
+	echo "created_in_db=$((after - before)) created_per_s=$(( (after - before) / secs ))"
+done

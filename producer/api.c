@@ -1,0 +1,598 @@
+/*
+ * api.c - the producer's HTTP API, one request at a time on the caller's
+ * database connection (see api.h).
+ *
+ * The create path is where the three modes differ, and where the faults
+ * fire. Atomic is the article's key_atomic: the claim commits on its own so
+ * that a concurrent duplicate sees it (409); the report, its outbox record
+ * and "key done" then commit together, and only while the key still carries
+ * this request's fencing token. Split and none exist so that every fault
+ * test can first show the duplicate they let through.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <jansson.h>
+
+#include "api.h"
+#include "enqueue.h"
+#include "outbox/err.h"
+#include "outbox/keyclaim.h"
+#include "outbox/log.h"
+#include "outbox/pg.h"
+#include "report_input.h"
+
+/* Retry-After of a 409: poll again this soon (rounded up to whole seconds). */
+#define API_BUSY_RETRY_AFTER_MS 1000
+
+#define REPORT_JSON                                                              \
+	"json_build_object('report_id', id, 'title', title, 'module', module,"   \
+	" 'steps', steps, 'severity', severity, 'idempotency_key', idempotency_key," \
+	" 'created_at', created_at)::text"
+
+int
+producer_mode_parse(const char *s, enum producer_mode *out)
+{
+	if (strcmp(s, "none") == 0)
+		*out = PRODUCER_MODE_NONE;
+	else if (strcmp(s, "split") == 0)
+		*out = PRODUCER_MODE_SPLIT;
+	else if (strcmp(s, "atomic") == 0)
+		*out = PRODUCER_MODE_ATOMIC;
+	else
+		return OB_EINVAL;
+	return OB_OK;
+}
+
+const char *
+producer_mode_name(enum producer_mode m)
+{
+	switch (m) {
+	case PRODUCER_MODE_NONE: return "none";
+	case PRODUCER_MODE_SPLIT: return "split";
+	case PRODUCER_MODE_ATOMIC: return "atomic";
+	}
+	return "unknown";
+}
+
+void
+api_response_fini(struct api_response *res)
+{
+	free(res->body);
+	res->body = NULL;
+}
+
+void
+api_error(struct api_response *res, int status, const char *code, const char *message)
+{
+	json_t *o = json_pack("{s:s,s:s}", "error", code, "message", message);
+	free(res->body);
+	res->body = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
+	json_decref(o);
+	res->status = status;
+}
+
+static void
+unavailable(struct api_response *res, const char *what, const char *err)
+{
+	char q[600];
+	ob_warn("producer.db_error", "what=%s err=%s", what, ob_log_q(err, q, sizeof(q)));
+	api_error(res, 503, "unavailable", "the database is unavailable; retry later");
+	res->retry_after_s = 1;
+}
+
+static void
+sleep_ms(int64_t ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
+static void
+fault_slow(const struct api_config *cfg)
+{
+	if (cfg->faults != NULL && ob_fault_fire(&cfg->faults->slow))
+		sleep_ms(cfg->faults->slow_ms);
+}
+
+static void
+fault_crash(const struct api_config *cfg, const char *where)
+{
+	if (cfg->faults != NULL && ob_fault_fire(&cfg->faults->crash))
+		ob_fault_die(where);
+}
+
+static bool
+fault_lose(const struct api_config *cfg)
+{
+	return cfg->faults != NULL && ob_fault_fire(&cfg->faults->lose_response);
+}
+
+/* The 201 body: the new report's ids and what was stored. Owned. */
+static char *
+created_body(int64_t report_id, int64_t message_id, const char *key,
+    const struct bug_report *r)
+{
+	json_t *o = json_pack("{s:I,s:I,s:s?,s:s,s:s,s:s}", "report_id", (json_int_t)report_id,
+	    "message_id", (json_int_t)message_id, "idempotency_key", key, "title", r->title,
+	    "module", r->module, "severity", r->severity);
+	char *s = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
+	json_decref(o);
+	return s;
+}
+
+static int64_t
+retry_after_s(int64_t ms)
+{
+	int64_t s = (ms + 999) / 1000;
+	return s < 1 ? 1 : s;
+}
+
+/* 409 for a key in progress. Retry-After is a polling hint (the holder
+ * usually finishes well within its lease); the body says how long the lease
+ * still runs, after which a retry takes the key over. */
+static void
+busy(struct api_response *res, int64_t lease_left_ms)
+{
+	json_t *o = json_pack("{s:s,s:s,s:I}", "error", "in_progress", "message",
+	    "a request with this Idempotency-Key is still in progress; retry after"
+	    " Retry-After seconds with the same key and body", "lease_remaining_ms",
+	    (json_int_t)lease_left_ms);
+	free(res->body);
+	res->body = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
+	json_decref(o);
+	res->status = 409;
+	res->retry_after_s = retry_after_s(lease_left_ms < API_BUSY_RETRY_AFTER_MS
+	        ? lease_left_ms : API_BUSY_RETRY_AFTER_MS);
+}
+
+/* After being fenced out: answer with the winner's stored result, or 409
+ * when the winner is not done yet. */
+static void
+answer_winner(PGconn *conn, const char *key, struct api_response *res)
+{
+	char err[512];
+	const char *params[1] = { key };
+	PGresult *r = PQexecParams(conn,
+	    "SELECT state, response_status, response_body,"
+	    "       GREATEST(0, ceil(extract(epoch FROM lease_until - clock_timestamp()) * 1000))::bigint"
+	    "  FROM " PRODUCER_KEY_TABLE " WHERE idempotency_key = $1", 1, NULL, params, NULL, NULL, 0);
+	if (ob_pg_check(r, PGRES_TUPLES_OK, "read winner", err, sizeof(err)) != OB_OK) {
+		unavailable(res, "read_winner", err);
+	} else if (PQntuples(r) == 1 && strcmp(PQgetvalue(r, 0, 0), "done") == 0) {
+		res->status = (int)ob_pg_int64(r, 0, 1);
+		free(res->body);
+		res->body = PQgetisnull(r, 0, 2) ? NULL : strdup(PQgetvalue(r, 0, 2));
+		res->replayed = true;
+	} else {
+		busy(res, PQntuples(r) == 1 ? ob_pg_int64(r, 0, 3) : 1000);
+	}
+	PQclear(r);
+}
+
+/* Fencing OFF (test-only broken switch): mark done whoever holds the key. */
+static int
+complete_unfenced(PGconn *conn, const char *key, const char *body, char *err, size_t errlen)
+{
+	const char *params[2] = { key, body };
+	PGresult *r = PQexecParams(conn,
+	    "UPDATE " PRODUCER_KEY_TABLE " SET state = 'done', response_status = 201,"
+	    "       response_body = $2, completed_at = clock_timestamp()"
+	    " WHERE idempotency_key = $1", 2, NULL, params, NULL, NULL, 0);
+	int rc = ob_pg_check(r, PGRES_COMMAND_OK, "complete key (unfenced)", err, errlen);
+	PQclear(r);
+	return rc;
+}
+
+static void
+release_key(PGconn *conn, const char *key, int64_t fence)
+{
+	char err[512];
+	if (!ob_pg_broken(conn) &&
+	    ob_keyclaim_release(conn, PRODUCER_KEY_TABLE, key, fence, err, sizeof(err)) != OB_OK)
+		ob_warn("producer.key.release_failed", "fence=%" PRId64, fence);
+}
+
+static void
+create_atomic_write(PGconn *conn, const struct api_config *cfg, const char *key,
+    const struct report_input *in, const struct ob_key_claim *c, struct api_response *res)
+{
+	char err[512], q[300];
+	int64_t rid, mid;
+	char *body = NULL;
+
+	if (c->takeover)
+		ob_info("producer.key.takeover", "key=%s fence=%" PRId64, ob_log_q(key, q, sizeof(q)),
+		    c->fence);
+	fault_crash(cfg, "producer.atomic.after_claim");
+	fault_slow(cfg);
+
+	int rc = ob_pg_exec(conn, "BEGIN", "begin", err, sizeof(err));
+	if (rc != OB_OK) {
+		release_key(conn, key, c->fence);
+		unavailable(res, "begin", err);
+		return;
+	}
+	rc = producer_insert_report(conn, &in->r, key, &rid, &mid, err, sizeof(err));
+	if (rc == OB_OK && (body = created_body(rid, mid, key, &in->r)) == NULL)
+		rc = OB_ENOMEM;
+	if (rc == OB_OK)
+		rc = cfg->fencing ? ob_keyclaim_complete(conn, PRODUCER_KEY_TABLE, key, c->fence, 201,
+		                        body, err, sizeof(err))
+		                  : complete_unfenced(conn, key, body, err, sizeof(err));
+	if (rc == OB_EFENCED) {
+		/* Taken over while we were slow: our report goes with the rollback. */
+		ob_pg_rollback(conn);
+		ob_warn("producer.key.fenced_out", "key=%s fence=%" PRId64,
+		    ob_log_q(key, q, sizeof(q)), c->fence);
+		answer_winner(conn, key, res);
+		free(body);
+		return;
+	}
+	if (rc == OB_OK)
+		rc = ob_pg_commit(conn, err, sizeof(err));
+	if (rc != OB_OK) {
+		ob_pg_rollback(conn);
+		release_key(conn, key, c->fence);
+		if (rc == OB_EINVAL)
+			api_error(res, 400, "invalid_body", err);
+		else
+			unavailable(res, "create", err);
+		free(body);
+		return;
+	}
+	res->status = 201;
+	res->body = body;
+	res->drop = fault_lose(cfg);
+}
+
+/* Fast path for a key already DONE: the stored answer is final, so the
+ * replay (or the 422) is decided from a plain read, without the claim's
+ * upsert and its commit. true when res was filled. */
+static bool
+answer_done_key(PGconn *conn, const char *key, const struct report_input *in,
+    struct api_response *res)
+{
+	char err[512];
+	const char *params[2] = { key, in->canonical };
+	int lens[2] = { 0, (int)in->canonical_len };
+	int formats[2] = { 0, 1 };
+	PGresult *r = PQexecParams(conn,
+	    "SELECT fingerprint = encode(sha256($2::bytea), 'hex'), response_status, response_body"
+	    "  FROM " PRODUCER_KEY_TABLE " WHERE idempotency_key = $1 AND state = 'done'",
+	    2, NULL, params, lens, formats, 0);
+	bool answered = false;
+	if (ob_pg_check(r, PGRES_TUPLES_OK, "read done key", err, sizeof(err)) == OB_OK &&
+	    PQntuples(r) == 1) {
+		struct ob_key_row row = { OB_KEY_DONE, PQgetvalue(r, 0, 0)[0] == 't', false };
+		if (ob_key_decide(&row) == OB_KEY_REPLAY) {
+			res->status = (int)ob_pg_int64(r, 0, 1);
+			res->body = PQgetisnull(r, 0, 2) ? NULL : strdup(PQgetvalue(r, 0, 2));
+			res->replayed = true;
+		} else {
+			api_error(res, 422, "idempotency_key_reused",
+			    "this Idempotency-Key was already used with a different request body");
+		}
+		answered = true;
+	}
+	PQclear(r);
+	return answered; /* on a read error the claim below reports it */
+}
+
+static void
+create_atomic(PGconn *conn, const struct api_config *cfg, const char *key,
+    const struct report_input *in, struct api_response *res)
+{
+	char err[512];
+	struct ob_key_claim c;
+	if (answer_done_key(conn, key, in, res))
+		return;
+	if (ob_keyclaim_claim(conn, PRODUCER_KEY_TABLE, key, in->canonical, in->canonical_len,
+	        cfg->lease_ms, &c, err, sizeof(err)) != OB_OK) {
+		unavailable(res, "claim", err);
+		return;
+	}
+	switch (c.verdict) {
+	case OB_KEY_REPLAY:
+		res->status = c.response_status;
+		res->body = c.response_body;
+		c.response_body = NULL;
+		res->replayed = true;
+		break;
+	case OB_KEY_MISMATCH:
+		api_error(res, 422, "idempotency_key_reused",
+		    "this Idempotency-Key was already used with a different request body");
+		break;
+	case OB_KEY_BUSY:
+		busy(res, c.retry_after_ms);
+		break;
+	case OB_KEY_PROCEED:
+		create_atomic_write(conn, cfg, key, in, &c, res);
+		break;
+	}
+	ob_keyclaim_result_fini(&c);
+}
+
+/* Split (BROKEN): check the key, insert the report (transaction 1), record
+ * the key (transaction 2). A crash between the two, or two concurrent
+ * requests that both pass the check, make a second report. */
+static void
+create_split(PGconn *conn, const struct api_config *cfg, const char *key,
+    const struct report_input *in, struct api_response *res)
+{
+	char err[512];
+	const char *params[3] = { key, in->canonical, NULL };
+	int lens[3] = { 0, (int)in->canonical_len, 0 };
+	int formats[3] = { 0, 1, 0 };
+	PGresult *r = PQexecParams(conn,
+	    "SELECT fingerprint = encode(sha256($2::bytea), 'hex'), response_status, response_body"
+	    "  FROM " PRODUCER_KEY_TABLE " WHERE idempotency_key = $1",
+	    2, NULL, params, lens, formats, 0);
+	if (ob_pg_check(r, PGRES_TUPLES_OK, "check key", err, sizeof(err)) != OB_OK) {
+		PQclear(r);
+		unavailable(res, "check_key", err);
+		return;
+	}
+	if (PQntuples(r) == 1) {
+		if (PQgetvalue(r, 0, 0)[0] != 't') {
+			api_error(res, 422, "idempotency_key_reused",
+			    "this Idempotency-Key was already used with a different request body");
+		} else {
+			res->status = (int)ob_pg_int64(r, 0, 1);
+			res->body = PQgetisnull(r, 0, 2) ? NULL : strdup(PQgetvalue(r, 0, 2));
+			res->replayed = true;
+		}
+		PQclear(r);
+		return;
+	}
+	PQclear(r);
+
+	fault_slow(cfg);
+	int64_t rid, mid;
+	int rc = producer_enqueue_report(conn, &in->r, key, &rid, &mid, err, sizeof(err));
+	if (rc != OB_OK) {
+		if (rc == OB_EINVAL)
+			api_error(res, 400, "invalid_body", err);
+		else
+			unavailable(res, "create", err);
+		return;
+	}
+	fault_crash(cfg, "producer.split.before_key_recorded");
+	char *body = created_body(rid, mid, key, &in->r);
+	params[2] = body;
+	r = PQexecParams(conn,
+	    "INSERT INTO " PRODUCER_KEY_TABLE " (idempotency_key, fingerprint, state, fence,"
+	    "   lease_until, response_status, response_body, completed_at)"
+	    " VALUES ($1, encode(sha256($2::bytea), 'hex'), 'done', 1, clock_timestamp(), 201, $3,"
+	    "         clock_timestamp())", 3, NULL, params, lens, formats, 0);
+	rc = ob_pg_check(r, PGRES_COMMAND_OK, "record key", err, sizeof(err));
+	if (rc != OB_OK) {
+		/* The other request recorded the key first: its report and ours
+		 * both exist now. This is the duplicate split lets through. */
+		ob_warn("producer.split.record_failed", "report_id=%" PRId64 " sqlstate=%s", rid,
+		    ob_pg_sqlstate(r));
+		PQclear(r);
+		free(body);
+		api_error(res, 500, "key_record_failed",
+		    "the report was created but its Idempotency-Key could not be recorded");
+		return;
+	}
+	PQclear(r);
+	res->status = 201;
+	res->body = body;
+	res->drop = fault_lose(cfg);
+}
+
+/* None (BROKEN): every request creates a report. The outbox record gets a
+ * fresh key so that each report is delivered. */
+static void
+create_none(PGconn *conn, const struct api_config *cfg, const struct report_input *in,
+    struct api_response *res)
+{
+	char err[512], key[37];
+	int64_t rid, mid;
+	fault_slow(cfg);
+	producer_new_key(key);
+	int rc = producer_enqueue_report(conn, &in->r, key, &rid, &mid, err, sizeof(err));
+	if (rc != OB_OK) {
+		if (rc == OB_EINVAL)
+			api_error(res, 400, "invalid_body", err);
+		else
+			unavailable(res, "create", err);
+		return;
+	}
+	fault_crash(cfg, "producer.none.after_commit");
+	res->status = 201;
+	res->body = created_body(rid, mid, key, &in->r);
+	res->drop = fault_lose(cfg);
+}
+
+static void
+create(PGconn *conn, const struct api_config *cfg, const struct api_request *req,
+    struct api_response *res)
+{
+	char key[PRODUCER_KEY_MAX + 1], err[512];
+	if (req->key_header != NULL) {
+		if (report_parse_key(req->key_header, key, sizeof(key), err, sizeof(err)) != OB_OK) {
+			api_error(res, 400, "invalid_idempotency_key", err);
+			return;
+		}
+	} else if (cfg->mode != PRODUCER_MODE_NONE) {
+		api_error(res, 400, "idempotency_key_required",
+		    "the Idempotency-Key header is required: 1..255 printable ASCII characters,"
+		    " one value per logical operation, reused on every retry");
+		return;
+	}
+	struct report_input in;
+	int rc = report_parse_body(req->body != NULL ? req->body : "", req->body_len, &in, err,
+	    sizeof(err));
+	if (rc != OB_OK) {
+		api_error(res, rc == OB_EINVAL ? 400 : 500, "invalid_body", err);
+		return;
+	}
+	switch (cfg->mode) {
+	case PRODUCER_MODE_ATOMIC:
+		create_atomic(conn, cfg, key, &in, res);
+		break;
+	case PRODUCER_MODE_SPLIT:
+		create_split(conn, cfg, key, &in, res);
+		break;
+	case PRODUCER_MODE_NONE:
+		create_none(conn, cfg, &in, res);
+		break;
+	}
+	report_input_fini(&in);
+}
+
+static int
+hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* The value of name in a query string, percent-decoded into out (RFC 3986;
+ * '+' is a literal plus). OB_OK, or OB_EINVAL when absent, malformed, or
+ * too long. */
+static int
+query_param(const char *query, const char *name, char *out, size_t outlen)
+{
+	size_t nlen = strlen(name);
+	for (const char *p = query; p != NULL && *p; p = strchr(p, '&') ? strchr(p, '&') + 1 : NULL) {
+		if (strncmp(p, name, nlen) != 0 || p[nlen] != '=')
+			continue;
+		size_t n = 0;
+		for (const char *v = p + nlen + 1; *v && *v != '&'; v++) {
+			int c = (unsigned char)*v;
+			if (c == '%') {
+				int hi = hexval(v[1]), lo = hi < 0 ? -1 : hexval(v[2]);
+				if (lo < 0)
+					return OB_EINVAL;
+				c = hi * 16 + lo;
+				v += 2;
+			}
+			if (n + 1 >= outlen)
+				return OB_EINVAL;
+			out[n++] = (char)c;
+		}
+		out[n] = '\0';
+		return OB_OK;
+	}
+	return OB_EINVAL;
+}
+
+static void
+lookup_by_key(PGconn *conn, const struct api_request *req, struct api_response *res)
+{
+	char key[PRODUCER_KEY_MAX + 2], err[512];
+	if (req->query == NULL || query_param(req->query, "idempotency_key", key, sizeof(key)) != OB_OK) {
+		api_error(res, 400, "idempotency_key_required",
+		    "query parameter idempotency_key is required (1..255 printable ASCII, percent-encoded)");
+		return;
+	}
+	if (report_check_key(key, err, sizeof(err)) != OB_OK) {
+		api_error(res, 400, "invalid_idempotency_key", err);
+		return;
+	}
+	const char *params[1] = { key };
+	PGresult *r = PQexecParams(conn,
+	    "SELECT (SELECT " REPORT_JSON " FROM app.bug_reports WHERE idempotency_key = $1"
+	    "         ORDER BY id LIMIT 1),"
+	    "       (SELECT count(*) FROM app.bug_reports WHERE idempotency_key = $1),"
+	    "       (SELECT state FROM " PRODUCER_KEY_TABLE " WHERE idempotency_key = $1)",
+	    1, NULL, params, NULL, NULL, 0);
+	if (ob_pg_check(r, PGRES_TUPLES_OK, "lookup", err, sizeof(err)) != OB_OK) {
+		PQclear(r);
+		unavailable(res, "lookup", err);
+		return;
+	}
+	if (!PQgetisnull(r, 0, 0)) {
+		res->status = 200;
+		res->body = strdup(PQgetvalue(r, 0, 0));
+		if (ob_pg_int64(r, 0, 1) > 1)
+			ob_warn("producer.lookup.duplicates", "count=%s", PQgetvalue(r, 0, 1));
+	} else if (!PQgetisnull(r, 0, 2) && strcmp(PQgetvalue(r, 0, 2), "started") == 0) {
+		api_error(res, 404, "in_progress",
+		    "no report with this key yet, but a request with it is in progress");
+	} else {
+		api_error(res, 404, "not_found", "no report with this Idempotency-Key");
+	}
+	PQclear(r);
+}
+
+static void
+get_by_id(PGconn *conn, const char *id, struct api_response *res)
+{
+	char err[512];
+	size_t n = strlen(id);
+	if (n == 0 || n > 18 || strspn(id, "0123456789") != n) {
+		api_error(res, 404, "not_found", "no such report (ids are positive integers)");
+		return;
+	}
+	const char *params[1] = { id };
+	PGresult *r = PQexecParams(conn, "SELECT " REPORT_JSON " FROM app.bug_reports WHERE id = $1",
+	    1, NULL, params, NULL, NULL, 0);
+	if (ob_pg_check(r, PGRES_TUPLES_OK, "get report", err, sizeof(err)) != OB_OK) {
+		PQclear(r);
+		unavailable(res, "get", err);
+		return;
+	}
+	if (PQntuples(r) == 1) {
+		res->status = 200;
+		res->body = strdup(PQgetvalue(r, 0, 0));
+	} else {
+		api_error(res, 404, "not_found", "no such report");
+	}
+	PQclear(r);
+}
+
+static void
+healthz(PGconn *conn, struct api_response *res)
+{
+	char err[512];
+	if (ob_pg_exec(conn, "SELECT 1", "healthz", err, sizeof(err)) != OB_OK) {
+		unavailable(res, "healthz", err);
+		return;
+	}
+	res->status = 200;
+	res->body = strdup("{\"status\":\"ok\"}");
+}
+
+void
+api_handle(PGconn *conn, const struct api_config *cfg, const struct api_request *req,
+    struct api_response *res)
+{
+	static const char prefix[] = "/v1/reports/";
+	memset(res, 0, sizeof(*res));
+	bool get = strcmp(req->method, "GET") == 0 || strcmp(req->method, "HEAD") == 0;
+	if (strcmp(req->path, "/v1/reports") == 0) {
+		if (strcmp(req->method, "POST") == 0)
+			create(conn, cfg, req, res);
+		else if (get)
+			lookup_by_key(conn, req, res);
+		else
+			api_error(res, 405, "method_not_allowed", "use POST or GET");
+	} else if (strncmp(req->path, prefix, sizeof(prefix) - 1) == 0) {
+		if (get)
+			get_by_id(conn, req->path + sizeof(prefix) - 1, res);
+		else
+			api_error(res, 405, "method_not_allowed", "use GET");
+	} else if (strcmp(req->path, "/healthz") == 0) {
+		if (get)
+			healthz(conn, res);
+		else
+			api_error(res, 405, "method_not_allowed", "use GET");
+	} else {
+		api_error(res, 404, "not_found", "no such resource");
+	}
+}

@@ -1,0 +1,92 @@
+/*
+ * api.h - the producer's HTTP API, independent of the HTTP transport: one
+ * call per request, on a database connection the caller owns (one per
+ * serving thread; never shared between threads).
+ *
+ *   POST /v1/reports                     create (Idempotency-Key required
+ *                                        in modes split and atomic)
+ *   GET  /v1/reports?idempotency_key=K   recovery lookup by key
+ *   GET  /v1/reports/{id}                one report
+ *   GET  /healthz                        the database answers
+ *
+ * Modes: atomic (the real one: key claim with lease and fencing token, then
+ * report + outbox record + key DONE in ONE transaction), split (check key,
+ * insert, record the key in a second transaction: the known-broken way) and
+ * none (no key handling). The key table is app.idempotency_keys, driven by
+ * common/keyclaim.c.
+ */
+#ifndef OUTBOX_PRODUCER_API_H
+#define OUTBOX_PRODUCER_API_H
+
+#include <libpq-fe.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "outbox/fault.h"
+
+#define PRODUCER_KEY_TABLE "app.idempotency_keys"
+
+enum producer_mode {
+	PRODUCER_MODE_NONE = 0, /* BROKEN: no key handling at all */
+	PRODUCER_MODE_SPLIT,    /* BROKEN: check, insert, record key in a 2nd tx */
+	PRODUCER_MODE_ATOMIC,   /* claim; report + outbox + key DONE in one tx */
+};
+
+/* Parse "none|split|atomic". OB_OK or OB_EINVAL. */
+int producer_mode_parse(const char *s, enum producer_mode *out);
+const char *producer_mode_name(enum producer_mode m);
+
+/* Fault points (counters, per process). Where "crash" kills depends on the
+ * mode: none after the report committed; split after the report committed
+ * and before the key is recorded; atomic after claiming the key, before the
+ * report is written. "slow" sleeps slow_ms after the key claim (or check),
+ * before the business write. "lose_response" closes the connection without
+ * a byte after COMMIT. */
+struct producer_faults {
+	struct ob_fault lose_response;
+	struct ob_fault crash;
+	struct ob_fault slow;
+	int64_t slow_ms;
+};
+
+struct api_config {
+	enum producer_mode mode;
+	int64_t lease_ms;  /* key lease (atomic) */
+	bool fencing;      /* false: TEST-ONLY broken switch, completion unfenced */
+	struct producer_faults *faults;
+};
+
+/* One request as the transport hands it over (all borrowed). */
+struct api_request {
+	const char *method;
+	const char *path;      /* without the query string */
+	const char *query;     /* after '?', or NULL */
+	const char *key_header; /* Idempotency-Key header, or NULL */
+	const char *body;
+	size_t body_len;
+};
+
+/* The answer. body is owned (free()); NULL = no body. */
+struct api_response {
+	int status;
+	char *body;
+	bool replayed;          /* Idempotent-Replayed: true */
+	int64_t retry_after_s;  /* > 0: Retry-After */
+	bool drop;              /* close the connection without a byte */
+};
+
+/* Handle req on conn (which must not be inside a transaction). Always fills
+ * *res (a 5xx when the database failed; conn may then be broken, which the
+ * caller checks with ob_pg_broken and reconnects). Blocks on the database
+ * and on the slow fault; may kill the process (crash fault). */
+void api_handle(PGconn *conn, const struct api_config *cfg,
+    const struct api_request *req, struct api_response *res);
+
+void api_response_fini(struct api_response *res);
+
+/* Answer with a JSON error body {"error": code, "message": message}. */
+void api_error(struct api_response *res, int status, const char *code,
+    const char *message);
+
+#endif

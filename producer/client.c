@@ -1,0 +1,476 @@
+/*
+ * client.c - the agent-side client (see client.h): nng's HTTP client, one
+ * connection per attempt, Full Jitter between attempts, the ledger, and the
+ * observation the agent reads.
+ *
+ * An attempt ends in one of three ways: NOT_SENT (the connection was never
+ * made: nothing can have happened), LOST (the request may have reached the
+ * server but no answer came: it may have been applied), or an HTTP answer.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <jansson.h>
+#include <nng/nng.h>
+#include <nng/supplemental/http/http.h>
+#include <uuid/uuid.h>
+
+#include "client.h"
+#include "ledger.h"
+#include "outbox/backoff.h"
+#include "outbox/err.h"
+#include "report_input.h"
+
+/* Namespace of the content-derived keys (a UUIDv5 of run + module + title). */
+static const uuid_t content_ns = { 0x6f, 0x75, 0x74, 0x62, 0x6f, 0x78, 0x4b, 0x65, 0x89,
+	0x79, 0x63, 0x6f, 0x6e, 0x74, 0x65, 0x6e };
+
+enum attempt_outcome { ATTEMPT_NOT_SENT, ATTEMPT_LOST, ATTEMPT_ANSWERED };
+
+struct http_reply {
+	enum attempt_outcome outcome;
+	bool timed_out;
+	int status;
+	bool replayed;
+	int64_t retry_after_ms;
+	char *body;
+	char why[128];
+};
+
+static int64_t
+now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void
+sleep_ms(int64_t ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
+/* One HTTP exchange on a fresh connection. */
+static void
+http_call(const char *base, const char *method, const char *pathq, const char *key,
+    const char *body, int64_t timeout_ms, struct http_reply *out)
+{
+	char urlbuf[2048];
+	nng_url *url = NULL;
+	nng_http_client *cli = NULL;
+	nng_http_conn *conn = NULL;
+	nng_http_req *req = NULL;
+	nng_http_res *res = NULL;
+	nng_aio *aio = NULL;
+	int rv;
+	memset(out, 0, sizeof(*out));
+	out->outcome = ATTEMPT_NOT_SENT;
+	snprintf(urlbuf, sizeof(urlbuf), "%s%s", base, pathq);
+	int64_t start = now_ms();
+	if ((rv = nng_url_parse(&url, urlbuf)) != 0 || (rv = nng_http_client_alloc(&cli, url)) != 0 ||
+	    (rv = nng_aio_alloc(&aio, NULL, NULL)) != 0) {
+		snprintf(out->why, sizeof(out->why), "bad URL %s: %s", base, nng_strerror(rv));
+		goto done;
+	}
+	nng_aio_set_timeout(aio, (nng_duration)timeout_ms);
+	nng_http_client_connect(cli, aio);
+	nng_aio_wait(aio);
+	if ((rv = nng_aio_result(aio)) != 0) {
+		out->timed_out = rv == NNG_ETIMEDOUT;
+		snprintf(out->why, sizeof(out->why), "connect: %s", nng_strerror(rv));
+		goto done;
+	}
+	conn = nng_aio_get_output(aio, 0);
+	if ((rv = nng_http_req_alloc(&req, url)) != 0 || (rv = nng_http_res_alloc(&res)) != 0 ||
+	    (rv = nng_http_req_set_method(req, method)) != 0 ||
+	    (key != NULL && (rv = nng_http_req_set_header(req, "Idempotency-Key", key)) != 0) ||
+	    (body != NULL &&
+	        ((rv = nng_http_req_set_header(req, "Content-Type", "application/json")) != 0 ||
+	            (rv = nng_http_req_copy_data(req, body, strlen(body))) != 0))) {
+		snprintf(out->why, sizeof(out->why), "request: %s", nng_strerror(rv));
+		goto done;
+	}
+	int64_t left = timeout_ms - (now_ms() - start);
+	nng_aio_set_timeout(aio, (nng_duration)(left > 1 ? left : 1));
+	/* From here on the request may reach the server. */
+	out->outcome = ATTEMPT_LOST;
+	nng_http_conn_transact(conn, req, res, aio);
+	nng_aio_wait(aio);
+	if ((rv = nng_aio_result(aio)) != 0) {
+		out->timed_out = rv == NNG_ETIMEDOUT;
+		snprintf(out->why, sizeof(out->why), "no answer: %s", nng_strerror(rv));
+		goto done;
+	}
+	out->outcome = ATTEMPT_ANSWERED;
+	out->status = nng_http_res_get_status(res);
+	const char *h = nng_http_res_get_header(res, "Idempotent-Replayed");
+	out->replayed = h != NULL && strcmp(h, "true") == 0;
+	if ((h = nng_http_res_get_header(res, "Retry-After")) != NULL) {
+		char *end;
+		long long s = strtoll(h, &end, 10);
+		if (end != h && *end == '\0' && s >= 0 && s < 86400)
+			out->retry_after_ms = s * 1000;
+	}
+	void *data;
+	size_t len;
+	nng_http_res_get_data(res, &data, &len);
+	if (len > CLIENT_MAX_RESPONSE)
+		len = 0;
+	if ((out->body = malloc(len + 1)) != NULL) {
+		memcpy(out->body, data, len);
+		out->body[len] = '\0';
+	}
+done:
+	if (conn != NULL)
+		nng_http_conn_close(conn);
+	if (req != NULL)
+		nng_http_req_free(req);
+	if (res != NULL)
+		nng_http_res_free(res);
+	if (aio != NULL)
+		nng_aio_free(aio);
+	if (cli != NULL)
+		nng_http_client_free(cli);
+	if (url != NULL)
+		nng_url_free(url);
+}
+
+/* Lowercase, trim, collapse runs of white space. */
+static void
+normalize(const char *in, char *out, size_t outlen)
+{
+	size_t n = 0;
+	bool space = false;
+	for (; *in && n + 2 < outlen; in++) {
+		unsigned char c = (unsigned char)*in;
+		if (isspace(c)) {
+			space = n > 0;
+			continue;
+		}
+		if (space)
+			out[n++] = ' ';
+		space = false;
+		out[n++] = (char)tolower(c);
+	}
+	out[n] = '\0';
+}
+
+int
+client_derive_key(const struct client_opts *o, char *out, size_t outlen, char *err,
+    size_t errlen)
+{
+	switch (o->key_source) {
+	case CLIENT_KEY_FIXED:
+		if (o->key == NULL) {
+			snprintf(err, errlen, "--key is required");
+			return OB_EINVAL;
+		}
+		snprintf(out, outlen, "%s", o->key);
+		break;
+	case CLIENT_KEY_TOOL_CALL: {
+		const char *colon = o->key != NULL ? strchr(o->key, ':') : NULL;
+		if (colon == NULL || colon == o->key || colon[1] == '\0') {
+			snprintf(err, errlen, "--key-from tool-call needs RUN:TOOL_USE_ID");
+			return OB_EINVAL;
+		}
+		snprintf(out, outlen, "%s", o->key);
+		break;
+	}
+	case CLIENT_KEY_CONTENT: {
+		char name[1024], m[256], t[512];
+		if (o->run == NULL || o->run[0] == '\0') {
+			snprintf(err, errlen, "--key-from content needs --run");
+			return OB_EINVAL;
+		}
+		normalize(o->module, m, sizeof(m));
+		normalize(o->title, t, sizeof(t));
+		int n = snprintf(name, sizeof(name), "%s\n%s\n%s", o->run, m, t);
+		uuid_t u;
+		char s[37];
+		uuid_generate_sha1(u, content_ns, name, (size_t)n < sizeof(name) ? (size_t)n : sizeof(name) - 1);
+		uuid_unparse_lower(u, s);
+		snprintf(out, outlen, "content-%s", s);
+		break;
+	}
+	case CLIENT_KEY_PER_ATTEMPT:
+	case CLIENT_KEY_NONE:
+		out[0] = '\0';
+		return OB_OK;
+	}
+	return report_check_key(out, err, errlen);
+}
+
+static char *
+request_body(const struct client_opts *o)
+{
+	json_t *b = json_pack("{s:s,s:s,s:s}", "title", o->title ? o->title : "", "module",
+	    o->module ? o->module : "", "severity", o->severity ? o->severity : "");
+	if (b != NULL && o->steps != NULL)
+		json_object_set_new(b, "steps", json_string(o->steps));
+	char *s = b != NULL ? json_dumps(b, JSON_COMPACT) : NULL;
+	json_decref(b);
+	return s;
+}
+
+static bool
+retryable_status(int st)
+{
+	return st == 409 || st == 429 || st == 500 || st == 502 || st == 503 || st == 504;
+}
+
+/* Statuses after which the request may have been applied. */
+static bool
+ambiguous_status(int st)
+{
+	return st == 409 || st == 500 || st == 502 || st == 504;
+}
+
+static void
+observe(struct client_result *res, bool ok, const char *code, const char *content,
+    bool retryable, const char *status_json)
+{
+	json_t *meta = json_pack("{s:s?,s:i,s:b}", "idempotencyKey", res->key[0] ? res->key : NULL,
+	    "attempts", res->attempts, "retryable", retryable);
+	if (res->report_id > 0)
+		json_object_set_new(meta, "reportId", json_integer(res->report_id));
+	if (res->replayed)
+		json_object_set_new(meta, "replayed", json_true());
+	if (res->last_status > 0)
+		json_object_set_new(meta, "httpStatus", json_integer(res->last_status));
+	json_t *o = json_pack("{s:b,s:s,s:s,s:o}", "ok", ok, "code", code, "content", content,
+	    "metadata", meta);
+	if (status_json != NULL) {
+		json_t *r = json_loads(status_json, 0, NULL);
+		if (r != NULL)
+			json_object_set_new(o, "result", r);
+	}
+	res->observation = json_dumps(o, JSON_COMPACT);
+	json_decref(o);
+	res->ok = ok;
+	res->code = code;
+}
+
+static int64_t
+body_report_id(const char *body)
+{
+	json_t *o = body != NULL ? json_loads(body, 0, NULL) : NULL;
+	int64_t id = (int64_t)json_integer_value(json_object_get(o, "report_id"));
+	json_decref(o);
+	return id;
+}
+
+static void
+ledger_note(const struct client_opts *o, const char *key, const char *state,
+    const struct client_result *res)
+{
+	char err[512], extra[256];
+	if (o->ledger == NULL || key[0] == '\0')
+		return;
+	snprintf(extra, sizeof(extra), "{\"attempts\":%d,\"reportId\":%" PRId64 ",\"code\":\"%s\"}",
+	    res->attempts, res->report_id, res->code ? res->code : "");
+	if (ledger_append(o->ledger, key, state, strcmp(state, "planned") == 0 ? NULL : extra, err,
+	        sizeof(err)) != OB_OK)
+		fprintf(stderr, "outbox-producer: %s\n", err);
+}
+
+static void
+finish_with_status(struct client_result *res, const struct http_reply *r)
+{
+	char msg[512];
+	int st = r->status;
+	const char *code = "TOOL_CRASH";
+	if (st == 400 || st == 411 || st == 413 || st == 415 || st == 422)
+		code = "INVALID_ARGUMENTS";
+	else if (st == 404 || st == 405)
+		code = "NOT_FOUND";
+	else if (st == 401 || st == 403)
+		code = "PERMISSION_DENIED";
+	json_t *b = r->body != NULL ? json_loads(r->body, 0, NULL) : NULL;
+	const char *m = json_string_value(json_object_get(b, "message"));
+	snprintf(msg, sizeof(msg), "submit_bug_report was refused (HTTP %d): %s. Nothing was"
+	    " created. Do not retry the same request unchanged%s.", st, m ? m : "no detail",
+	    st == 422 ? "; this key was already used for a different report" : "");
+	json_decref(b);
+	res->exit_code = CLIENT_EXIT_FAILED;
+	observe(res, false, code, msg, false, NULL);
+}
+
+void
+client_lookup(const char *url, const char *key, int64_t timeout_ms, struct client_result *res)
+{
+	char path[1024], msg[600];
+	size_t n = (size_t)snprintf(path, sizeof(path), "/v1/reports?idempotency_key=");
+	memset(res, 0, sizeof(*res));
+	snprintf(res->key, sizeof(res->key), "%s", key);
+	for (const unsigned char *p = (const unsigned char *)key; *p && n + 4 < sizeof(path); p++) {
+		if (isalnum(*p) || strchr("-._~", *p) != NULL)
+			path[n++] = (char)*p;
+		else
+			n += (size_t)snprintf(path + n, sizeof(path) - n, "%%%02X", *p);
+	}
+	path[n] = '\0';
+	struct http_reply r;
+	http_call(url, "GET", path, NULL, NULL, timeout_ms, &r);
+	res->attempts = 1;
+	res->last_status = r.status;
+	if (r.outcome == ATTEMPT_ANSWERED && r.status == 200) {
+		res->report_id = body_report_id(r.body);
+		snprintf(msg, sizeof(msg), "A report with key %s exists: report %" PRId64 ".", key,
+		    res->report_id);
+		res->exit_code = CLIENT_EXIT_OK;
+		observe(res, true, "OK", msg, false, r.body);
+	} else if (r.outcome == ATTEMPT_ANSWERED && r.status == 404) {
+		snprintf(msg, sizeof(msg), "No report with key %s exists.", key);
+		res->exit_code = CLIENT_EXIT_FAILED;
+		observe(res, false, "NOT_FOUND", msg, false, NULL);
+	} else if (r.outcome == ATTEMPT_ANSWERED) {
+		finish_with_status(res, &r);
+	} else {
+		snprintf(msg, sizeof(msg), "The report service did not answer the lookup (%s). It is"
+		    " not known whether a report with key %s exists; try the lookup again later.",
+		    r.why, key);
+		res->exit_code = CLIENT_EXIT_UNCERTAIN;
+		observe(res, false, r.timed_out ? "TIMEOUT" : "TOOL_CRASH", msg, true, NULL);
+	}
+	free(r.body);
+}
+
+void
+client_submit(const struct client_opts *o, struct client_result *res)
+{
+	char key[256] = "", err[512], msg[1024];
+	uint64_t rng = ob_rand_seed();
+	memset(res, 0, sizeof(*res));
+	if (client_derive_key(o, key, sizeof(key), err, sizeof(err)) != OB_OK) {
+		res->exit_code = CLIENT_EXIT_USAGE;
+		observe(res, false, "INVALID_ARGUMENTS", err, false, NULL);
+		return;
+	}
+	snprintf(res->key, sizeof(res->key), "%s", key);
+	bool stable = key[0] != '\0';
+
+	/* A key the ledger left uncertain is looked up before it is posted. */
+	if (stable && o->ledger != NULL) {
+		char last[16];
+		if (ledger_last_state(o->ledger, key, last, sizeof(last), err, sizeof(err)) != OB_OK) {
+			res->exit_code = CLIENT_EXIT_FAILED;
+			observe(res, false, "TOOL_CRASH", err, false, NULL);
+			return;
+		}
+		if (strcmp(last, "uncertain") == 0 || strcmp(last, "started") == 0) {
+			struct client_result lk;
+			client_lookup(o->url, key, o->timeout_ms, &lk);
+			if (lk.exit_code == CLIENT_EXIT_OK) {
+				res->report_id = lk.report_id;
+				snprintf(msg, sizeof(msg), "Bug report %" PRId64 " already exists for this"
+				    " call (found by looking up key %s after an uncertain earlier attempt);"
+				    " nothing was posted.", lk.report_id, key);
+				res->exit_code = CLIENT_EXIT_OK;
+				observe(res, true, "OK", msg, false, NULL);
+				ledger_note(o, key, "succeeded", res);
+				client_result_fini(&lk);
+				return;
+			}
+			bool not_found = strcmp(lk.code, "NOT_FOUND") == 0;
+			client_result_fini(&lk);
+			if (!not_found) {
+				snprintf(msg, sizeof(msg), "An earlier submit_bug_report with key %s may have"
+				    " created the report, and the lookup did not answer. Do NOT resubmit:"
+				    " look the key up again later (outbox-producer lookup --key %s).", key,
+				    key);
+				res->exit_code = CLIENT_EXIT_UNCERTAIN;
+				observe(res, false, "SIDE_EFFECT_UNCERTAIN", msg, false, NULL);
+				return;
+			}
+		}
+	}
+
+	char *body = request_body(o);
+	if (body == NULL) {
+		res->exit_code = CLIENT_EXIT_FAILED;
+		observe(res, false, "TOOL_CRASH", "out of memory", false, NULL);
+		return;
+	}
+	ledger_note(o, key, "planned", res);
+	ledger_note(o, key, "started", res);
+
+	bool maybe_applied = false;
+	struct http_reply r = { 0 };
+	for (int attempt = 1; attempt <= o->attempts; attempt++) {
+		if (o->key_source == CLIENT_KEY_PER_ATTEMPT) {
+			uuid_t u;
+			uuid_generate_random(u);
+			uuid_unparse_lower(u, key);
+			snprintf(res->key, sizeof(res->key), "%s", key);
+		}
+		free(r.body);
+		http_call(o->url, "POST", "/v1/reports", key[0] ? key : NULL, body, o->timeout_ms, &r);
+		res->attempts = attempt;
+		res->last_status = r.status;
+		if (r.outcome == ATTEMPT_ANSWERED && r.status >= 200 && r.status < 300) {
+			res->report_id = body_report_id(r.body);
+			res->replayed = r.replayed;
+			snprintf(msg, sizeof(msg), "Bug report %" PRId64 " %s.", res->report_id,
+			    r.replayed ? "was already created by an earlier attempt of this call (the"
+			                 " stored result was replayed); it exists once"
+			               : "was created");
+			res->exit_code = CLIENT_EXIT_OK;
+			observe(res, true, "OK", msg, false, r.body);
+			ledger_note(o, key, "succeeded", res);
+			goto out;
+		}
+		if (r.outcome == ATTEMPT_ANSWERED && !retryable_status(r.status)) {
+			/* Definitive: with a stable key it also settles earlier attempts. */
+			finish_with_status(res, &r);
+			ledger_note(o, key, "failed", res);
+			goto out;
+		}
+		if (r.outcome == ATTEMPT_LOST ||
+		    (r.outcome == ATTEMPT_ANSWERED && ambiguous_status(r.status)))
+			maybe_applied = true;
+		if (attempt == o->attempts)
+			break;
+		int64_t wait = ob_backoff_full_jitter(o->base_ms, o->cap_ms, (uint32_t)attempt, &rng);
+		if (r.retry_after_ms > wait)
+			wait = r.retry_after_ms < o->max_retry_after_ms ? r.retry_after_ms
+			                                                  : o->max_retry_after_ms;
+		sleep_ms(wait);
+	}
+	if (maybe_applied) {
+		snprintf(msg, sizeof(msg), "submit_bug_report was sent but its outcome is unknown after"
+		    " %d attempts (last: %s): the report MAY ALREADY HAVE BEEN CREATED. Do NOT"
+		    " resubmit. First look it up with key %s (outbox-producer lookup --key %s, or"
+		    " GET /v1/reports?idempotency_key=...); resubmit only if it is not found, and"
+		    " then with the same key.", res->attempts,
+		    r.outcome == ATTEMPT_ANSWERED ? "an HTTP error" : r.why, key[0] ? key : "(none)",
+		    key[0] ? key : "(none)");
+		res->exit_code = CLIENT_EXIT_UNCERTAIN;
+		observe(res, false, "SIDE_EFFECT_UNCERTAIN", msg, false, NULL);
+		ledger_note(o, key, "uncertain", res);
+	} else {
+		snprintf(msg, sizeof(msg), "submit_bug_report did not reach the report service after"
+		    " %d attempts (%s). Nothing was created; it is safe to retry later.",
+		    res->attempts, r.outcome == ATTEMPT_ANSWERED ? "it was overloaded" : r.why);
+		res->exit_code = CLIENT_EXIT_FAILED;
+		observe(res, false, r.timed_out ? "TIMEOUT" : "TOOL_CRASH", msg, true, NULL);
+		ledger_note(o, key, "failed", res);
+	}
+out:
+	free(r.body);
+	free(body);
+}
+
+void
+client_result_fini(struct client_result *res)
+{
+	free(res->observation);
+	res->observation = NULL;
+}

@@ -1,0 +1,79 @@
+/*
+ * client.h - the agent-side client of the report API: one logical call
+ * (one key, fixed before the first attempt and reused on every retry),
+ * bounded retries with Full Jitter, and ONE observation for the agent that
+ * never turns "no answer" into "failed".
+ *
+ * Retried: connection errors, timeouts, 409, 429, 500, 502, 503, 504
+ * (honouring Retry-After). Never retried: any other 4xx. When an attempt
+ * may have been applied and no later answer settled it, the outcome is
+ * SIDE_EFFECT_UNCERTAIN: do not resubmit, look the key up first.
+ */
+#ifndef OUTBOX_PRODUCER_CLIENT_H
+#define OUTBOX_PRODUCER_CLIENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define CLIENT_MAX_RESPONSE (1024 * 1024) /* larger answers are refused */
+
+/* Exit statuses of submit / lookup. */
+enum client_exit {
+	CLIENT_EXIT_OK = 0,
+	CLIENT_EXIT_FAILED = 1,     /* permanent, or definitely not applied */
+	CLIENT_EXIT_USAGE = 2,
+	CLIENT_EXIT_UNCERTAIN = 3,  /* may have been applied: look up first */
+};
+
+enum client_key_source {
+	CLIENT_KEY_FIXED = 0,    /* --key K */
+	CLIENT_KEY_TOOL_CALL,    /* --key-from tool-call RUN:TOOL_USE_ID */
+	CLIENT_KEY_CONTENT,      /* --key-from content: digest of run + module + title */
+	CLIENT_KEY_PER_ATTEMPT,  /* BROKEN (demo): a new UUID on every attempt */
+	CLIENT_KEY_NONE,         /* BROKEN (demo): no Idempotency-Key at all */
+};
+
+struct client_opts {
+	const char *url;          /* base, http://HOST:PORT */
+	const char *title, *module, *steps, *severity; /* steps may be NULL */
+	enum client_key_source key_source;
+	const char *key;          /* FIXED: the key; TOOL_CALL: RUN:TOOL_USE_ID */
+	const char *run;          /* CONTENT: the run id */
+	int attempts;             /* >= 1 */
+	int64_t base_ms, cap_ms;  /* Full Jitter */
+	int64_t timeout_ms;       /* per attempt */
+	int64_t max_retry_after_ms; /* longest Retry-After honoured */
+	const char *ledger;       /* NULL = no ledger */
+};
+
+/* The outcome. observation is owned (free with client_result_fini). */
+struct client_result {
+	char *observation;        /* {ok, code, content, metadata{...}} */
+	int exit_code;            /* enum client_exit */
+	bool ok;
+	const char *code;         /* static string */
+	int64_t report_id;        /* 0 when none */
+	int attempts;             /* attempts sent (0 when settled by the ledger lookup) */
+	int last_status;          /* last HTTP status, 0 when none */
+	bool replayed;
+	char key[256];            /* the key used (last attempt's for per-attempt) */
+};
+
+/* Derive the key for opts (FIXED, TOOL_CALL, CONTENT) into out (256
+ * bytes). OB_OK or OB_EINVAL with the reason. */
+int client_derive_key(const struct client_opts *opts, char *out, size_t outlen, char *err,
+    size_t errlen);
+
+/* Run the logical call. Blocks (retries sleep). Never fails: every problem
+ * ends up in the observation. */
+void client_submit(const struct client_opts *opts, struct client_result *res);
+
+/* GET /v1/reports?idempotency_key=key: OK with the report, NOT_FOUND, or
+ * TOOL_CRASH / TIMEOUT when the service did not answer. */
+void client_lookup(const char *url, const char *key, int64_t timeout_ms,
+    struct client_result *res);
+
+void client_result_fini(struct client_result *res);
+
+#endif

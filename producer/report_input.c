@@ -1,0 +1,204 @@
+/*
+ * report_input.c - checks on what a client sends (see report_input.h).
+ *
+ * JSON is parsed by jansson (never by hand); the canonical form used as the
+ * request fingerprint is jansson's sorted-keys compact dump, so two bodies
+ * that differ only in member order or whitespace are the same request.
+ */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "outbox/err.h"
+#include "report_input.h"
+
+static int
+key_bytes_ok(const char *k, size_t n, char *err, size_t errlen)
+{
+	if (n == 0) {
+		snprintf(err, errlen, "Idempotency-Key must not be empty");
+		return OB_EINVAL;
+	}
+	if (n > PRODUCER_KEY_MAX) {
+		snprintf(err, errlen, "Idempotency-Key is %zu bytes, the maximum is %d", n,
+		    PRODUCER_KEY_MAX);
+		return OB_EINVAL;
+	}
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)k[i];
+		if (c < 0x20 || c > 0x7e) {
+			snprintf(err, errlen, "Idempotency-Key byte %zu is 0x%02x: only printable"
+			    " ASCII is allowed", i, c);
+			return OB_EINVAL;
+		}
+	}
+	return OB_OK;
+}
+
+int
+report_check_key(const char *key, char *err, size_t errlen)
+{
+	return key_bytes_ok(key, strlen(key), err, errlen);
+}
+
+int
+report_parse_key(const char *header, char *out, size_t outlen, char *err,
+    size_t errlen)
+{
+	char buf[PRODUCER_KEY_MAX + 1];
+	size_t n = 0, len = strlen(header);
+	if (len > 0 && header[0] == '"') {
+		/* RFC 8941 sf-string: "..." with \" and \\ as the only escapes. */
+		size_t i = 1;
+		for (; i < len && header[i] != '"'; i++) {
+			char c = header[i];
+			if (c == '\\') {
+				if (i + 1 >= len || (header[i + 1] != '"' && header[i + 1] != '\\')) {
+					snprintf(err, errlen, "Idempotency-Key: bad escape in quoted string");
+					return OB_EINVAL;
+				}
+				c = header[++i];
+			}
+			if (n >= sizeof(buf) - 1) {
+				snprintf(err, errlen, "Idempotency-Key is over %d bytes", PRODUCER_KEY_MAX);
+				return OB_EINVAL;
+			}
+			buf[n++] = c;
+		}
+		if (i >= len || i + 1 != len) {
+			snprintf(err, errlen, "Idempotency-Key: unterminated quoted string");
+			return OB_EINVAL;
+		}
+		int rc = key_bytes_ok(buf, n, err, errlen);
+		if (rc != OB_OK)
+			return rc;
+	} else {
+		int rc = key_bytes_ok(header, len, err, errlen);
+		if (rc != OB_OK)
+			return rc;
+		memcpy(buf, header, len);
+		n = len;
+	}
+	if (n + 1 > outlen) {
+		snprintf(err, errlen, "Idempotency-Key: no room");
+		return OB_EINVAL;
+	}
+	memcpy(out, buf, n);
+	out[n] = '\0';
+	return OB_OK;
+}
+
+/* Characters (code points) of valid UTF-8, as PostgreSQL's length() counts. */
+static size_t
+utf8_chars(const char *s)
+{
+	size_t n = 0;
+	for (; *s; s++)
+		if (((unsigned char)*s & 0xc0) != 0x80)
+			n++;
+	return n;
+}
+
+static int
+string_field(json_t *root, const char *name, bool required, size_t min, size_t max,
+    const char **out, char *err, size_t errlen)
+{
+	json_t *v = json_object_get(root, name);
+	if (v == NULL) {
+		if (!required) {
+			*out = NULL;
+			return OB_OK;
+		}
+		snprintf(err, errlen, "field '%s' is required", name);
+		return OB_EINVAL;
+	}
+	if (!json_is_string(v)) {
+		snprintf(err, errlen, "field '%s' must be a string", name);
+		return OB_EINVAL;
+	}
+	size_t n = utf8_chars(json_string_value(v));
+	if (n < min || n > max) {
+		snprintf(err, errlen, "field '%s' must be %zu..%zu characters (got %zu)", name, min,
+		    max, n);
+		return OB_EINVAL;
+	}
+	*out = json_string_value(v);
+	return OB_OK;
+}
+
+int
+report_parse_body(const char *body, size_t len, struct report_input *out,
+    char *err, size_t errlen)
+{
+	static const char *const known[] = { "title", "module", "steps", "severity", NULL };
+	static const char *const severities[] = { "low", "medium", "high", "critical", NULL };
+	json_error_t jerr;
+	json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (root == NULL) {
+		snprintf(err, errlen, "body is not valid JSON: %s (line %d, column %d)", jerr.text,
+		    jerr.line, jerr.column);
+		return OB_EINVAL;
+	}
+	struct report_input in = { .root = root };
+	int rc = OB_EINVAL;
+	if (!json_is_object(root)) {
+		snprintf(err, errlen, "body must be a JSON object");
+		goto fail;
+	}
+	const char *name;
+	json_t *v;
+	json_object_foreach(root, name, v) {
+		bool ok = false;
+		for (const char *const *k = known; *k; k++)
+			ok |= strcmp(*k, name) == 0;
+		if (!ok) {
+			snprintf(err, errlen, "field '%.64s' is not known (known: title, module,"
+			    " steps, severity)", name);
+			goto fail;
+		}
+	}
+	if ((rc = string_field(root, "title", true, 1, PRODUCER_TITLE_MAX, &in.r.title, err,
+	         errlen)) != OB_OK ||
+	    (rc = string_field(root, "module", true, 1, PRODUCER_MODULE_MAX, &in.r.module, err,
+	         errlen)) != OB_OK ||
+	    (rc = string_field(root, "steps", false, 0, PRODUCER_STEPS_MAX, &in.r.steps, err,
+	         errlen)) != OB_OK ||
+	    (rc = string_field(root, "severity", true, 1, 16, &in.r.severity, err,
+	         errlen)) != OB_OK)
+		goto fail;
+	rc = OB_EINVAL;
+	bool sev_ok = false;
+	for (const char *const *s = severities; *s; s++)
+		sev_ok |= strcmp(*s, in.r.severity) == 0;
+	if (!sev_ok) {
+		snprintf(err, errlen, "field 'severity' must be one of low, medium, high, critical");
+		goto fail;
+	}
+	if (in.r.steps == NULL)
+		in.r.steps = "";
+	in.canonical = json_dumps(root, JSON_SORT_KEYS | JSON_COMPACT | JSON_ENSURE_ASCII);
+	if (in.canonical == NULL) {
+		snprintf(err, errlen, "out of memory");
+		rc = OB_ENOMEM;
+		goto fail;
+	}
+	in.canonical_len = strlen(in.canonical);
+	*out = in;
+	return OB_OK;
+fail:
+	json_decref(root);
+	return rc;
+}
+
+void
+report_input_fini(struct report_input *in)
+{
+	if (in->root != NULL)
+		json_decref((json_t *)in->root);
+	free(in->canonical);
+	in->root = NULL;
+	in->canonical = NULL;
+}

@@ -1,0 +1,219 @@
+/*
+ * serve_cmd.c - `outbox-producer serve`: the idempotent HTTP API. Parses
+ * the config table, refuses a lease shorter than --max-processing, arms the
+ * fault counters, starts the server and the key GC, waits for a signal.
+ */
+#include <inttypes.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "api.h"
+#include "http_server.h"
+#include "keygc.h"
+#include "outbox/config.h"
+#include "outbox/err.h"
+#include "outbox/log.h"
+#include "producer.h"
+
+#define SERVE_MAX_FAULT 1000000000
+
+struct serve_config {
+	char *db;
+	char *http;
+	char *idempotency;
+	int64_t threads;
+	int64_t max_queue;
+	int64_t max_body;
+	int64_t read_timeout;
+	int64_t lease;
+	int64_t max_processing;
+	int64_t key_retention;
+	int64_t gc_interval;
+	int64_t gc_batch;
+	bool no_fencing;
+	char *ready_file;
+	char *log_level;
+	char *log_format;
+	int64_t fault_lose_response;
+	int64_t fault_crash;
+	int64_t fault_slow;
+	int64_t fault_slow_ms;
+};
+
+#define OPT(name, env, type, def, min, max, choices, req, field, help)      \
+	{ name, env, type, def, min, max, choices, req, false,              \
+	    offsetof(struct serve_config, field), help }
+
+static const struct ob_cfg_opt serve_options[] = {
+	OPT("db", "OUTBOX_DB", OB_CFG_STRING, NULL, 0, 0, NULL, true, db,
+	    "PostgreSQL connection string of the producer's database (outbox migrations applied)"),
+	OPT("http", "OUTBOX_HTTP", OB_CFG_STRING, "http://127.0.0.1:8080", 0, 0, NULL, false,
+	    http, "address to serve HTTP on (http://HOST:PORT; port 0 = any free port)"),
+	OPT("idempotency", "OUTBOX_IDEMPOTENCY", OB_CFG_ENUM, "atomic", 0, 0,
+	    "none|split|atomic", false, idempotency,
+	    "key handling: atomic (the real one); split and none are BROKEN modes for demos"),
+	OPT("threads", "OUTBOX_THREADS", OB_CFG_INT, "16", 1, 256, NULL, false, threads,
+	    "serving threads, each with its own DB connection"),
+	OPT("max-queue", "OUTBOX_MAX_QUEUE", OB_CFG_INT, "1024", 1, 1000000, NULL, false,
+	    max_queue, "requests waiting for a serving thread; beyond it 503 + Retry-After"),
+	OPT("max-body", "OUTBOX_MAX_BODY", OB_CFG_SIZE, "64k", 256, 1048576, NULL, false,
+	    max_body, "largest request body accepted (larger: 413)"),
+	OPT("read-timeout", "OUTBOX_READ_TIMEOUT", OB_CFG_DURATION, "10s", 100, 600000, NULL,
+	    false, read_timeout, "time allowed to receive a request body"),
+	OPT("lease", "OUTBOX_LEASE", OB_CFG_DURATION, "5s", 10, 3600000, NULL, false, lease,
+	    "idempotency key lease: a claim older than this is taken over (fencing token bumped)"),
+	OPT("max-processing", "OUTBOX_MAX_PROCESSING", OB_CFG_DURATION, "3s", 1, 3600000, NULL,
+	    false, max_processing,
+	    "client timeout + longest processing; the server refuses a --lease shorter than this"),
+	OPT("key-retention", "OUTBOX_KEY_RETENTION", OB_CFG_DURATION, "24h", 1000,
+	    31536000000LL, NULL, false, key_retention,
+	    "keys older than this are deleted; the same key is then a new request"),
+	OPT("gc-interval", "OUTBOX_GC_INTERVAL", OB_CFG_DURATION, "1m", 100, 86400000, NULL,
+	    false, gc_interval, "how often expired keys are deleted"),
+	OPT("gc-batch", "OUTBOX_GC_BATCH", OB_CFG_INT, "1000", 1, 100000, NULL, false, gc_batch,
+	    "keys deleted per statement"),
+	OPT("no-fencing", "OUTBOX_NO_FENCING", OB_CFG_BOOL, "false", 0, 0, NULL, false,
+	    no_fencing, "TEST-ONLY BROKEN SWITCH: complete the key without checking the token"),
+	OPT("ready-file", "OUTBOX_READY_FILE", OB_CFG_STRING, NULL, 0, 0, NULL, false,
+	    ready_file, "write the served URL (with the bound port) here once listening"),
+	OPT("log-level", "OUTBOX_LOG_LEVEL", OB_CFG_ENUM, "info", 0, 0,
+	    "debug|info|warn|error", false, log_level, "least severe level logged"),
+	OPT("log-format", "OUTBOX_LOG_FORMAT", OB_CFG_ENUM, "text", 0, 0, "text|json", false,
+	    log_format, "log line format"),
+	OPT("fault-lose-response", "OUTBOX_FAULT_LOSE_RESPONSE", OB_CFG_INT, "0", 0,
+	    SERVE_MAX_FAULT, NULL, false, fault_lose_response,
+	    "fault: after COMMIT close the connection without a byte, N times"),
+	OPT("fault-crash", "OUTBOX_FAULT_CRASH", OB_CFG_INT, "0", 0, SERVE_MAX_FAULT, NULL, false,
+	    fault_crash, "fault: SIGKILL self mid-request (none: after commit; split: before the"
+	    " key is recorded; atomic: after the claim), N times"),
+	OPT("fault-slow", "OUTBOX_FAULT_SLOW", OB_CFG_INT, "0", 0, SERVE_MAX_FAULT, NULL, false,
+	    fault_slow, "fault: sleep --fault-slow-ms after the key claim, N times"),
+	OPT("fault-slow-ms", "OUTBOX_FAULT_SLOW_MS", OB_CFG_DURATION, "1s", 0, 3600000, NULL,
+	    false, fault_slow_ms, "how long a --fault-slow sleep lasts"),
+	OB_CFG_END,
+};
+
+static const char synopsis[] =
+    "outbox-producer serve --db CONNINFO [--http http://HOST:PORT] [options]";
+static const char description[] =
+    "Serve the idempotent bug-report API: POST /v1/reports (Idempotency-Key required),"
+    " GET /v1/reports?idempotency_key=K, GET /v1/reports/{id}, GET /healthz. In atomic mode"
+    " the report, its outbox record (topic report.created) and the key's stored response"
+    " commit in ONE transaction, only while the key still carries this request's fencing"
+    " token.";
+
+static int
+write_ready(const char *path, int port)
+{
+	char tmp[4096];
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	FILE *f = fopen(tmp, "w");
+	if (f == NULL)
+		return -1;
+	fprintf(f, "http://127.0.0.1:%d\n", port);
+	if (fclose(f) != 0)
+		return -1;
+	return rename(tmp, path);
+}
+
+int
+producer_cmd_serve(int argc, char **argv)
+{
+	struct serve_config cfg;
+	char err[1024];
+	int first_arg = 0, code = 2;
+	bool help = false;
+	struct http_server *srv = NULL;
+	struct keygc *gc = NULL;
+
+	if (ob_cfg_parse(serve_options, &cfg, argc, argv, &first_arg, &help, err,
+	        sizeof(err)) != OB_OK) {
+		fprintf(stderr, "outbox-producer serve: %s\n", err);
+		goto out;
+	}
+	if (help) {
+		ob_cfg_usage(stdout, synopsis, description, serve_options);
+		code = 0;
+		goto out;
+	}
+	if (first_arg < argc) {
+		fprintf(stderr, "outbox-producer serve: unexpected argument '%s'\n", argv[first_arg]);
+		goto out;
+	}
+	if (cfg.lease < cfg.max_processing) {
+		fprintf(stderr, "outbox-producer serve: --lease %" PRId64 "ms is shorter than"
+		    " --max-processing %" PRId64 "ms: a live slow request would be taken over and"
+		    " fenced out\n", cfg.lease, cfg.max_processing);
+		goto out;
+	}
+	enum ob_log_level level;
+	enum ob_log_format format;
+	ob_log_level_parse(cfg.log_level, &level);
+	ob_log_format_parse(cfg.log_format, &format);
+	ob_log_init("outbox-producer", level, format);
+
+	static struct producer_faults faults = {
+		.lose_response = { "producer.lose_response", 0 },
+		.crash = { "producer.crash", 0 },
+		.slow = { "producer.slow", 0 },
+	};
+	ob_fault_arm(&faults.lose_response, cfg.fault_lose_response);
+	ob_fault_arm(&faults.crash, cfg.fault_crash);
+	ob_fault_arm(&faults.slow, cfg.fault_slow);
+	faults.slow_ms = cfg.fault_slow_ms;
+
+	struct http_server_config hcfg = {
+		.url = cfg.http,
+		.db = cfg.db,
+		.threads = (int)cfg.threads,
+		.max_queue = (int)cfg.max_queue,
+		.max_body = cfg.max_body,
+		.read_timeout_ms = cfg.read_timeout,
+		.api = { .lease_ms = cfg.lease, .fencing = !cfg.no_fencing, .faults = &faults },
+	};
+	producer_mode_parse(cfg.idempotency, &hcfg.api.mode);
+
+	sigset_t stop;
+	sigemptyset(&stop);
+	sigaddset(&stop, SIGTERM);
+	sigaddset(&stop, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &stop, NULL);
+
+	code = 1;
+	if (http_server_start(&hcfg, &srv, err, sizeof(err)) != OB_OK) {
+		fprintf(stderr, "outbox-producer serve: %s\n", err);
+		goto out;
+	}
+	if (keygc_start(cfg.db, cfg.key_retention, cfg.gc_interval, (int)cfg.gc_batch, &gc, err,
+	        sizeof(err)) != OB_OK) {
+		fprintf(stderr, "outbox-producer serve: %s\n", err);
+		goto out;
+	}
+	int port = http_server_port(srv);
+	if (cfg.ready_file != NULL && write_ready(cfg.ready_file, port) != 0) {
+		fprintf(stderr, "outbox-producer serve: cannot write --ready-file %s\n", cfg.ready_file);
+		goto out;
+	}
+	ob_info("producer.started", "http=%s port=%d idempotency=%s%s threads=%d lease_ms=%" PRId64
+	    " key_retention_ms=%" PRId64, cfg.http, port, cfg.idempotency,
+	    hcfg.api.mode != PRODUCER_MODE_ATOMIC ? "(broken-mode)" : "", (int)cfg.threads,
+	    cfg.lease, cfg.key_retention);
+	if (cfg.no_fencing)
+		ob_warn("producer.fencing_off", "mode=%s", "TEST-ONLY");
+
+	int sig = 0;
+	sigwait(&stop, &sig);
+	ob_info("producer.stopping", "signal=%d", sig);
+	code = 0;
+out:
+	if (gc != NULL)
+		keygc_stop(gc);
+	if (srv != NULL)
+		http_server_stop(srv);
+	ob_cfg_free(serve_options, &cfg);
+	return code;
+}

@@ -1,0 +1,170 @@
+/*
+ * test_producer_input.c - what the producer API accepts before anything is
+ * stored: the Idempotency-Key header (bare or quoted, printable ASCII,
+ * 1..255 bytes), the report body (every field checked and named), the
+ * canonical fingerprint input, and the client's derived keys.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "client.h"
+#include "outbox/err.h"
+#include "report_input.h"
+#include "testsupport.h"
+
+START_TEST(test_key_header)
+{
+	static const struct {
+		const char *in, *want; /* want NULL = refused */
+	} cases[] = {
+		{ "abc", "abc" },
+		{ "8e03978e-40d5-43e8-bc93-6894a57f9324", "8e03978e-40d5-43e8-bc93-6894a57f9324" },
+		{ "\"quoted key\"", "quoted key" },
+		{ "\"a\\\"b\\\\c\"", "a\"b\\c" },
+		{ "run-1:toolu_01", "run-1:toolu_01" },
+		{ "", NULL },
+		{ "\"\"", NULL },
+		{ "\"unterminated", NULL },
+		{ "\"bad\\escape\"", NULL },
+		{ "\"x\"trailing", NULL },
+		{ "a\tb", NULL },
+		{ "a\x01" "b", NULL },
+		{ "caf\xc3\xa9", NULL },
+	};
+	char out[PRODUCER_KEY_MAX + 1], err[256];
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int rc = report_parse_key(cases[i].in, out, sizeof(out), err, sizeof(err));
+		if (cases[i].want == NULL) {
+			ck_assert_msg(rc == OB_EINVAL, "case %zu accepted", i);
+		} else {
+			ck_assert_msg(rc == OB_OK, "case %zu: %s", i, err);
+			ck_assert_str_eq(out, cases[i].want);
+		}
+	}
+	char longkey[PRODUCER_KEY_MAX + 2];
+	memset(longkey, 'k', sizeof(longkey) - 1);
+	longkey[PRODUCER_KEY_MAX] = '\0';
+	ck_assert_int_eq(report_parse_key(longkey, out, sizeof(out), err, sizeof(err)), OB_OK);
+	longkey[PRODUCER_KEY_MAX] = 'k';
+	longkey[PRODUCER_KEY_MAX + 1] = '\0';
+	ck_assert_int_eq(report_parse_key(longkey, out, sizeof(out), err, sizeof(err)), OB_EINVAL);
+	ck_assert(strstr(err, "256 bytes") != NULL);
+}
+END_TEST
+
+START_TEST(test_body_fields)
+{
+	static const struct {
+		const char *body, *field; /* field NULL = accepted */
+	} cases[] = {
+		{ "{\"title\":\"t\",\"module\":\"m\",\"severity\":\"low\"}", NULL },
+		{ "{\"title\":\"t\",\"module\":\"m\",\"severity\":\"critical\",\"steps\":\"\"}", NULL },
+		{ "{\"module\":\"m\",\"severity\":\"low\"}", "'title'" },
+		{ "{\"title\":\"t\",\"severity\":\"low\"}", "'module'" },
+		{ "{\"title\":\"t\",\"module\":\"m\"}", "'severity'" },
+		{ "{\"title\":5,\"module\":\"m\",\"severity\":\"low\"}", "'title'" },
+		{ "{\"title\":\"t\",\"module\":\"m\",\"severity\":\"urgent\"}", "'severity'" },
+		{ "{\"title\":\"t\",\"module\":\"m\",\"severity\":\"low\",\"steps\":[1]}", "'steps'" },
+		{ "{\"title\":\"\",\"module\":\"m\",\"severity\":\"low\"}", "'title'" },
+		{ "{\"title\":\"t\",\"module\":\"m\",\"severity\":\"low\",\"titel\":\"x\"}", "'titel'" },
+		{ "{\"title\":\"t\",\"title\":\"u\",\"module\":\"m\",\"severity\":\"low\"}", "JSON" },
+		{ "[1,2]", "object" },
+		{ "{\"title\":", "JSON" },
+		{ "", "JSON" },
+	};
+	char err[256];
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct report_input in;
+		int rc = report_parse_body(cases[i].body, strlen(cases[i].body), &in, err, sizeof(err));
+		if (cases[i].field == NULL) {
+			ck_assert_msg(rc == OB_OK, "case %zu: %s", i, err);
+			report_input_fini(&in);
+		} else {
+			ck_assert_msg(rc == OB_EINVAL, "case %zu accepted", i);
+			ck_assert_msg(strstr(err, cases[i].field) != NULL, "case %zu: '%s' lacks %s", i,
+			    err, cases[i].field);
+		}
+	}
+}
+END_TEST
+
+START_TEST(test_body_limits_count_characters)
+{
+	/* 200 two-byte characters are a valid title; 201 are not. */
+	char body[1024], title[512];
+	char err[256];
+	struct report_input in;
+	for (int n = 200; n <= 201; n++) {
+		title[0] = '\0';
+		for (int i = 0; i < n; i++)
+			strcat(title, "\xc3\xa9");
+		snprintf(body, sizeof(body), "{\"title\":\"%s\",\"module\":\"m\",\"severity\":\"low\"}",
+		    title);
+		int rc = report_parse_body(body, strlen(body), &in, err, sizeof(err));
+		ck_assert_int_eq(rc, n == 200 ? OB_OK : OB_EINVAL);
+		if (rc == OB_OK)
+			report_input_fini(&in);
+	}
+}
+END_TEST
+
+START_TEST(test_canonical_fingerprint)
+{
+	const char *a = "{\"title\":\"t\",\"module\":\"m\",\"severity\":\"low\"}";
+	const char *b = " { \"severity\" : \"low\",\n \"module\":\"m\", \"title\":\"t\" } ";
+	const char *c = "{\"title\":\"T\",\"module\":\"m\",\"severity\":\"low\"}";
+	struct report_input ia, ib, ic;
+	char err[256];
+	ck_assert_int_eq(report_parse_body(a, strlen(a), &ia, err, sizeof(err)), OB_OK);
+	ck_assert_int_eq(report_parse_body(b, strlen(b), &ib, err, sizeof(err)), OB_OK);
+	ck_assert_int_eq(report_parse_body(c, strlen(c), &ic, err, sizeof(err)), OB_OK);
+	ck_assert_str_eq(ia.canonical, ib.canonical);
+	ck_assert_str_ne(ia.canonical, ic.canonical);
+	ck_assert_str_eq(ia.canonical, "{\"module\":\"m\",\"severity\":\"low\",\"title\":\"t\"}");
+	report_input_fini(&ia);
+	report_input_fini(&ib);
+	report_input_fini(&ic);
+}
+END_TEST
+
+START_TEST(test_client_keys)
+{
+	char k1[256], k2[256], k3[256], err[256];
+	struct client_opts o = { .title = "Crash on save", .module = "Editor",
+		.key_source = CLIENT_KEY_CONTENT, .run = "run-42" };
+	ck_assert_int_eq(client_derive_key(&o, k1, sizeof(k1), err, sizeof(err)), OB_OK);
+	o.title = "  crash   ON save ";
+	o.module = "editor";
+	ck_assert_int_eq(client_derive_key(&o, k2, sizeof(k2), err, sizeof(err)), OB_OK);
+	ck_assert_str_eq(k1, k2); /* normalized: same logical report */
+	o.title = "Editor crashes when saving";
+	ck_assert_int_eq(client_derive_key(&o, k3, sizeof(k3), err, sizeof(err)), OB_OK);
+	ck_assert_str_ne(k1, k3); /* reworded: a different key (the article's last column) */
+	o.run = NULL;
+	ck_assert_int_eq(client_derive_key(&o, k3, sizeof(k3), err, sizeof(err)), OB_EINVAL);
+
+	struct client_opts t = { .key_source = CLIENT_KEY_TOOL_CALL, .key = "run-42:toolu_01" };
+	ck_assert_int_eq(client_derive_key(&t, k1, sizeof(k1), err, sizeof(err)), OB_OK);
+	ck_assert_str_eq(k1, "run-42:toolu_01");
+	t.key = "no-colon";
+	ck_assert_int_eq(client_derive_key(&t, k1, sizeof(k1), err, sizeof(err)), OB_EINVAL);
+	t.key = ":toolu_01";
+	ck_assert_int_eq(client_derive_key(&t, k1, sizeof(k1), err, sizeof(err)), OB_EINVAL);
+	struct client_opts f = { .key_source = CLIENT_KEY_FIXED, .key = "bad\tkey" };
+	ck_assert_int_eq(client_derive_key(&f, k1, sizeof(k1), err, sizeof(err)), OB_EINVAL);
+}
+END_TEST
+
+int
+main(void)
+{
+	Suite *s = suite_create("producer_input");
+	TCase *tc = tcase_create("input");
+	tcase_add_test(tc, test_key_header);
+	tcase_add_test(tc, test_body_fields);
+	tcase_add_test(tc, test_body_limits_count_characters);
+	tcase_add_test(tc, test_canonical_fingerprint);
+	tcase_add_test(tc, test_client_keys);
+	suite_add_tcase(s, tc);
+	return ts_run_suite(s);
+}
