@@ -1,0 +1,228 @@
+/*
+ * proc.c - start, watch and stop the programs a fault-matrix cell runs, and
+ * read their logs (see proc.h).
+ *
+ * Every child becomes the leader of its own process group, so stopping a
+ * relay also stops the workers it forked; the runner never signals a
+ * process it did not start.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "outbox/err.h"
+#include "proc.h"
+
+void
+fm_argv_init(struct fm_argv *a, const char *program)
+{
+	a->n = 0;
+	a->argv[0] = NULL;
+	fm_argv_add(a, program);
+}
+
+void
+fm_argv_add(struct fm_argv *a, const char *arg)
+{
+	if (a->n >= FM_ARGV_MAX) {
+		a->n = FM_ARGV_MAX + 1; /* remembered as full */
+		return;
+	}
+	snprintf(a->store[a->n], FM_ARG_MAX, "%s", arg);
+	a->argv[a->n] = a->store[a->n];
+	a->argv[++a->n] = NULL;
+}
+
+void
+fm_argv_add2(struct fm_argv *a, const char *flag, const char *value)
+{
+	fm_argv_add(a, flag);
+	fm_argv_add(a, value);
+}
+
+bool
+fm_argv_full(const struct fm_argv *a)
+{
+	return a->n > FM_ARGV_MAX;
+}
+
+int64_t
+fm_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void
+fm_sleep_ms(int64_t ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
+int
+fm_proc_start(struct fm_proc *p, const char *bindir, struct fm_argv *a,
+    const char *log_path, char *err, size_t errlen)
+{
+	char path[1024];
+	if (fm_argv_full(a)) {
+		snprintf(err, errlen, "too many arguments for %s", a->argv[0]);
+		return OB_EINVAL;
+	}
+	snprintf(path, sizeof(path), "%s/%s", bindir, a->argv[0]);
+	snprintf(p->log, sizeof(p->log), "%s", log_path);
+	p->exit_code = -1;
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid < 0) {
+		snprintf(err, errlen, "fork: %s", strerror(errno));
+		return OB_EINVAL;
+	}
+	if (pid == 0) {
+		setpgid(0, 0);
+		int fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+			close(fd);
+		}
+		execv(path, a->argv);
+		fprintf(stderr, "exec %s: %s\n", path, strerror(errno));
+		_exit(127);
+	}
+	setpgid(pid, pid); /* also here: no race with an early signal */
+	p->pid = pid;
+	return OB_OK;
+}
+
+bool
+fm_proc_alive(struct fm_proc *p)
+{
+	if (p->pid <= 0)
+		return false;
+	int st;
+	pid_t r = waitpid(p->pid, &st, WNOHANG);
+	if (r == 0)
+		return true;
+	if (r == p->pid)
+		p->exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	/* The leader is gone; its forked workers (same group) may not be. */
+	kill(-p->pid, SIGKILL);
+	p->pid = 0;
+	return false;
+}
+
+void
+fm_proc_signal(struct fm_proc *p, int sig)
+{
+	if (p->pid > 0)
+		kill(-p->pid, sig);
+}
+
+void
+fm_proc_signal_leader(struct fm_proc *p, int sig)
+{
+	if (p->pid > 0)
+		kill(p->pid, sig);
+}
+
+void
+fm_proc_stop(struct fm_proc *p, int grace_ms)
+{
+	if (p->pid <= 0)
+		return;
+	fm_proc_signal(p, SIGTERM);
+	int64_t end = fm_now_ms() + grace_ms;
+	while (fm_proc_alive(p) && fm_now_ms() < end)
+		fm_sleep_ms(10);
+	if (p->pid > 0) {
+		fm_proc_signal(p, SIGKILL);
+		int st;
+		if (waitpid(p->pid, &st, 0) == p->pid)
+			p->exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+		p->pid = 0;
+	}
+}
+
+char *
+fm_read_file(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	if (f == NULL)
+		return NULL;
+	size_t cap = 8192, len = 0, n;
+	char *buf = malloc(cap);
+	while (buf != NULL && (n = fread(buf + len, 1, cap - len - 1, f)) > 0) {
+		len += n;
+		if (cap - len < 2) {
+			char *nb = realloc(buf, cap * 2);
+			if (nb == NULL) {
+				free(buf);
+				buf = NULL;
+			} else {
+				buf = nb;
+				cap *= 2;
+			}
+		}
+	}
+	fclose(f);
+	if (buf != NULL)
+		buf[len] = '\0';
+	return buf;
+}
+
+/* Over the lines of path that carry " event=<event>": their number (key
+ * NULL) or the sum of their integer field key=N. */
+static int64_t
+scan_lines(const char *path, const char *event, const char *key)
+{
+	char *text = fm_read_file(path);
+	if (text == NULL)
+		return 0;
+	char needle[160], field[96];
+	snprintf(needle, sizeof(needle), " event=%s ", event);
+	snprintf(field, sizeof(field), " %s=", key ? key : "");
+	int64_t total = 0;
+	for (char *line = text; line != NULL && *line;) {
+		char *nl = strchr(line, '\n');
+		if (nl != NULL)
+			*nl = '\0';
+		/* The event may also end the line. */
+		size_t ll = strlen(line), el = strlen(needle) - 1;
+		bool hit = strstr(line, needle) != NULL ||
+		    (ll >= el && strncmp(line + ll - el, needle, el) == 0);
+		if (hit) {
+			if (key == NULL)
+				total++;
+			else {
+				char *f = strstr(line, field);
+				if (f != NULL)
+					total += strtoll(f + strlen(field), NULL, 10);
+			}
+		}
+		line = nl != NULL ? nl + 1 : NULL;
+	}
+	free(text);
+	return total;
+}
+
+int
+fm_log_count(const char *path, const char *event)
+{
+	return (int)scan_lines(path, event, NULL);
+}
+
+int64_t
+fm_log_sum(const char *path, const char *event, const char *key)
+{
+	return scan_lines(path, event, key);
+}
