@@ -4,7 +4,8 @@
  * A private PostgreSQL (scripts/pg-tmp.sh in this test's temp dir: the test
  * restarts it, so it must never be the shared fixture), a producer
  * database and a consumer database on it, 2 relay processes x 4 workers and
- * one consumer. 20,000 messages are enqueued live, 50 per transaction,
+ * one consumer. 20,000 messages are enqueued live, 50 per transaction
+ * (half of them under 97 ordering keys, whose order is checked too),
  * with every fifth transaction rolled back (5,000 keys that must never be
  * delivered); the relays start on a backlog of 6,000 and the rest arrives
  * live. Meanwhile the test kill -9s random relay workers and the
@@ -40,6 +41,7 @@
 #define ENQUEUE_PAUSE_MS 25     /* between transactions: enqueues stay live */
 #define DRAIN_TIMEOUT_MS (240 * 1000)
 #define MAX_PIDS 64
+#define ORDERING_KEYS_SQL "97"  /* ordering keys the even messages spread over */
 
 struct pg {
 	char dir[300];
@@ -132,7 +134,10 @@ txn(PGconn *conn, const char *prefix, int first, bool commit)
 		return false;
 	r = PQexecParams(conn,
 	    "SELECT count(outbox.enqueue('report.created', $1 || g,"
-	    " jsonb_build_object('n', g, 'title', 'chaos', 'pad', repeat('x', 120))))"
+	    " jsonb_build_object('n', g, 'title', 'chaos', 'pad', repeat('x', 120)),"
+	    /* Half the messages share ORDERING_KEYS ordering keys: their
+	     * effects must also come out in order per key. */
+	    " CASE WHEN g % 2 = 0 THEN 'key-' || (g % " ORDERING_KEYS_SQL ") END))"
 	    " FROM generate_series($2::int, $3::int) g", 3, NULL, params, NULL, NULL, 0);
 	ok = PQresultStatus(r) == PGRES_TUPLES_OK;
 	PQclear(r);
@@ -486,6 +491,14 @@ START_TEST(test_chaos_exactly_once)
 	    " AND substr(idempotency_key, 4)::int BETWEEN 0 AND %d", n - 1);
 	ck_assert_int_eq(q(C, sql), n);
 	ck_assert_int_eq(q(C, "SELECT count(*) FROM inbox.processed"), n);
+	/* Per ordering key: every effect in sequence order, none missing. */
+	ck_assert_int_eq(q(C, "SELECT count(DISTINCT ordering_key) FROM inbox.notifications"),
+	    atoi(ORDERING_KEYS_SQL));
+	ck_assert_int_eq(q(C, "SELECT count(*) FROM inbox.notifications WHERE ordering_key IS NOT NULL"),
+	    n / 2);
+	ck_assert_int_eq(q(C, "SELECT count(*) FROM (SELECT ordering_seq, lag(ordering_seq)"
+	    " OVER (PARTITION BY ordering_key ORDER BY id) AS prev FROM inbox.notifications"
+	    " WHERE ordering_key IS NOT NULL) x WHERE prev IS NOT NULL AND ordering_seq <= prev"), 0);
 	/* The chaos really happened. */
 	ck_assert_int_ge(r.worker_kills, 6);
 	ck_assert_int_ge(r.consumer_kills, 4);
