@@ -3,10 +3,10 @@
  * together, or not at all (the contract is in inbox.h).
  *
  * Two paths give the same answers. The set path (built-in record handler
- * only) sends BEGIN and one statement that inserts every dedup record and
- * every effect row of the batch; it is taken only when every key turned out
- * new. Otherwise, or when that statement fails, the transaction is rolled
- * back and the per-message path runs: per message one pipelined round trip
+ * only) sends BEGIN and one statement that inserts every new dedup record
+ * and effect row of the batch and answers the keys seen before from their
+ * stored records. When that statement fails or cannot decide a message, the
+ * transaction is rolled back and the per-message path runs: per message one pipelined round trip
  * (finish the previous message's savepoint, SAVEPOINT, dedup upsert), then
  * the handler's own statements. The dedup upsert returns the stored row of
  * a key seen before (fingerprint, first outcome, detail, time), so that a
@@ -49,27 +49,50 @@ static const char sql_dedup[] =
     "   p.outcome, coalesce(p.detail, ''),"
     "   to_char(p.processed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')";
 
-/* The set path: every dedup record and every effect row in one statement. */
-#define SET_INPUT                                                                    \
-	"WITH m AS MATERIALIZED (SELECT convert_from(k, 'UTF8') AS key,"             \
-	"   convert_from(t, 'UTF8') AS topic, t, p, i, f, c, o, s"                   \
-	"  FROM unnest($1::bytea[], $2::bytea[], $3::bytea[], $4::int8[], $5::int8[]," \
-	"    $6::int8[], $7::bytea[], $8::int8[]) AS u(k, t, p, i, f, c, o, s)),"
-#define SET_EFFECT                                                                   \
-	" e AS (INSERT INTO inbox.notifications (idempotency_key, topic, payload,"   \
-	"   message_id, ordering_key, ordering_seq)"                                  \
-	"  SELECT key, topic, convert_from(p, 'UTF8')::jsonb, i, convert_from(o, 'UTF8'), s"\
-	"  FROM m RETURNING 1)"
-static const char sql_set_dedup[] = SET_INPUT
+/* The set path: every dedup record and every effect row in one statement.
+ * With dedup, one row per message in order: 'A' applied now, 'D' applied
+ * before with the same fingerprint (stored outcome, detail, time follow),
+ * 'M' applied before with another fingerprint, 'X' not decidable here (a
+ * key twice in the batch, or committed by another transaction after this
+ * statement's snapshot): the per-message path must run. Rows that already
+ * exist are not locked: a committed dedup record never changes. */
+static const char sql_set_dedup[] =
+    "WITH m AS MATERIALIZED (SELECT n, convert_from(k, 'UTF8') AS key,"
+    "   convert_from(t, 'UTF8') AS topic, p, i, f, c, o, s,"
+    "   encode(sha256(t || '\\x00'::bytea || p), 'hex') AS fp"
+    "  FROM unnest($1::bytea[], $2::bytea[], $3::bytea[], $4::int8[], $5::int8[],"
+    "    $6::int8[], $7::bytea[], $8::int8[]) WITH ORDINALITY AS u(k, t, p, i, f, c, o, s, n)),"
+    " fst AS (SELECT DISTINCT ON (key) key, n FROM m ORDER BY key, n),"
     " d AS (INSERT INTO inbox.processed (idempotency_key, topic, message_id, fence,"
     "   fingerprint, created_at)"
-    "  SELECT key, topic, i, f, encode(sha256(t || '\\x00'::bytea || p), 'hex'),"
-    "   'epoch'::timestamptz + c * interval '1 microsecond'"
-    "  FROM m ORDER BY key ON CONFLICT (idempotency_key) DO NOTHING RETURNING 1),"
-    SET_EFFECT
-    " SELECT (SELECT count(*) FROM d), (SELECT count(*) FROM e)";
-static const char sql_set_nodedup[] = SET_INPUT SET_EFFECT
-    " SELECT (SELECT count(*) FROM e), (SELECT count(*) FROM e)";
+    "  SELECT m.key, m.topic, m.i, m.f, m.fp,"
+    "   'epoch'::timestamptz + m.c * interval '1 microsecond'"
+    "  FROM m JOIN fst USING (key, n) ORDER BY m.key"
+    "  ON CONFLICT (idempotency_key) DO NOTHING RETURNING idempotency_key),"
+    " e AS (INSERT INTO inbox.notifications (idempotency_key, topic, payload,"
+    "   message_id, ordering_key, ordering_seq)"
+    "  SELECT m.key, m.topic, convert_from(m.p, 'UTF8')::jsonb, m.i,"
+    "   convert_from(m.o, 'UTF8'), m.s"
+    "  FROM m JOIN fst USING (key, n) JOIN d ON d.idempotency_key = m.key RETURNING 1)"
+    " SELECT CASE WHEN d.idempotency_key IS NOT NULL AND fst.n = m.n THEN 'A'"
+    "   WHEN d.idempotency_key IS NOT NULL OR x.idempotency_key IS NULL THEN 'X'"
+    "   WHEN x.fingerprint IS NULL OR x.fingerprint = m.fp THEN 'D' ELSE 'M' END,"
+    "  x.outcome, coalesce(x.detail, ''),"
+    "  to_char(x.processed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),"
+    "  (SELECT count(*) FROM e)"
+    " FROM m JOIN fst USING (key) LEFT JOIN d ON d.idempotency_key = m.key"
+    " LEFT JOIN inbox.processed x ON x.idempotency_key = m.key"
+    " ORDER BY m.n";
+static const char sql_set_nodedup[] =
+    "WITH m AS MATERIALIZED (SELECT convert_from(k, 'UTF8') AS key,"
+    "   convert_from(t, 'UTF8') AS topic, p, i, o, s"
+    "  FROM unnest($1::bytea[], $2::bytea[], $3::bytea[], $4::int8[], $5::int8[],"
+    "    $6::int8[], $7::bytea[], $8::int8[]) AS u(k, t, p, i, f, c, o, s)),"
+    " e AS (INSERT INTO inbox.notifications (idempotency_key, topic, payload,"
+    "   message_id, ordering_key, ordering_seq)"
+    "  SELECT key, topic, convert_from(p, 'UTF8')::jsonb, i, convert_from(o, 'UTF8'), s"
+    "  FROM m RETURNING 1)"
+    " SELECT count(*) FROM e";
 
 /* One statement of a pipelined round trip. */
 struct stmt {
@@ -192,7 +215,17 @@ commit(PGconn *conn, const struct inbox_options *opt, char *err, size_t errlen)
 	return rc;
 }
 
-/* The set path. OB_OK: committed, every pending message applied.
+/* A duplicate's answer: what happened the first time. */
+static void
+duplicate_of(struct inbox_batch *b, uint32_t i, const char *outcome, const char *when,
+    const char *detail)
+{
+	snprintf(b->details[i], INBOX_DETAIL_MAX, "already %s at %s%s%s", outcome, when,
+	    detail[0] ? ": " : "", detail);
+	set_result(b, i, OB_WIRE_DUPLICATE, INBOX_WHY_DUPLICATE, b->details[i]);
+}
+
+/* The set path. OB_OK: committed, every pending message answered.
  * OB_EINVAL: not taken (rolled back; *locked when a key was in flight): the
  * per-message path must run. OB_EDB: the database failed. */
 static int
@@ -221,27 +254,44 @@ apply_set(PGconn *conn, const struct inbox_options *opt,
 	int rc = pipe_run(conn, s, 2, res, err, errlen);
 	if (rc != OB_OK)
 		return rc;
-	bool taken = false;
 	if (ob_pg_check(res[0], PGRES_COMMAND_OK, "begin", err, errlen) != OB_OK) {
 		clear_all(res, 2);
 		ob_pg_rollback(conn);
 		return OB_EDB;
 	}
-	if (PQresultStatus(res[1]) == PGRES_TUPLES_OK)
-		taken = ob_pg_int64(res[1], 0, 0) == (int64_t)pending &&
-		    ob_pg_int64(res[1], 0, 1) == (int64_t)pending;
-	else
+	bool taken = PQresultStatus(res[1]) == PGRES_TUPLES_OK;
+	if (!taken)
 		*locked = is_lock_error(ob_pg_sqlstate(res[1]));
-	clear_all(res, 2);
+	else if (!opt->dedup)
+		taken = ob_pg_int64(res[1], 0, 0) == (int64_t)pending;
+	else if (PQntuples(res[1]) != (int)pending)
+		taken = false;
+	else {
+		for (int j = 0; j < (int)pending && taken; j++)
+			taken = PQgetvalue(res[1], j, 0)[0] != 'X';
+	}
 	if (!taken) {
+		clear_all(res, 2);
 		ob_pg_rollback(conn);
 		return ob_pg_broken(conn) ? OB_EDB : OB_EINVAL;
 	}
+	int j = 0;
+	for (uint32_t i = 0; i < req->count; i++) {
+		if (b->done[i])
+			continue;
+		char code = opt->dedup ? PQgetvalue(res[1], j, 0)[0] : 'A';
+		if (code == 'A')
+			set_result(b, i, OB_WIRE_APPLIED, INBOX_WHY_NONE, "");
+		else if (code == 'M')
+			set_result(b, i, OB_WIRE_REJECT, INBOX_WHY_MISMATCH, INBOX_REASON_MISMATCH);
+		else
+			duplicate_of(b, i, PQgetvalue(res[1], j, 1), PQgetvalue(res[1], j, 3),
+			    PQgetvalue(res[1], j, 2));
+		j++;
+	}
+	clear_all(res, 2);
 	if ((rc = commit(conn, opt, err, errlen)) != OB_OK)
 		return rc;
-	for (uint32_t i = 0; i < req->count; i++)
-		if (!b->done[i])
-			set_result(b, i, OB_WIRE_APPLIED, INBOX_WHY_NONE, "");
 	return OB_OK;
 }
 
@@ -300,10 +350,7 @@ existing_key(struct inbox_batch *b, uint32_t i, const PGresult *res)
 		set_result(b, i, OB_WIRE_REJECT, INBOX_WHY_MISMATCH, INBOX_REASON_MISMATCH);
 		return;
 	}
-	const char *detail = PQgetvalue(res, 0, 3);
-	snprintf(b->details[i], INBOX_DETAIL_MAX, "already %s at %s%s%s",
-	    PQgetvalue(res, 0, 2), PQgetvalue(res, 0, 4), detail[0] ? ": " : "", detail);
-	set_result(b, i, OB_WIRE_DUPLICATE, INBOX_WHY_DUPLICATE, b->details[i]);
+	duplicate_of(b, i, PQgetvalue(res, 0, 2), PQgetvalue(res, 0, 4), PQgetvalue(res, 0, 3));
 }
 
 /* The per-message path, inside a transaction that is open on return (or

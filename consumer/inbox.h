@@ -10,9 +10,11 @@
  * message only. If COMMIT fails every message gets RETRY. Statuses are final
  * only once COMMIT has returned: the caller replies after this call.
  *
- * The built-in record handler is applied set-based: one statement for the
- * whole batch inside a batch savepoint. When that statement fails or finds
- * any key already present, the batch savepoint is rolled back and every
+ * The built-in record handler is applied set-based: BEGIN and one statement
+ * for the whole batch (new keys applied, keys seen before answered from
+ * their stored record), then COMMIT. When that statement fails (bad data, a
+ * key in flight) or cannot decide a message (a key twice in the batch, a
+ * key committed concurrently), the transaction is rolled back and every
  * message goes through the per-message path, whose statements are sent in
  * libpq pipeline mode (one round trip per message plus the handler's own).
  * Both paths give the same statuses.

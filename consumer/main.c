@@ -1,5 +1,7 @@
 /*
  * main.c - outbox-consumer: parse config, set up log and signals, serve.
+ * The option table below is the one source of --help and of the
+ * configuration reference in docs/configuration.md (--help-markdown).
  */
 #include <signal.h>
 #include <stddef.h>
@@ -127,6 +129,12 @@ main(int argc, char **argv)
 	struct consumer_server *srv = NULL;
 	struct inbox_handler webhook = { 0 };
 
+	/* Before parsing: prints the table even with required flags unset
+	 * (docs/configuration.md, scripts/gen-config-doc.sh). */
+	if (argc == 2 && strcmp(argv[1], "--help-markdown") == 0) {
+		ob_cfg_markdown(stdout, "outbox-consumer", consumer_options);
+		return 0;
+	}
 	if (ob_cfg_parse(consumer_options, &cfg, argc, argv, &first_arg, &help, err,
 	        sizeof(err)) != OB_OK) {
 		fprintf(stderr, "outbox-consumer: %s\n", err);

@@ -1,0 +1,401 @@
+/*
+ * handler_webhook.c - the built-in `webhook` handler (see handler_webhook.h):
+ * claim the key, commit the claim, POST, and record the downstream answer
+ * fenced on the claim's token.
+ *
+ * prepare (autocommit, before the batch transaction): claim + HTTP call.
+ * apply (in the batch transaction): complete the claim with the token.
+ * finish (after the batch): expire the lease of a claim whose message did
+ * not commit, so that the next attempt takes it over at once (token bumped)
+ * instead of waiting; a claim left by a crash is taken over only after its
+ * lease.
+ *
+ * HTTP goes through nng's HTTP client (one connection per call); nothing
+ * here parses HTTP.
+ */
+#include <errno.h>
+#include <iconv.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <nng/nng.h>
+#include <nng/supplemental/http/http.h>
+
+#include "handler_webhook.h"
+#include "inbox.h"
+#include "outbox/err.h"
+#include "outbox/keyclaim.h"
+#include "outbox/log.h"
+#include "outbox/pg.h"
+
+struct webhook {
+	struct webhook_config cfg;
+	nng_url *url;
+	nng_http_client *client;
+	struct webhook_counters own;
+};
+
+/* What prepare leaves for apply and finish. */
+struct webhook_call {
+	int64_t fence;     /* our claim's token; 0 = no claim held */
+	int status;        /* downstream HTTP status */
+	char *body;        /* downstream body (valid UTF-8) or NULL */
+};
+
+#define COUNT(w, field) atomic_fetch_add(&(w)->cfg.counters->field, 1)
+
+/* Valid UTF-8 without NUL (what a text column takes): iconv validates. */
+static bool
+valid_text(const char *s, size_t n)
+{
+	if (memchr(s, '\0', n) != NULL)
+		return false;
+	iconv_t cd = iconv_open("UTF-8", "UTF-8");
+	if (cd == (iconv_t)-1)
+		return false;
+	char out[1024];
+	char *in = (char *)s;
+	size_t left = n;
+	bool ok = true;
+	while (left > 0 && ok) {
+		char *o = out;
+		size_t olen = sizeof(out);
+		if (iconv(cd, &in, &left, &o, &olen) == (size_t)-1 && errno != E2BIG)
+			ok = false;
+	}
+	iconv_close(cd);
+	return ok;
+}
+
+/* Bytes that may stand in an HTTP header value: no control characters. */
+static bool
+header_safe(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (c < 0x20 || c == 0x7f)
+			return false;
+	}
+	return true;
+}
+
+static void
+sleep_ms(int64_t ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+	while (nanosleep(&ts, &ts) != 0)
+		;
+}
+
+/* One POST. Returns 0 and *status, or an nng error. Stores the body into
+ * c->body when it is storable text (truncated to WEBHOOK_BODY_MAX). */
+static int
+post(struct webhook *w, const struct ob_wire_msg *m, const char *key,
+    int64_t fence, struct webhook_call *c)
+{
+	nng_http_req *req = NULL;
+	nng_http_res *res = NULL;
+	nng_aio *aio = NULL;
+	char topic[OB_WIRE_MAX_TOPIC + 1], f[24], id[24];
+	memcpy(topic, m->topic, m->topic_len);
+	topic[m->topic_len] = '\0';
+	snprintf(f, sizeof(f), "%" PRId64, fence);
+	snprintf(id, sizeof(id), "%" PRIu64, m->id);
+	int rv;
+	if ((rv = nng_http_req_alloc(&req, w->url)) != 0 ||
+	    (rv = nng_http_res_alloc(&res)) != 0 ||
+	    (rv = nng_aio_alloc(&aio, NULL, NULL)) != 0 ||
+	    (rv = nng_http_req_set_method(req, "POST")) != 0 ||
+	    (rv = nng_http_req_set_header(req, "Content-Type", "application/json")) != 0 ||
+	    (rv = nng_http_req_set_header(req, "Idempotency-Key", key)) != 0 ||
+	    (rv = nng_http_req_set_header(req, "Outbox-Topic", topic)) != 0 ||
+	    (rv = nng_http_req_set_header(req, "Outbox-Fence", f)) != 0 ||
+	    (rv = nng_http_req_set_header(req, "Outbox-Message-Id", id)) != 0 ||
+	    (rv = nng_http_req_copy_data(req, m->payload_len ? m->payload : "",
+	         m->payload_len)) != 0)
+		goto out;
+	nng_aio_set_timeout(aio, (nng_duration)w->cfg.timeout_ms);
+	COUNT(w, calls);
+	nng_http_client_transact(w->client, req, res, aio);
+	nng_aio_wait(aio);
+	if ((rv = nng_aio_result(aio)) != 0)
+		goto out;
+	c->status = nng_http_res_get_status(res);
+	void *body;
+	size_t len;
+	nng_http_res_get_data(res, &body, &len);
+	if (len > WEBHOOK_BODY_MAX)
+		len = WEBHOOK_BODY_MAX;
+	if (body != NULL && len > 0 && valid_text(body, len) && (c->body = malloc(len + 1)) != NULL) {
+		memcpy(c->body, body, len);
+		c->body[len] = '\0';
+	}
+out:
+	if (aio != NULL)
+		nng_aio_free(aio);
+	if (res != NULL)
+		nng_http_res_free(res);
+	if (req != NULL)
+		nng_http_req_free(req);
+	return rv;
+}
+
+/* Give up our claim so that the next attempt takes it over at once, with
+ * the token bumped. Not ob_keyclaim_release: deleting the row would let the
+ * next claim start again at token 1, and a stale holder of token 1 could
+ * then complete a claim that is not its own. Fenced like every write. */
+static int
+expire_claim(PGconn *conn, const char *key, int64_t fence, char *err, size_t errlen)
+{
+	char f[24];
+	snprintf(f, sizeof(f), "%" PRId64, fence);
+	const char *params[2] = { key, f };
+	PGresult *res = PQexecParams(conn, "UPDATE " WEBHOOK_TABLE
+	    " SET lease_until = clock_timestamp()"
+	    " WHERE idempotency_key = $1 AND fence = $2::bigint AND state = 'started'",
+	    2, NULL, params, NULL, NULL, 0);
+	int rc = ob_pg_check(res, PGRES_COMMAND_OK, "expire webhook claim", err, errlen);
+	PQclear(res);
+	return rc;
+}
+
+static int call_downstream(struct webhook *w, const struct ob_wire_msg *m,
+    const char *key, struct webhook_call *c, struct inbox_handler_call *call,
+    char *detail, size_t detaillen);
+
+static int
+webhook_prepare(PGconn *conn, const struct ob_wire_msg *m, void *arg,
+    struct inbox_handler_call *call, char *detail, size_t detaillen)
+{
+	struct webhook *w = arg;
+	char key[OB_WIRE_MAX_KEY + 1], q[600];
+	if (!header_safe(m->key, m->key_len) || !valid_text(m->key, m->key_len) ||
+	    !header_safe(m->topic, m->topic_len)) {
+		COUNT(w, bad_keys);
+		call->reason = "bad_data";
+		snprintf(detail, detaillen, "key or topic cannot be sent as an HTTP header"
+		    " (control characters or not UTF-8)");
+		return OB_WIRE_REJECT;
+	}
+	memcpy(key, m->key, m->key_len);
+	key[m->key_len] = '\0';
+
+	if (w->cfg.no_claim) {
+		struct webhook_call *c = calloc(1, sizeof(*c));
+		if (c == NULL) {
+			snprintf(detail, detaillen, "out of memory");
+			return OB_WIRE_RETRY;
+		}
+		call->state = c;
+		return call_downstream(w, m, key, c, call, detail, detaillen);
+	}
+
+	/* The fingerprint input, as inbox.processed digests it. */
+	size_t fplen = (size_t)m->topic_len + 1 + m->payload_len;
+	char *fp = malloc(fplen);
+	if (fp == NULL) {
+		snprintf(detail, detaillen, "out of memory");
+		return OB_WIRE_RETRY;
+	}
+	memcpy(fp, m->topic, m->topic_len);
+	fp[m->topic_len] = '\0';
+	if (m->payload_len)
+		memcpy(fp + m->topic_len + 1, m->payload, m->payload_len);
+	struct ob_key_claim claim;
+	char err[512];
+	int rc = ob_keyclaim_claim(conn, WEBHOOK_TABLE, key, fp, fplen, w->cfg.lease_ms,
+	    &claim, err, sizeof(err));
+	free(fp);
+	if (rc != OB_OK) {
+		call->reason = "database";
+		snprintf(detail, detaillen, "%s", err);
+		return OB_WIRE_RETRY;
+	}
+	int st = 0;
+	switch (claim.verdict) {
+	case OB_KEY_REPLAY:
+		COUNT(w, replayed);
+		snprintf(detail, detaillen, "webhook already called: downstream answered %d",
+		    claim.response_status);
+		st = OB_WIRE_DUPLICATE;
+		break;
+	case OB_KEY_BUSY:
+		COUNT(w, busy);
+		call->reason = "busy";
+		snprintf(detail, detaillen, "webhook call in flight elsewhere (lease %" PRId64
+		    " ms left)", claim.retry_after_ms);
+		st = OB_WIRE_RETRY;
+		break;
+	case OB_KEY_MISMATCH:
+		COUNT(w, mismatch);
+		call->reason = "fingerprint_mismatch";
+		snprintf(detail, detaillen, "%s", INBOX_REASON_MISMATCH);
+		st = OB_WIRE_REJECT;
+		break;
+	case OB_KEY_PROCEED:
+		break;
+	}
+	if (st != 0) {
+		ob_keyclaim_result_fini(&claim);
+		return st;
+	}
+	if (claim.takeover) {
+		COUNT(w, takeovers);
+		ob_info("consumer.webhook.takeover", "key=%s fence=%" PRId64,
+		    ob_log_q(key, q, sizeof(q)), claim.fence);
+	}
+	ob_keyclaim_result_fini(&claim);
+
+	struct webhook_call *c = calloc(1, sizeof(*c));
+	if (c == NULL) {
+		expire_claim(conn, key, claim.fence, err, sizeof(err));
+		snprintf(detail, detaillen, "out of memory");
+		return OB_WIRE_RETRY;
+	}
+	c->fence = claim.fence;
+	call->state = c;
+
+	return call_downstream(w, m, key, c, call, detail, detaillen);
+}
+
+/* The POST and what its outcome means. */
+static int
+call_downstream(struct webhook *w, const struct ob_wire_msg *m, const char *key,
+    struct webhook_call *c, struct inbox_handler_call *call, char *detail,
+    size_t detaillen)
+{
+	int rv = post(w, m, key, c->fence, c);
+	if (w->cfg.die_after_call != NULL && ob_fault_fire(w->cfg.die_after_call))
+		ob_fault_die("consumer.webhook.after_call");
+	if (w->cfg.stall_after_call != NULL && ob_fault_fire(w->cfg.stall_after_call))
+		sleep_ms(w->cfg.stall_ms);
+	if (rv == NNG_ETIMEDOUT) {
+		COUNT(w, timeouts);
+		call->reason = "timeout";
+		snprintf(detail, detaillen, "webhook timed out after %" PRId64 " ms",
+		    w->cfg.timeout_ms);
+		return OB_WIRE_RETRY;
+	}
+	if (rv != 0) {
+		COUNT(w, conn_errors);
+		call->reason = "connection";
+		snprintf(detail, detaillen, "webhook call failed: %s", nng_strerror(rv));
+		return OB_WIRE_RETRY;
+	}
+	if (c->status >= 200 && c->status < 300) {
+		COUNT(w, ok);
+		return 0; /* apply records it */
+	}
+	if (c->status >= 400 && c->status < 500) {
+		COUNT(w, rejected);
+		call->reason = "http_4xx";
+		snprintf(detail, detaillen, "downstream answered %d%s%.160s", c->status,
+		    c->body ? ": " : "", c->body ? c->body : "");
+		return OB_WIRE_REJECT;
+	}
+	COUNT(w, failed);
+	call->reason = "http_5xx";
+	snprintf(detail, detaillen, "downstream answered %d", c->status);
+	return OB_WIRE_RETRY;
+}
+
+static int
+webhook_apply(PGconn *tx, const struct ob_wire_msg *m, void *arg,
+    struct inbox_handler_call *call, char *detail, size_t detaillen)
+{
+	struct webhook *w = arg;
+	struct webhook_call *c = call->state;
+	char key[OB_WIRE_MAX_KEY + 1], err[512], q[600];
+	memcpy(key, m->key, m->key_len);
+	key[m->key_len] = '\0';
+	if (c->fence == 0) { /* broken mode: nothing to record */
+		snprintf(detail, detaillen, "downstream answered %d (no claim)", c->status);
+		return OB_WIRE_APPLIED;
+	}
+	int rc = ob_keyclaim_complete(tx, WEBHOOK_TABLE, key, c->fence, c->status, c->body,
+	    err, sizeof(err));
+	if (rc == OB_EFENCED) {
+		COUNT(w, fenced_out);
+		call->reason = "fenced_out";
+		ob_warn("consumer.webhook.fenced_out", "key=%s fence=%" PRId64,
+		    ob_log_q(key, q, sizeof(q)), c->fence);
+		snprintf(detail, detaillen, "%s", err);
+		return OB_WIRE_RETRY;
+	}
+	if (rc != OB_OK) {
+		call->reason = "database";
+		snprintf(detail, detaillen, "%s", err);
+		return OB_WIRE_RETRY;
+	}
+	snprintf(detail, detaillen, "downstream answered %d", c->status);
+	return OB_WIRE_APPLIED;
+}
+
+static void
+webhook_finish(PGconn *conn, const struct ob_wire_msg *m, void *arg,
+    struct inbox_handler_call *call, int status)
+{
+	struct webhook_call *c = call->state;
+	if (c == NULL)
+		return;
+	if (status != OB_WIRE_APPLIED && status != OB_WIRE_DUPLICATE && c->fence > 0 &&
+	    !ob_pg_broken(conn)) {
+		char key[OB_WIRE_MAX_KEY + 1], err[512], q[600];
+		memcpy(key, m->key, m->key_len);
+		key[m->key_len] = '\0';
+		if (expire_claim(conn, key, c->fence, err, sizeof(err)) != OB_OK)
+			ob_warn("consumer.webhook.release_failed", "err=%s",
+			    ob_log_q(err, q, sizeof(q)));
+	}
+	free(c->body);
+	free(c);
+	call->state = NULL;
+}
+
+int
+webhook_handler_new(const struct webhook_config *cfg, struct inbox_handler *out,
+    char *err, size_t errlen)
+{
+	if (cfg->url == NULL || strncmp(cfg->url, "http://", 7) != 0) {
+		snprintf(err, errlen, "--webhook-url: need an http:// URL");
+		return OB_EINVAL;
+	}
+	if (cfg->lease_ms <= cfg->timeout_ms) {
+		snprintf(err, errlen, "--webhook-lease (%" PRId64 " ms) must be longer than"
+		    " --webhook-timeout (%" PRId64 " ms)", cfg->lease_ms, cfg->timeout_ms);
+		return OB_EINVAL;
+	}
+	struct webhook *w = calloc(1, sizeof(*w));
+	if (w == NULL)
+		return OB_ENOMEM;
+	w->cfg = *cfg;
+	if (w->cfg.counters == NULL)
+		w->cfg.counters = &w->own;
+	int rv;
+	if ((rv = nng_url_parse(&w->url, cfg->url)) != 0 ||
+	    (rv = nng_http_client_alloc(&w->client, w->url)) != 0) {
+		snprintf(err, errlen, "--webhook-url %s: %s", cfg->url, nng_strerror(rv));
+		if (w->url != NULL)
+			nng_url_free(w->url);
+		free(w);
+		return OB_EINVAL;
+	}
+	*out = (struct inbox_handler){ "webhook", webhook_apply, webhook_prepare,
+		webhook_finish, w };
+	return OB_OK;
+}
+
+void
+webhook_handler_free(struct inbox_handler *h)
+{
+	struct webhook *w = h->arg;
+	if (w == NULL)
+		return;
+	nng_http_client_free(w->client);
+	nng_url_free(w->url);
+	free(w);
+	h->arg = NULL;
+}

@@ -1,0 +1,71 @@
+/*
+ * handler_webhook.h - the built-in `webhook` handler: POST each message's
+ * payload to a downstream URL, passing the idempotency key on.
+ *
+ * The call is outside our transaction, so it is guarded by the key-claim
+ * state machine (common/include/outbox/keyclaim.h) on inbox.webhook_calls:
+ * before the call the key is claimed "started" with a lease and a fencing
+ * token, and that claim COMMITS on its own; then the request goes out with
+ * headers Idempotency-Key, Outbox-Topic, Outbox-Fence and Outbox-Message-Id.
+ *
+ *   2xx                      -> the claim is completed (status and body
+ *                               stored) in the batch transaction, next to
+ *                               the dedup record, only if the token still
+ *                               holds: APPLIED, or RETRY when fenced out
+ *   4xx                      -> REJECT (claim's lease expired at once)
+ *   5xx, other, timeout,     -> RETRY (lease expired at once, token kept);
+ *   connection lost             every later attempt sends the SAME key, so
+ *                               downstream can deduplicate
+ *   claimed elsewhere, live  -> RETRY (busy)
+ *   claimed, lease expired   -> taken over with the token bumped
+ *   done before              -> DUPLICATE, nothing sent
+ *   key reused, other payload-> REJECT (fingerprint mismatch)
+ */
+#ifndef OUTBOX_CONSUMER_HANDLER_WEBHOOK_H
+#define OUTBOX_CONSUMER_HANDLER_WEBHOOK_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "handler.h"
+#include "outbox/fault.h"
+
+#define WEBHOOK_TABLE "inbox.webhook_calls"
+#define WEBHOOK_BODY_MAX (64 * 1024) /* bytes of a downstream body stored */
+
+struct webhook_counters {
+	_Atomic uint64_t calls;       /* HTTP requests sent */
+	_Atomic uint64_t ok;          /* 2xx */
+	_Atomic uint64_t rejected;    /* 4xx */
+	_Atomic uint64_t failed;      /* 5xx or another status */
+	_Atomic uint64_t timeouts;
+	_Atomic uint64_t conn_errors; /* refused, reset, lost */
+	_Atomic uint64_t busy;        /* claimed by a live holder */
+	_Atomic uint64_t takeovers;   /* expired claim taken over, token bumped */
+	_Atomic uint64_t fenced_out;  /* our completion refused: taken over */
+	_Atomic uint64_t replayed;    /* done before: answered without a call */
+	_Atomic uint64_t mismatch;    /* key reused with another payload */
+	_Atomic uint64_t bad_keys;    /* key/topic not sendable as a header */
+};
+
+struct webhook_config {
+	const char *url;               /* http://host:port/path, borrowed */
+	int64_t timeout_ms;            /* per call */
+	int64_t lease_ms;              /* claim lease; > timeout_ms */
+	struct webhook_counters *counters; /* borrowed; may be NULL */
+	struct ob_fault *die_after_call;   /* SIGKILL self once the call returned */
+	struct ob_fault *stall_after_call; /* sleep stall_ms once the call returned */
+	int64_t stall_ms;
+	bool no_claim;                 /* BROKEN MODE (--no-dedup): call without a claim */
+};
+
+/* Build the handler (parses the URL, allocates the HTTP client). On success
+ * *out is filled; release with webhook_handler_free. OB_EINVAL (bad URL or
+ * lease not above the timeout, reason in err) or OB_ENOMEM. */
+int webhook_handler_new(const struct webhook_config *cfg,
+    struct inbox_handler *out, char *err, size_t errlen);
+void webhook_handler_free(struct inbox_handler *h);
+
+#endif

@@ -1,0 +1,64 @@
+/*
+ * inbox_purge.c - retention of the dedup records: delete those older than
+ * --dedup-retention, a bounded batch per statement (each its own short
+ * transaction, so a purge never holds many locks or a long snapshot), and
+ * the webhook key claims of the same age through the key-claim GC.
+ *
+ * A purged key is forgotten: inbox_plan rejects any message older than the
+ * retention, so a late redelivery of a purged key is never applied blindly.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "inbox.h"
+#include "outbox/err.h"
+#include "outbox/keyclaim.h"
+#include "outbox/pg.h"
+
+static int
+purge_round(PGconn *conn, int64_t retention_ms, int batch, int64_t *n, char *err,
+    size_t errlen)
+{
+	char r[24], b[16];
+	snprintf(r, sizeof(r), "%" PRId64, retention_ms);
+	snprintf(b, sizeof(b), "%d", batch);
+	const char *params[2] = { r, b };
+	PGresult *res = PQexecParams(conn,
+	    "DELETE FROM inbox.processed WHERE idempotency_key IN ("
+	    "  SELECT idempotency_key FROM inbox.processed"
+	    "   WHERE processed_at < now() - $1::bigint * interval '1 millisecond'"
+	    "   ORDER BY processed_at LIMIT $2::int FOR UPDATE SKIP LOCKED)",
+	    2, NULL, params, NULL, NULL, 0);
+	int rc = ob_pg_check(res, PGRES_COMMAND_OK, "purge dedup records", err, errlen);
+	if (rc == OB_OK)
+		*n = strtoll(PQcmdTuples(res), NULL, 10);
+	PQclear(res);
+	return rc;
+}
+
+int
+inbox_purge(PGconn *conn, int64_t retention_ms, int batch, int max_rounds,
+    int64_t *deleted, char *err, size_t errlen)
+{
+	int64_t total = 0, n = 0;
+	int rc = OB_OK;
+	for (int round = 0; round < max_rounds; round++) {
+		if ((rc = purge_round(conn, retention_ms, batch, &n, err, errlen)) != OB_OK)
+			break;
+		total += n;
+		if (n < batch)
+			break;
+	}
+	for (int round = 0; rc == OB_OK && round < max_rounds; round++) {
+		if ((rc = ob_keyclaim_gc(conn, "inbox.webhook_calls", retention_ms, batch, &n,
+		         err, errlen)) != OB_OK)
+			break;
+		total += n;
+		if (n < batch)
+			break;
+	}
+	if (rc == OB_OK)
+		*deleted = total;
+	return rc;
+}

@@ -1,0 +1,329 @@
+/*
+ * test_consumer_webhook.c - the webhook handler against a real HTTP server
+ * started by the test (tests/support/webhook_target.c), a running
+ * outbox-consumer and a real PostgreSQL: the key is passed on downstream,
+ * 2xx/4xx/5xx/timeout/lost-response map to applied/reject/retry with the
+ * SAME key re-sent, a crashed holder's claim is taken over only after its
+ * lease (token bumped), and a stalled holder's late completion is fenced
+ * out. Broken mode (--no-dedup: no claim) first shows the second call.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test_consumer_common.h"
+#include "webhook_target.h"
+
+static pid_t
+start_webhook_consumer(const char *db, const char *url, const char *hook, char *log,
+    char *const extra[])
+{
+	char *argv[40] = { "outbox-consumer", "--db", (char *)db, "--listen", (char *)url,
+		"--handler", "webhook", "--webhook-url", (char *)hook, "--log-level", "debug",
+		NULL };
+	int n = 11;
+	for (int i = 0; extra != NULL && extra[i] != NULL; i++)
+		argv[n++] = extra[i];
+	argv[n] = NULL;
+	return ts_spawn(argv, NULL, log);
+}
+
+struct env {
+	char db[TS_CONNINFO_MAX], url[256], hook[256], log[256];
+	struct wt_target *target;
+	PGconn *conn;
+};
+
+static void
+env_init(struct env *e, const char *tag)
+{
+	ts_db_create(tag, "inbox", e->db, sizeof(e->db));
+	ts_ipc_url(tag, e->url, sizeof(e->url));
+	e->target = wt_start(e->hook, sizeof(e->hook));
+	ck_assert_ptr_nonnull(e->target);
+	e->conn = ts_connect(e->db);
+}
+
+static void
+env_fini(struct env *e)
+{
+	PQfinish(e->conn);
+	wt_stop(e->target);
+}
+
+START_TEST(test_webhook_applied_once)
+{
+	struct env e;
+	char detail[512], h[256];
+	env_init(&e, "wh");
+	pid_t pid = start_webhook_consumer(e.db, e.url, e.hook, e.log, NULL);
+	struct cc_conn c;
+	cc_open(&c, e.url);
+	struct ob_wire_msg m = cc_msg(42, "report.created", "wh-1", "{\"title\":\"crash\"}");
+	ck_assert_int_eq(cc_call1(&c, m, detail, sizeof(detail)), OB_WIRE_APPLIED);
+	ck_assert_msg(strstr(detail, "201") != NULL, "%s", detail);
+	ck_assert_int_eq(wt_requests(e.target, "wh-1"), 1);
+	wt_last_header(e.target, "Outbox-Topic", h, sizeof(h));
+	ck_assert_str_eq(h, "report.created");
+	wt_last_header(e.target, "Outbox-Fence", h, sizeof(h));
+	ck_assert_str_eq(h, "1");
+	wt_last_header(e.target, "Outbox-Message-Id", h, sizeof(h));
+	ck_assert_str_eq(h, "42");
+	wt_last_header(e.target, "Content-Type", h, sizeof(h));
+	ck_assert_str_eq(h, "application/json");
+	/* The claim is done, with the downstream status and body stored. */
+	ck_assert_int_eq(ts_query_int(e.conn, "SELECT count(*) FROM inbox.webhook_calls"
+	    " WHERE idempotency_key = 'wh-1' AND state = 'done' AND response_status = 201"
+	    " AND response_body LIKE '%created%' AND fence = 1"), 1);
+	ck_assert_int_eq(ts_query_int(e.conn,
+	    "SELECT count(*) FROM inbox.processed WHERE idempotency_key = 'wh-1'"), 1);
+	/* Redelivered: duplicate, no second call. */
+	ck_assert_int_eq(cc_call1(&c, m, NULL, 0), OB_WIRE_DUPLICATE);
+	ck_assert_int_eq(wt_requests(e.target, "wh-1"), 1);
+	/* Another payload under the same key: 422 case, no call. */
+	ck_assert_int_eq(cc_call1(&c, cc_msg(43, "report.created", "wh-1", "{}"), detail,
+	    sizeof(detail)), OB_WIRE_REJECT);
+	ck_assert_str_eq(detail, "idempotency key reused with a different payload");
+	ck_assert_int_eq(wt_requests(e.target, "wh-1"), 1);
+	/* A key that cannot be a header value: rejected, nothing sent. */
+	ck_assert_int_eq(cc_call1(&c, cc_msg(44, "t", "bad\r\nX-Injected: 1", "{}"), NULL, 0),
+	    OB_WIRE_REJECT);
+	ck_assert_int_eq(wt_total(e.target), 1);
+	cc_close(&c);
+	ts_stop(pid, SIGTERM);
+	env_fini(&e);
+}
+END_TEST
+
+/* The reply is dropped after COMMIT and the message redelivered: broken
+ * mode calls downstream twice, the real mode once. */
+static int
+drop_reply_calls(bool dedup)
+{
+	struct env e;
+	env_init(&e, dedup ? "whdrop" : "whdropb");
+	char *extra[] = { "--fault-drop-reply", "1", dedup ? NULL : "--no-dedup", NULL };
+	pid_t pid = start_webhook_consumer(e.db, e.url, e.hook, e.log, extra);
+	struct cc_conn c;
+	cc_open(&c, e.url);
+	struct ob_wire_msg m = cc_msg(1, "t", "drop-1", "{}");
+	struct cc_reply r;
+	cc_send(&c, &m, 1);
+	ck_assert_int_eq(cc_recv(&c, &r, 3000), NNG_ETIMEDOUT); /* no reply */
+	cc_close(&c);
+	cc_open(&c, e.url);
+	int st = cc_call1(&c, m, NULL, 0);
+	ck_assert(st == OB_WIRE_APPLIED || st == OB_WIRE_DUPLICATE);
+	int calls = wt_requests(e.target, "drop-1");
+	cc_close(&c);
+	ts_stop(pid, SIGTERM);
+	env_fini(&e);
+	return calls;
+}
+
+START_TEST(test_webhook_redelivery)
+{
+	ck_assert_int_eq(drop_reply_calls(false), 2);
+	ck_assert_int_eq(drop_reply_calls(true), 1);
+}
+END_TEST
+
+START_TEST(test_webhook_failures_resend_same_key)
+{
+	struct env e;
+	char detail[512], fences[256];
+	env_init(&e, "whfail");
+	char *extra[] = { "--webhook-timeout", "400ms", NULL };
+	pid_t pid = start_webhook_consumer(e.db, e.url, e.hook, e.log, extra);
+	struct cc_conn c;
+	cc_open(&c, e.url);
+
+	/* 5xx twice: retry, retry, then applied; one effect downstream. */
+	struct ob_wire_msg m = cc_msg(1, "t", "f-5xx", "{}");
+	wt_fail_next(e.target, 2, 503);
+	ck_assert_int_eq(cc_call1(&c, m, detail, sizeof(detail)), OB_WIRE_RETRY);
+	ck_assert_msg(strstr(detail, "503") != NULL, "%s", detail);
+	ck_assert_int_eq(cc_call1(&c, m, NULL, 0), OB_WIRE_RETRY);
+	ck_assert_int_eq(cc_call1(&c, m, NULL, 0), OB_WIRE_APPLIED);
+	ck_assert_int_eq(wt_requests(e.target, "f-5xx"), 3);
+	ck_assert_int_eq(wt_effects(e.target, "f-5xx"), 1);
+	/* Every attempt carried the same key and a higher token. */
+	wt_fences(e.target, "f-5xx", fences, sizeof(fences));
+	ck_assert_str_eq(fences, "1,2,3");
+
+	/* Timeout (downstream acted, answered too late): retry, then the same
+	 * key again, which downstream recognises. */
+	m = cc_msg(2, "t", "f-timeout", "{}");
+	wt_hold_next(e.target, 1, 1500);
+	ck_assert_int_eq(cc_call1(&c, m, detail, sizeof(detail)), OB_WIRE_RETRY);
+	ck_assert_msg(strstr(detail, "timed out") != NULL, "%s", detail);
+	ck_assert_int_eq(cc_call1(&c, m, NULL, 0), OB_WIRE_APPLIED);
+	ck_assert_int_eq(wt_requests(e.target, "f-timeout"), 2);
+	ck_assert_int_eq(wt_effects(e.target, "f-timeout"), 1);
+
+	/* Response lost after downstream acted: retry, then applied, once. */
+	m = cc_msg(3, "t", "f-lost", "{}");
+	wt_lose_next(e.target, 1);
+	ck_assert_int_eq(cc_call1(&c, m, detail, sizeof(detail)), OB_WIRE_RETRY);
+	ck_assert_int_eq(cc_call1(&c, m, NULL, 0), OB_WIRE_APPLIED);
+	ck_assert_int_eq(wt_requests(e.target, "f-lost"), 2);
+	ck_assert_int_eq(wt_effects(e.target, "f-lost"), 1);
+
+	/* 4xx: permanent, rejected with downstream's answer, nothing recorded. */
+	m = cc_msg(4, "t", "f-4xx", "{}");
+	wt_fail_next(e.target, 1, 422);
+	ck_assert_int_eq(cc_call1(&c, m, detail, sizeof(detail)), OB_WIRE_REJECT);
+	ck_assert_msg(strstr(detail, "422") != NULL, "%s", detail);
+	ck_assert_int_eq(ts_query_int(e.conn,
+	    "SELECT count(*) FROM inbox.processed WHERE idempotency_key = 'f-4xx'"), 0);
+
+	/* Downstream not there at all: connection error, retry. */
+	wt_stop(e.target);
+	e.target = NULL;
+	ck_assert_int_eq(cc_call1(&c, cc_msg(5, "t", "f-down", "{}"), detail, sizeof(detail)),
+	    OB_WIRE_RETRY);
+	ck_assert_msg(strstr(detail, "failed") != NULL, "%s", detail);
+	cc_close(&c);
+	ts_stop(pid, SIGTERM);
+	ck_assert(cc_wait_log(e.log, "webhook_calls=", 1000));
+	PQfinish(e.conn);
+}
+END_TEST
+
+START_TEST(test_webhook_crash_takeover)
+{
+	struct env e;
+	char fences[256], log_b[256];
+	env_init(&e, "whcrash");
+	/* A dies right after downstream acted, before recording anything. */
+	char *die[] = { "--fault-die-after-call", "1", "--webhook-lease", "2s",
+		"--webhook-timeout", "1s", NULL };
+	pid_t a = start_webhook_consumer(e.db, e.url, e.hook, e.log, die);
+	struct cc_conn c;
+	cc_open(&c, e.url);
+	struct ob_wire_msg m = cc_msg(1, "t", "crash-1", "{}");
+	cc_send(&c, &m, 1);
+	ck_assert_int_eq(ts_wait_exit(a, 30000), 128 + SIGKILL);
+	cc_close(&c);
+	ck_assert_int_eq(wt_effects(e.target, "crash-1"), 1);
+	ck_assert_int_eq(ts_query_int(e.conn, "SELECT count(*) FROM inbox.webhook_calls"
+	    " WHERE idempotency_key = 'crash-1' AND state = 'started' AND fence = 1"), 1);
+
+	/* B while A's lease is live: busy, retry, nothing sent. */
+	char url_b[256];
+	ts_ipc_url("whcrash-b", url_b, sizeof(url_b));
+	char *plain[] = { "--webhook-lease", "2s", "--webhook-timeout", "1s", NULL };
+	pid_t b = start_webhook_consumer(e.db, url_b, e.hook, log_b, plain);
+	cc_open(&c, url_b);
+	char detail[512];
+	ck_assert_int_eq(cc_call1(&c, m, detail, sizeof(detail)), OB_WIRE_RETRY);
+	ck_assert_msg(strstr(detail, "in flight") != NULL, "%s", detail);
+	ck_assert_int_eq(wt_requests(e.target, "crash-1"), 1);
+	/* After the lease: taken over with the token bumped, same key sent. */
+	ck_assert_int_eq(ts_wait_value(e.conn, "SELECT count(*) FROM inbox.webhook_calls"
+	    " WHERE lease_until < now()", 1, 10000), 1);
+	ck_assert_int_eq(cc_call1(&c, m, NULL, 0), OB_WIRE_APPLIED);
+	wt_fences(e.target, "crash-1", fences, sizeof(fences));
+	ck_assert_str_eq(fences, "1,2");
+	ck_assert_int_eq(wt_effects(e.target, "crash-1"), 1);
+	ck_assert_int_eq(ts_query_int(e.conn, "SELECT count(*) FROM inbox.webhook_calls"
+	    " WHERE idempotency_key = 'crash-1' AND state = 'done' AND fence = 2"), 1);
+	cc_close(&c);
+	ts_stop(b, SIGTERM);
+	ck_assert(cc_wait_log(log_b, "consumer.webhook.takeover", 1000));
+	env_fini(&e);
+}
+END_TEST
+
+START_TEST(test_webhook_stale_holder_fenced)
+{
+	struct env e;
+	char detail[512], fences[256], log_b[256], url_b[256];
+	env_init(&e, "whstale");
+	/* A stalls 4 s after its call returned, before recording it; its lease
+	 * is 1 s. */
+	char *stall[] = { "--fault-stall-after-call", "1", "--fault-slow-ms", "4s",
+		"--webhook-lease", "1s", "--webhook-timeout", "500ms", NULL };
+	pid_t a = start_webhook_consumer(e.db, e.url, e.hook, e.log, stall);
+	ts_ipc_url("whstale-b", url_b, sizeof(url_b));
+	char *plain[] = { "--webhook-lease", "1s", "--webhook-timeout", "500ms", NULL };
+	pid_t b = start_webhook_consumer(e.db, url_b, e.hook, log_b, plain);
+	struct cc_conn ca, cb;
+	cc_open(&ca, e.url);
+	cc_open(&cb, url_b);
+	struct ob_wire_msg m = cc_msg(1, "t", "stale-1", "{}");
+	cc_send(&ca, &m, 1);
+	ck_assert(cc_wait_log(e.log, "fault=consumer.webhook.stall_after_call", 20000));
+	/* A's lease runs out while it stalls; B takes the key over (token 2)
+	 * and its call fails, so B gives the claim up again. */
+	ck_assert_int_eq(ts_wait_value(e.conn, "SELECT count(*) FROM inbox.webhook_calls"
+	    " WHERE lease_until < now()", 1, 10000), 1);
+	wt_fail_next(e.target, 1, 500);
+	ck_assert_int_eq(cc_call1(&cb, m, NULL, 0), OB_WIRE_RETRY);
+	/* A wakes up and tries to record its call with token 1: fenced out. */
+	struct cc_reply r;
+	ck_assert_int_eq(cc_recv(&ca, &r, CC_REPLY_TIMEOUT_MS), 0);
+	ck_assert_int_eq(r.rep.results[0].status, OB_WIRE_RETRY);
+	snprintf(detail, sizeof(detail), "%.*s", (int)r.rep.results[0].detail_len,
+	    r.rep.results[0].detail);
+	ck_assert_msg(strstr(detail, "fenced out") != NULL, "%s", detail);
+	cc_reply_fini(&r);
+	ck_assert_int_eq(ts_query_int(e.conn,
+	    "SELECT count(*) FROM inbox.processed WHERE idempotency_key = 'stale-1'"), 0);
+	/* The next delivery completes it, token 3, one effect downstream. */
+	ck_assert_int_eq(cc_call1(&cb, m, NULL, 0), OB_WIRE_APPLIED);
+	wt_fences(e.target, "stale-1", fences, sizeof(fences));
+	ck_assert_str_eq(fences, "1,2,3");
+	ck_assert_int_eq(wt_effects(e.target, "stale-1"), 1);
+	ck_assert_int_eq(ts_query_int(e.conn, "SELECT count(*) FROM inbox.webhook_calls"
+	    " WHERE idempotency_key = 'stale-1' AND state = 'done' AND fence = 3"), 1);
+	cc_close(&ca);
+	cc_close(&cb);
+	ts_stop(a, SIGTERM);
+	ts_stop(b, SIGTERM);
+	ck_assert(cc_wait_log(e.log, "consumer.webhook.fenced_out", 1000));
+	env_fini(&e);
+}
+END_TEST
+
+START_TEST(test_webhook_config_refused)
+{
+	char out[2048];
+	char *no_url[] = { "outbox-consumer", "--db", "dbname=x", "--handler", "webhook", NULL };
+	ck_assert_int_eq(ts_run(no_url, NULL, out, sizeof(out), 20000), 2);
+	ck_assert_msg(strstr(out, "--webhook-url") != NULL, "%s", out);
+	char *lease[] = { "outbox-consumer", "--db", "dbname=x", "--handler", "webhook",
+		"--webhook-url", "http://127.0.0.1:1/x", "--webhook-timeout", "5s",
+		"--webhook-lease", "2s", NULL };
+	ck_assert_int_eq(ts_run(lease, NULL, out, sizeof(out), 20000), 2);
+	ck_assert_msg(strstr(out, "--webhook-lease") != NULL, "%s", out);
+	char *scheme[] = { "outbox-consumer", "--db", "dbname=x", "--handler", "webhook",
+		"--webhook-url", "ftp://x/y", NULL };
+	ck_assert_int_eq(ts_run(scheme, NULL, out, sizeof(out), 20000), 2);
+}
+END_TEST
+
+static Suite *
+webhook_suite(void)
+{
+	Suite *s = suite_create("consumer_webhook");
+	TCase *tc = tcase_create("webhook");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_webhook_applied_once);
+	tcase_add_test(tc, test_webhook_redelivery);
+	tcase_add_test(tc, test_webhook_failures_resend_same_key);
+	tcase_add_test(tc, test_webhook_crash_takeover);
+	tcase_add_test(tc, test_webhook_stale_holder_fenced);
+	tcase_add_test(tc, test_webhook_config_refused);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int
+main(void)
+{
+	int rc = ts_run_suite(webhook_suite());
+	nng_fini();
+	return rc;
+}

@@ -1,0 +1,231 @@
+/*
+ * webhook_target.c - the downstream HTTP server of the webhook tests (see
+ * webhook_target.h). nng parses HTTP; this file only keeps counts.
+ */
+#include <arpa/inet.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <nng/nng.h>
+#include <nng/supplemental/http/http.h>
+#include <nng/supplemental/util/platform.h>
+
+#include "webhook_target.h"
+
+#define WT_KEYS 256
+#define WT_FENCES 256
+
+struct wt_key {
+	char key[256];
+	int requests, effects;
+	char fences[WT_FENCES];
+};
+
+struct wt_target {
+	nng_http_server *server;
+	nng_url *url;
+	pthread_mutex_t mtx;
+	struct wt_key keys[WT_KEYS];
+	int nkeys, total;
+	int fail_n, fail_status, hold_n, hold_ms, lose_n;
+	char last_fence[32], last_topic[256], last_id[32], last_type[64];
+};
+
+static struct wt_key *
+find(struct wt_target *t, const char *key, bool create)
+{
+	for (int i = 0; i < t->nkeys; i++)
+		if (strcmp(t->keys[i].key, key) == 0)
+			return &t->keys[i];
+	if (!create || t->nkeys == WT_KEYS)
+		return NULL;
+	struct wt_key *k = &t->keys[t->nkeys++];
+	snprintf(k->key, sizeof(k->key), "%s", key);
+	return k;
+}
+
+static void
+copy_header(nng_http_req *req, const char *name, char *out, size_t len)
+{
+	const char *v = nng_http_req_get_header(req, name);
+	snprintf(out, len, "%s", v ? v : "");
+}
+
+static void
+hook(nng_aio *aio)
+{
+	nng_http_req *req = nng_aio_get_input(aio, 0);
+	nng_http_handler *h = nng_aio_get_input(aio, 1);
+	struct wt_target *t = nng_http_handler_get_data(h);
+	const char *key = nng_http_req_get_header(req, "Idempotency-Key");
+	int status = 200, hold = 0;
+	bool lose = false;
+	char body[128];
+
+	pthread_mutex_lock(&t->mtx);
+	t->total++;
+	copy_header(req, "Outbox-Fence", t->last_fence, sizeof(t->last_fence));
+	copy_header(req, "Outbox-Topic", t->last_topic, sizeof(t->last_topic));
+	copy_header(req, "Outbox-Message-Id", t->last_id, sizeof(t->last_id));
+	copy_header(req, "Content-Type", t->last_type, sizeof(t->last_type));
+	struct wt_key *k = key != NULL ? find(t, key, true) : NULL;
+	if (k != NULL) {
+		k->requests++;
+		size_t used = strlen(k->fences);
+		snprintf(k->fences + used, sizeof(k->fences) - used, "%s%s", used ? "," : "",
+		    t->last_fence);
+	}
+	if (key == NULL) {
+		status = 400;
+		snprintf(body, sizeof(body), "{\"error\":\"no Idempotency-Key\"}");
+	} else if (t->fail_n > 0) {
+		t->fail_n--;
+		status = t->fail_status;
+		snprintf(body, sizeof(body), "{\"error\":\"failing on purpose\"}");
+	} else {
+		if (k->effects == 0) {
+			k->effects = 1;
+			status = 201;
+		}
+		snprintf(body, sizeof(body), "{\"key\":\"%.60s\",\"created\":true}", key);
+		if (t->hold_n > 0) {
+			t->hold_n--;
+			hold = t->hold_ms;
+		} else if (t->lose_n > 0) {
+			t->lose_n--;
+			lose = true;
+		}
+	}
+	pthread_mutex_unlock(&t->mtx);
+
+	if (hold > 0)
+		nng_msleep((nng_duration)hold);
+	if (lose) {
+		nng_aio_finish(aio, NNG_ECONNRESET); /* nng closes the connection */
+		return;
+	}
+	nng_http_res *res;
+	if (nng_http_res_alloc(&res) != 0) {
+		nng_aio_finish(aio, NNG_ENOMEM);
+		return;
+	}
+	nng_http_res_set_status(res, (uint16_t)status);
+	nng_http_res_set_header(res, "Content-Type", "application/json");
+	nng_http_res_copy_data(res, body, strlen(body));
+	nng_aio_set_output(aio, 0, res);
+	nng_aio_finish(aio, 0);
+}
+
+struct wt_target *
+wt_start(char *url, size_t urllen)
+{
+	struct wt_target *t = calloc(1, sizeof(*t));
+	nng_http_handler *h = NULL;
+	if (t == NULL)
+		return NULL;
+	pthread_mutex_init(&t->mtx, NULL);
+	nng_sockaddr sa;
+	if (nng_url_parse(&t->url, "http://127.0.0.1:0") != 0 ||
+	    nng_http_server_hold(&t->server, t->url) != 0 ||
+	    nng_http_handler_alloc(&h, "/hook", hook) != 0 ||
+	    nng_http_handler_set_method(h, "POST") != 0 ||
+	    nng_http_handler_collect_body(h, true, 16u * 1024 * 1024) != 0 ||
+	    nng_http_handler_set_data(h, t, NULL) != 0 ||
+	    nng_http_server_add_handler(t->server, h) != 0 ||
+	    nng_http_server_start(t->server) != 0 ||
+	    nng_http_server_get_addr(t->server, &sa) != 0)
+		return NULL; /* the test fails on NULL; nothing to tidy for it */
+	snprintf(url, urllen, "http://127.0.0.1:%u/hook",
+	    (unsigned)ntohs(sa.s_in.sa_port));
+	return t;
+}
+
+void
+wt_stop(struct wt_target *t)
+{
+	nng_http_server_stop(t->server);
+	nng_http_server_release(t->server);
+	nng_url_free(t->url);
+	pthread_mutex_destroy(&t->mtx);
+	free(t);
+}
+
+void
+wt_fail_next(struct wt_target *t, int n, int status)
+{
+	pthread_mutex_lock(&t->mtx);
+	t->fail_n = n;
+	t->fail_status = status;
+	pthread_mutex_unlock(&t->mtx);
+}
+
+void
+wt_hold_next(struct wt_target *t, int n, int hold_ms)
+{
+	pthread_mutex_lock(&t->mtx);
+	t->hold_n = n;
+	t->hold_ms = hold_ms;
+	pthread_mutex_unlock(&t->mtx);
+}
+
+void
+wt_lose_next(struct wt_target *t, int n)
+{
+	pthread_mutex_lock(&t->mtx);
+	t->lose_n = n;
+	pthread_mutex_unlock(&t->mtx);
+}
+
+int
+wt_requests(struct wt_target *t, const char *key)
+{
+	pthread_mutex_lock(&t->mtx);
+	struct wt_key *k = find(t, key, false);
+	int n = k ? k->requests : 0;
+	pthread_mutex_unlock(&t->mtx);
+	return n;
+}
+
+int
+wt_effects(struct wt_target *t, const char *key)
+{
+	pthread_mutex_lock(&t->mtx);
+	struct wt_key *k = find(t, key, false);
+	int n = k ? k->effects : 0;
+	pthread_mutex_unlock(&t->mtx);
+	return n;
+}
+
+int
+wt_total(struct wt_target *t)
+{
+	pthread_mutex_lock(&t->mtx);
+	int n = t->total;
+	pthread_mutex_unlock(&t->mtx);
+	return n;
+}
+
+void
+wt_fences(struct wt_target *t, const char *key, char *out, size_t outlen)
+{
+	pthread_mutex_lock(&t->mtx);
+	struct wt_key *k = find(t, key, false);
+	snprintf(out, outlen, "%s", k ? k->fences : "");
+	pthread_mutex_unlock(&t->mtx);
+}
+
+void
+wt_last_header(struct wt_target *t, const char *name, char *out, size_t outlen)
+{
+	pthread_mutex_lock(&t->mtx);
+	const char *v = strcmp(name, "Outbox-Fence") == 0 ? t->last_fence
+	    : strcmp(name, "Outbox-Topic") == 0         ? t->last_topic
+	    : strcmp(name, "Outbox-Message-Id") == 0    ? t->last_id
+	    : strcmp(name, "Content-Type") == 0         ? t->last_type
+	                                                : "";
+	snprintf(out, outlen, "%s", v);
+	pthread_mutex_unlock(&t->mtx);
+}

@@ -1,0 +1,37 @@
+/*
+ * webhook_target.h - a small real HTTP server for the webhook tests (nng's
+ * HTTP server API, in the test process): POST /hook, deduplicating on the
+ * Idempotency-Key header the way a well-behaved downstream does. It counts
+ * requests and effects per key, remembers the Outbox-Fence of each request,
+ * and can be told to fail (answer a status without acting), to time out
+ * (act, then hold the answer), or to lose its answer after acting (close
+ * the connection). Thread-safe.
+ */
+#ifndef OUTBOX_WEBHOOK_TARGET_H
+#define OUTBOX_WEBHOOK_TARGET_H
+
+#include <stddef.h>
+
+struct wt_target;
+
+/* Listen on 127.0.0.1, a free port; url gets "http://127.0.0.1:PORT/hook".
+ * Returns NULL on failure. */
+struct wt_target *wt_start(char *url, size_t urllen);
+void wt_stop(struct wt_target *t);
+
+/* The next n requests get status (e.g. 500 or 400) and act on nothing. */
+void wt_fail_next(struct wt_target *t, int n, int status);
+/* The next n requests act, then wait hold_ms before answering. */
+void wt_hold_next(struct wt_target *t, int n, int hold_ms);
+/* The next n requests act, then the connection is closed unanswered. */
+void wt_lose_next(struct wt_target *t, int n);
+
+int wt_requests(struct wt_target *t, const char *key); /* requests with this key */
+int wt_effects(struct wt_target *t, const char *key);  /* times it acted on it */
+int wt_total(struct wt_target *t);                     /* all requests */
+/* The Outbox-Fence values seen for key, comma-separated, in arrival order. */
+void wt_fences(struct wt_target *t, const char *key, char *out, size_t outlen);
+/* The last request's header (copied), "" when absent. */
+void wt_last_header(struct wt_target *t, const char *name, char *out, size_t outlen);
+
+#endif
