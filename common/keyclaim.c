@@ -2,7 +2,8 @@
  * keyclaim.c - the idempotency-key claim state machine (see keyclaim.h).
  *
  * The claim is one upsert: insert STARTED, or take over a STARTED row whose
- * lease expired (same fingerprint only), bumping the fence. When it does
+ * lease expired (same fingerprint only, unless it was released), bumping
+ * the fence. When it does
  * neither, the row is read and ob_key_decide says what it means. Every
  * later write is conditioned on the fence.
  */
@@ -70,9 +71,11 @@ try_take(PGconn *conn, const char *table, const char *key, const void *fp,
 	    " VALUES ($1, encode(sha256($2::bytea), 'hex'), 'started', 1,"
 	    "         clock_timestamp() + $3::bigint * interval '1 millisecond')"
 	    " ON CONFLICT (idempotency_key) DO UPDATE"
-	    "   SET fence = k.fence + 1, lease_until = EXCLUDED.lease_until"
+	    "   SET fence = k.fence + 1, lease_until = EXCLUDED.lease_until,"
+	    "       fingerprint = EXCLUDED.fingerprint"
 	    " WHERE k.state = 'started' AND k.lease_until < clock_timestamp()"
-	    "   AND k.fingerprint = EXCLUDED.fingerprint"
+	    "   AND (k.fingerprint = EXCLUDED.fingerprint"
+	    "        OR k.lease_until = '-infinity')"
 	    " RETURNING k.fence", table);
 	snprintf(lease, sizeof(lease), "%" PRId64, lease_ms);
 	const char *params[3] = { key, fp, lease };
@@ -210,9 +213,13 @@ ob_keyclaim_release(PGconn *conn, const char *table, const char *key,
     int64_t fence, char *err, size_t errlen)
 {
 	char sql[256], f[24];
+	/* The row stays, so the fence only ever grows: a key released and
+	 * claimed again must not hand out a token a stale holder still has.
+	 * lease_until -infinity marks it free for any body. */
 	snprintf(sql, sizeof(sql),
-	    "DELETE FROM %s WHERE idempotency_key = $1 AND fence = $2::bigint"
-	    " AND state = 'started'", table);
+	    "UPDATE %s SET lease_until = '-infinity'"
+	    " WHERE idempotency_key = $1 AND fence = $2::bigint AND state = 'started'",
+	    table);
 	snprintf(f, sizeof(f), "%" PRId64, fence);
 	const char *params[2] = { key, f };
 	PGresult *res = PQexecParams(conn, sql, 2, NULL, params, NULL, NULL, 0);

@@ -233,8 +233,12 @@ struct run {
 static pid_t
 start_consumer(struct run *r)
 {
+	/* The broken round's consumer also takes 50 ms per batch, so the
+	 * backlog cannot drain before the first blow lands (the consumer is
+	 * fast enough to outrun the schedule otherwise). */
 	char *argv[] = { "outbox-consumer", "--db", r->pg->consumer, "--listen", r->url,
-		"--threads", "4", r->dedup ? NULL : "--no-dedup", NULL };
+		"--threads", "4", r->dedup ? NULL : "--no-dedup",
+		"--fault-slow", "1000000", "--fault-slow-ms", "50", NULL };
 	return ts_spawn(argv, NULL, NULL);
 }
 

@@ -127,6 +127,18 @@ START_TEST(test_takeover_fences_out_stale_holder)
 	ck_assert_str_eq(r.response_body, "winner");
 	ob_keyclaim_result_fini(&r);
 	/* A different body cannot take over an expired key either. */
+	/* A takeover, then a release, then a new claim: the stale first holder
+	 * must not get its token back (tokens never repeat). */
+	struct ob_key_claim s1 = claim(c, "cycle", "fp", 100);
+	usleep(250 * 1000);
+	struct ob_key_claim s2 = claim(c, "cycle", "fp", 60000);
+	ck_assert_int_eq(s2.verdict, OB_KEY_PROCEED);
+	ck_assert_int_eq(ob_keyclaim_release(c, TABLE, "cycle", s2.fence, err, sizeof(err)), OB_OK);
+	struct ob_key_claim s3 = claim(c, "cycle", "fp", 60000);
+	ck_assert_int_eq(s3.verdict, OB_KEY_PROCEED);
+	ck_assert_int_ne(s3.fence, s1.fence);
+	ck_assert_int_eq(ob_keyclaim_complete(c, TABLE, "cycle", s1.fence, 201, "stale", err,
+	                     sizeof(err)), OB_EFENCED);
 	struct ob_key_claim x = claim(c, "other", "fp", 1);
 	ck_assert_int_eq(x.verdict, OB_KEY_PROCEED);
 	usleep(50 * 1000);
@@ -140,13 +152,16 @@ START_TEST(test_release_and_gc)
 	PGconn *c = fresh();
 	char err[512];
 	struct ob_key_claim a = claim(c, "r", "fp", 60000);
-	/* A release with a stale token changes nothing. */
+	/* A release with a stale token changes nothing: still busy. */
 	ck_assert_int_eq(ob_keyclaim_release(c, TABLE, "r", a.fence + 1, err, sizeof(err)), OB_OK);
-	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM " TABLE), 1);
+	ck_assert_int_eq(claim(c, "r", "fp", 60000).verdict, OB_KEY_BUSY);
 	ck_assert_int_eq(ob_keyclaim_release(c, TABLE, "r", a.fence, err, sizeof(err)), OB_OK);
-	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM " TABLE), 0);
-	/* Released: the next request proceeds afresh, even with another body. */
-	ck_assert_int_eq(claim(c, "r", "other", 60000).verdict, OB_KEY_PROCEED);
+	/* Released: the next request proceeds, even with another body, and
+	 * with a NEW token. */
+	struct ob_key_claim again = claim(c, "r", "other", 60000);
+	ck_assert_int_eq(again.verdict, OB_KEY_PROCEED);
+	ck_assert_int_gt(again.fence, a.fence);
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM " TABLE), 1);
 
 	struct ob_key_claim d = claim(c, "old-done", "fp", 60000);
 	ck_assert_int_eq(ob_keyclaim_complete(c, TABLE, "old-done", d.fence, 201, "x", err,

@@ -2,8 +2,8 @@
  * keyclaim.h - the idempotency-key claim state machine, shared by the
  * producer's HTTP API and the consumer's webhook handler.
  *
- * A key row moves ABSENT -> STARTED -> DONE (or STARTED -> ABSENT when the
- * work is released). STARTED carries a lease and a fencing token: a request
+ * A key row moves ABSENT -> STARTED -> DONE (a released STARTED row is free
+ * to be claimed again, by any body, with the next token). STARTED carries a lease and a fencing token: a request
  * that finds a live lease is told BUSY (HTTP 409); one that finds an expired
  * lease takes the key over with the token bumped, and the stale holder's
  * late completion is refused because its token no longer matches.
@@ -86,8 +86,10 @@ int ob_keyclaim_complete(PGconn *conn, const char *table, const char *key,
     int64_t fence, int status, const char *body, char *err, size_t errlen);
 
 /* Give up a STARTED key this caller holds (work failed transiently, or the
- * request turned out invalid and must not be stored): the row is deleted if
- * it still carries fence. OB_OK (also when it no longer did) or OB_EDB. */
+ * request turned out invalid and must not be stored), if it still carries
+ * fence: the key is free again, for any body, and the next claim gets a
+ * bumped token (the row is kept so tokens never repeat). OB_OK (also when
+ * it no longer carried fence) or OB_EDB. */
 int ob_keyclaim_release(PGconn *conn, const char *table, const char *key,
     int64_t fence, char *err, size_t errlen);
 
