@@ -506,9 +506,14 @@ run_wave(struct relay_deliverer *d, struct frame *fr, uint32_t nf,
 			    "dest=%s from=%s failures=%u probe_interval_ms=%lld", ds->url,
 			    relay_breaker_state_name(before), ds->breaker.failures,
 			    (long long)d->breaker_probe_ms);
-		if (d->breaker_open != NULL && f->dest < d->breaker_open_n)
-			atomic_store(&d->breaker_open[f->dest],
-			    ds->breaker.state == RELAY_BREAKER_OPEN ? 1 : 0);
+		if (d->breakers != NULL && f->dest < d->breakers_n) {
+			struct relay_breaker_live *bl = &d->breakers[f->dest];
+			struct timespec ts;
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			int64_t ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+			atomic_store(ok ? &bl->ok_ms : &bl->fail_ms, ms);
+			atomic_store(&bl->open, ds->breaker.state == RELAY_BREAKER_OPEN ? 1 : 0);
+		}
 	}
 	for (uint32_t i = 0; i < nf; i++) {
 		if (fr[i].aio != NULL)

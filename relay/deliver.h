@@ -19,6 +19,7 @@
 #include <signal.h>
 
 #include "breaker.h"
+#include "metrics.h"
 #include "outbox/metrics.h"
 #include "outbox/wire.h"
 #include "record.h"
@@ -57,11 +58,12 @@ struct relay_deliverer {
 	uint64_t frames_sent;
 	uint64_t frames_failed;
 	/* metrics (NULL = none): each replied frame's round trip is observed
-	 * in frame_seconds; breaker_open[i] (i < breaker_open_n) mirrors
-	 * destination i's breaker (1 = open) for the supervisor to fold. */
+	 * in frame_seconds; breakers[i] (i < breakers_n) gets destination i's
+	 * breaker state and the time of its last failed / replied frame, for
+	 * the supervisor to fold (metrics.h). */
 	struct ob_metric *frame_seconds;
-	_Atomic uint8_t *breaker_open;
-	int breaker_open_n;
+	struct relay_breaker_live *breakers;
+	int breakers_n;
 };
 
 /* Parse "TOPIC=URL" specs (URL checked by nng_url_parse) into d, without

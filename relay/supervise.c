@@ -131,6 +131,8 @@ worker_main(const struct relay_config *cfg, int index, struct relay_shared *shar
 	exit(code);
 }
 
+static void describe_status(int st, char *out, size_t len);
+
 /* In the child: become the metrics process and never return. */
 static _Noreturn void
 metrics_main(const struct relay_config *cfg, struct relay_shared *shared,
@@ -244,6 +246,9 @@ stop_metrics(struct slot *s)
 		kill(s->pid, SIGKILL);
 		waitpid(s->pid, &st, 0);
 	}
+	char how[32];
+	describe_status(st, how, sizeof(how));
+	ob_info("relay.metrics.exited", "pid=%d status=%s shutdown=1", (int)s->pid, how);
 	s->pid = 0;
 }
 

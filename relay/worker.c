@@ -153,6 +153,21 @@ wait_for_work(struct worker *w)
 	}
 }
 
+/* Announce that this worker is about to wait (sql/outbox/006_wakeup.sql):
+ * enqueues notify only while a worker is waiting. */
+static void
+announce_waiting(struct worker *w)
+{
+	char ms[24], err[512], q[600];
+	snprintf(ms, sizeof(ms), "%" PRId64, w->cfg->poll_ms);
+	const char *params[2] = { w->owner, ms };
+	PGresult *res = PQexecParams(w->conn, "SELECT outbox.relay_waiting($1, $2::bigint)",
+	    2, NULL, params, NULL, NULL, 0);
+	if (ob_pg_check(res, PGRES_TUPLES_OK, "announce waiting", err, sizeof(err)) != OB_OK)
+		ob_warn("relay.wait.announce_failed", "err=%s", ob_log_q(err, q, sizeof(q)));
+	PQclear(res);
+}
+
 /* Turn a RETRY into a backoff, or into a dead letter once the message has
  * used up its attempts or its age. Attempts that never reached a consumer
  * are refunded and do not count. */
@@ -408,8 +423,8 @@ relay_worker_run(const struct relay_config *cfg, int worker_index,
 		w.metrics = &shared->metrics;
 		w.live = &shared->live[worker_index];
 		w.deliverer.frame_seconds = shared->metrics.delivery_seconds;
-		w.deliverer.breaker_open = w.live->breaker_open;
-		w.deliverer.breaker_open_n = shared->metrics.ndests;
+		w.deliverer.breakers = w.live->breakers;
+		w.deliverer.breakers_n = shared->metrics.ndests;
 	}
 	char host[64] = "localhost";
 	gethostname(host, sizeof(host) - 1);
@@ -463,8 +478,11 @@ relay_worker_run(const struct relay_config *cfg, int worker_index,
 		} else if (n == 0 && !*stop) {
 			/* Claim again at once after any work: recording a head may
 			 * have made its key's next message claimable, and that
-			 * hand-over sends no notification. */
-			wait_for_work(&w);
+			 * hand-over sends no notification. Before waiting, announce
+			 * it and claim once more (see announce_waiting). */
+			announce_waiting(&w);
+			if (round_once(&w) == 0 && !*stop)
+				wait_for_work(&w);
 		}
 		if (now_ms() >= next_progress) {
 			next_progress = now_ms() + PROGRESS_EVERY_MS;

@@ -1,0 +1,131 @@
+/*
+ * metrics.c - the relay's series: registration before fork, the workers'
+ * per-topic handle cache, and the supervisor's fold of the workers' live
+ * rows into gauges (see metrics.h). Names and meanings: docs/metrics.md.
+ */
+#include <string.h>
+
+#include "metrics.h"
+#include "outbox/err.h"
+
+static const double delivery_buckets[] = {
+	0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
+};
+
+int
+relay_metrics_init(struct relay_metrics *rm, const char *const *dests, int ndests)
+{
+	memset(rm, 0, sizeof(*rm));
+	int rc = ob_metrics_new_shared(RELAY_METRICS_CAPACITY, &rm->reg);
+	if (rc != OB_OK)
+		return rc;
+	struct ob_metrics *r = rm->reg;
+	rm->claimed = ob_metrics_counter(r, "outbox_relay_claimed_total",
+	    "Messages claimed under a lease (every attempt, takeovers included)", NULL);
+	rm->fenced_out = ob_metrics_counter(r, "outbox_relay_fenced_out_total",
+	    "Outcome writes refused because the claim's fence moved on (a stalled worker)", NULL);
+	rm->takeovers = ob_metrics_counter(r, "outbox_relay_lease_takeovers_total",
+	    "Claims of a message whose previous lease had expired unrecorded", NULL);
+	rm->released = ob_metrics_counter(r, "outbox_relay_released_total",
+	    "Claimed messages handed back unsent (breaker open, shutdown); not an attempt",
+	    NULL);
+	rm->inflight = ob_metrics_gauge(r, "outbox_relay_inflight",
+	    "Messages claimed by a live worker whose outcome is not recorded yet", NULL);
+	rm->pending = ob_metrics_gauge(r, "outbox_relay_pending",
+	    "Pending messages in the outbox (leased and waiting for a retry included)", NULL);
+	rm->oldest_claimable = ob_metrics_gauge(r, "outbox_relay_oldest_claimable_age_seconds",
+	    "Seconds the oldest claimable message (pending, due, unleased, a key's head)"
+	    " has been due; 0 when none", NULL);
+	rm->blocked_keys = ob_metrics_gauge(r, "outbox_relay_blocked_keys",
+	    "Ordering keys whose head is dead-lettered (blocked until requeued)", NULL);
+	rm->delivery_seconds = ob_metrics_histogram(r, "outbox_relay_delivery_seconds",
+	    "Round trip of a request frame that got a reply (send, consumer commit, reply)",
+	    NULL, delivery_buckets, sizeof(delivery_buckets) / sizeof(delivery_buckets[0]));
+	rm->frames_sent = ob_metrics_counter(r, "outbox_relay_frames_sent_total",
+	    "Request frames handed to nng", NULL);
+	rm->frames_failed = ob_metrics_counter(r, "outbox_relay_frames_failed_total",
+	    "Request frames sent that got no reply (timeout, transport error)", NULL);
+	rm->purged = ob_metrics_counter(r, "outbox_relay_purged_total",
+	    "Delivered records deleted by the retention purge", NULL);
+	for (int i = 0; i < ndests && i < RELAY_METRICS_MAX_DESTS; i++) {
+		const char *labels[] = { "destination", dests[i], NULL };
+		rm->breaker_open[i] = ob_metrics_gauge(r, "outbox_relay_breaker_open",
+		    "1 while any worker's circuit breaker for the destination is open", labels);
+		rm->ndests = i + 1;
+	}
+	return OB_OK;
+}
+
+void
+relay_metrics_fini(struct relay_metrics *rm)
+{
+	ob_metrics_free(rm->reg);
+	memset(rm, 0, sizeof(*rm));
+}
+
+struct relay_topic_metrics *
+relay_metrics_topic(struct relay_metrics *rm, struct relay_topic_cache *c,
+    const char *topic, size_t len)
+{
+	if (len > OB_WIRE_MAX_TOPIC)
+		len = OB_WIRE_MAX_TOPIC;
+	for (unsigned i = 0; i < c->n; i++)
+		if (strlen(c->e[i].topic) == len && memcmp(c->e[i].topic, topic, len) == 0)
+			return &c->e[i];
+	struct relay_topic_metrics *e;
+	if (c->n < RELAY_METRICS_TOPIC_CACHE) {
+		e = &c->e[c->n++];
+	} else {
+		e = &c->e[c->next_evict];
+		c->next_evict = (c->next_evict + 1) % RELAY_METRICS_TOPIC_CACHE;
+	}
+	memcpy(e->topic, topic, len);
+	e->topic[len] = '\0';
+	const char *labels[] = { "topic", e->topic, NULL };
+	e->delivered = ob_metrics_counter(rm->reg, "outbox_relay_delivered_total",
+	    "Messages recorded as delivered (applied or duplicate at the consumer)", labels);
+	e->retried = ob_metrics_counter(rm->reg, "outbox_relay_retried_total",
+	    "Attempts recorded as failed and scheduled again with backoff", labels);
+	e->dead = ob_metrics_counter(rm->reg, "outbox_relay_dead_lettered_total",
+	    "Messages recorded as dead (rejected, no route, too large, attempts or age used up)",
+	    labels);
+	return e;
+}
+
+void
+relay_metrics_fold(struct relay_metrics *rm, struct relay_worker_live *live,
+    int nworkers)
+{
+	int64_t inflight = 0;
+	bool ready = false;
+	for (int w = 0; w < nworkers; w++) {
+		inflight += atomic_load(&live[w].inflight);
+		ready |= atomic_load(&live[w].connected) != 0;
+	}
+	ob_metric_set(rm->inflight, (double)inflight);
+	for (int d = 0; d < rm->ndests; d++) {
+		int64_t last_ok = 0;
+		for (int w = 0; w < nworkers; w++) {
+			int64_t ok = atomic_load(&live[w].breakers[d].ok_ms);
+			last_ok = ok > last_ok ? ok : last_ok;
+		}
+		bool open = false;
+		for (int w = 0; w < nworkers && !open; w++)
+			open = atomic_load(&live[w].breakers[d].open) != 0 &&
+			    atomic_load(&live[w].breakers[d].fail_ms) > last_ok;
+		ob_metric_set(rm->breaker_open[d], open ? 1 : 0);
+	}
+	ob_metrics_set_ready(rm->reg, ready);
+}
+
+void
+relay_metrics_worker_gone(struct relay_worker_live *row)
+{
+	atomic_store(&row->connected, 0);
+	atomic_store(&row->inflight, 0);
+	for (int d = 0; d < RELAY_METRICS_MAX_DESTS; d++) {
+		atomic_store(&row->breakers[d].open, 0);
+		atomic_store(&row->breakers[d].fail_ms, 0);
+		atomic_store(&row->breakers[d].ok_ms, 0);
+	}
+}
