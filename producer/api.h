@@ -50,11 +50,14 @@ struct producer_faults {
 	int64_t slow_ms;
 };
 
+struct producer_metrics; /* metrics.h */
+
 struct api_config {
 	enum producer_mode mode;
 	int64_t lease_ms;  /* key lease (atomic) */
 	bool fencing;      /* false: TEST-ONLY broken switch, completion unfenced */
 	struct producer_faults *faults;
+	struct producer_metrics *metrics; /* NULL: not counted (takeovers, fenced out) */
 };
 
 /* One request as the transport hands it over (all borrowed). */

@@ -17,9 +17,8 @@ static const char insert_sql[] =
     "WITH r AS ("
     "  INSERT INTO app.bug_reports (title, module, steps, severity, idempotency_key)"
     "  VALUES ($1, $2, $3, $4, $5) RETURNING *)"
-    " SELECT r.id, outbox.enqueue('" PRODUCER_TOPIC_REPORT_CREATED "', $5,"
-    "   jsonb_build_object('report_id', r.id, 'title', r.title, 'module', r.module,"
-    "     'steps', r.steps, 'severity', r.severity, 'created_at', r.created_at))"
+    " SELECT r.id, outbox.enqueue('" PRODUCER_TOPIC_REPORT_CREATED "', $5, "
+    PRODUCER_REPORT_PAYLOAD_SQL ")"
     " FROM r";
 
 int

@@ -11,6 +11,12 @@
 
 #define PRODUCER_TOPIC_REPORT_CREATED "report.created"
 
+/* The outbox payload of a report, as SQL over a row alias r of
+ * app.bug_reports (shared by every statement that enqueues one). */
+#define PRODUCER_REPORT_PAYLOAD_SQL                                              \
+	"jsonb_build_object('report_id', r.id, 'title', r.title, 'module', r.module," \
+	" 'steps', r.steps, 'severity', r.severity, 'created_at', r.created_at)"
+
 struct bug_report {
 	const char *title;    /* 1..200 characters */
 	const char *module;   /* 1..100 characters */

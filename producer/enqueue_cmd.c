@@ -52,6 +52,9 @@ static const struct ob_cfg_opt enqueue_options[] = {
 	OB_CFG_END,
 };
 
+/* The enqueue table, for --help-markdown (main.c). */
+const struct ob_cfg_opt *const producer_enqueue_options = enqueue_options;
+
 int
 producer_cmd_enqueue(int argc, char **argv)
 {

@@ -13,14 +13,17 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <nng/nng.h>
 #include <nng/supplemental/http/http.h>
 
 #include "http_server.h"
+#include "metrics.h"
 #include "outbox/err.h"
 #include "outbox/log.h"
 #include "outbox/pg.h"
@@ -29,23 +32,58 @@
  * connection stays in sync). */
 #define HTTP_GET_MAX_BODY 4096
 
+/* A request waiting for a serving thread. */
+struct queued {
+	nng_aio *aio;
+	int64_t t0_ns;      /* CLOCK_MONOTONIC when nng handed it over */
+};
+
 struct http_server {
 	struct http_server_config cfg;
 	nng_http_server *http;
 	pthread_mutex_t mtx;
 	pthread_cond_t cv;
-	nng_aio **queue;    /* ring of waiting requests */
+	struct queued *queue; /* ring of waiting requests */
 	int qhead, qlen;
 	bool stopping;
 	int nthreads;
 	pthread_t *threads;
 	PGconn **conns;     /* one per serving thread, never shared */
+	bool *up;           /* per thread, its own: conns[i] usable at last use */
+	_Atomic int nup;    /* how many are up (for /readyz) */
 };
 
 struct worker_arg {
 	struct http_server *s;
 	int index;
 };
+
+static int64_t
+now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Count an answered request (metrics off: no-op). */
+static void
+count(struct http_server *s, const char *method, const char *path, int status, bool replayed,
+    int64_t t0_ns)
+{
+	producer_metrics_request(s->cfg.api.metrics, method, producer_route_of(path), status,
+	    replayed, (double)(now_ns() - t0_ns) / 1e9);
+}
+
+/* Serving thread i's connection went up or down (only thread i calls). */
+static void
+set_up(struct http_server *s, int i, bool up)
+{
+	if (s->up[i] == up)
+		return;
+	s->up[i] = up;
+	atomic_fetch_add(&s->nup, up ? 1 : -1);
+}
 
 /* Finish aio with a JSON response; takes nothing, allocates the response. */
 static void
@@ -96,35 +134,43 @@ handle_cb(nng_aio *aio)
 {
 	nng_http_handler *h = nng_aio_get_input(aio, 1);
 	struct http_server *s = nng_http_handler_get_data(h);
+	int64_t t0 = now_ns();
 	pthread_mutex_lock(&s->mtx);
 	if (s->stopping || s->qlen >= s->cfg.max_queue) {
 		bool stopping = s->stopping;
 		pthread_mutex_unlock(&s->mtx);
+		nng_http_req *req = nng_aio_get_input(aio, 0);
+		/* The route comes from the path without its query string. */
+		char path[64];
+		snprintf(path, sizeof(path), "%s", nng_http_req_get_uri(req));
+		path[strcspn(path, "?")] = '\0';
+		count(s, nng_http_req_get_method(req), path, 503, false, t0);
 		reply_error(aio, 503, "overloaded",
 		    stopping ? "the server is shutting down" : "too many requests waiting; retry later",
 		    1, stopping);
 		return;
 	}
-	s->queue[(s->qhead + s->qlen) % s->cfg.max_queue] = aio;
+	s->queue[(s->qhead + s->qlen) % s->cfg.max_queue] = (struct queued){ aio, t0 };
 	s->qlen++;
 	pthread_cond_signal(&s->cv);
 	pthread_mutex_unlock(&s->mtx);
 }
 
-static nng_aio *
-queue_pop(struct http_server *s)
+static bool
+queue_pop(struct http_server *s, struct queued *q)
 {
-	nng_aio *aio = NULL;
+	bool got = false;
 	pthread_mutex_lock(&s->mtx);
 	while (s->qlen == 0 && !s->stopping)
 		pthread_cond_wait(&s->cv, &s->mtx);
 	if (s->qlen > 0) {
-		aio = s->queue[s->qhead];
+		*q = s->queue[s->qhead];
+		got = true;
 		s->qhead = (s->qhead + 1) % s->cfg.max_queue;
 		s->qlen--;
 	}
 	pthread_mutex_unlock(&s->mtx);
-	return aio;
+	return got;
 }
 
 /* Read a POST body of the announced length. 0 on success (*body owned),
@@ -185,21 +231,25 @@ read_body(struct http_server *s, nng_http_req *req, nng_http_conn *hc, char **bo
 static bool
 ensure_conn(struct http_server *s, int i)
 {
-	char err[512];
+	char err[512], q[600];
 	if (s->conns[i] != NULL && !ob_pg_broken(s->conns[i]))
 		return true;
+	set_up(s, i, false);
 	if (s->conns[i] != NULL)
 		PQfinish(s->conns[i]);
 	s->conns[i] = NULL;
+	/* err names the conninfo with its password redacted (ob_pg_connect). */
 	if (ob_pg_connect(s->cfg.db, "outbox-producer", &s->conns[i], err, sizeof(err)) != OB_OK) {
-		ob_warn("producer.db.connect_failed", "thread=%d", i);
+		ob_warn("producer.db.connect_failed", "thread=%d err=%s", i,
+		    ob_log_q(err, q, sizeof(q)));
 		return false;
 	}
+	set_up(s, i, true);
 	return true;
 }
 
 static void
-serve_one(struct http_server *s, int index, nng_aio *aio)
+serve_one(struct http_server *s, int index, nng_aio *aio, int64_t t0)
 {
 	nng_http_req *req = nng_aio_get_input(aio, 0);
 	nng_http_conn *hc = nng_aio_get_input(aio, 2);
@@ -220,6 +270,7 @@ serve_one(struct http_server *s, int index, nng_aio *aio)
 		int st = read_body(s, req, hc, &body, &len, &why);
 		if (st != 0) {
 			/* The body was not read: the connection cannot be reused. */
+			count(s, method, uri, st, false, t0);
 			reply_error(aio, st, st == 413 ? "body_too_large" : "bad_request", why, 0, true);
 			free(uri);
 			return;
@@ -230,6 +281,7 @@ serve_one(struct http_server *s, int index, nng_aio *aio)
 		len = 0; /* ignored */
 	}
 	if (!ensure_conn(s, index)) {
+		count(s, method, uri, 503, false, t0);
 		reply_error(aio, 503, "unavailable", "the database is unavailable; retry later", 1,
 		    false);
 		free(body);
@@ -240,6 +292,10 @@ serve_one(struct http_server *s, int index, nng_aio *aio)
 		nng_http_req_get_header(req, "Idempotency-Key"), body, len };
 	struct api_response res;
 	api_handle(s->conns[index], &s->cfg.api, &ar, &res);
+	if (ob_pg_broken(s->conns[index]))
+		set_up(s, index, false);
+	/* A response lost by the fault counts with the status it would have had. */
+	count(s, method, uri, res.status, res.replayed, t0);
 	if (res.drop) {
 		/* Fault: the work is committed, the answer is lost. */
 		nng_aio_finish(aio, NNG_ECONNRESET);
@@ -256,9 +312,9 @@ static void *
 worker_main(void *arg)
 {
 	struct worker_arg *w = arg;
-	nng_aio *aio;
-	while ((aio = queue_pop(w->s)) != NULL)
-		serve_one(w->s, w->index, aio);
+	struct queued q;
+	while (queue_pop(w->s, &q))
+		serve_one(w->s, w->index, q.aio, q.t0_ns);
 	free(w);
 	return NULL;
 }
@@ -299,13 +355,16 @@ http_server_start(const struct http_server_config *cfg, struct http_server **out
 	s->queue = calloc((size_t)cfg->max_queue, sizeof(*s->queue));
 	s->threads = calloc((size_t)cfg->threads, sizeof(*s->threads));
 	s->conns = calloc((size_t)cfg->threads, sizeof(*s->conns));
-	if (s->queue == NULL || s->threads == NULL || s->conns == NULL) {
+	s->up = calloc((size_t)cfg->threads, sizeof(*s->up));
+	if (s->queue == NULL || s->threads == NULL || s->conns == NULL || s->up == NULL) {
 		snprintf(err, errlen, "out of memory");
 		goto fail;
 	}
-	for (int i = 0; i < cfg->threads; i++)
+	for (int i = 0; i < cfg->threads; i++) {
 		if (ob_pg_connect(cfg->db, "outbox-producer", &s->conns[i], err, errlen) != OB_OK)
 			goto fail;
+		set_up(s, i, true);
+	}
 	if ((rv = nng_url_parse(&url, cfg->url)) != 0 || strcmp(url->u_scheme, "http") != 0) {
 		snprintf(err, errlen, "--http %s: not an http://HOST:PORT URL", cfg->url);
 		goto fail;
@@ -346,6 +405,12 @@ fail:
 	return OB_ENET;
 }
 
+bool
+http_server_ready(struct http_server *s)
+{
+	return atomic_load(&s->nup) > 0;
+}
+
 int
 http_server_port(struct http_server *s)
 {
@@ -376,6 +441,7 @@ http_server_stop(struct http_server *s)
 		if (s->conns[i] != NULL)
 			PQfinish(s->conns[i]);
 	free(s->conns);
+	free(s->up);
 	free(s->threads);
 	free(s->queue);
 	pthread_cond_destroy(&s->cv);

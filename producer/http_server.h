@@ -10,6 +10,7 @@
 #ifndef OUTBOX_PRODUCER_HTTP_SERVER_H
 #define OUTBOX_PRODUCER_HTTP_SERVER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -32,6 +33,11 @@ struct http_server;
  * with the reason in err. */
 int http_server_start(const struct http_server_config *cfg, struct http_server **out,
     char *err, size_t errlen);
+
+/* Ready: at least one serving thread's database connection was usable at
+ * its last use (a broken one is reconnected by the next request its thread
+ * serves). Atomics only: safe from any thread, never blocks. */
+bool http_server_ready(struct http_server *s);
 
 /* The TCP port actually bound (useful with port 0). */
 int http_server_port(struct http_server *s);

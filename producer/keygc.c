@@ -14,6 +14,7 @@
 
 #include "api.h"
 #include "keygc.h"
+#include "metrics.h"
 #include "outbox/err.h"
 #include "outbox/keyclaim.h"
 #include "outbox/log.h"
@@ -23,6 +24,7 @@ struct keygc {
 	char *db;
 	int64_t retention_ms, interval_ms;
 	int batch;
+	struct producer_metrics *pm;
 	pthread_t thread;
 	pthread_mutex_t mtx;
 	pthread_cond_t cv;
@@ -40,16 +42,21 @@ gc_pass(struct keygc *g, PGconn **conn)
 	}
 	if (*conn == NULL &&
 	    ob_pg_connect(g->db, "outbox-producer-keygc", conn, err, sizeof(err)) != OB_OK) {
-		ob_warn("producer.keygc.connect_failed", "retry_in_ms=%" PRId64, g->interval_ms);
+		char q[600];
+		ob_warn("producer.keygc.connect_failed", "retry_in_ms=%" PRId64 " err=%s",
+		    g->interval_ms, ob_log_q(err, q, sizeof(q)));
 		return;
 	}
 	for (;;) {
 		if (ob_keyclaim_gc(*conn, PRODUCER_KEY_TABLE, g->retention_ms, g->batch, &deleted, err,
 		        sizeof(err)) != OB_OK) {
-			ob_warn("producer.keygc.failed", "deleted=%" PRId64, total);
+			char q[600];
+			ob_warn("producer.keygc.failed", "deleted=%" PRId64 " err=%s", total,
+			    ob_log_q(err, q, sizeof(q)));
 			return;
 		}
 		total += deleted;
+		producer_metrics_keys_collected(g->pm, deleted);
 		pthread_mutex_lock(&g->mtx);
 		bool stop = g->stopping;
 		pthread_mutex_unlock(&g->mtx);
@@ -91,7 +98,7 @@ gc_main(void *arg)
 
 int
 keygc_start(const char *db, int64_t retention_ms, int64_t interval_ms, int batch,
-    struct keygc **out, char *err, size_t errlen)
+    struct producer_metrics *pm, struct keygc **out, char *err, size_t errlen)
 {
 	struct keygc *g = calloc(1, sizeof(*g));
 	if (g == NULL || (g->db = strdup(db)) == NULL) {
@@ -102,6 +109,7 @@ keygc_start(const char *db, int64_t retention_ms, int64_t interval_ms, int batch
 	g->retention_ms = retention_ms;
 	g->interval_ms = interval_ms;
 	g->batch = batch;
+	g->pm = pm;
 	pthread_mutex_init(&g->mtx, NULL);
 	pthread_cond_init(&g->cv, NULL);
 	if (pthread_create(&g->thread, NULL, gc_main, g) != 0) {

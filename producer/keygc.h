@@ -11,11 +11,13 @@
 #include <stdint.h>
 
 struct keygc;
+struct producer_metrics;
 
-/* Start the thread (it connects to db itself). On OB_OK *out is owned:
+/* Start the thread (it connects to db itself). pm (borrowed, may be NULL)
+ * counts the deleted keys and must outlive g. On OB_OK *out is owned:
  * keygc_stop. */
 int keygc_start(const char *db, int64_t retention_ms, int64_t interval_ms, int batch,
-    struct keygc **out, char *err, size_t errlen);
+    struct producer_metrics *pm, struct keygc **out, char *err, size_t errlen);
 
 /* Stop and join the thread (at most one batch in flight); frees g. */
 void keygc_stop(struct keygc *g);

@@ -1,11 +1,14 @@
 /*
  * main.c - outbox-producer: dispatch to a subcommand.
+ * `outbox-producer --help-markdown` prints every subcommand's config table
+ * (docs/configuration.md, scripts/gen-config-doc.sh).
  */
 #include <stdio.h>
 #include <string.h>
 
 #include <nng/nng.h>
 
+#include "outbox/config.h"
 #include "outbox/log.h"
 #include "producer.h"
 
@@ -38,6 +41,26 @@ usage(FILE *f)
 		fprintf(f, "  %-10s %s\n", c->name, c->help);
 }
 
+static void
+markdown(void)
+{
+	static const struct {
+		const char *title;
+		const struct ob_cfg_opt *const *table;
+	} tables[] = {
+		{ "outbox-producer enqueue", &producer_enqueue_options },
+		{ "outbox-producer serve", &producer_serve_options },
+		{ "outbox-producer submit", &producer_submit_options },
+		{ "outbox-producer lookup", &producer_lookup_options },
+		{ "outbox-producer matrix", &producer_matrix_options },
+	};
+	for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) {
+		if (i > 0)
+			fputc('\n', stdout);
+		ob_cfg_markdown(stdout, tables[i].title, *tables[i].table);
+	}
+}
+
 int
 main(int argc, char **argv)
 {
@@ -49,6 +72,10 @@ main(int argc, char **argv)
 	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
 	    strcmp(argv[1], "help") == 0) {
 		usage(stdout);
+		return 0;
+	}
+	if (strcmp(argv[1], "--help-markdown") == 0) {
+		markdown();
 		return 0;
 	}
 	int code = -1;

@@ -93,6 +93,9 @@ static const struct ob_cfg_opt matrix_options[] = {
 	OB_CFG_END,
 };
 
+/* The matrix table, for --help-markdown (main.c). */
+const struct ob_cfg_opt *const producer_matrix_options = matrix_options;
+
 struct cell_server {
 	pid_t pid;
 	int port;

@@ -1,7 +1,11 @@
 /*
  * serve_cmd.c - `outbox-producer serve`: the idempotent HTTP API. Parses
  * the config table, refuses a lease shorter than --max-processing, arms the
- * fault counters, starts the server and the key GC, waits for a signal.
+ * fault counters, starts the server, the key GC and (with --metrics) the
+ * operator's endpoint, waits for a signal.
+ *
+ * Secrets: the conninfo is never logged or printed as given; errors that
+ * name it go through ob_pg_connect, which redacts the password.
  */
 #include <inttypes.h>
 #include <signal.h>
@@ -14,6 +18,8 @@
 #include "api.h"
 #include "http_server.h"
 #include "keygc.h"
+#include "metrics.h"
+#include "outbox/http_endpoint.h"
 #include "outbox/config.h"
 #include "outbox/err.h"
 #include "outbox/log.h"
@@ -38,6 +44,7 @@ struct serve_config {
 	char *ready_file;
 	char *log_level;
 	char *log_format;
+	char *metrics;
 	int64_t fault_lose_response;
 	int64_t fault_crash;
 	int64_t fault_slow;
@@ -84,6 +91,9 @@ static const struct ob_cfg_opt serve_options[] = {
 	    "debug|info|warn|error", false, log_level, "least severe level logged"),
 	OPT("log-format", "OUTBOX_LOG_FORMAT", OB_CFG_ENUM, "text", 0, 0, "text|json", false,
 	    log_format, "log line format"),
+	OPT("metrics", "OUTBOX_METRICS", OB_CFG_STRING, NULL, 0, 0, NULL, false, metrics,
+	    "serve /metrics, /healthz and /readyz on HOST:PORT (or :PORT, [::1]:PORT,"
+	    " http://HOST:PORT); empty = off (docs/metrics.md)"),
 	OPT("fault-lose-response", "OUTBOX_FAULT_LOSE_RESPONSE", OB_CFG_INT, "0", 0,
 	    SERVE_MAX_FAULT, NULL, false, fault_lose_response,
 	    "fault: after COMMIT close the connection without a byte, N times"),
@@ -105,6 +115,15 @@ static const char description[] =
     " the report, its outbox record (topic report.created) and the key's stored response"
     " commit in ONE transaction, only while the key still carries this request's fencing"
     " token.";
+
+/* The serve table, for --help-markdown (main.c). */
+const struct ob_cfg_opt *const producer_serve_options = serve_options;
+
+static bool
+ready_cb(void *arg)
+{
+	return http_server_ready(arg);
+}
 
 static int
 write_ready(const char *path, int port)
@@ -129,6 +148,9 @@ producer_cmd_serve(int argc, char **argv)
 	bool help = false;
 	struct http_server *srv = NULL;
 	struct keygc *gc = NULL;
+	struct producer_metrics *pm = NULL;
+	struct ob_http_endpoint *ep = NULL;
+	bool metrics_on = false;
 
 	if (ob_cfg_parse(serve_options, &cfg, argc, argv, &first_arg, &help, err,
 	        sizeof(err)) != OB_OK) {
@@ -149,6 +171,14 @@ producer_cmd_serve(int argc, char **argv)
 		    " --max-processing %" PRId64 "ms: a live slow request would be taken over and"
 		    " fenced out\n", cfg.lease, cfg.max_processing);
 		goto out;
+	}
+	if (cfg.metrics != NULL && cfg.metrics[0] != '\0') {
+		char url[OB_HTTP_ENDPOINT_URL_MAX], why[300];
+		if (ob_http_endpoint_url(cfg.metrics, url, sizeof(url), why, sizeof(why)) != OB_OK) {
+			fprintf(stderr, "outbox-producer serve: --metrics: %s\n", why);
+			goto out;
+		}
+		metrics_on = true;
 	}
 	enum ob_log_level level;
 	enum ob_log_format format;
@@ -176,6 +206,12 @@ producer_cmd_serve(int argc, char **argv)
 		.api = { .lease_ms = cfg.lease, .fencing = !cfg.no_fencing, .faults = &faults },
 	};
 	producer_mode_parse(cfg.idempotency, &hcfg.api.mode);
+	if (metrics_on && producer_metrics_new(&pm) != OB_OK) {
+		fprintf(stderr, "outbox-producer serve: out of memory (metrics)\n");
+		code = 1;
+		goto out;
+	}
+	hcfg.api.metrics = pm;
 
 	sigset_t stop;
 	sigemptyset(&stop);
@@ -188,10 +224,19 @@ producer_cmd_serve(int argc, char **argv)
 		fprintf(stderr, "outbox-producer serve: %s\n", err);
 		goto out;
 	}
-	if (keygc_start(cfg.db, cfg.key_retention, cfg.gc_interval, (int)cfg.gc_batch, &gc, err,
-	        sizeof(err)) != OB_OK) {
+	if (keygc_start(cfg.db, cfg.key_retention, cfg.gc_interval, (int)cfg.gc_batch, pm, &gc,
+	        err, sizeof(err)) != OB_OK) {
 		fprintf(stderr, "outbox-producer serve: %s\n", err);
 		goto out;
+	}
+	if (metrics_on) {
+		if (ob_http_endpoint_start(cfg.metrics, pm->reg, ready_cb, srv, &ep, err,
+		        sizeof(err)) != OB_OK) {
+			fprintf(stderr, "outbox-producer serve: --metrics: %s\n", err);
+			goto out;
+		}
+		ob_info("producer.metrics.listening", "addr=%s port=%d", cfg.metrics,
+		    ob_http_endpoint_port(ep));
 	}
 	int port = http_server_port(srv);
 	if (cfg.ready_file != NULL && write_ready(cfg.ready_file, port) != 0) {
@@ -210,10 +255,13 @@ producer_cmd_serve(int argc, char **argv)
 	ob_info("producer.stopping", "signal=%d", sig);
 	code = 0;
 out:
+	/* The endpoint's ready callback reads srv: stop it first. */
+	ob_http_endpoint_stop(ep);
 	if (gc != NULL)
 		keygc_stop(gc);
 	if (srv != NULL)
 		http_server_stop(srv);
+	producer_metrics_free(pm);
 	ob_cfg_free(serve_options, &cfg);
 	return code;
 }

@@ -71,6 +71,9 @@ static const struct ob_cfg_opt submit_options[] = {
 	OB_CFG_END,
 };
 
+/* The submit table, for --help-markdown (main.c). */
+const struct ob_cfg_opt *const producer_submit_options = submit_options;
+
 /* Accept the documented two-word form `--key-from tool-call RUN:ID` by
  * folding it into `--key-from tool-call:RUN:ID` before parsing. */
 static int
@@ -202,6 +205,9 @@ static const struct ob_cfg_opt lookup_options[] = {
 	    offsetof(struct lookup_config, timeout_ms), "timeout in milliseconds" },
 	OB_CFG_END,
 };
+
+/* The lookup table, for --help-markdown (main.c). */
+const struct ob_cfg_opt *const producer_lookup_options = lookup_options;
 
 int
 producer_cmd_lookup(int argc, char **argv)

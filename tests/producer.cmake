@@ -7,3 +7,14 @@ outbox_test(test_producer_client SOURCES integration/test_producer_client.c
   LABELS integration PG TIMEOUT 300 LIBS outbox_producer)
 outbox_test(test_producer_matrix SOURCES integration/test_producer_matrix.c
   LABELS integration PG TIMEOUT 600 LIBS outbox_producer)
+
+# serve --metrics: the counters move as the requests say, promtool accepts
+# the output (promtool from scripts/get-promtool.sh into <build>/tools; the
+# test says SKIPPED for that one check when it is absent), /readyz follows
+# the database, and no subcommand prints a conninfo's password.
+outbox_test(test_producer_metrics SOURCES integration/test_producer_metrics.c
+  LABELS integration PG TIMEOUT 300 LIBS outbox_producer)
+if(TEST test_producer_metrics)
+  set_property(TEST test_producer_metrics APPEND PROPERTY ENVIRONMENT
+    "OUTBOX_PROMTOOL=${CMAKE_BINARY_DIR}/tools/promtool")
+endif()

@@ -1,0 +1,450 @@
+/*
+ * test_producer_metrics.c - `outbox-producer serve --metrics ADDR` against a
+ * real PostgreSQL and a real HTTP client (nng's): the counters move exactly
+ * as the requests say (create, replay, 409 held by the slow fault, 422,
+ * 400s, lookups), the route label is the pattern and never a raw path, the
+ * output passes `promtool check metrics` (when $OUTBOX_PROMTOOL exists), a
+ * taken-over key counts one takeover and one fenced-out commit, the key GC
+ * counts what it deletes, /readyz follows the database connection, other
+ * paths and methods get 404/405, and no subcommand ever prints or logs the
+ * password of a conninfo.
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "producer_testlib.h"
+
+#define SECRET "hunter2"
+
+/* A port that was free a moment ago: bind 127.0.0.1:0, read it, close. */
+static int
+free_port(void)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	ck_assert_int_ge(fd, 0);
+	struct sockaddr_in a;
+	memset(&a, 0, sizeof(a));
+	a.sin_family = AF_INET;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	socklen_t len = sizeof(a);
+	ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+	close(fd);
+	return ntohs(a.sin_port);
+}
+
+/* A fresh database; its conninfo with a password appended (the throwaway
+ * server trusts local connections, so libpq's password is never asked for,
+ * but it is part of what the program was given). */
+static PGconn *
+fresh_db(char *db, size_t dblen, char *secret_db, size_t secretlen)
+{
+	ts_db_create("prodmetrics", "outbox", db, dblen);
+	snprintf(secret_db, secretlen, "%s password=" SECRET, db);
+	return ts_connect(db);
+}
+
+/* Serve with --metrics on a free port; *mport gets it, murl its base. */
+static void
+serve_metrics(const char *db, char *const extra[], struct pt_server *s, char *murl,
+    size_t murllen)
+{
+	char addr[64];
+	char *argv[32] = { "--metrics", addr, "--log-level", "debug" };
+	int argc = 4;
+	snprintf(addr, sizeof(addr), "127.0.0.1:%d", free_port());
+	for (int i = 0; extra != NULL && extra[i] != NULL && argc < 30; i++)
+		argv[argc++] = extra[i];
+	argv[argc] = NULL;
+	pt_serve(db, argv, s);
+	snprintf(murl, murllen, "http://%s", addr);
+}
+
+/* GET base+path; the status, the body into out. */
+static int
+get(const char *base, const char *method, const char *path, struct pt_reply *out)
+{
+	pt_http(base, method, path, NULL, NULL, 0, out);
+	ck_assert_msg(out->rv == 0, "%s %s%s: %s", method, base, path, nng_strerror(out->rv));
+	return out->status;
+}
+
+/* The whole /metrics text (owned). */
+static char *
+scrape(const char *murl)
+{
+	char u[512];
+	nng_url *url;
+	nng_http_client *cli;
+	nng_http_req *req;
+	nng_http_res *res;
+	nng_aio *aio;
+	snprintf(u, sizeof(u), "%s/metrics", murl);
+	ck_assert_int_eq(nng_url_parse(&url, u), 0);
+	ck_assert_int_eq(nng_http_client_alloc(&cli, url), 0);
+	ck_assert_int_eq(nng_http_req_alloc(&req, url), 0);
+	ck_assert_int_eq(nng_http_res_alloc(&res), 0);
+	ck_assert_int_eq(nng_aio_alloc(&aio, NULL, NULL), 0);
+	nng_aio_set_timeout(aio, 20000);
+	nng_http_client_transact(cli, req, res, aio);
+	nng_aio_wait(aio);
+	ck_assert_int_eq(nng_aio_result(aio), 0);
+	ck_assert_int_eq(nng_http_res_get_status(res), 200);
+	void *data;
+	size_t len;
+	nng_http_res_get_data(res, &data, &len);
+	char *text = calloc(1, len + 1);
+	memcpy(text, data, len);
+	nng_aio_free(aio);
+	nng_http_res_free(res);
+	nng_http_req_free(req);
+	nng_http_client_free(cli);
+	nng_url_free(url);
+	return text;
+}
+
+/* The value of one series ("name" or "name{labels}"), -1 when absent. */
+static double
+series_value(const char *text, const char *series)
+{
+	size_t n = strlen(series);
+	for (const char *p = text; p != NULL && *p != '\0'; p = strchr(p, '\n'), p = p ? p + 1 : p)
+		if (strncmp(p, series, n) == 0 && p[n] == ' ')
+			return strtod(p + n + 1, NULL);
+	return -1;
+}
+
+static double
+metric(const char *murl, const char *series)
+{
+	char *text = scrape(murl);
+	double v = series_value(text, series);
+	free(text);
+	return v;
+}
+
+#define REQ(method, route, status)                                                   \
+	"outbox_producer_requests_total{method=\"" method "\",route=\"" route "\",status=\"" \
+	    status "\"}"
+
+/* Poll until series equals want (the counters move after the answer is
+ * written, so a scrape right after a reply may be a moment early). */
+static void
+expect(const char *murl, const char *series, double want)
+{
+	int64_t deadline = ts_now_ms() + 10000;
+	double v;
+	while ((v = metric(murl, series)) != want && ts_now_ms() < deadline)
+		usleep(10000);
+	ck_assert_msg(v == want, "%s = %g, want %g", series, v, want);
+}
+
+/* promtool check metrics on text, or say SKIPPED. */
+static void
+promtool_check(const char *text)
+{
+	const char *promtool = getenv("OUTBOX_PROMTOOL");
+	struct stat st;
+	if (promtool == NULL || stat(promtool, &st) != 0) {
+		fprintf(stderr, "test_producer_metrics: SKIPPED promtool check: no promtool at"
+		    " $OUTBOX_PROMTOOL (%s); run scripts/get-promtool.sh BUILD/tools\n",
+		    promtool ? promtool : "unset");
+		return;
+	}
+	char path[300], cmd[800], out[4096];
+	snprintf(path, sizeof(path), "%s/metrics-%d.txt", ts_tmpdir(), (int)getpid());
+	FILE *f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs(text, f);
+	fclose(f);
+	snprintf(cmd, sizeof(cmd), "'%s' check metrics < '%s' 2>&1", promtool, path);
+	FILE *p = popen(cmd, "r");
+	ck_assert_ptr_nonnull(p);
+	size_t n = fread(out, 1, sizeof(out) - 1, p);
+	out[n] = '\0';
+	int st_ = pclose(p);
+	ck_assert_msg(WIFEXITED(st_) && WEXITSTATUS(st_) == 0, "promtool check metrics: %s", out);
+	unlink(path);
+}
+
+static bool
+file_contains(const char *path, const char *needle)
+{
+	char *s = ts_read_file(path);
+	bool yes = s != NULL && strstr(s, needle) != NULL;
+	free(s);
+	return yes;
+}
+
+static void
+wait_log(const char *path, const char *needle)
+{
+	int64_t deadline = ts_now_ms() + 30000;
+	while (!file_contains(path, needle) && ts_now_ms() < deadline)
+		usleep(5000);
+	ck_assert_msg(file_contains(path, needle), "%s never logged %s", path, needle);
+}
+
+struct poster {
+	const char *url, *key;
+	struct pt_reply r;
+	pthread_t t;
+};
+
+static void *
+poster_main(void *arg)
+{
+	struct poster *p = arg;
+	pt_post(p->url, p->key, PT_BODY, &p->r);
+	return NULL;
+}
+
+START_TEST(test_counters_move)
+{
+	char db[TS_CONNINFO_MAX], sdb[TS_CONNINFO_MAX + 32], murl[80], path[64];
+	PGconn *c = fresh_db(db, sizeof(db), sdb, sizeof(sdb));
+	struct pt_server s;
+	struct pt_reply r;
+	char *extra[] = { "--fault-slow", "1", "--fault-slow-ms", "1500ms", NULL };
+	serve_metrics(sdb, extra, &s, murl, sizeof(murl));
+
+	/* Before any request: the event counters are there, at 0. */
+	char *text = scrape(murl);
+	ck_assert(series_value(text, "outbox_producer_replays_total") == 0);
+	ck_assert(series_value(text, "outbox_producer_conflicts_total") == 0);
+	ck_assert(series_value(text, "outbox_producer_key_mismatch_total") == 0);
+	ck_assert(series_value(text, "outbox_producer_takeovers_total") == 0);
+	ck_assert(series_value(text, "outbox_producer_fenced_out_total") == 0);
+	ck_assert(series_value(text, "outbox_producer_keys_collected_total") == 0);
+	ck_assert(series_value(text,
+	    "outbox_producer_request_seconds_count{route=\"/v1/reports\"}") == 0);
+	ck_assert(strstr(text, "outbox_producer_requests_total{") == NULL);
+	free(text);
+
+	/* A create held in the slow point; the same key meanwhile: 409. */
+	struct poster a = { .url = s.url, .key = "m-1" };
+	pthread_create(&a.t, NULL, poster_main, &a);
+	wait_log(s.log, "fault=producer.slow");
+	pt_post(s.url, "m-1", PT_BODY, &r);
+	ck_assert_int_eq(r.status, 409);
+	pthread_join(a.t, NULL);
+	ck_assert_int_eq(a.r.status, 201);
+	long long id = pt_report_id(a.r.body);
+	/* Replay, 422, two 400s (no key; bad JSON), a second create. */
+	pt_post(s.url, "m-1", PT_BODY, &r);
+	ck_assert_int_eq(r.status, 201);
+	ck_assert(r.replayed);
+	pt_post(s.url, "m-1", "{\"title\":\"Other\",\"module\":\"editor\",\"severity\":\"high\"}",
+	    &r);
+	ck_assert_int_eq(r.status, 422);
+	pt_post(s.url, NULL, PT_BODY, &r);
+	ck_assert_int_eq(r.status, 400);
+	pt_post(s.url, "m-bad", "{\"title\": ", &r);
+	ck_assert_int_eq(r.status, 400);
+	pt_post(s.url, "m-2", PT_BODY, &r);
+	ck_assert_int_eq(r.status, 201);
+	ck_assert(!r.replayed);
+	/* Lookups: by key (route /v1/reports), by id (route /v1/reports/{id}). */
+	ck_assert_int_eq(get(s.url, "GET", "/v1/reports?idempotency_key=m-1", &r), 200);
+	snprintf(path, sizeof(path), "/v1/reports/%lld", id);
+	ck_assert_int_eq(get(s.url, "GET", path, &r), 200);
+	ck_assert_int_eq(get(s.url, "GET", "/v1/reports/99999", &r), 404);
+	ck_assert_int_eq(get(s.url, "GET", "/healthz", &r), 200);
+
+	expect(murl, REQ("POST", "/v1/reports", "201"), 3); /* create, replay, create */
+	expect(murl, REQ("POST", "/v1/reports", "409"), 1);
+	expect(murl, REQ("POST", "/v1/reports", "422"), 1);
+	expect(murl, REQ("POST", "/v1/reports", "400"), 2);
+	expect(murl, REQ("GET", "/v1/reports", "200"), 1);
+	expect(murl, REQ("GET", "/v1/reports/{id}", "200"), 1);
+	expect(murl, REQ("GET", "/v1/reports/{id}", "404"), 1);
+	expect(murl, REQ("GET", "/healthz", "200"), 1);
+	text = scrape(murl);
+	ck_assert(series_value(text, "outbox_producer_replays_total") == 1);
+	ck_assert(series_value(text, "outbox_producer_conflicts_total") == 1);
+	ck_assert(series_value(text, "outbox_producer_key_mismatch_total") == 1);
+	ck_assert(series_value(text, "outbox_producer_takeovers_total") == 0);
+	ck_assert(series_value(text, "outbox_producer_fenced_out_total") == 0);
+	ck_assert(series_value(text,
+	    "outbox_producer_request_seconds_count{route=\"/v1/reports\"}") == 8);
+	ck_assert(series_value(text,
+	    "outbox_producer_request_seconds_count{route=\"/v1/reports/{id}\"}") == 2);
+	/* The slow create alone took 1.5 s. */
+	ck_assert(series_value(text,
+	    "outbox_producer_request_seconds_sum{route=\"/v1/reports\"}") >= 1.5);
+	ck_assert(series_value(text,
+	    "outbox_producer_request_seconds_bucket{route=\"/v1/reports\",le=\"+Inf\"}") == 8);
+	ck_assert(series_value(text,
+	    "outbox_producer_request_seconds_bucket{route=\"/v1/reports\",le=\"1\"}") <= 7);
+	/* Never the raw path. */
+	snprintf(path, sizeof(path), "route=\"/v1/reports/%lld\"", id);
+	ck_assert(strstr(text, path) == NULL);
+	ck_assert(strstr(text, "99999") == NULL);
+	ck_assert(strstr(text, "idempotency_key") == NULL);
+	promtool_check(text);
+	free(text);
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM app.bug_reports"), 2);
+
+	/* The endpoint's own routes. */
+	ck_assert_int_eq(get(murl, "GET", "/healthz", &r), 200);
+	ck_assert_int_eq(get(murl, "GET", "/readyz", &r), 200);
+	ck_assert_int_eq(get(murl, "GET", "/nope", &r), 404);
+	ck_assert_int_eq(get(murl, "POST", "/metrics", &r), 405);
+
+	ts_stop(s.pid, SIGTERM);
+	/* The log saw the bad requests and the whole run, never the password. */
+	ck_assert(file_contains(s.log, "producer.started"));
+	ck_assert_msg(!file_contains(s.log, SECRET), "the log shows the password: %s", s.log);
+	PQfinish(c);
+}
+END_TEST
+
+/* Lease 0.5 s, first request processing 0.8 s: the second request takes
+ * the key over; the first one's final commit is fenced out. */
+START_TEST(test_takeover_and_fenced_out)
+{
+	char db[TS_CONNINFO_MAX], sdb[TS_CONNINFO_MAX + 32], murl[80];
+	PGconn *c = fresh_db(db, sizeof(db), sdb, sizeof(sdb));
+	struct pt_server s;
+	struct pt_reply r;
+	char *extra[] = { "--lease", "500ms", "--max-processing", "400ms", "--fault-slow", "1",
+		"--fault-slow-ms", "800ms", NULL };
+	serve_metrics(sdb, extra, &s, murl, sizeof(murl));
+	struct poster a = { .url = s.url, .key = "t-1" };
+	pthread_create(&a.t, NULL, poster_main, &a);
+	ts_wait_value(c, "SELECT count(*) FROM app.idempotency_keys WHERE state = 'started'"
+	    " AND lease_until < clock_timestamp()", 1, 20000);
+	pt_post(s.url, "t-1", PT_BODY, &r);
+	ck_assert_int_eq(r.status, 201);
+	ck_assert(!r.replayed);
+	pthread_join(a.t, NULL);
+	ck_assert_int_eq(a.r.status, 201);
+	ck_assert(a.r.replayed); /* fenced out: the winner's stored answer */
+	expect(murl, "outbox_producer_takeovers_total", 1);
+	expect(murl, "outbox_producer_fenced_out_total", 1);
+	expect(murl, "outbox_producer_replays_total", 1);
+	expect(murl, REQ("POST", "/v1/reports", "201"), 2);
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM app.bug_reports"), 1);
+	ts_stop(s.pid, SIGTERM);
+	ck_assert(!file_contains(s.log, SECRET));
+	PQfinish(c);
+}
+END_TEST
+
+START_TEST(test_keys_collected)
+{
+	char db[TS_CONNINFO_MAX], sdb[TS_CONNINFO_MAX + 32], murl[80], key[16];
+	PGconn *c = fresh_db(db, sizeof(db), sdb, sizeof(sdb));
+	struct pt_server s;
+	struct pt_reply r;
+	char *extra[] = { "--key-retention", "1s", "--gc-interval", "200ms", "--gc-batch", "2",
+		NULL };
+	serve_metrics(sdb, extra, &s, murl, sizeof(murl));
+	for (int i = 0; i < 3; i++) {
+		snprintf(key, sizeof(key), "gc-%d", i);
+		pt_post(s.url, key, PT_BODY, &r);
+		ck_assert_int_eq(r.status, 201);
+	}
+	ck_assert_int_eq(ts_wait_value(c, "SELECT count(*) FROM app.idempotency_keys", 0, 30000), 0);
+	expect(murl, "outbox_producer_keys_collected_total", 3);
+	ts_stop(s.pid, SIGTERM);
+	PQfinish(c);
+}
+END_TEST
+
+/* /readyz: 503 once the serving thread's connection broke, 200 again once
+ * a request reconnected it. One serving thread, so that the broken
+ * connection is the one the next requests use. */
+START_TEST(test_readyz_follows_db)
+{
+	char db[TS_CONNINFO_MAX], sdb[TS_CONNINFO_MAX + 32], murl[80];
+	PGconn *c = fresh_db(db, sizeof(db), sdb, sizeof(sdb));
+	struct pt_server s;
+	struct pt_reply r;
+	char *extra[] = { "--threads", "1", "--gc-interval", "24h", NULL };
+	serve_metrics(sdb, extra, &s, murl, sizeof(murl));
+	ck_assert_int_eq(get(murl, "GET", "/readyz", &r), 200);
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(pg_terminate_backend(pid))"
+	    "  FROM pg_stat_activity WHERE application_name = 'outbox-producer'"
+	    "   AND datname = current_database()"), 1);
+	/* The request that finds the connection dead: 503, and not ready. */
+	pt_post(s.url, "r-1", PT_BODY, &r);
+	ck_assert_int_eq(r.status, 503);
+	ck_assert_int_eq(get(murl, "GET", "/readyz", &r), 503);
+	/* The next request reconnects: ready again. */
+	pt_post(s.url, "r-1", PT_BODY, &r);
+	ck_assert_int_eq(r.status, 201);
+	ck_assert_int_eq(get(murl, "GET", "/readyz", &r), 200);
+	expect(murl, REQ("POST", "/v1/reports", "503"), 1);
+	ts_stop(s.pid, SIGTERM);
+	ck_assert(!file_contains(s.log, SECRET));
+	PQfinish(c);
+}
+END_TEST
+
+/* Every subcommand that takes a conninfo, failing to connect or with a
+ * bad flag next to it: the password is never printed. Bad --metrics values
+ * are start-up errors (exit 2). */
+START_TEST(test_no_password_printed)
+{
+	char out[8192];
+	const char *bad = "host=/nonexistent port=1 dbname=x user=u password=" SECRET;
+	const char *uri = "postgresql://u:" SECRET "@/x?host=/nonexistent&port=1";
+	const char *dbs[] = { bad, uri };
+	for (int i = 0; i < 2; i++) {
+		char *serve[] = { "outbox-producer", "serve", "--db", (char *)dbs[i], "--http",
+			"http://127.0.0.1:0", "--metrics", "127.0.0.1:0", NULL };
+		int rc = ts_run(serve, NULL, out, sizeof(out), 60000);
+		ck_assert_int_eq(rc, 1);
+		ck_assert_msg(strstr(out, SECRET) == NULL, "serve printed the password: %s", out);
+		ck_assert_msg(strstr(out, "***") != NULL, "serve: %s", out);
+		char *enq[] = { "outbox-producer", "enqueue", "--db", (char *)dbs[i], NULL };
+		rc = ts_run(enq, NULL, out, sizeof(out), 60000);
+		ck_assert_int_ne(rc, 0);
+		ck_assert_msg(strstr(out, SECRET) == NULL, "enqueue printed the password: %s", out);
+		char *mx[] = { "outbox-producer", "matrix", "--db", (char *)dbs[i], NULL };
+		rc = ts_run(mx, NULL, out, sizeof(out), 60000);
+		ck_assert_int_ne(rc, 0);
+		ck_assert_msg(strstr(out, SECRET) == NULL, "matrix printed the password: %s", out);
+	}
+	/* Bad flags next to a secret conninfo. */
+	const char *badmetrics[] = { "nonsense", "127.0.0.1:99999", "http://h:1/path" };
+	for (int i = 0; i < 3; i++) {
+		char *argv[] = { "outbox-producer", "serve", "--db", (char *)bad, "--metrics",
+			(char *)badmetrics[i], NULL };
+		int rc = ts_run(argv, NULL, out, sizeof(out), 60000);
+		ck_assert_msg(rc == 2, "--metrics %s: rc %d: %s", badmetrics[i], rc, out);
+		ck_assert(strstr(out, "--metrics") != NULL);
+		ck_assert(strstr(out, SECRET) == NULL);
+	}
+	char *badflag[] = { "outbox-producer", "serve", "--db", (char *)bad, "--threads", "0",
+		NULL };
+	ck_assert_int_eq(ts_run(badflag, NULL, out, sizeof(out), 60000), 2);
+	ck_assert(strstr(out, SECRET) == NULL);
+	/* The config reference names the flag and its variable. */
+	char *md[] = { "outbox-producer", "--help-markdown", NULL };
+	ck_assert_int_eq(ts_run(md, NULL, out, sizeof(out), 60000), 0);
+	ck_assert(strstr(out, "### outbox-producer serve") != NULL);
+	ck_assert(strstr(out, "`OUTBOX_METRICS`") != NULL);
+}
+END_TEST
+
+int
+main(void)
+{
+	Suite *s = suite_create("producer_metrics");
+	TCase *tc = tcase_create("metrics");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_counters_move);
+	tcase_add_test(tc, test_takeover_and_fenced_out);
+	tcase_add_test(tc, test_keys_collected);
+	tcase_add_test(tc, test_readyz_follows_db);
+	tcase_add_test(tc, test_no_password_printed);
+	suite_add_tcase(s, tc);
+	return ts_run_suite(s);
+}
