@@ -233,12 +233,15 @@ struct run {
 static pid_t
 start_consumer(struct run *r)
 {
-	/* The broken round's consumer also takes 50 ms per batch, so the
-	 * backlog cannot drain before the first blow lands (the consumer is
-	 * fast enough to outrun the schedule otherwise). */
-	char *argv[] = { "outbox-consumer", "--db", r->pg->consumer, "--listen", r->url,
-		"--threads", "4", r->dedup ? NULL : "--no-dedup",
-		"--fault-slow", "1000000", "--fault-slow-ms", "50", NULL };
+	/* The broken round's consumer also takes 300 ms per batch, so frames
+	 * are still in flight when the blows land (the consumer is fast
+	 * enough to drain the backlog before them otherwise). */
+	char *real[] = { "outbox-consumer", "--db", r->pg->consumer, "--listen", r->url,
+		"--threads", "4", NULL };
+	char *broken[] = { "outbox-consumer", "--db", r->pg->consumer, "--listen", r->url,
+		"--threads", "4", "--no-dedup", "--fault-slow", "1000000", "--fault-slow-ms", "300",
+		NULL };
+	char **argv = r->dedup ? real : broken;
 	return ts_spawn(argv, NULL, NULL);
 }
 
