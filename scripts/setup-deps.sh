@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(build-essential cmake pkg-config libpq-dev uuid-dev libnng-dev nng-utils
-	check postgresql-15 postgresql-client-15 libjansson-dev docker-compose)
+	check postgresql-15 postgresql-client-15 libjansson-dev docker-compose nftables)
 
 missing=()
 for p in "${packages[@]}"; do
