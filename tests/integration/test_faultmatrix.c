@@ -45,6 +45,10 @@ struct expect {
  * dups: with dedup, every redelivery of an applied message is answered
  *   'duplicate'; without dedup it is applied again (a second effect row). */
 #define ANY 100
+/* On a loaded machine (CI runs two tests at once on two cores) the
+ * redelivery's own round trip can also time out: one more attempt, one more
+ * claim, one more 'duplicate' answer. Effects and fenced_out stay exact. */
+#define LOAD_SLACK 2
 static const struct expect table[] = {
 	/* no dedup (relay fenced): every redelivery of an applied message is a
 	 * second effect. A relay that dies after claim or a stalled relay that
@@ -146,23 +150,26 @@ check_row(const char *mode)
 		struct cell c;
 		ck_assert_msg(parse_cell(line, &c), "cannot parse: %.300s", line);
 		const char *what = e->fault;
+		int64_t slack = strcmp(e->fault, "none") == 0 ? 0 : LOAD_SLACK;
 		ck_assert_msg(c.completed == 1, "%s/%s did not settle:\n%s", mode, what, out);
 		ck_assert_msg(strcmp(c.status, "delivered") == 0, "%s/%s: status %s", mode, what,
 		    c.status);
 		ck_assert_msg(c.effects == e->effects, "%s/%s: %" PRId64 " effect rows, expected %"
 		    PRId64 "\n%s", mode, what, c.effects, e->effects, out);
-		ck_assert_msg(c.attempts >= e->attempts_min && c.attempts <= e->attempts_max,
+		ck_assert_msg(c.attempts >= e->attempts_min && c.attempts <= e->attempts_max + slack,
 		    "%s/%s: attempts %" PRId64 ", expected %" PRId64 "..%" PRId64 "\n%s", mode, what,
-		    c.attempts, e->attempts_min, e->attempts_max, out);
-		ck_assert_msg(c.fence >= e->claims_min && c.fence <= e->claims_max,
+		    c.attempts, e->attempts_min, e->attempts_max + slack, out);
+		ck_assert_msg(c.fence >= e->claims_min && c.fence <= e->claims_max + slack,
 		    "%s/%s: %" PRId64 " claims, expected %" PRId64 "..%" PRId64 "\n%s", mode, what,
-		    c.fence, e->claims_min, e->claims_max, out);
+		    c.fence, e->claims_min, e->claims_max + slack, out);
 		ck_assert_msg(c.fenced_out == e->fenced_out,
 		    "%s/%s: fenced_out %" PRId64 ", expected %" PRId64 "\n%s", mode, what,
 		    c.fenced_out, e->fenced_out, out);
-		ck_assert_msg(c.dups >= e->dups_min && c.dups <= e->dups_max,
+		/* Without dedup there is no 'duplicate' answer at all: exact. */
+		int64_t dslack = strcmp(e->mode, "no-dedup") == 0 ? 0 : slack;
+		ck_assert_msg(c.dups >= e->dups_min && c.dups <= e->dups_max + dslack,
 		    "%s/%s: %" PRId64 " duplicate replies, expected %" PRId64 "..%" PRId64 "\n%s",
-		    mode, what, c.dups, e->dups_min, e->dups_max, out);
+		    mode, what, c.dups, e->dups_min, e->dups_max + dslack, out);
 		ck_assert_msg(c.fired == (strcmp(e->fault, "none") == 0 ? 0 : 1),
 		    "%s/%s: the fault fired %d times\n%s", mode, what, c.fired, out);
 		ck_assert_msg(c.consumer_restarts == e->consumer_restarts,
