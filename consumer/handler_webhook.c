@@ -46,6 +46,12 @@ struct webhook_call {
 };
 
 #define COUNT(w, field) atomic_fetch_add(&(w)->cfg.counters->field, 1)
+/* The registry's handle of the same event (metrics off: nothing). */
+#define MCOUNT(w, h)                                    \
+	do {                                            \
+		if ((w)->cfg.metrics != NULL)           \
+			ob_metric_inc((w)->cfg.metrics->h); \
+	} while (0)
 
 /* Valid UTF-8 without NUL (what a text column takes): iconv validates. */
 static bool
@@ -175,6 +181,7 @@ webhook_prepare(PGconn *conn, const struct ob_wire_msg *m, void *arg,
 	if (!header_safe(m->key, m->key_len) || !valid_text(m->key, m->key_len) ||
 	    !header_safe(m->topic, m->topic_len)) {
 		COUNT(w, bad_keys);
+		MCOUNT(w, bad_keys);
 		call->reason = "bad_data";
 		snprintf(detail, detaillen, "key or topic cannot be sent as an HTTP header"
 		    " (control characters or not UTF-8)");
@@ -218,12 +225,14 @@ webhook_prepare(PGconn *conn, const struct ob_wire_msg *m, void *arg,
 	switch (claim.verdict) {
 	case OB_KEY_REPLAY:
 		COUNT(w, replayed);
+		MCOUNT(w, replayed);
 		snprintf(detail, detaillen, "webhook already called: downstream answered %d",
 		    claim.response_status);
 		st = OB_WIRE_DUPLICATE;
 		break;
 	case OB_KEY_BUSY:
 		COUNT(w, busy);
+		MCOUNT(w, busy);
 		call->reason = "busy";
 		snprintf(detail, detaillen, "webhook call in flight elsewhere (lease %" PRId64
 		    " ms left)", claim.retry_after_ms);
@@ -231,6 +240,7 @@ webhook_prepare(PGconn *conn, const struct ob_wire_msg *m, void *arg,
 		break;
 	case OB_KEY_MISMATCH:
 		COUNT(w, mismatch);
+		MCOUNT(w, mismatch);
 		call->reason = "fingerprint_mismatch";
 		snprintf(detail, detaillen, "%s", INBOX_REASON_MISMATCH);
 		st = OB_WIRE_REJECT;
@@ -244,6 +254,7 @@ webhook_prepare(PGconn *conn, const struct ob_wire_msg *m, void *arg,
 	}
 	if (claim.takeover) {
 		COUNT(w, takeovers);
+		MCOUNT(w, takeovers);
 		ob_info("consumer.webhook.takeover", "key=%s fence=%" PRId64,
 		    ob_log_q(key, q, sizeof(q)), claim.fence);
 	}
@@ -274,6 +285,7 @@ call_downstream(struct webhook *w, const struct ob_wire_msg *m, const char *key,
 		sleep_ms(w->cfg.stall_ms);
 	if (rv == NNG_ETIMEDOUT) {
 		COUNT(w, timeouts);
+		MCOUNT(w, calls_timeout);
 		call->reason = "timeout";
 		snprintf(detail, detaillen, "webhook timed out after %" PRId64 " ms",
 		    w->cfg.timeout_ms);
@@ -281,22 +293,29 @@ call_downstream(struct webhook *w, const struct ob_wire_msg *m, const char *key,
 	}
 	if (rv != 0) {
 		COUNT(w, conn_errors);
+		MCOUNT(w, calls_conn_error);
 		call->reason = "connection";
 		snprintf(detail, detaillen, "webhook call failed: %s", nng_strerror(rv));
 		return OB_WIRE_RETRY;
 	}
 	if (c->status >= 200 && c->status < 300) {
 		COUNT(w, ok);
+		MCOUNT(w, calls_2xx);
 		return 0; /* apply records it */
 	}
 	if (c->status >= 400 && c->status < 500) {
 		COUNT(w, rejected);
+		MCOUNT(w, calls_4xx);
 		call->reason = "http_4xx";
 		snprintf(detail, detaillen, "downstream answered %d%s%.160s", c->status,
 		    c->body ? ": " : "", c->body ? c->body : "");
 		return OB_WIRE_REJECT;
 	}
 	COUNT(w, failed);
+	if (c->status >= 500 && c->status < 600)
+		MCOUNT(w, calls_5xx);
+	else
+		MCOUNT(w, calls_other);
 	call->reason = "http_5xx";
 	snprintf(detail, detaillen, "downstream answered %d", c->status);
 	return OB_WIRE_RETRY;
@@ -319,6 +338,7 @@ webhook_apply(PGconn *tx, const struct ob_wire_msg *m, void *arg,
 	    err, sizeof(err));
 	if (rc == OB_EFENCED) {
 		COUNT(w, fenced_out);
+		MCOUNT(w, fenced_out);
 		call->reason = "fenced_out";
 		ob_warn("consumer.webhook.fenced_out", "key=%s fence=%" PRId64,
 		    ob_log_q(key, q, sizeof(q)), c->fence);

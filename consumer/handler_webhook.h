@@ -31,6 +31,7 @@
 
 #include "handler.h"
 #include "outbox/fault.h"
+#include "outbox/metrics.h"
 
 #define WEBHOOK_TABLE "inbox.webhook_calls"
 #define WEBHOOK_BODY_MAX (64 * 1024) /* bytes of a downstream body stored */
@@ -50,6 +51,23 @@ struct webhook_counters {
 	_Atomic uint64_t bad_keys;    /* key/topic not sendable as a header */
 };
 
+/* Registry handles for the same events (consumer/metrics.h registers
+ * them; NULL handles are no-ops). calls_* add up to the calls sent. */
+struct webhook_metrics {
+	struct ob_metric *calls_2xx;
+	struct ob_metric *calls_4xx;
+	struct ob_metric *calls_5xx;
+	struct ob_metric *calls_other;      /* 1xx/3xx: retried like a 5xx */
+	struct ob_metric *calls_timeout;
+	struct ob_metric *calls_conn_error;
+	struct ob_metric *busy;
+	struct ob_metric *takeovers;
+	struct ob_metric *fenced_out;
+	struct ob_metric *replayed;
+	struct ob_metric *mismatch;
+	struct ob_metric *bad_keys;
+};
+
 struct webhook_config {
 	const char *url;               /* http://host:port/path, borrowed */
 	int64_t timeout_ms;            /* per call */
@@ -59,6 +77,7 @@ struct webhook_config {
 	struct ob_fault *stall_after_call; /* sleep stall_ms once the call returned */
 	int64_t stall_ms;
 	bool no_claim;                 /* BROKEN MODE (--no-dedup): call without a claim */
+	const struct webhook_metrics *metrics; /* borrowed; may be NULL */
 };
 
 /* Build the handler (parses the URL, allocates the HTTP client). On success

@@ -2,6 +2,9 @@
  * main.c - outbox-consumer: parse config, set up log and signals, serve.
  * The option table below is the one source of --help and of the
  * configuration reference in docs/configuration.md (--help-markdown).
+ * With --metrics, /metrics, /healthz and /readyz are served from nng's HTTP
+ * threads off the metrics registry (consumer/metrics.h): a scrape reads
+ * atomics only and never waits for a request.
  */
 #include <signal.h>
 #include <stddef.h>
@@ -13,8 +16,10 @@
 
 #include "outbox/config.h"
 #include "outbox/err.h"
+#include "outbox/http_endpoint.h"
 #include "outbox/log.h"
 #include "handler_webhook.h"
+#include "metrics.h"
 #include "server.h"
 
 struct consumer_config {
@@ -35,6 +40,7 @@ struct consumer_config {
 	bool no_dedup;
 	char *log_level;
 	char *log_format;
+	char *metrics;
 	int64_t fault_drop_reply;
 	int64_t fault_die_before_commit;
 	int64_t fault_die_after_commit;
@@ -88,6 +94,9 @@ static const struct ob_cfg_opt consumer_options[] = {
 	    "debug|info|warn|error", false, log_level, "least severe level logged"),
 	OPT("log-format", "OUTBOX_LOG_FORMAT", OB_CFG_ENUM, "text", 0, 0, "text|json",
 	    false, log_format, "log line format"),
+	OPT("metrics", "OUTBOX_METRICS", OB_CFG_STRING, NULL, 0, 0, NULL, false, metrics,
+	    "serve /metrics, /healthz and /readyz on HOST:PORT (or :PORT, [::1]:PORT,"
+	    " http://HOST:PORT); empty = off (docs/metrics.md)"),
 	OPT("fault-drop-reply", "OUTBOX_FAULT_DROP_REPLY", OB_CFG_INT, "0", 0, 1000000000,
 	    NULL, false, fault_drop_reply, "fault: drop the reply after COMMIT, N times"),
 	OPT("fault-die-before-commit", "OUTBOX_FAULT_DIE_BEFORE_COMMIT", OB_CFG_INT, "0",
@@ -119,6 +128,12 @@ static const char description[] =
     " payload is rejected (fingerprint mismatch). Run `outboxctl migrate --schema"
     " inbox` first.";
 
+static bool
+ready_cb(void *arg)
+{
+	return consumer_server_ready(arg);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -128,6 +143,8 @@ main(int argc, char **argv)
 	bool help = false;
 	struct consumer_server *srv = NULL;
 	struct inbox_handler webhook = { 0 };
+	struct consumer_metrics *cm = NULL;
+	struct ob_http_endpoint *ep = NULL;
 
 	/* Before parsing: prints the table even with required flags unset
 	 * (docs/configuration.md, scripts/gen-config-doc.sh). */
@@ -148,6 +165,14 @@ main(int argc, char **argv)
 	if (first_arg < argc) {
 		fprintf(stderr, "outbox-consumer: unexpected argument '%s'\n", argv[first_arg]);
 		goto out;
+	}
+	bool metrics_on = cfg.metrics != NULL && cfg.metrics[0] != '\0';
+	if (metrics_on) {
+		char url[OB_HTTP_ENDPOINT_URL_MAX], why[300];
+		if (ob_http_endpoint_url(cfg.metrics, url, sizeof(url), why, sizeof(why)) != OB_OK) {
+			fprintf(stderr, "outbox-consumer: --metrics: %s\n", why);
+			goto out;
+		}
 	}
 	enum ob_log_level level;
 	enum ob_log_format format;
@@ -173,14 +198,20 @@ main(int argc, char **argv)
 
 	static struct consumer_counters counters;
 	const struct inbox_handler *handler = &inbox_handler_record;
-	if (strcmp(cfg.handler, "webhook") == 0) {
+	bool is_webhook = strcmp(cfg.handler, "webhook") == 0;
+	if (metrics_on && consumer_metrics_new(is_webhook, &cm) != OB_OK) {
+		fprintf(stderr, "outbox-consumer: out of memory (metrics)\n");
+		code = 1;
+		goto out;
+	}
+	if (is_webhook) {
 		if (cfg.webhook_url == NULL) {
 			fprintf(stderr, "outbox-consumer: --handler webhook needs --webhook-url\n");
 			goto out;
 		}
 		struct webhook_config wcfg = { cfg.webhook_url, cfg.webhook_timeout,
 			cfg.webhook_lease, &counters.webhook, &die_after_call, &stall_after_call,
-			cfg.fault_slow_ms, cfg.no_dedup };
+			cfg.fault_slow_ms, cfg.no_dedup, cm != NULL ? &cm->webhook : NULL };
 		if (webhook_handler_new(&wcfg, &webhook, err, sizeof(err)) != OB_OK) {
 			fprintf(stderr, "outbox-consumer: %s\n", err);
 			goto out;
@@ -207,6 +238,7 @@ main(int argc, char **argv)
 		.purge_interval_ms = cfg.purge_interval,
 		.purge_batch = (int)cfg.purge_batch,
 		.counters = &counters,
+		.metrics = cm,
 	};
 
 	/* Block the stop signals in every thread; main waits for them. */
@@ -219,6 +251,16 @@ main(int argc, char **argv)
 	if (consumer_server_start(&scfg, &srv, err, sizeof(err)) != OB_OK) {
 		fprintf(stderr, "outbox-consumer: %s\n", err);
 		goto out;
+	}
+	if (metrics_on) {
+		if (ob_http_endpoint_start(cfg.metrics, cm->reg, ready_cb, srv, &ep, err,
+		        sizeof(err)) != OB_OK) {
+			fprintf(stderr, "outbox-consumer: --metrics: %s\n", err);
+			code = 1;
+			goto out;
+		}
+		ob_info("consumer.metrics.listening", "addr=%s port=%d", cfg.metrics,
+		    ob_http_endpoint_port(ep));
 	}
 	ob_info("consumer.started", "listen=%s threads=%d dedup=%s handler=%s",
 	    cfg.listen, (int)cfg.threads, cfg.no_dedup ? "OFF(broken-mode)" : "on",
@@ -236,9 +278,13 @@ main(int argc, char **argv)
 	    (unsigned long long)c->rejected, (unsigned long long)c->fingerprint_mismatch,
 	    (unsigned long long)c->bad_frames, (unsigned long long)c->purged,
 	    (unsigned long long)c->webhook.calls, (unsigned long long)c->webhook.fenced_out);
-	consumer_server_stop(srv);
 	code = 0;
 out:
+	/* The endpoint's ready callback reads srv: stop it first. */
+	ob_http_endpoint_stop(ep);
+	if (srv != NULL)
+		consumer_server_stop(srv);
+	consumer_metrics_free(cm);
 	if (webhook.arg != NULL)
 		webhook_handler_free(&webhook);
 	ob_cfg_free(consumer_options, &cfg);

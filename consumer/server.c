@@ -4,7 +4,9 @@
  * Each serving thread owns one context and one database connection and runs
  * RECV -> decode -> apply (one transaction) -> SEND. Blocking database work
  * stays on our threads, never on nng's callback threads. A lost database
- * connection is re-opened with backoff; meanwhile requests get RETRY. One
+ * connection is re-opened with backoff; meanwhile requests get RETRY. An
+ * idle thread wakes every CONSUMER_IDLE_CHECK_MS to check its connection
+ * (non-blocking) and re-open it, which is what /readyz reports. One
  * more thread, with its own connection, runs the retention purge every
  * purge_interval_ms.
  */
@@ -22,6 +24,7 @@
 #include "outbox/err.h"
 #include "outbox/log.h"
 #include "outbox/pg.h"
+#include "metrics.h"
 #include "server.h"
 
 #define CONSUMER_PURGE_MAX_ROUNDS 100 /* statements per purge pass, at most */
@@ -35,6 +38,9 @@ struct serve_thread {
 	struct inbox_batch batch;
 	struct ob_buf reply;
 	int index;
+	_Atomic bool connected;    /* conn usable as last seen (readiness) */
+	unsigned reconnect_failures;
+	struct consumer_topic_cache topics;
 };
 
 struct consumer_server {
@@ -59,13 +65,49 @@ sleep_ms(int64_t ms)
 		;
 }
 
+static double
+now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Readiness and the connections gauge follow what the thread last saw. */
+static void
+set_connected(struct serve_thread *t, bool up)
+{
+	if (atomic_exchange(&t->connected, up) == up)
+		return;
+	if (t->srv->cfg.metrics != NULL)
+		ob_metric_gauge_add(t->srv->cfg.metrics->db_connections, up ? 1 : -1);
+}
+
+/* A failed reconnect: the first of a run, then one in
+ * CONSUMER_RECONNECT_LOG_EVERY, is a warning (an idle thread retries every
+ * CONSUMER_IDLE_CHECK_MS); the others are debug lines. */
+static void
+reconnect_failed(struct serve_thread *t, const char *event, const char *err)
+{
+	char q[600];
+	if (t->reconnect_failures++ % CONSUMER_RECONNECT_LOG_EVERY == 0)
+		ob_warn(event, "thread=%d failures=%u err=%s", t->index, t->reconnect_failures,
+		    ob_log_q(err, q, sizeof(q)));
+	else
+		ob_debug(event, "thread=%d failures=%u err=%s", t->index,
+		    t->reconnect_failures, ob_log_q(err, q, sizeof(q)));
+}
+
 /* Re-open a broken connection; one attempt per call (the caller replies
  * RETRY in between, so a down database costs no busy loop). */
 static bool
 ensure_conn(struct serve_thread *t)
 {
-	if (!ob_pg_broken(t->conn))
+	if (!ob_pg_broken(t->conn)) {
+		set_connected(t, true);
 		return true;
+	}
+	set_connected(t, false);
 	if (t->conn != NULL) {
 		PQfinish(t->conn);
 		t->conn = NULL;
@@ -74,23 +116,33 @@ ensure_conn(struct serve_thread *t)
 	char err[512];
 	if (ob_pg_connect(t->srv->cfg.db, "outbox-consumer", &t->conn, err,
 	        sizeof(err)) != OB_OK) {
-		char q[600];
-		ob_warn("consumer.db.reconnect_failed", "thread=%d err=%s", t->index,
-		    ob_log_q(err, q, sizeof(q)));
+		reconnect_failed(t, "consumer.db.reconnect_failed", err);
 		sleep_ms(200);
 		return false;
 	}
 	if (inbox_conn_setup(t->conn, &t->srv->cfg.inbox, err, sizeof(err)) != OB_OK) {
-		char q[600];
-		ob_warn("consumer.db.setup_failed", "thread=%d err=%s", t->index,
-		    ob_log_q(err, q, sizeof(q)));
+		reconnect_failed(t, "consumer.db.setup_failed", err);
 		PQfinish(t->conn);
 		t->conn = NULL;
 		sleep_ms(200);
 		return false;
 	}
-	ob_info("consumer.db.reconnected", "thread=%d", t->index);
+	ob_info("consumer.db.reconnected", "thread=%d after_failures=%u", t->index,
+	    t->reconnect_failures);
+	t->reconnect_failures = 0;
+	set_connected(t, true);
 	return true;
+}
+
+/* Idle: read whatever the server sent (never blocks: libpq's socket is
+ * non-blocking), which turns a terminated backend into a broken
+ * connection, and re-open it. */
+static void
+idle_check(struct serve_thread *t)
+{
+	if (t->conn != NULL && !ob_pg_broken(t->conn))
+		(void)PQconsumeInput(t->conn);
+	ensure_conn(t);
 }
 
 /* Build the reply for one received frame into t->reply. Returns false when
@@ -105,10 +157,14 @@ handle(struct serve_thread *t, const void *body, size_t len)
 
 	int rc = consumer_request_decode(body, len, &s->cfg.limits, s->counters, &req,
 	    &t->reply);
-	if (rc != OB_OK)
+	if (rc != OB_OK) {
+		consumer_metrics_bad_frame(s->cfg.metrics, rc);
 		return t->reply.len > 0;
+	}
 
 	char err[512];
+	bool reached_db = false;
+	double took = 0;
 	if (!ensure_conn(t)) {
 		for (uint32_t i = 0; i < req.count; i++) {
 			t->batch.results[i] = (struct ob_wire_result){ req.msgs[i].id,
@@ -117,15 +173,23 @@ handle(struct serve_thread *t, const void *body, size_t len)
 		}
 		rc = OB_EDB;
 	} else {
+		double t0 = now_s();
 		rc = inbox_apply_batch(t->conn, &s->cfg.inbox, &req, &t->batch, err,
 		    sizeof(err));
+		took = now_s() - t0;
+		reached_db = true;
 		if (rc != OB_OK) {
 			atomic_fetch_add(&s->counters->db_failures, 1);
+			if (s->cfg.metrics != NULL)
+				ob_metric_inc(s->cfg.metrics->db_failures);
+			if (ob_pg_broken(t->conn))
+				set_connected(t, false);
 			ob_warn("consumer.batch.failed", "messages=%u err=%s", req.count,
 			    ob_log_q(err, q, sizeof(q)));
 		}
 	}
 	consumer_count_batch(s->counters, &t->batch, req.count);
+	consumer_metrics_batch(s->cfg.metrics, &t->topics, &req, &t->batch, reached_db, took);
 	ob_debug("consumer.batch.done", "messages=%u first_id=%llu", req.count,
 	    (unsigned long long)req.msgs[0].id);
 	rc = ob_wire_encode_reply(&t->reply, t->batch.results, req.count);
@@ -142,11 +206,16 @@ serve(void *arg)
 {
 	struct serve_thread *t = arg;
 	for (;;) {
+		nng_aio_set_timeout(t->aio, CONSUMER_IDLE_CHECK_MS);
 		nng_ctx_recv(t->ctx, t->aio);
 		nng_aio_wait(t->aio);
 		int rv = nng_aio_result(t->aio);
 		if (rv == NNG_ECLOSED)
 			break;
+		if (rv == NNG_ETIMEDOUT) {
+			idle_check(t);
+			continue;
+		}
 		if (rv != 0) {
 			ob_warn("consumer.recv.failed", "err=%s", ob_log_q(nng_strerror(rv),
 			    (char[128]){ 0 }, 128));
@@ -154,6 +223,8 @@ serve(void *arg)
 		}
 		nng_msg *msg = nng_aio_get_msg(t->aio);
 		atomic_fetch_add(&t->srv->counters->requests, 1);
+		if (t->srv->cfg.metrics != NULL)
+			ob_metric_inc(t->srv->cfg.metrics->requests);
 		bool reply = handle(t, nng_msg_body(msg), nng_msg_len(msg));
 		if (!reply) {
 			/* Dropping: the REP context discards the request; the relay
@@ -167,6 +238,7 @@ serve(void *arg)
 			continue;
 		}
 		nng_aio_set_msg(t->aio, msg);
+		nng_aio_set_timeout(t->aio, NNG_DURATION_INFINITE);
 		nng_ctx_send(t->ctx, t->aio);
 		nng_aio_wait(t->aio);
 		if ((rv = nng_aio_result(t->aio)) != 0) {
@@ -201,9 +273,13 @@ purge_loop(void *arg)
 			    CONSUMER_PURGE_MAX_ROUNDS, &n, err, sizeof(err));
 		if (rc != OB_OK) {
 			atomic_fetch_add(&s->counters->purge_failures, 1);
+			if (s->cfg.metrics != NULL)
+				ob_metric_inc(s->cfg.metrics->purge_failures);
 			ob_warn("consumer.purge.failed", "err=%s", ob_log_q(err, q, sizeof(q)));
 		} else if (n > 0) {
 			atomic_fetch_add(&s->counters->purged, (uint64_t)n);
+			if (s->cfg.metrics != NULL)
+				ob_metric_add(s->cfg.metrics->purged, (uint64_t)n);
 			ob_info("consumer.purge.done", "deleted=%lld", (long long)n);
 		}
 		struct timespec until;
@@ -277,6 +353,7 @@ consumer_server_start(const struct consumer_server_config *cfg,
 		    (rc = inbox_conn_setup(t->conn, &cfg->inbox, err, errlen)) != OB_OK)
 			goto fail;
 		s->nthreads = i + 1;
+		set_connected(t, true);
 	}
 	if ((rv = nng_listen(s->sock, cfg->listen, NULL, 0)) != 0) {
 		snprintf(err, errlen, "listen on %s: %s", cfg->listen, nng_strerror(rv));
@@ -310,6 +387,15 @@ fail_free:
 	free(s->threads);
 	free(s);
 	return rc;
+}
+
+bool
+consumer_server_ready(const struct consumer_server *s)
+{
+	for (int i = 0; i < s->nthreads; i++)
+		if (!atomic_load(&s->threads[i].connected))
+			return false;
+	return s->nthreads > 0;
 }
 
 const struct consumer_counters *

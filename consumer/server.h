@@ -6,6 +6,11 @@
  * decode gets an error reply (one log line, a counter, no database write).
  * A reply is sent only after the batch's COMMIT returned. A housekeeping
  * thread with its own connection purges dedup records past the retention.
+ *
+ * An idle serving thread wakes every CONSUMER_IDLE_CHECK_MS to look at its
+ * connection without blocking (a backend terminated by the server is seen
+ * then, not only at the next request) and re-opens a broken one; readiness
+ * (consumer_server_ready) is "every serving thread has a usable connection".
  */
 #ifndef OUTBOX_CONSUMER_SERVER_H
 #define OUTBOX_CONSUMER_SERVER_H
@@ -39,6 +44,11 @@ struct consumer_counters {
 	struct webhook_counters webhook;                /* outcomes of the webhook handler */
 };
 
+#define CONSUMER_IDLE_CHECK_MS 1000      /* idle thread's connection check */
+#define CONSUMER_RECONNECT_LOG_EVERY 50  /* failed reconnects per warning line */
+
+struct consumer_metrics; /* metrics.h */
+
 struct consumer_server_config {
 	const char *db;          /* conninfo, borrowed */
 	const char *listen;      /* nng URL, borrowed */
@@ -49,6 +59,7 @@ struct consumer_server_config {
 	int64_t purge_interval_ms;   /* 0 = no purge thread */
 	int purge_batch;             /* rows per purge statement */
 	struct consumer_counters *counters; /* borrowed, or NULL: the server's own */
+	struct consumer_metrics *metrics;   /* borrowed, or NULL: metrics off */
 };
 
 struct consumer_server;
@@ -62,6 +73,11 @@ int consumer_server_start(const struct consumer_server_config *cfg,
 /* Counters, live; valid until stop (or as long as cfg->counters). */
 const struct consumer_counters *consumer_server_counters(
     const struct consumer_server *s);
+
+/* True while every serving thread holds a usable database connection (as
+ * last seen: at its last request or idle check). Lock-free, never blocks:
+ * for a /readyz callback on another thread. */
+bool consumer_server_ready(const struct consumer_server *s);
 
 /* Close the socket, wait for in-flight requests to finish, free. */
 void consumer_server_stop(struct consumer_server *s);

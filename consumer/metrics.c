@@ -1,0 +1,199 @@
+/*
+ * metrics.c - the consumer's metrics registry and what the request path
+ * bumps (see metrics.h). It only counts: it never blocks, never allocates
+ * on an update once a series exists, and never touches the database.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "metrics.h"
+
+/* Messages per request frame (the relay's --batch, up to --max-batch). */
+static const double batch_buckets[] = {
+	1, 2, 5, 10, 20, 50, 100, 200, 500, 1000,
+};
+
+/* One batch transaction, BEGIN .. COMMIT returned. */
+static const double apply_buckets[] = {
+	0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
+};
+
+/* Reasons that never label a rejected / retried message. */
+static bool
+is_reason(int why)
+{
+	return why != INBOX_WHY_NONE && why != INBOX_WHY_DUPLICATE;
+}
+
+static void
+register_webhook(struct ob_metrics *r, struct webhook_metrics *w)
+{
+	static const char calls_help[] =
+	    "Downstream HTTP calls of the webhook handler, by outcome";
+	static const char claims_help[] =
+	    "Webhook key-claim events that sent no call or whose result was refused";
+	struct {
+		struct ob_metric **h;
+		const char *label, *value;
+	} s[] = {
+		{ &w->calls_2xx, "outcome", "2xx" },
+		{ &w->calls_4xx, "outcome", "4xx" },
+		{ &w->calls_5xx, "outcome", "5xx" },
+		{ &w->calls_other, "outcome", "other_status" },
+		{ &w->calls_timeout, "outcome", "timeout" },
+		{ &w->calls_conn_error, "outcome", "conn_error" },
+		{ &w->busy, "event", "busy" },
+		{ &w->takeovers, "event", "takeover" },
+		{ &w->fenced_out, "event", "fenced_out" },
+		{ &w->replayed, "event", "replayed" },
+		{ &w->mismatch, "event", "fingerprint_mismatch" },
+		{ &w->bad_keys, "event", "bad_key" },
+	};
+	for (size_t i = 0; i < sizeof(s) / sizeof(s[0]); i++) {
+		const char *labels[] = { s[i].label, s[i].value, NULL };
+		bool call = strcmp(s[i].label, "outcome") == 0;
+		*s[i].h = ob_metrics_counter(r, call ? "outbox_consumer_webhook_calls_total"
+		    : "outbox_consumer_webhook_claims_total", call ? calls_help : claims_help,
+		    labels);
+	}
+}
+
+int
+consumer_metrics_new(bool webhook, struct consumer_metrics **out)
+{
+	struct consumer_metrics *cm = calloc(1, sizeof(*cm));
+	if (cm == NULL)
+		return OB_ENOMEM;
+	int rc = ob_metrics_new(CONSUMER_METRICS_CAPACITY, &cm->reg);
+	if (rc != OB_OK) {
+		free(cm);
+		return rc;
+	}
+	struct ob_metrics *r = cm->reg;
+	cm->requests = ob_metrics_counter(r, "outbox_consumer_requests_total",
+	    "Request frames received (well-formed or not)", NULL);
+	for (int e = OB_EWIRE_TRUNC; e < OB_ERR_COUNT; e++) {
+		if (e == OB_EWIRE_STATUS || e == OB_EWIRE_DETAIL)
+			continue; /* reply-only errors: a request never has them */
+		const char *labels[] = { "reason", ob_err_name(e), NULL };
+		cm->bad_frames[e] = ob_metrics_counter(r, "outbox_consumer_bad_frames_total",
+		    "Request frames refused as a whole by the decoder, by wire error"
+		    " (error reply, nothing written)", labels);
+	}
+	for (int w = 0; w < INBOX_WHY_COUNT; w++) {
+		if (!is_reason(w))
+			continue;
+		const char *labels[] = { "reason", inbox_why_name((enum inbox_why)w), NULL };
+		cm->rejected[w] = ob_metrics_counter(r, "outbox_consumer_rejected_total",
+		    "Messages answered reject (the relay dead-letters them), by reason", labels);
+		cm->retried[w] = ob_metrics_counter(r, "outbox_consumer_retried_total",
+		    "Messages answered retry (the relay delivers them again), by reason", labels);
+	}
+	cm->fingerprint_mismatch = ob_metrics_counter(r,
+	    "outbox_consumer_fingerprint_mismatch_total",
+	    "Keys redelivered with a different topic or payload (rejected, nothing applied)",
+	    NULL);
+	cm->apply_seconds = ob_metrics_histogram(r, "outbox_consumer_apply_seconds",
+	    "One request's batch transaction, from its first statement to COMMIT returned",
+	    NULL, apply_buckets, sizeof(apply_buckets) / sizeof(apply_buckets[0]));
+	cm->batch_size = ob_metrics_histogram(r, "outbox_consumer_batch_size",
+	    "Messages per well-formed request frame", NULL, batch_buckets,
+	    sizeof(batch_buckets) / sizeof(batch_buckets[0]));
+	cm->db_failures = ob_metrics_counter(r, "outbox_consumer_db_failures_total",
+	    "Batches whose transaction failed as a whole (every message answered retry)", NULL);
+	cm->db_connections = ob_metrics_gauge(r, "outbox_consumer_db_connections",
+	    "Serving threads holding a usable database connection", NULL);
+	cm->purged = ob_metrics_counter(r, "outbox_consumer_dedup_purged_total",
+	    "Dedup records deleted by the retention purge (--dedup-retention)", NULL);
+	cm->purge_failures = ob_metrics_counter(r, "outbox_consumer_purge_failures_total",
+	    "Retention purge passes that failed (tried again next interval)", NULL);
+	if (webhook)
+		register_webhook(r, &cm->webhook);
+	*out = cm;
+	return OB_OK;
+}
+
+void
+consumer_metrics_free(struct consumer_metrics *cm)
+{
+	if (cm == NULL)
+		return;
+	ob_metrics_free(cm->reg);
+	free(cm);
+}
+
+void
+consumer_metrics_bad_frame(struct consumer_metrics *cm, int rc)
+{
+	if (cm == NULL)
+		return;
+	if (rc > 0 && rc < OB_ERR_COUNT && cm->bad_frames[rc] != NULL) {
+		ob_metric_inc(cm->bad_frames[rc]);
+		return;
+	}
+	/* Not a wire error (out of memory): looked up, rare. */
+	const char *labels[] = { "reason", ob_err_name(rc), NULL };
+	ob_metric_inc(ob_metrics_counter(cm->reg, "outbox_consumer_bad_frames_total",
+	    "Request frames refused as a whole by the decoder, by wire error"
+	    " (error reply, nothing written)", labels));
+}
+
+static struct consumer_topic_metrics *
+topic_metrics(struct consumer_metrics *cm, struct consumer_topic_cache *c,
+    const char *topic, uint16_t len)
+{
+	for (unsigned i = 0; i < c->n; i++)
+		if (c->e[i].len == len && memcmp(c->e[i].topic, topic, len) == 0)
+			return &c->e[i];
+	struct consumer_topic_metrics *e;
+	if (c->n < CONSUMER_METRICS_TOPIC_CACHE) {
+		e = &c->e[c->n++];
+	} else {
+		e = &c->e[c->next_evict];
+		c->next_evict = (c->next_evict + 1) % CONSUMER_METRICS_TOPIC_CACHE;
+	}
+	memcpy(e->topic, topic, len);
+	e->topic[len] = '\0';
+	e->len = len;
+	const char *labels[] = { "topic", e->topic, NULL };
+	e->applied = ob_metrics_counter(cm->reg, "outbox_consumer_applied_total",
+	    "Messages applied: effect and dedup record committed", labels);
+	e->duplicate = ob_metrics_counter(cm->reg, "outbox_consumer_duplicate_total",
+	    "Messages answered duplicate: key applied before with the same fingerprint,"
+	    " nothing applied", labels);
+	return e;
+}
+
+void
+consumer_metrics_batch(struct consumer_metrics *cm, struct consumer_topic_cache *c,
+    const struct ob_wire_request *req, const struct inbox_batch *b, bool reached_db,
+    double apply_seconds)
+{
+	if (cm == NULL)
+		return;
+	ob_metric_observe(cm->batch_size, (double)req->count);
+	if (reached_db)
+		ob_metric_observe(cm->apply_seconds, apply_seconds);
+	for (uint32_t i = 0; i < req->count; i++) {
+		unsigned why = b->why[i] < INBOX_WHY_COUNT ? b->why[i] : INBOX_WHY_DB;
+		const struct ob_wire_msg *m = &req->msgs[i];
+		if (!is_reason((int)why))
+			why = INBOX_WHY_HANDLER; /* a retry/reject always has a reason */
+		switch (b->results[i].status) {
+		case OB_WIRE_APPLIED:
+			ob_metric_inc(topic_metrics(cm, c, m->topic, m->topic_len)->applied);
+			break;
+		case OB_WIRE_DUPLICATE:
+			ob_metric_inc(topic_metrics(cm, c, m->topic, m->topic_len)->duplicate);
+			break;
+		case OB_WIRE_RETRY:
+			ob_metric_inc(cm->retried[why]);
+			break;
+		default:
+			ob_metric_inc(cm->rejected[why]);
+			if (why == INBOX_WHY_MISMATCH)
+				ob_metric_inc(cm->fingerprint_mismatch);
+			break;
+		}
+	}
+}

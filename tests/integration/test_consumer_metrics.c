@@ -1,0 +1,455 @@
+/*
+ * test_consumer_metrics.c - outbox-consumer's /metrics, /healthz and
+ * /readyz against a real PostgreSQL, real nng sockets and a real HTTP
+ * client (nng's): the output passes `promtool check metrics` (when
+ * $OUTBOX_PROMTOOL exists), and the numbers move exactly: N applied, the
+ * same N redelivered -> N duplicates, a key reused with another payload ->
+ * one fingerprint-mismatch reject, a garbage frame -> one bad frame, the
+ * webhook handler's calls by outcome; /readyz goes 503 when the database
+ * is gone (its connections terminated, new ones refused) and 200 when it is
+ * back. Bad --metrics values and a port in use are start-up errors. The
+ * log never shows a conninfo's password.
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+
+#include <jansson.h>
+
+#include "test_consumer_common.h"
+#include "webhook_target.h"
+
+#include <nng/supplemental/http/http.h> /* needs nng.h first */
+
+#define T_SEC 1000
+#define HTTP_TIMEOUT_MS 5000
+#define N_MSGS 10
+
+/* A port that was free a moment ago: bind 127.0.0.1:0, read it, close. */
+static int
+free_port(void)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	ck_assert_int_ge(fd, 0);
+	struct sockaddr_in a;
+	memset(&a, 0, sizeof(a));
+	a.sin_family = AF_INET;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	socklen_t len = sizeof(a);
+	ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+	close(fd);
+	return ntohs(a.sin_port);
+}
+
+/* One HTTP request with nng's client: the status (0 = no answer within
+ * HTTP_TIMEOUT_MS), the body (malloc'ed) into *body when not NULL. */
+static int
+http_do(int port, const char *method, const char *path, char **body)
+{
+	char u[128];
+	snprintf(u, sizeof(u), "http://127.0.0.1:%d%s", port, path);
+	nng_url *url = NULL;
+	nng_http_client *cli = NULL;
+	nng_http_req *req = NULL;
+	nng_http_res *res = NULL;
+	nng_aio *aio = NULL;
+	int status = 0;
+	if (body != NULL)
+		*body = NULL;
+	ck_assert_int_eq(nng_url_parse(&url, u), 0);
+	ck_assert_int_eq(nng_http_client_alloc(&cli, url), 0);
+	ck_assert_int_eq(nng_http_req_alloc(&req, url), 0);
+	ck_assert_int_eq(nng_http_res_alloc(&res), 0);
+	ck_assert_int_eq(nng_aio_alloc(&aio, NULL, NULL), 0);
+	ck_assert_int_eq(nng_http_req_set_method(req, method), 0);
+	nng_aio_set_timeout(aio, HTTP_TIMEOUT_MS);
+	nng_http_client_transact(cli, req, res, aio);
+	nng_aio_wait(aio);
+	if (nng_aio_result(aio) == 0) {
+		status = nng_http_res_get_status(res);
+		if (body != NULL) {
+			void *data = NULL;
+			size_t len = 0;
+			nng_http_res_get_data(res, &data, &len);
+			*body = calloc(1, len + 1);
+			memcpy(*body, data, len);
+		}
+	}
+	nng_aio_free(aio);
+	nng_http_res_free(res);
+	nng_http_req_free(req);
+	nng_http_client_free(cli);
+	nng_url_free(url);
+	return status;
+}
+
+static char *
+scrape(int port)
+{
+	char *body = NULL;
+	int status = http_do(port, "GET", "/metrics", &body);
+	ck_assert_msg(status == 200, "GET /metrics: status %d", status);
+	return body;
+}
+
+/* The value of one series ("name" or "name{labels}"), -1 when absent. */
+static double
+series_value(const char *text, const char *series)
+{
+	size_t n = strlen(series);
+	for (const char *p = text; p != NULL && *p != '\0'; p = strchr(p, '\n'), p = p ? p + 1 : p)
+		if (strncmp(p, series, n) == 0 && p[n] == ' ')
+			return strtod(p + n + 1, NULL);
+	return -1;
+}
+
+static double
+metric(int port, const char *series)
+{
+	char *text = scrape(port);
+	double v = series_value(text, series);
+	free(text);
+	return v;
+}
+
+/* Scrape every 100 ms until series == want or timeout; the last value. */
+static double
+wait_metric(int port, const char *series, double want, int timeout_ms)
+{
+	int64_t end = ts_now_ms() + timeout_ms;
+	double v;
+	while ((v = metric(port, series)) != want && ts_now_ms() < end)
+		usleep(100 * 1000);
+	return v;
+}
+
+static int
+wait_status(int port, const char *method, const char *path, int want, int timeout_ms)
+{
+	int64_t end = ts_now_ms() + timeout_ms;
+	int st;
+	while ((st = http_do(port, method, path, NULL)) != want && ts_now_ms() < end)
+		usleep(100 * 1000);
+	return st;
+}
+
+#define ASSERT_METRIC(port, series, want)                                        \
+	do {                                                                     \
+		double v_ = metric(port, series);                                \
+		ck_assert_msg(v_ == (double)(want), "%s = %g, want %g", series, v_, \
+		    (double)(want));                                             \
+	} while (0)
+
+/* promtool check metrics on a scrape; SKIPPED (said on stderr) without it. */
+static void
+promtool_check(int port)
+{
+	const char *promtool = getenv("OUTBOX_PROMTOOL");
+	if (promtool == NULL || access(promtool, X_OK) != 0) {
+		fprintf(stderr, "test_consumer_metrics: promtool check SKIPPED: no promtool at"
+		    " $OUTBOX_PROMTOOL (%s); run scripts/get-promtool.sh\n",
+		    promtool ? promtool : "unset");
+		return;
+	}
+	char *text = scrape(port);
+	char path[300], cmd[900], out_path[320];
+	snprintf(path, sizeof(path), "%s/scrape-%d.txt", ts_tmpdir(), port);
+	FILE *f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs(text, f);
+	fclose(f);
+	snprintf(out_path, sizeof(out_path), "%s.out", path);
+	snprintf(cmd, sizeof(cmd), "'%s' check metrics < '%s' > '%s' 2>&1", promtool, path,
+	    out_path);
+	int rc = system(cmd);
+	char *out = ts_read_file(out_path);
+	ck_assert_msg(WIFEXITED(rc) && WEXITSTATUS(rc) == 0, "promtool check metrics: %s\n%s",
+	    out ? out : "", text);
+	free(out);
+	free(text);
+}
+
+static pid_t
+consumer_spawn(char *log, const char *db, const char *url, int port,
+    const char *const *extra)
+{
+	char *argv[40], addr[64];
+	int n = 0;
+	snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
+	argv[n++] = "outbox-consumer";
+	argv[n++] = "--db";
+	argv[n++] = (char *)db;
+	argv[n++] = "--listen";
+	argv[n++] = (char *)url;
+	argv[n++] = "--metrics";
+	argv[n++] = addr;
+	for (int i = 0; extra != NULL && extra[i] != NULL && n < 38; i++)
+		argv[n++] = (char *)extra[i];
+	argv[n] = NULL;
+	return ts_spawn(argv, NULL, log);
+}
+
+static void
+wait_serving(const char *log, int port)
+{
+	ck_assert_msg(cc_wait_log(log, "consumer.started", 60 * T_SEC), "never started: %s", log);
+	ck_assert_int_eq(wait_status(port, "GET", "/healthz", 200, 30 * T_SEC), 200);
+}
+
+/* The database name in a conninfo (the last dbname= wins). */
+static void
+db_name(const char *conninfo, char *out, size_t outlen)
+{
+	const char *dn = NULL;
+	for (const char *p = conninfo; (p = strstr(p, "dbname=")) != NULL; p++)
+		dn = p;
+	ck_assert_ptr_nonnull(dn);
+	snprintf(out, outlen, "%.*s", (int)strcspn(dn + 7, " "), dn + 7);
+}
+
+static void
+assert_no_password_json_log(const char *log)
+{
+	char *text = ts_read_file(log);
+	ck_assert_ptr_nonnull(text);
+	ck_assert_msg(strstr(text, "hunter2") == NULL, "password in the log:\n%s", text);
+	int lines = 0;
+	for (char *line = strtok(text, "\n"); line != NULL; line = strtok(NULL, "\n")) {
+		json_error_t jerr;
+		json_t *j = json_loads(line, 0, &jerr);
+		ck_assert_msg(j != NULL && json_is_object(j), "not a JSON object: %s", line);
+		json_decref(j);
+		lines++;
+	}
+	ck_assert_int_gt(lines, 5);
+	free(text);
+}
+
+/* The record handler: every counter moves by exactly what was sent; the
+ * endpoint's paths and methods; readiness follows the database. The
+ * conninfo carries password=hunter2 (the test server trusts), logs are
+ * JSON at debug level: no line shows the password. */
+START_TEST(test_counters_move_and_readiness)
+{
+	char db[TS_CONNINFO_MAX], pw[TS_CONNINFO_MAX + 64], url[256], log[256], sql[512];
+	char name[128], series[160], payload[64];
+	ts_db_create("cmetrics", "inbox", db, sizeof(db));
+	db_name(db, name, sizeof(name));
+	snprintf(pw, sizeof(pw), "%s password=hunter2", db);
+	ts_ipc_url("cmetrics", url, sizeof(url));
+	int port = free_port();
+	const char *extra[] = { "--threads", "2", "--log-format", "json", "--log-level", "debug",
+		NULL };
+	pid_t pid = consumer_spawn(log, pw, url, port, extra);
+	wait_serving(log, port);
+
+	/* The endpoint. */
+	ck_assert_int_eq(wait_status(port, "GET", "/readyz", 200, 30 * T_SEC), 200);
+	ck_assert_int_eq(http_do(port, "GET", "/nope", NULL), 404);
+	ck_assert_int_eq(http_do(port, "POST", "/metrics", NULL), 405);
+	/* Static series at 0 from the start. */
+	ASSERT_METRIC(port, "outbox_consumer_requests_total", 0);
+	ASSERT_METRIC(port, "outbox_consumer_rejected_total{reason=\"fingerprint_mismatch\"}", 0);
+	ASSERT_METRIC(port, "outbox_consumer_retried_total{reason=\"database\"}", 0);
+	ASSERT_METRIC(port, "outbox_consumer_bad_frames_total{reason=\"wire.magic\"}", 0);
+	ASSERT_METRIC(port, "outbox_consumer_fingerprint_mismatch_total", 0);
+	ASSERT_METRIC(port, "outbox_consumer_dedup_purged_total", 0);
+	ASSERT_METRIC(port, "outbox_consumer_apply_seconds_count", 0);
+	ASSERT_METRIC(port, "outbox_consumer_db_connections", 2);
+	ck_assert(metric(port, "outbox_consumer_applied_total{topic=\"t\"}") == -1);
+	promtool_check(port);
+
+	/* N applied, in one request. */
+	struct cc_conn c;
+	cc_open(&c, url);
+	static char keys[N_MSGS][16];
+	struct ob_wire_msg msgs[N_MSGS];
+	for (int i = 0; i < N_MSGS; i++) {
+		snprintf(keys[i], sizeof(keys[i]), "m-%d", i);
+		msgs[i] = cc_msg((uint64_t)i + 1, "t", keys[i], "{\"n\":1}");
+	}
+	struct cc_reply r;
+	cc_call(&c, msgs, N_MSGS, &r);
+	for (int i = 0; i < N_MSGS; i++)
+		ck_assert_int_eq(r.rep.results[i].status, OB_WIRE_APPLIED);
+	cc_reply_fini(&r);
+	ASSERT_METRIC(port, "outbox_consumer_applied_total{topic=\"t\"}", N_MSGS);
+	ASSERT_METRIC(port, "outbox_consumer_duplicate_total{topic=\"t\"}", 0);
+	ASSERT_METRIC(port, "outbox_consumer_requests_total", 1);
+	ASSERT_METRIC(port, "outbox_consumer_batch_size_count", 1);
+	ASSERT_METRIC(port, "outbox_consumer_batch_size_sum", N_MSGS);
+	ASSERT_METRIC(port, "outbox_consumer_batch_size_bucket{le=\"5\"}", 0);
+	ASSERT_METRIC(port, "outbox_consumer_batch_size_bucket{le=\"10\"}", 1);
+	ASSERT_METRIC(port, "outbox_consumer_apply_seconds_count", 1);
+
+	/* The same N redelivered: N duplicates, nothing applied. */
+	cc_call(&c, msgs, N_MSGS, &r);
+	for (int i = 0; i < N_MSGS; i++)
+		ck_assert_int_eq(r.rep.results[i].status, OB_WIRE_DUPLICATE);
+	cc_reply_fini(&r);
+	ASSERT_METRIC(port, "outbox_consumer_duplicate_total{topic=\"t\"}", N_MSGS);
+	ASSERT_METRIC(port, "outbox_consumer_applied_total{topic=\"t\"}", N_MSGS);
+	ASSERT_METRIC(port, "outbox_consumer_apply_seconds_count", 2);
+
+	/* A key reused with another payload: one fingerprint-mismatch reject. */
+	snprintf(payload, sizeof(payload), "{\"n\":2}");
+	ck_assert_int_eq(cc_call1(&c, cc_msg(1, "t", keys[0], payload), NULL, 0), OB_WIRE_REJECT);
+	ASSERT_METRIC(port, "outbox_consumer_rejected_total{reason=\"fingerprint_mismatch\"}", 1);
+	ASSERT_METRIC(port, "outbox_consumer_fingerprint_mismatch_total", 1);
+	ASSERT_METRIC(port, "outbox_consumer_applied_total{topic=\"t\"}", N_MSGS);
+
+	/* A garbage frame: an error reply and one bad frame under its wire error. */
+	static const char garbage[] = "this is not an outbox frame at all";
+	cc_send_raw(&c, garbage, sizeof(garbage) - 1);
+	ck_assert_int_eq(cc_recv(&c, &r, CC_REPLY_TIMEOUT_MS), 0);
+	int ferr = r.rep.frame_err;
+	cc_reply_fini(&r);
+	ck_assert_int_gt(ferr, 0);
+	snprintf(series, sizeof(series), "outbox_consumer_bad_frames_total{reason=\"%s\"}",
+	    ob_err_name(ferr));
+	ASSERT_METRIC(port, series, 1);
+	ASSERT_METRIC(port, "outbox_consumer_requests_total", 4);
+	/* Batch histograms count well-formed requests only. */
+	ASSERT_METRIC(port, "outbox_consumer_batch_size_count", 3);
+	PGconn *conn = ts_connect(db);
+	ck_assert_int_eq(ts_query_int(conn, "SELECT count(*) FROM inbox.notifications"), N_MSGS);
+	PQfinish(conn);
+	promtool_check(port);
+
+	/* The database gone: connections terminated, new ones refused. The
+	 * idle serving threads notice within CONSUMER_IDLE_CHECK_MS. */
+	PGconn *srv = ts_connect(ts_server_conninfo());
+	snprintf(sql, sizeof(sql), "ALTER DATABASE \"%s\" ALLOW_CONNECTIONS false", name);
+	ts_exec(srv, sql);
+	snprintf(sql, sizeof(sql), "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+	    " WHERE datname = '%s' AND application_name = 'outbox-consumer'", name);
+	ts_exec(srv, sql);
+	ck_assert_int_eq(wait_status(port, "GET", "/readyz", 503, 30 * T_SEC), 503);
+	ck_assert_int_eq(http_do(port, "GET", "/healthz", NULL), 200);
+	ck_assert_int_eq(wait_metric(port, "outbox_consumer_db_connections", 0, 30 * T_SEC), 0);
+	/* A message meanwhile: retry, counted under reason "database". */
+	ck_assert_int_eq(cc_call1(&c, cc_msg(100, "t", "during-outage", "{}"), NULL, 0),
+	    OB_WIRE_RETRY);
+	ASSERT_METRIC(port, "outbox_consumer_retried_total{reason=\"database\"}", 1);
+	ASSERT_METRIC(port, "outbox_consumer_applied_total{topic=\"t\"}", N_MSGS);
+	snprintf(sql, sizeof(sql), "ALTER DATABASE \"%s\" ALLOW_CONNECTIONS true", name);
+	ts_exec(srv, sql);
+	ck_assert_int_eq(wait_status(port, "GET", "/readyz", 200, 30 * T_SEC), 200);
+	ck_assert_int_eq(wait_metric(port, "outbox_consumer_db_connections", 2, 30 * T_SEC), 2);
+	ck_assert_int_eq(cc_call1(&c, cc_msg(100, "t", "during-outage", "{}"), NULL, 0),
+	    OB_WIRE_APPLIED);
+	ASSERT_METRIC(port, "outbox_consumer_applied_total{topic=\"t\"}", N_MSGS + 1);
+	PQfinish(srv);
+	cc_close(&c);
+
+	kill(pid, SIGTERM);
+	ck_assert_int_eq(ts_wait_exit(pid, 30 * T_SEC), 0);
+	ck_assert(cc_count_log(log, "consumer.db.reconnected") >= 2);
+	assert_no_password_json_log(log);
+
+	/* The start-up error of an unreachable database: redacted. */
+	char out[4096];
+	char *bad[] = { "outbox-consumer", "--db",
+		"host=/nonexistent/sock port=1 dbname=x password=hunter2", "--listen", url, NULL };
+	ck_assert_int_ne(ts_run(bad, NULL, out, sizeof(out), 30 * T_SEC), 0);
+	ck_assert_msg(strstr(out, "hunter2") == NULL, "%s", out);
+	ck_assert_msg(strstr(out, "password=***") != NULL, "%s", out);
+}
+END_TEST
+
+/* The webhook handler: calls by outcome, retries by reason. */
+START_TEST(test_webhook_outcomes)
+{
+	char db[TS_CONNINFO_MAX], url[256], log[256], hook[256];
+	ts_db_create("cmhook", "inbox", db, sizeof(db));
+	ts_ipc_url("cmhook", url, sizeof(url));
+	struct wt_target *t = wt_start(hook, sizeof(hook));
+	ck_assert_ptr_nonnull(t);
+	int port = free_port();
+	const char *extra[] = { "--handler", "webhook", "--webhook-url", hook,
+		"--webhook-timeout", "1s", "--webhook-lease", "5s", NULL };
+	pid_t pid = consumer_spawn(log, db, url, port, extra);
+	wait_serving(log, port);
+	ASSERT_METRIC(port, "outbox_consumer_webhook_calls_total{outcome=\"2xx\"}", 0);
+	ASSERT_METRIC(port, "outbox_consumer_webhook_claims_total{event=\"replayed\"}", 0);
+	promtool_check(port);
+
+	struct cc_conn c;
+	cc_open(&c, url);
+	wt_fail_next(t, 1, 503);
+	ck_assert_int_eq(cc_call1(&c, cc_msg(1, "hook", "h-1", "{}"), NULL, 0), OB_WIRE_RETRY);
+	ASSERT_METRIC(port, "outbox_consumer_webhook_calls_total{outcome=\"5xx\"}", 1);
+	ASSERT_METRIC(port, "outbox_consumer_retried_total{reason=\"handler\"}", 1);
+	ck_assert_int_eq(cc_call1(&c, cc_msg(1, "hook", "h-1", "{}"), NULL, 0), OB_WIRE_APPLIED);
+	ASSERT_METRIC(port, "outbox_consumer_webhook_calls_total{outcome=\"2xx\"}", 1);
+	ASSERT_METRIC(port, "outbox_consumer_applied_total{topic=\"hook\"}", 1);
+	ck_assert_int_eq(cc_call1(&c, cc_msg(1, "hook", "h-1", "{}"), NULL, 0),
+	    OB_WIRE_DUPLICATE);
+	ASSERT_METRIC(port, "outbox_consumer_duplicate_total{topic=\"hook\"}", 1);
+	wt_fail_next(t, 1, 400);
+	ck_assert_int_eq(cc_call1(&c, cc_msg(2, "hook", "h-2", "{}"), NULL, 0), OB_WIRE_REJECT);
+	ASSERT_METRIC(port, "outbox_consumer_webhook_calls_total{outcome=\"4xx\"}", 1);
+	ASSERT_METRIC(port, "outbox_consumer_rejected_total{reason=\"handler\"}", 1);
+	ck_assert_int_eq(wt_total(t), 3);
+	ASSERT_METRIC(port, "outbox_consumer_webhook_calls_total{outcome=\"timeout\"}", 0);
+	promtool_check(port);
+	cc_close(&c);
+	kill(pid, SIGTERM);
+	ck_assert_int_eq(ts_wait_exit(pid, 30 * T_SEC), 0);
+	wt_stop(t);
+}
+END_TEST
+
+/* Bad --metrics values exit 2; a port in use exits 1 at start. */
+START_TEST(test_bad_metrics_config)
+{
+	char db[TS_CONNINFO_MAX], url[256], out[4096];
+	ts_db_create("cmbad", "inbox", db, sizeof(db));
+	ts_ipc_url("cmbad", url, sizeof(url));
+	char *bad[] = { "outbox-consumer", "--db", db, "--listen", url, "--metrics", "nohostport",
+		NULL };
+	ck_assert_int_eq(ts_run(bad, NULL, out, sizeof(out), 30 * T_SEC), 2);
+	ck_assert_msg(strstr(out, "--metrics") != NULL, "%s", out);
+	char *path[] = { "outbox-consumer", "--db", db, "--listen", url, "--metrics",
+		"127.0.0.1:9/metrics", NULL };
+	ck_assert_int_eq(ts_run(path, NULL, out, sizeof(out), 30 * T_SEC), 2);
+	char *env_argv[] = { "outbox-consumer", "--db", db, "--listen", url, NULL };
+	char *env[] = { "OUTBOX_METRICS=http://h:99999", NULL };
+	ck_assert_int_eq(ts_run(env_argv, env, out, sizeof(out), 30 * T_SEC), 2);
+	ck_assert_msg(strstr(out, "--metrics") != NULL, "%s", out);
+
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a;
+	memset(&a, 0, sizeof(a));
+	a.sin_family = AF_INET;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	ck_assert_int_eq(listen(fd, 1), 0);
+	socklen_t len = sizeof(a);
+	getsockname(fd, (struct sockaddr *)&a, &len);
+	char addr[64];
+	snprintf(addr, sizeof(addr), "127.0.0.1:%d", ntohs(a.sin_port));
+	char *busy[] = { "outbox-consumer", "--db", db, "--listen", url, "--metrics", addr, NULL };
+	ck_assert_int_eq(ts_run(busy, NULL, out, sizeof(out), 30 * T_SEC), 1);
+	ck_assert_msg(strstr(out, "--metrics") != NULL, "%s", out);
+	close(fd);
+}
+END_TEST
+
+int
+main(void)
+{
+	Suite *s = suite_create("consumer_metrics");
+	TCase *tc = tcase_create("metrics");
+	tcase_set_timeout(tc, 240);
+	tcase_add_test(tc, test_counters_move_and_readiness);
+	tcase_add_test(tc, test_webhook_outcomes);
+	tcase_add_test(tc, test_bad_metrics_config);
+	suite_add_tcase(s, tc);
+	int rc = ts_run_suite(s);
+	nng_fini();
+	return rc;
+}
