@@ -3,14 +3,17 @@
  * --help text and the Markdown reference, all driven by one ob_cfg_opt table.
  *
  * It owns the STRING / ENUM / LIST fields it fills in (released by
- * ob_cfg_free). It never exits, prints to stderr or logs: a bad value is
- * reported as one line in the caller's buffer and the caller decides (exit 2
- * at start-up). Precedence is flag > environment > default.
+ * ob_cfg_free). It never exits or logs: a bad value is reported as one line
+ * in the caller's buffer and the caller decides (exit 2 at start-up). The
+ * one exception is ob_cfg_load, the shared start of every main, which
+ * prints --help, --help-markdown and that one line itself and hands back
+ * the exit code. Precedence is flag > environment > default.
  */
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -23,6 +26,9 @@ enum src { SRC_FLAG, SRC_ENV, SRC_DEF };
 
 /* Number parsers tell a malformed value from one that does not fit. */
 enum { NUM_OK = 0, NUM_SYNTAX, NUM_RANGE };
+
+/* ob_cfg_load's one error line (what every main used to allocate). */
+#define LOAD_ERR_MAX 1024
 
 #define FIELD(cfg, o, type) ((type *)(void *)((char *)(cfg) + (o)->offset))
 
@@ -748,4 +754,55 @@ ob_cfg_redact_conninfo(const char *conninfo, char *out, size_t outlen)
 		}
 	}
 	redact_keywords(conninfo, &o);
+}
+
+/* Is this a --help-markdown call, the way p accepts it? */
+static bool
+wants_markdown(const struct ob_cfg_program *p, int argc, char **argv)
+{
+	if (p->markdown == OB_CFG_MARKDOWN_ALONE)
+		return argc == 2 && strcmp(argv[1], "--help-markdown") == 0;
+	if (p->markdown == OB_CFG_MARKDOWN_ANY) {
+		for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+			if (strcmp(argv[i], "--help-markdown") == 0)
+				return true;
+	}
+	return false;
+}
+
+int
+ob_cfg_load(const struct ob_cfg_program *p, void *cfg, int argc,
+    char **argv, int *first_arg)
+{
+	char err[LOAD_ERR_MAX];
+	int first = argc;
+	bool help = false;
+
+	if (wants_markdown(p, argc, argv)) {
+		/* before parsing: prints the table even with required flags unset */
+		for (const struct ob_cfg_opt *o = p->options; o->name != NULL; o++)
+			clear_field(o, cfg);
+		ob_cfg_markdown(stdout, p->name, p->options);
+		return 0;
+	}
+	if (ob_cfg_parse(p->options, cfg, argc, argv, &first, &help, err,
+	    sizeof err) != OB_OK) {
+		fprintf(stderr, "%s: %s\n", p->name, err);
+		ob_cfg_free(p->options, cfg);
+		return 2;
+	}
+	if (help) {
+		ob_cfg_usage(stdout, p->synopsis, p->description, p->options);
+		ob_cfg_free(p->options, cfg);
+		return 0;
+	}
+	if (!p->positional && first < argc) {
+		fprintf(stderr, "%s: unexpected argument '%s'\n", p->name,
+		    argv[first]);
+		ob_cfg_free(p->options, cfg);
+		return 2;
+	}
+	if (first_arg != NULL)
+		*first_arg = first;
+	return -1;
 }

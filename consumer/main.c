@@ -119,14 +119,19 @@ static const struct ob_cfg_opt consumer_options[] = {
 	OB_CFG_END,
 };
 
-static const char synopsis[] = "outbox-consumer --db CONNINFO [--listen URL] [options]";
-static const char description[] =
+static const struct ob_cfg_program program = {
+	.name = "outbox-consumer",
+	.synopsis = "outbox-consumer --db CONNINFO [--listen URL] [options]",
+	.description =
     "Serve outbox deliveries over nng REP. Each request's messages are applied in"
     " one transaction: the dedup record (inbox.processed) and the effect commit"
     " together; a key already processed answers 'duplicate' and applies nothing."
     " The reply is sent only after COMMIT. A key redelivered with a different"
     " payload is rejected (fingerprint mismatch). Run `outboxctl migrate --schema"
-    " inbox` first.";
+    " inbox` first.",
+	.options = consumer_options,
+	.markdown = OB_CFG_MARKDOWN_ALONE,
+};
 
 static bool
 ready_cb(void *arg)
@@ -139,33 +144,16 @@ main(int argc, char **argv)
 {
 	struct consumer_config cfg;
 	char err[1024];
-	int first_arg = 0, code = 2;
-	bool help = false;
+	int code;
 	struct consumer_server *srv = NULL;
 	struct inbox_handler webhook = { 0 };
 	struct consumer_metrics *cm = NULL;
 	struct ob_http_endpoint *ep = NULL;
 
-	/* Before parsing: prints the table even with required flags unset
-	 * (docs/configuration.md, scripts/gen-config-doc.sh). */
-	if (argc == 2 && strcmp(argv[1], "--help-markdown") == 0) {
-		ob_cfg_markdown(stdout, "outbox-consumer", consumer_options);
-		return 0;
-	}
-	if (ob_cfg_parse(consumer_options, &cfg, argc, argv, &first_arg, &help, err,
-	        sizeof(err)) != OB_OK) {
-		fprintf(stderr, "outbox-consumer: %s\n", err);
-		goto out;
-	}
-	if (help) {
-		ob_cfg_usage(stdout, synopsis, description, consumer_options);
-		code = 0;
-		goto out;
-	}
-	if (first_arg < argc) {
-		fprintf(stderr, "outbox-consumer: unexpected argument '%s'\n", argv[first_arg]);
-		goto out;
-	}
+	/* --help-markdown: docs/configuration.md, scripts/gen-config-doc.sh */
+	if ((code = ob_cfg_load(&program, &cfg, argc, argv, NULL)) >= 0)
+		return code;
+	code = 2;
 	bool metrics_on = cfg.metrics != NULL && cfg.metrics[0] != '\0';
 	if (metrics_on) {
 		char url[OB_HTTP_ENDPOINT_URL_MAX], why[300];

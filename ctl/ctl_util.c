@@ -47,9 +47,9 @@ int
 ctl_parse(const struct ctl_cmd *cmd, void *cfg, int argc, char **argv,
     char ***pos, int *npos)
 {
-	char **flags, **args, err[1024];
-	int nf = 1, na = 0, first = 0;
-	bool help = false, rest = false;
+	char **flags, **args, name[128];
+	int nf = 1, na = 0, code;
+	bool rest = false;
 
 	*pos = NULL;
 	*npos = 0;
@@ -72,14 +72,6 @@ ctl_parse(const struct ctl_cmd *cmd, void *cfg, int argc, char **argv,
 				args[na++] = argv[i];
 			continue;
 		}
-		if (strcmp(a, "--help-markdown") == 0) {
-			char title[128];
-			snprintf(title, sizeof title, "outboxctl %s", cmd->name);
-			ob_cfg_markdown(stdout, title, cmd->table);
-			free(flags);
-			free(args);
-			return CTL_EXIT_OK;
-		}
 		flags[nf++] = argv[i];
 		const struct ob_cfg_opt *o = find_opt(cmd->table, a + 2);
 		/* a separate value follows the flag (the parser checks it) */
@@ -87,18 +79,21 @@ ctl_parse(const struct ctl_cmd *cmd, void *cfg, int argc, char **argv,
 		    i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0)
 			flags[nf++] = argv[++i];
 	}
-	if (ob_cfg_parse(cmd->table, cfg, nf, flags, &first, &help, err,
-	    sizeof err) != OB_OK) {
-		fprintf(stderr, "outboxctl %s: %s\n", cmd->name, err);
-		free(flags);
-		free(args);
-		return CTL_EXIT_USAGE;
-	}
+	/* positional arguments were moved to args: flags holds none */
+	snprintf(name, sizeof name, "outboxctl %s", cmd->name);
+	const struct ob_cfg_program p = {
+		.name = name,
+		.synopsis = cmd->synopsis,
+		.description = cmd->description,
+		.options = cmd->table,
+		.markdown = OB_CFG_MARKDOWN_ANY,
+		.positional = true,
+	};
+	code = ob_cfg_load(&p, cfg, nf, flags, NULL);
 	free(flags);
-	if (help) {
-		ob_cfg_usage(stdout, cmd->synopsis, cmd->description, cmd->table);
+	if (code >= 0) {
 		free(args);
-		return CTL_EXIT_OK;
+		return code;
 	}
 	*pos = args;
 	*npos = na;

@@ -25,33 +25,25 @@ const struct ob_cfg_opt ctl_migrate_options[] = {
 	OB_CFG_END,
 };
 
+static const struct ob_cfg_program program = {
+	.name = "outboxctl migrate",
+	.synopsis = "outboxctl migrate --db CONNINFO [--schema all|outbox|inbox]",
+	.description = "Apply the pending numbered migrations from sql/ (embedded in this binary)"
+	    " and record them in public.outbox_schema_migrations. Running it again"
+	    " applies nothing; concurrent runs apply each migration once.",
+	.options = ctl_migrate_options,
+};
+
 int
 ctl_migrate(int argc, char **argv)
 {
 	struct migrate_config cfg;
 	char err[1024];
-	int first_arg = 0;
-	bool help = false;
-	int code = 2;
+	int code;
 
-	if (ob_cfg_parse(ctl_migrate_options, &cfg, argc, argv, &first_arg, &help, err,
-	        sizeof(err)) != OB_OK) {
-		fprintf(stderr, "outboxctl migrate: %s\n", err);
-		goto out;
-	}
-	if (help) {
-		ob_cfg_usage(stdout, "outboxctl migrate --db CONNINFO [--schema all|outbox|inbox]",
-		    "Apply the pending numbered migrations from sql/ (embedded in this binary)"
-		    " and record them in public.outbox_schema_migrations. Running it again"
-		    " applies nothing; concurrent runs apply each migration once.",
-		    ctl_migrate_options);
-		code = 0;
-		goto out;
-	}
-	if (first_arg < argc) {
-		fprintf(stderr, "outboxctl migrate: unexpected argument '%s'\n", argv[first_arg]);
-		goto out;
-	}
+	if ((code = ob_cfg_load(&program, &cfg, argc, argv, NULL)) >= 0)
+		return code;
+	code = 2;
 
 	PGconn *conn = NULL;
 	if (ob_pg_connect(cfg.db, "outboxctl", &conn, err, sizeof(err)) != OB_OK) {

@@ -55,32 +55,26 @@ static const struct ob_cfg_opt enqueue_options[] = {
 /* The enqueue table, for --help-markdown (main.c). */
 const struct ob_cfg_opt *const producer_enqueue_options = enqueue_options;
 
+static const struct ob_cfg_program enqueue_program = {
+	.name = "outbox-producer enqueue",
+	.synopsis = "outbox-producer enqueue --db CONNINFO [--title T] [--key K] [--count N]",
+	.description = "Insert a bug report and its outbox record (topic report.created) in ONE"
+	    " transaction; any failure rolls both back. Prints report_id, message_id"
+	    " and key per report.",
+	.options = enqueue_options,
+};
+
 int
 producer_cmd_enqueue(int argc, char **argv)
 {
 	struct enqueue_config cfg;
 	char err[1024];
-	int first_arg = 0, code = 2;
-	bool help = false;
+	int code;
 	PGconn *conn = NULL;
 
-	if (ob_cfg_parse(enqueue_options, &cfg, argc, argv, &first_arg, &help, err,
-	        sizeof(err)) != OB_OK) {
-		fprintf(stderr, "outbox-producer enqueue: %s\n", err);
-		goto out;
-	}
-	if (help) {
-		ob_cfg_usage(stdout, "outbox-producer enqueue --db CONNINFO [--title T] [--key K] [--count N]",
-		    "Insert a bug report and its outbox record (topic report.created) in ONE"
-		    " transaction; any failure rolls both back. Prints report_id, message_id"
-		    " and key per report.", enqueue_options);
-		code = 0;
-		goto out;
-	}
-	if (first_arg < argc) {
-		fprintf(stderr, "outbox-producer enqueue: unexpected argument '%s'\n", argv[first_arg]);
-		goto out;
-	}
+	if ((code = ob_cfg_load(&enqueue_program, &cfg, argc, argv, NULL)) >= 0)
+		return code;
+	code = 2;
 	/* Room for "-N" after the key. */
 	if (cfg.key != NULL && (cfg.key[0] == '\0' ||
 	        strlen(cfg.key) > OB_WIRE_MAX_KEY - (cfg.count > 1 ? 9 : 0))) {

@@ -348,34 +348,28 @@ remove_flat_dir(const char *dir)
 	rmdir(dir);
 }
 
+static const struct ob_cfg_program matrix_program = {
+	.name = "outbox-producer matrix",
+	.synopsis = "outbox-producer matrix --db CONNINFO",
+	.description = "Reproduce the article's fault matrix: 5 server-mode/key-source rows x 5"
+	    " fault columns, each cell a real server + the real client, counting business rows"
+	    " in the database. Exit 0 when every cell equals the article's table.",
+	.options = matrix_options,
+};
+
 int
 producer_cmd_matrix(int argc, char **argv)
 {
 	struct matrix_config cfg;
 	char err[1024], run[64], dir[512], module[160];
-	int first_arg = 0, code = 2, serial = 0;
-	bool help = false, made_dir = false;
+	int code, serial = 0;
+	bool made_dir = false;
 	PGconn *conn = NULL;
 	int got[MATRIX_ROWS][MATRIX_COLS];
 
-	if (ob_cfg_parse(matrix_options, &cfg, argc, argv, &first_arg, &help, err,
-	        sizeof(err)) != OB_OK) {
-		fprintf(stderr, "outbox-producer matrix: %s\n", err);
-		goto out;
-	}
-	if (help) {
-		ob_cfg_usage(stdout, "outbox-producer matrix --db CONNINFO",
-		    "Reproduce the article's fault matrix: 5 server-mode/key-source rows x 5 fault"
-		    " columns, each cell a real server + the real client, counting business rows in"
-		    " the database. Exit 0 when every cell equals the article's table.",
-		    matrix_options);
-		code = 0;
-		goto out;
-	}
-	if (first_arg < argc) {
-		fprintf(stderr, "outbox-producer matrix: unexpected argument '%s'\n", argv[first_arg]);
-		goto out;
-	}
+	if ((code = ob_cfg_load(&matrix_program, &cfg, argc, argv, NULL)) >= 0)
+		return code;
+	code = 2;
 	if (cfg.run_id != NULL) {
 		snprintf(run, sizeof(run), "%.40s", cfg.run_id);
 	} else {

@@ -107,14 +107,17 @@ static const struct ob_cfg_opt serve_options[] = {
 	OB_CFG_END,
 };
 
-static const char synopsis[] =
-    "outbox-producer serve --db CONNINFO [--http http://HOST:PORT] [options]";
-static const char description[] =
+static const struct ob_cfg_program program = {
+	.name = "outbox-producer serve",
+	.synopsis = "outbox-producer serve --db CONNINFO [--http http://HOST:PORT] [options]",
+	.description =
     "Serve the idempotent bug-report API: POST /v1/reports (Idempotency-Key required),"
     " GET /v1/reports?idempotency_key=K, GET /v1/reports/{id}, GET /healthz. In atomic mode"
     " the report, its outbox record (topic report.created) and the key's stored response"
     " commit in ONE transaction, only while the key still carries this request's fencing"
-    " token.";
+    " token.",
+	.options = serve_options,
+};
 
 /* The serve table, for --help-markdown (main.c). */
 const struct ob_cfg_opt *const producer_serve_options = serve_options;
@@ -144,28 +147,16 @@ producer_cmd_serve(int argc, char **argv)
 {
 	struct serve_config cfg;
 	char err[1024];
-	int first_arg = 0, code = 2;
-	bool help = false;
+	int code;
 	struct http_server *srv = NULL;
 	struct keygc *gc = NULL;
 	struct producer_metrics *pm = NULL;
 	struct ob_http_endpoint *ep = NULL;
 	bool metrics_on = false;
 
-	if (ob_cfg_parse(serve_options, &cfg, argc, argv, &first_arg, &help, err,
-	        sizeof(err)) != OB_OK) {
-		fprintf(stderr, "outbox-producer serve: %s\n", err);
-		goto out;
-	}
-	if (help) {
-		ob_cfg_usage(stdout, synopsis, description, serve_options);
-		code = 0;
-		goto out;
-	}
-	if (first_arg < argc) {
-		fprintf(stderr, "outbox-producer serve: unexpected argument '%s'\n", argv[first_arg]);
-		goto out;
-	}
+	if ((code = ob_cfg_load(&program, &cfg, argc, argv, NULL)) >= 0)
+		return code;
+	code = 2;
 	if (cfg.lease < cfg.max_processing) {
 		fprintf(stderr, "outbox-producer serve: --lease %" PRId64 "ms is shorter than"
 		    " --max-processing %" PRId64 "ms: a live slow request would be taken over and"

@@ -130,37 +130,30 @@ parse_key_from(const struct submit_config *cfg, struct client_opts *o, char *err
 	return OB_OK;
 }
 
+static const struct ob_cfg_program submit_program = {
+	.name = "outbox-producer submit",
+	.synopsis = "outbox-producer submit --title T --module M (--key K | --key-from tool-call"
+	    " RUN:TOOL_USE_ID | --key-from content --run RUN) [options]",
+	.description = "Submit a bug report as an agent tool would: one key per logical call,"
+	    " reused on every retry (Full Jitter; Retry-After honoured). Prints ONE JSON"
+	    " observation {ok, code, content, metadata}. Exit 0 ok, 1 failed (nothing"
+	    " created), 2 usage, 3 SIDE_EFFECT_UNCERTAIN (may have been created: look the"
+	    " key up, do not resubmit).",
+	.options = submit_options,
+};
+
 int
 producer_cmd_submit(int argc, char **argv)
 {
 	struct submit_config cfg;
 	char err[1024], foldbuf[512];
 	char *args[SUBMIT_MAX_ARGS];
-	int first_arg = 0, code = CLIENT_EXIT_USAGE;
-	bool help = false;
+	int code;
 
 	int n = fold_args(argc, argv, args, foldbuf, sizeof(foldbuf));
-	if (ob_cfg_parse(submit_options, &cfg, n, args, &first_arg, &help, err,
-	        sizeof(err)) != OB_OK) {
-		fprintf(stderr, "outbox-producer submit: %s\n", err);
-		goto out;
-	}
-	if (help) {
-		ob_cfg_usage(stdout,
-		    "outbox-producer submit --title T --module M (--key K | --key-from tool-call"
-		    " RUN:TOOL_USE_ID | --key-from content --run RUN) [options]",
-		    "Submit a bug report as an agent tool would: one key per logical call, reused"
-		    " on every retry (Full Jitter; Retry-After honoured). Prints ONE JSON observation"
-		    " {ok, code, content, metadata}. Exit 0 ok, 1 failed (nothing created), 2 usage,"
-		    " 3 SIDE_EFFECT_UNCERTAIN (may have been created: look the key up, do not"
-		    " resubmit).", submit_options);
-		code = 0;
-		goto out;
-	}
-	if (first_arg < n) {
-		fprintf(stderr, "outbox-producer submit: unexpected argument '%s'\n", args[first_arg]);
-		goto out;
-	}
+	if ((code = ob_cfg_load(&submit_program, &cfg, n, args, NULL)) >= 0)
+		return code;
+	code = CLIENT_EXIT_USAGE;
 	struct client_opts o = {
 		.url = cfg.url,
 		.title = cfg.title,
@@ -209,36 +202,28 @@ static const struct ob_cfg_opt lookup_options[] = {
 /* The lookup table, for --help-markdown (main.c). */
 const struct ob_cfg_opt *const producer_lookup_options = lookup_options;
 
+static const struct ob_cfg_program lookup_program = {
+	.name = "outbox-producer lookup",
+	.synopsis = "outbox-producer lookup --key K [--url URL]",
+	.description = "Look a report up by its idempotency key (the recovery step before"
+	    " resubmitting). Prints ONE JSON observation: OK with the report, or NOT_FOUND"
+	    " (exit 1).",
+	.options = lookup_options,
+};
+
 int
 producer_cmd_lookup(int argc, char **argv)
 {
 	struct lookup_config cfg;
-	char err[1024];
-	int first_arg = 0, code = CLIENT_EXIT_USAGE;
-	bool help = false;
-	if (ob_cfg_parse(lookup_options, &cfg, argc, argv, &first_arg, &help, err,
-	        sizeof(err)) != OB_OK) {
-		fprintf(stderr, "outbox-producer lookup: %s\n", err);
-		goto out;
-	}
-	if (help) {
-		ob_cfg_usage(stdout, "outbox-producer lookup --key K [--url URL]",
-		    "Look a report up by its idempotency key (the recovery step before resubmitting)."
-		    " Prints ONE JSON observation: OK with the report, or NOT_FOUND (exit 1).",
-		    lookup_options);
-		code = 0;
-		goto out;
-	}
-	if (first_arg < argc) {
-		fprintf(stderr, "outbox-producer lookup: unexpected argument '%s'\n", argv[first_arg]);
-		goto out;
-	}
+	int code;
+
+	if ((code = ob_cfg_load(&lookup_program, &cfg, argc, argv, NULL)) >= 0)
+		return code;
 	struct client_result res;
 	client_lookup(cfg.url, cfg.key, cfg.timeout_ms, &res);
 	printf("%s\n", res.observation != NULL ? res.observation : "{}");
 	code = res.exit_code;
 	client_result_fini(&res);
-out:
 	ob_cfg_free(lookup_options, &cfg);
 	return code;
 }

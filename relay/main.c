@@ -103,12 +103,17 @@ static const struct ob_cfg_opt relay_options[] = {
 	OB_CFG_END,
 };
 
-static const char synopsis[] = "outbox-relay --db CONNINFO --route TOPIC=URL... [options]";
-static const char description[] =
+static const struct ob_cfg_program program = {
+	.name = "outbox-relay",
+	.synopsis = "outbox-relay --db CONNINFO --route TOPIC=URL... [options]",
+	.description =
     "Deliver committed outbox records to consumers, at least once. Claims due"
     " records in batches under a lease with a bumped fencing token, sends them"
     " over nng REQ, and records each outcome only while still holding the claim"
-    " (WHERE id = $1 AND fence = $2). Retries back off with Full Jitter.";
+    " (WHERE id = $1 AND fence = $2). Retries back off with Full Jitter.",
+	.options = relay_options,
+	.markdown = OB_CFG_MARKDOWN_ALONE,
+};
 
 /* Checks that need more than one option; exit 2 material. */
 static int
@@ -154,28 +159,11 @@ main(int argc, char **argv)
 {
 	struct relay_config cfg;
 	char err[1024];
-	int first_arg = 0, code = 2;
-	bool help = false;
+	int code;
 
-	/* Before parsing: prints the table even with required flags unset. */
-	if (argc == 2 && strcmp(argv[1], "--help-markdown") == 0) {
-		ob_cfg_markdown(stdout, "outbox-relay", relay_options);
-		return 0;
-	}
-	if (ob_cfg_parse(relay_options, &cfg, argc, argv, &first_arg, &help, err,
-	        sizeof(err)) != OB_OK) {
-		fprintf(stderr, "outbox-relay: %s\n", err);
-		goto out;
-	}
-	if (help) {
-		ob_cfg_usage(stdout, synopsis, description, relay_options);
-		code = 0;
-		goto out;
-	}
-	if (first_arg < argc) {
-		fprintf(stderr, "outbox-relay: unexpected argument '%s'\n", argv[first_arg]);
-		goto out;
-	}
+	if ((code = ob_cfg_load(&program, &cfg, argc, argv, NULL)) >= 0)
+		return code;
+	code = 2;
 	if (check_config(&cfg, err, sizeof(err)) != OB_OK) {
 		fprintf(stderr, "outbox-relay: %s\n", err);
 		goto out;

@@ -180,18 +180,17 @@ slot(void *arg)
 int
 main(int argc, char **argv)
 {
-	char err[512];
-	int first = 0;
-	bool help = false;
-	if (ob_cfg_parse(lg_options, &cfg, argc, argv, &first, &help, err, sizeof(err)) != OB_OK) {
-		fprintf(stderr, "consumer-loadgen: %s\n", err);
-		return 2;
-	}
-	if (help) {
-		ob_cfg_usage(stdout, "consumer-loadgen --url URL [options]",
-		    "Load generator for outbox-consumer (bench/consumer/README.md).", lg_options);
-		return 0;
-	}
+	/* arguments after the flags are ignored */
+	static const struct ob_cfg_program program = {
+		.name = "consumer-loadgen",
+		.synopsis = "consumer-loadgen --url URL [options]",
+		.description = "Load generator for outbox-consumer (bench/consumer/README.md).",
+		.options = lg_options,
+		.positional = true,
+	};
+	int code;
+	if ((code = ob_cfg_load(&program, &cfg, argc, argv, NULL)) >= 0)
+		return code;
 	if (cfg.prefix != NULL)
 		snprintf(prefix, sizeof(prefix), "%s", cfg.prefix);
 	else

@@ -1,7 +1,7 @@
 /*
  * producer_testlib.h - shared by the producer's integration tests: start
- * `outbox-producer serve` on a free port and talk raw HTTP to it (nng's
- * client), so that a test can send exactly the headers it wants.
+ * `outbox-producer serve` on a free port and talk raw HTTP to it (ts_http:
+ * nng's client), so that a test can send exactly the headers it wants.
  */
 #ifndef OUTBOX_PRODUCER_TESTLIB_H
 #define OUTBOX_PRODUCER_TESTLIB_H
@@ -64,47 +64,24 @@ static inline void
 pt_http(const char *base, const char *method, const char *path, const char *key,
     const char *body, size_t body_len, struct pt_reply *out)
 {
+	static const char *const want[] = { "Idempotent-Replayed", "Retry-After", NULL };
+	const char *const headers[] = { "Idempotency-Key", key, NULL };
 	char u[512];
-	nng_url *url;
-	nng_http_client *cli;
-	nng_http_req *req;
-	nng_http_res *res;
-	nng_aio *aio;
+	struct ts_http_res r;
 	memset(out, 0, sizeof(*out));
 	snprintf(u, sizeof(u), "%s%s", base, path);
-	ck_assert_int_eq(nng_url_parse(&url, u), 0);
-	ck_assert_int_eq(nng_http_client_alloc(&cli, url), 0);
-	ck_assert_int_eq(nng_http_req_alloc(&req, url), 0);
-	ck_assert_int_eq(nng_http_res_alloc(&res), 0);
-	ck_assert_int_eq(nng_aio_alloc(&aio, NULL, NULL), 0);
-	nng_http_req_set_method(req, method);
-	if (key != NULL)
-		nng_http_req_set_header(req, "Idempotency-Key", key);
-	if (body != NULL)
-		nng_http_req_copy_data(req, body, body_len);
-	nng_aio_set_timeout(aio, 20000);
-	nng_http_client_transact(cli, req, res, aio);
-	nng_aio_wait(aio);
-	out->rv = nng_aio_result(aio);
-	if (out->rv == 0) {
-		void *data;
-		size_t len;
-		out->status = nng_http_res_get_status(res);
-		const char *h = nng_http_res_get_header(res, "Idempotent-Replayed");
-		out->replayed = h != NULL && strcmp(h, "true") == 0;
-		if ((h = nng_http_res_get_header(res, "Retry-After")) != NULL)
-			snprintf(out->retry_after, sizeof(out->retry_after), "%s", h);
-		nng_http_res_get_data(res, &data, &len);
-		if (len >= sizeof(out->body))
-			len = sizeof(out->body) - 1;
-		memcpy(out->body, data, len);
-		out->body[len] = '\0';
+	struct ts_http_req q = { .method = method, .url = u, .headers = key ? headers : NULL,
+		.body = body, .body_len = body_len, .timeout_ms = 20000, .want = want };
+	ts_http(&q, &r);
+	out->rv = r.rv;
+	if (r.rv == 0) {
+		out->status = r.status;
+		out->replayed = strcmp(r.got[0], "true") == 0;
+		snprintf(out->retry_after, sizeof(out->retry_after), "%.*s",
+		    (int)sizeof(out->retry_after) - 1, r.got[1]);
+		snprintf(out->body, sizeof(out->body), "%s", r.body);
 	}
-	nng_aio_free(aio);
-	nng_http_res_free(res);
-	nng_http_req_free(req);
-	nng_http_client_free(cli);
-	nng_url_free(url);
+	free(r.body);
 }
 
 static inline void

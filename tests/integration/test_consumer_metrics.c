@@ -10,10 +10,7 @@
  * back. Bad --metrics values and a port in use are start-up errors. The
  * log never shows a conninfo's password.
  */
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 
 #include <jansson.h>
@@ -21,124 +18,12 @@
 #include "test_consumer_common.h"
 #include "webhook_target.h"
 
-#include <nng/supplemental/http/http.h> /* needs nng.h first */
-
 #define T_SEC 1000
-#define HTTP_TIMEOUT_MS 5000
 #define N_MSGS 10
-
-/* A port that was free a moment ago: bind 127.0.0.1:0, read it, close. */
-static int
-free_port(void)
-{
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	ck_assert_int_ge(fd, 0);
-	struct sockaddr_in a;
-	memset(&a, 0, sizeof(a));
-	a.sin_family = AF_INET;
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	socklen_t len = sizeof(a);
-	ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-	close(fd);
-	return ntohs(a.sin_port);
-}
-
-/* One HTTP request with nng's client: the status (0 = no answer within
- * HTTP_TIMEOUT_MS), the body (malloc'ed) into *body when not NULL. */
-static int
-http_do(int port, const char *method, const char *path, char **body)
-{
-	char u[128];
-	snprintf(u, sizeof(u), "http://127.0.0.1:%d%s", port, path);
-	nng_url *url = NULL;
-	nng_http_client *cli = NULL;
-	nng_http_req *req = NULL;
-	nng_http_res *res = NULL;
-	nng_aio *aio = NULL;
-	int status = 0;
-	if (body != NULL)
-		*body = NULL;
-	ck_assert_int_eq(nng_url_parse(&url, u), 0);
-	ck_assert_int_eq(nng_http_client_alloc(&cli, url), 0);
-	ck_assert_int_eq(nng_http_req_alloc(&req, url), 0);
-	ck_assert_int_eq(nng_http_res_alloc(&res), 0);
-	ck_assert_int_eq(nng_aio_alloc(&aio, NULL, NULL), 0);
-	ck_assert_int_eq(nng_http_req_set_method(req, method), 0);
-	nng_aio_set_timeout(aio, HTTP_TIMEOUT_MS);
-	nng_http_client_transact(cli, req, res, aio);
-	nng_aio_wait(aio);
-	if (nng_aio_result(aio) == 0) {
-		status = nng_http_res_get_status(res);
-		if (body != NULL) {
-			void *data = NULL;
-			size_t len = 0;
-			nng_http_res_get_data(res, &data, &len);
-			*body = calloc(1, len + 1);
-			memcpy(*body, data, len);
-		}
-	}
-	nng_aio_free(aio);
-	nng_http_res_free(res);
-	nng_http_req_free(req);
-	nng_http_client_free(cli);
-	nng_url_free(url);
-	return status;
-}
-
-static char *
-scrape(int port)
-{
-	char *body = NULL;
-	int status = http_do(port, "GET", "/metrics", &body);
-	ck_assert_msg(status == 200, "GET /metrics: status %d", status);
-	return body;
-}
-
-/* The value of one series ("name" or "name{labels}"), -1 when absent. */
-static double
-series_value(const char *text, const char *series)
-{
-	size_t n = strlen(series);
-	for (const char *p = text; p != NULL && *p != '\0'; p = strchr(p, '\n'), p = p ? p + 1 : p)
-		if (strncmp(p, series, n) == 0 && p[n] == ' ')
-			return strtod(p + n + 1, NULL);
-	return -1;
-}
-
-static double
-metric(int port, const char *series)
-{
-	char *text = scrape(port);
-	double v = series_value(text, series);
-	free(text);
-	return v;
-}
-
-/* Scrape every 100 ms until series == want or timeout; the last value. */
-static double
-wait_metric(int port, const char *series, double want, int timeout_ms)
-{
-	int64_t end = ts_now_ms() + timeout_ms;
-	double v;
-	while ((v = metric(port, series)) != want && ts_now_ms() < end)
-		usleep(100 * 1000);
-	return v;
-}
-
-static int
-wait_status(int port, const char *method, const char *path, int want, int timeout_ms)
-{
-	int64_t end = ts_now_ms() + timeout_ms;
-	int st;
-	while ((st = http_do(port, method, path, NULL)) != want && ts_now_ms() < end)
-		usleep(100 * 1000);
-	return st;
-}
 
 #define ASSERT_METRIC(port, series, want)                                        \
 	do {                                                                     \
-		double v_ = metric(port, series);                                \
+		double v_ = ts_metric(port, series);                                \
 		ck_assert_msg(v_ == (double)(want), "%s = %g, want %g", series, v_, \
 		    (double)(want));                                             \
 	} while (0)
@@ -154,7 +39,7 @@ promtool_check(int port)
 		    promtool ? promtool : "unset");
 		return;
 	}
-	char *text = scrape(port);
+	char *text = ts_scrape(port);
 	char path[300], cmd[900], out_path[320];
 	snprintf(path, sizeof(path), "%s/scrape-%d.txt", ts_tmpdir(), port);
 	FILE *f = fopen(path, "w");
@@ -196,7 +81,7 @@ static void
 wait_serving(const char *log, int port)
 {
 	ck_assert_msg(cc_wait_log(log, "consumer.started", 60 * T_SEC), "never started: %s", log);
-	ck_assert_int_eq(wait_status(port, "GET", "/healthz", 200, 30 * T_SEC), 200);
+	ck_assert_int_eq(ts_http_wait_status(port, "GET", "/healthz", 200, 30 * T_SEC), 200);
 }
 
 /* The database name in a conninfo (the last dbname= wins). */
@@ -240,16 +125,16 @@ START_TEST(test_counters_move_and_readiness)
 	db_name(db, name, sizeof(name));
 	snprintf(pw, sizeof(pw), "%s password=hunter2", db);
 	ts_ipc_url("cmetrics", url, sizeof(url));
-	int port = free_port();
+	int port = ts_free_port();
 	const char *extra[] = { "--threads", "2", "--log-format", "json", "--log-level", "debug",
 		NULL };
 	pid_t pid = consumer_spawn(log, pw, url, port, extra);
 	wait_serving(log, port);
 
 	/* The endpoint. */
-	ck_assert_int_eq(wait_status(port, "GET", "/readyz", 200, 30 * T_SEC), 200);
-	ck_assert_int_eq(http_do(port, "GET", "/nope", NULL), 404);
-	ck_assert_int_eq(http_do(port, "POST", "/metrics", NULL), 405);
+	ck_assert_int_eq(ts_http_wait_status(port, "GET", "/readyz", 200, 30 * T_SEC), 200);
+	ck_assert_int_eq(ts_http_local(port, "GET", "/nope", NULL), 404);
+	ck_assert_int_eq(ts_http_local(port, "POST", "/metrics", NULL), 405);
 	/* Static series at 0 from the start. */
 	ASSERT_METRIC(port, "outbox_consumer_requests_total", 0);
 	ASSERT_METRIC(port, "outbox_consumer_rejected_total{reason=\"fingerprint_mismatch\"}", 0);
@@ -259,7 +144,7 @@ START_TEST(test_counters_move_and_readiness)
 	ASSERT_METRIC(port, "outbox_consumer_dedup_purged_total", 0);
 	ASSERT_METRIC(port, "outbox_consumer_apply_seconds_count", 0);
 	ASSERT_METRIC(port, "outbox_consumer_db_connections", 2);
-	ck_assert(metric(port, "outbox_consumer_applied_total{topic=\"t\"}") == -1);
+	ck_assert(ts_metric(port, "outbox_consumer_applied_total{topic=\"t\"}") == -1);
 	promtool_check(port);
 
 	/* N applied, in one request. */
@@ -327,9 +212,9 @@ START_TEST(test_counters_move_and_readiness)
 	snprintf(sql, sizeof(sql), "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
 	    " WHERE datname = '%s' AND application_name = 'outbox-consumer'", name);
 	ts_exec(srv, sql);
-	ck_assert_int_eq(wait_status(port, "GET", "/readyz", 503, 30 * T_SEC), 503);
-	ck_assert_int_eq(http_do(port, "GET", "/healthz", NULL), 200);
-	ck_assert_int_eq(wait_metric(port, "outbox_consumer_db_connections", 0, 30 * T_SEC), 0);
+	ck_assert_int_eq(ts_http_wait_status(port, "GET", "/readyz", 503, 30 * T_SEC), 503);
+	ck_assert_int_eq(ts_http_local(port, "GET", "/healthz", NULL), 200);
+	ck_assert_int_eq(ts_wait_metric(port, "outbox_consumer_db_connections", 0, 30 * T_SEC), 0);
 	/* A message meanwhile: retry, counted under reason "database". */
 	ck_assert_int_eq(cc_call1(&c, cc_msg(100, "t", "during-outage", "{}"), NULL, 0),
 	    OB_WIRE_RETRY);
@@ -337,8 +222,8 @@ START_TEST(test_counters_move_and_readiness)
 	ASSERT_METRIC(port, "outbox_consumer_applied_total{topic=\"t\"}", N_MSGS);
 	snprintf(sql, sizeof(sql), "ALTER DATABASE \"%s\" ALLOW_CONNECTIONS true", name);
 	ts_exec(srv, sql);
-	ck_assert_int_eq(wait_status(port, "GET", "/readyz", 200, 30 * T_SEC), 200);
-	ck_assert_int_eq(wait_metric(port, "outbox_consumer_db_connections", 2, 30 * T_SEC), 2);
+	ck_assert_int_eq(ts_http_wait_status(port, "GET", "/readyz", 200, 30 * T_SEC), 200);
+	ck_assert_int_eq(ts_wait_metric(port, "outbox_consumer_db_connections", 2, 30 * T_SEC), 2);
 	ck_assert_int_eq(cc_call1(&c, cc_msg(100, "t", "during-outage", "{}"), NULL, 0),
 	    OB_WIRE_APPLIED);
 	ASSERT_METRIC(port, "outbox_consumer_applied_total{topic=\"t\"}", N_MSGS + 1);
@@ -368,7 +253,7 @@ START_TEST(test_webhook_outcomes)
 	ts_ipc_url("cmhook", url, sizeof(url));
 	struct wt_target *t = wt_start(hook, sizeof(hook));
 	ck_assert_ptr_nonnull(t);
-	int port = free_port();
+	int port = ts_free_port();
 	const char *extra[] = { "--handler", "webhook", "--webhook-url", hook,
 		"--webhook-timeout", "1s", "--webhook-lease", "5s", NULL };
 	pid_t pid = consumer_spawn(log, db, url, port, extra);
@@ -421,17 +306,10 @@ START_TEST(test_bad_metrics_config)
 	ck_assert_int_eq(ts_run(env_argv, env, out, sizeof(out), 30 * T_SEC), 2);
 	ck_assert_msg(strstr(out, "--metrics") != NULL, "%s", out);
 
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	struct sockaddr_in a;
-	memset(&a, 0, sizeof(a));
-	a.sin_family = AF_INET;
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	ck_assert_int_eq(listen(fd, 1), 0);
-	socklen_t len = sizeof(a);
-	getsockname(fd, (struct sockaddr *)&a, &len);
+	int busy_port;
+	int fd = ts_listen_local(&busy_port);
 	char addr[64];
-	snprintf(addr, sizeof(addr), "127.0.0.1:%d", ntohs(a.sin_port));
+	snprintf(addr, sizeof(addr), "127.0.0.1:%d", busy_port);
 	char *busy[] = { "outbox-consumer", "--db", db, "--listen", url, "--metrics", addr, NULL };
 	ck_assert_int_eq(ts_run(busy, NULL, out, sizeof(out), 30 * T_SEC), 1);
 	ck_assert_msg(strstr(out, "--metrics") != NULL, "%s", out);

@@ -11,134 +11,15 @@
  * the counts are still there. Bad --metrics values and a port in use are
  * start-up errors. The log never shows a conninfo's password.
  */
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 
 #include <jansson.h>
 
 #include "test_relay_util.h"
 
-#include <nng/supplemental/http/http.h> /* needs nng.h first */
-
 #define T_SEC 1000
-#define HTTP_TIMEOUT_MS 5000
-
-/* A port that was free a moment ago: bind 127.0.0.1:0, read it, close. */
-static int
-free_port(void)
-{
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	ck_assert_int_ge(fd, 0);
-	struct sockaddr_in a;
-	memset(&a, 0, sizeof(a));
-	a.sin_family = AF_INET;
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	socklen_t len = sizeof(a);
-	ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-	close(fd);
-	return ntohs(a.sin_port);
-}
-
-/* One HTTP request with nng's client. Returns the status (0 when there was
- * no answer within HTTP_TIMEOUT_MS); the body (malloc'ed) into *body when
- * not NULL. */
-static int
-http_do(int port, const char *method, const char *path, char **body)
-{
-	char u[128];
-	snprintf(u, sizeof(u), "http://127.0.0.1:%d%s", port, path);
-	nng_url *url = NULL;
-	nng_http_client *cli = NULL;
-	nng_http_req *req = NULL;
-	nng_http_res *res = NULL;
-	nng_aio *aio = NULL;
-	int status = 0;
-	if (body != NULL)
-		*body = NULL;
-	ck_assert_int_eq(nng_url_parse(&url, u), 0);
-	ck_assert_int_eq(nng_http_client_alloc(&cli, url), 0);
-	ck_assert_int_eq(nng_http_req_alloc(&req, url), 0);
-	ck_assert_int_eq(nng_http_res_alloc(&res), 0);
-	ck_assert_int_eq(nng_aio_alloc(&aio, NULL, NULL), 0);
-	ck_assert_int_eq(nng_http_req_set_method(req, method), 0);
-	nng_aio_set_timeout(aio, HTTP_TIMEOUT_MS);
-	nng_http_client_transact(cli, req, res, aio);
-	nng_aio_wait(aio);
-	if (nng_aio_result(aio) == 0) {
-		status = nng_http_res_get_status(res);
-		if (body != NULL) {
-			void *data = NULL;
-			size_t len = 0;
-			nng_http_res_get_data(res, &data, &len);
-			*body = calloc(1, len + 1);
-			memcpy(*body, data, len);
-		}
-	}
-	nng_aio_free(aio);
-	nng_http_res_free(res);
-	nng_http_req_free(req);
-	nng_http_client_free(cli);
-	nng_url_free(url);
-	return status;
-}
-
-/* GET /metrics (must answer 200). Caller frees. */
-static char *
-scrape(int port)
-{
-	char *body = NULL;
-	int status = http_do(port, "GET", "/metrics", &body);
-	ck_assert_msg(status == 200, "GET /metrics: status %d", status);
-	return body;
-}
-
-/* The value of one series ("name" or "name{labels}") in an exposition
- * text, or -1 when it is absent. */
-static double
-series_value(const char *text, const char *series)
-{
-	size_t n = strlen(series);
-	for (const char *p = text; p != NULL && *p != '\0'; p = strchr(p, '\n'), p = p ? p + 1 : p) {
-		if (strncmp(p, series, n) == 0 && p[n] == ' ')
-			return strtod(p + n + 1, NULL);
-	}
-	return -1;
-}
-
-static double
-metric(int port, const char *series)
-{
-	char *text = scrape(port);
-	double v = series_value(text, series);
-	free(text);
-	return v;
-}
-
-/* Scrape every 100 ms until series == want, or timeout. The last value. */
-static double
-wait_metric(int port, const char *series, double want, int timeout_ms)
-{
-	int64_t end = ts_now_ms() + timeout_ms;
-	double v;
-	while ((v = metric(port, series)) != want && ts_now_ms() < end)
-		usleep(100 * 1000);
-	return v;
-}
-
-static int
-wait_status(int port, const char *method, const char *path, int want, int timeout_ms)
-{
-	int64_t end = ts_now_ms() + timeout_ms;
-	int st;
-	while ((st = http_do(port, method, path, NULL)) != want && ts_now_ms() < end)
-		usleep(100 * 1000);
-	return st;
-}
 
 /* promtool check metrics on a scrape; SKIPPED (said on stderr) without it. */
 static void
@@ -151,7 +32,7 @@ promtool_check(int port)
 		    promtool ? promtool : "unset");
 		return;
 	}
-	char *text = scrape(port);
+	char *text = ts_scrape(port);
 	char path[300], cmd[900];
 	snprintf(path, sizeof(path), "%s/scrape-%d.txt", ts_tmpdir(), port);
 	FILE *f = fopen(path, "w");
@@ -199,7 +80,7 @@ static void
 wait_serving(const char *log, int port)
 {
 	ck_assert_int_ge(log_wait(log, "relay.metrics.listening", 1, 30 * T_SEC), 1);
-	ck_assert_int_eq(wait_status(port, "GET", "/healthz", 200, 30 * T_SEC), 200);
+	ck_assert_int_eq(ts_http_wait_status(port, "GET", "/healthz", 200, 30 * T_SEC), 200);
 }
 
 /* After a relay exited: no sanitizer report from any of its processes,
@@ -254,7 +135,7 @@ START_TEST(test_endpoint_and_counters_move)
 	snprintf(route, sizeof(route), "*=%s", url);
 	struct fake_consumer fc;
 	fake_start(&fc, url, FAKE_APPLIED);
-	int port = free_port();
+	int port = ts_free_port();
 	const char *extra[] = { "--workers", "2", "--batch", "5", "--max-inflight", "1",
 		"--max-attempts", "2", "--backoff-base-ms", "10ms", "--backoff-cap-ms", "50ms",
 		NULL };
@@ -262,49 +143,49 @@ START_TEST(test_endpoint_and_counters_move)
 	wait_serving(log, port);
 
 	/* The endpoint: health, readiness, other paths and methods. */
-	ck_assert_int_eq(wait_status(port, "GET", "/readyz", 200, 30 * T_SEC), 200);
-	ck_assert_int_eq(http_do(port, "GET", "/nope", NULL), 404);
-	ck_assert_int_eq(http_do(port, "POST", "/metrics", NULL), 405);
+	ck_assert_int_eq(ts_http_wait_status(port, "GET", "/readyz", 200, 30 * T_SEC), 200);
+	ck_assert_int_eq(ts_http_local(port, "GET", "/nope", NULL), 404);
+	ck_assert_int_eq(ts_http_local(port, "POST", "/metrics", NULL), 405);
 	/* Every static series is there at 0 from the start. */
-	char *text = scrape(port);
-	ck_assert_msg(series_value(text, "outbox_relay_claimed_total") == 0, "%s", text);
-	ck_assert(series_value(text, "outbox_relay_fenced_out_total") == 0);
-	ck_assert(series_value(text, "outbox_relay_lease_takeovers_total") == 0);
-	ck_assert(series_value(text, "outbox_relay_inflight") == 0);
-	ck_assert(series_value(text, "outbox_relay_blocked_keys") == 0);
-	ck_assert(series_value(text, "outbox_relay_purged_total") == 0);
+	char *text = ts_scrape(port);
+	ck_assert_msg(ts_metric_value(text, "outbox_relay_claimed_total") == 0, "%s", text);
+	ck_assert(ts_metric_value(text, "outbox_relay_fenced_out_total") == 0);
+	ck_assert(ts_metric_value(text, "outbox_relay_lease_takeovers_total") == 0);
+	ck_assert(ts_metric_value(text, "outbox_relay_inflight") == 0);
+	ck_assert(ts_metric_value(text, "outbox_relay_blocked_keys") == 0);
+	ck_assert(ts_metric_value(text, "outbox_relay_purged_total") == 0);
 	char breaker[400];
 	snprintf(breaker, sizeof(breaker), "outbox_relay_breaker_open{destination=\"%s\"}", url);
-	ck_assert_msg(series_value(text, breaker) == 0, "%s not 0 in:\n%s", breaker, text);
+	ck_assert_msg(ts_metric_value(text, breaker) == 0, "%s not 0 in:\n%s", breaker, text);
 	free(text);
 
 	/* N messages, two workers: delivered_total{topic} == N. */
 	const int N = 60;
 	enqueue_n(conn, "t", "a", N);
-	ck_assert_int_eq(wait_metric(port, "outbox_relay_delivered_total{topic=\"t\"}", N,
+	ck_assert_int_eq(ts_wait_metric(port, "outbox_relay_delivered_total{topic=\"t\"}", N,
 	    60 * T_SEC), N);
 	ck_assert_int_eq(delivered_in_db(conn), N);
-	ck_assert_int_eq(wait_metric(port, "outbox_relay_pending", 0, 30 * T_SEC), 0);
-	ck_assert(metric(port, "outbox_relay_oldest_claimable_age_seconds") == 0);
-	ck_assert_int_eq(wait_metric(port, "outbox_relay_inflight", 0, 30 * T_SEC), 0);
-	ck_assert(metric(port, "outbox_relay_claimed_total") >= N);
-	ck_assert(metric(port, "outbox_relay_frames_sent_total") >= N / 5);
-	ck_assert(metric(port, "outbox_relay_delivery_seconds_count") >= N / 5);
-	ck_assert(metric(port, "outbox_relay_frames_failed_total") == 0);
+	ck_assert_int_eq(ts_wait_metric(port, "outbox_relay_pending", 0, 30 * T_SEC), 0);
+	ck_assert(ts_metric(port, "outbox_relay_oldest_claimable_age_seconds") == 0);
+	ck_assert_int_eq(ts_wait_metric(port, "outbox_relay_inflight", 0, 30 * T_SEC), 0);
+	ck_assert(ts_metric(port, "outbox_relay_claimed_total") >= N);
+	ck_assert(ts_metric(port, "outbox_relay_frames_sent_total") >= N / 5);
+	ck_assert(ts_metric(port, "outbox_relay_delivery_seconds_count") >= N / 5);
+	ck_assert(ts_metric(port, "outbox_relay_frames_failed_total") == 0);
 	promtool_check(port);
 
 	/* A rejecting consumer: dead letters by topic. A retrying one: one
 	 * retry each, then (max-attempts 2) a dead letter. */
 	atomic_store(&fc.mode, FAKE_REJECT);
 	enqueue_n(conn, "r", "b", 3);
-	ck_assert_int_eq(wait_metric(port, "outbox_relay_dead_lettered_total{topic=\"r\"}", 3,
+	ck_assert_int_eq(ts_wait_metric(port, "outbox_relay_dead_lettered_total{topic=\"r\"}", 3,
 	    30 * T_SEC), 3);
 	atomic_store(&fc.mode, FAKE_RETRY);
 	enqueue_n(conn, "q", "c", 2);
-	ck_assert_int_eq(wait_metric(port, "outbox_relay_dead_lettered_total{topic=\"q\"}", 2,
+	ck_assert_int_eq(ts_wait_metric(port, "outbox_relay_dead_lettered_total{topic=\"q\"}", 2,
 	    30 * T_SEC), 2);
-	ck_assert(metric(port, "outbox_relay_retried_total{topic=\"q\"}") == 2);
-	ck_assert(metric(port, "outbox_relay_delivered_total{topic=\"t\"}") == N);
+	ck_assert(ts_metric(port, "outbox_relay_retried_total{topic=\"q\"}") == 2);
+	ck_assert(ts_metric(port, "outbox_relay_delivered_total{topic=\"t\"}") == N);
 
 	/* A stopped endpoint never holds up delivery. */
 	atomic_store(&fc.mode, FAKE_APPLIED);
@@ -316,18 +197,18 @@ START_TEST(test_endpoint_and_counters_move)
 	    "SELECT count(*) FROM outbox.messages WHERE status = 'delivered'", N + 40,
 	    60 * T_SEC), N + 40);
 	ck_assert_int_eq(kill(mpid, SIGCONT), 0);
-	ck_assert_int_eq(wait_metric(port, "outbox_relay_delivered_total{topic=\"t\"}", N + 40,
+	ck_assert_int_eq(ts_wait_metric(port, "outbox_relay_delivered_total{topic=\"t\"}", N + 40,
 	    30 * T_SEC), N + 40);
 
 	/* A killed endpoint is restarted; the counts live in shared memory. */
 	ck_assert_int_eq(kill(mpid, SIGKILL), 0);
 	ck_assert_int_ge(log_wait(log, "relay.metrics.listening", 2, 30 * T_SEC), 2);
-	ck_assert_int_eq(wait_status(port, "GET", "/healthz", 200, 30 * T_SEC), 200);
-	ck_assert(metric(port, "outbox_relay_delivered_total{topic=\"t\"}") == N + 40);
+	ck_assert_int_eq(ts_http_wait_status(port, "GET", "/healthz", 200, 30 * T_SEC), 200);
+	ck_assert(ts_metric(port, "outbox_relay_delivered_total{topic=\"t\"}") == N + 40);
 	ck_assert_int_ne((pid_t)log_last_value(log, "relay.metrics.listening", "pid"), mpid);
 
 	/* The sum over the workers: each worker's own totals add up to it. */
-	double claimed = metric(port, "outbox_relay_claimed_total");
+	double claimed = ts_metric(port, "outbox_relay_claimed_total");
 	kill(sup, SIGTERM);
 	ck_assert_int_eq(ts_wait_exit(sup, 30 * T_SEC), 0);
 	assert_clean_exit(log);
@@ -349,7 +230,7 @@ START_TEST(test_fenced_out_and_takeovers)
 	snprintf(route, sizeof(route), "*=%s", url);
 	struct fake_consumer fc;
 	fake_start(&fc, url, FAKE_APPLIED);
-	int port = free_port();
+	int port = ts_free_port();
 	/* The first claim's worker stalls 4 s past a 1.5 s lease; the other
 	 * worker takes its messages over. */
 	const char *extra[] = { "--workers", "2",
@@ -367,17 +248,18 @@ START_TEST(test_fenced_out_and_takeovers)
 	ck_assert(k >= 1 && k <= 4);
 	int64_t end = ts_now_ms() + 10 * T_SEC;
 	double inflight;
-	while ((inflight = metric(port, "outbox_relay_inflight")) < (double)k && ts_now_ms() < end)
+	while ((inflight = ts_metric(port, "outbox_relay_inflight")) < (double)k &&
+	    ts_now_ms() < end)
 		usleep(50 * 1000);
 	ck_assert_msg(inflight >= (double)k, "inflight %g < %" PRId64, inflight, k);
 	ck_assert_int_eq(ts_wait_value(conn,
 	    "SELECT count(*) FROM outbox.messages WHERE status = 'delivered'", 4, 30 * T_SEC), 4);
-	ck_assert_int_eq(wait_metric(port, "outbox_relay_fenced_out_total", k, 30 * T_SEC), k);
-	ck_assert(metric(port, "outbox_relay_lease_takeovers_total") == k);
+	ck_assert_int_eq(ts_wait_metric(port, "outbox_relay_fenced_out_total", k, 30 * T_SEC), k);
+	ck_assert(ts_metric(port, "outbox_relay_lease_takeovers_total") == k);
 	/* Counted once: the fenced-out outcomes are not. */
-	ck_assert(metric(port, "outbox_relay_delivered_total{topic=\"t\"}") == 4);
-	ck_assert(metric(port, "outbox_relay_claimed_total") == 4 + k);
-	ck_assert_int_eq(wait_metric(port, "outbox_relay_inflight", 0, 10 * T_SEC), 0);
+	ck_assert(ts_metric(port, "outbox_relay_delivered_total{topic=\"t\"}") == 4);
+	ck_assert(ts_metric(port, "outbox_relay_claimed_total") == 4 + k);
+	ck_assert_int_eq(ts_wait_metric(port, "outbox_relay_inflight", 0, 10 * T_SEC), 0);
 	promtool_check(port);
 	kill(sup, SIGTERM);
 	ck_assert_int_eq(ts_wait_exit(sup, 30 * T_SEC), 0);
@@ -397,7 +279,7 @@ START_TEST(test_blocked_key_and_breaker)
 	snprintf(route, sizeof(route), "*=%s", url);
 	struct fake_consumer fc;
 	fake_start(&fc, url, FAKE_REJECT);
-	int port = free_port();
+	int port = ts_free_port();
 	const char *extra[] = { "--workers", "2", "--delivery-timeout-ms", "300ms",
 		"--lease-ms", "2s", "--breaker-threshold", "2", "--breaker-probe-interval", "200ms",
 		"--backoff-base-ms", "10ms", "--backoff-cap-ms", "100ms", NULL };
@@ -407,33 +289,33 @@ START_TEST(test_blocked_key_and_breaker)
 	/* A dead head blocks its key (--on-dead-head block, the default). */
 	ts_exec(conn, "SELECT outbox.enqueue('t', 'k-' || g, '{}', 'K')"
 	    " FROM generate_series(1, 3) g");
-	ck_assert_int_eq(wait_metric(port, "outbox_relay_blocked_keys", 1, 30 * T_SEC), 1);
-	ck_assert(metric(port, "outbox_relay_dead_lettered_total{topic=\"t\"}") == 1);
-	ck_assert_int_eq(wait_metric(port, "outbox_relay_pending", 2, 30 * T_SEC), 2);
+	ck_assert_int_eq(ts_wait_metric(port, "outbox_relay_blocked_keys", 1, 30 * T_SEC), 1);
+	ck_assert(ts_metric(port, "outbox_relay_dead_lettered_total{topic=\"t\"}") == 1);
+	ck_assert_int_eq(ts_wait_metric(port, "outbox_relay_pending", 2, 30 * T_SEC), 2);
 	/* Requeued and accepted: unblocked. */
 	atomic_store(&fc.mode, FAKE_APPLIED);
 	ts_exec(conn, "UPDATE outbox.messages SET status = 'pending', attempts = 0,"
 	    " available_at = now() WHERE status = 'dead'");
-	ck_assert_int_eq(wait_metric(port, "outbox_relay_blocked_keys", 0, 30 * T_SEC), 0);
-	ck_assert_int_eq(wait_metric(port, "outbox_relay_pending", 0, 30 * T_SEC), 0);
+	ck_assert_int_eq(ts_wait_metric(port, "outbox_relay_blocked_keys", 0, 30 * T_SEC), 0);
+	ck_assert_int_eq(ts_wait_metric(port, "outbox_relay_pending", 0, 30 * T_SEC), 0);
 
 	/* The consumer goes away: the destination's breaker opens. */
 	char breaker[400];
 	snprintf(breaker, sizeof(breaker), "outbox_relay_breaker_open{destination=\"%s\"}", url);
-	ck_assert(metric(port, breaker) == 0);
+	ck_assert(ts_metric(port, breaker) == 0);
 	fake_stop(&fc);
 	enqueue_n(conn, "u", "e", 10);
-	ck_assert_int_eq(wait_metric(port, breaker, 1, 30 * T_SEC), 1);
-	ck_assert(metric(port, "outbox_relay_frames_failed_total") >= 2);
-	ck_assert(metric(port, "outbox_relay_oldest_claimable_age_seconds") >= 0);
+	ck_assert_int_eq(ts_wait_metric(port, breaker, 1, 30 * T_SEC), 1);
+	ck_assert(ts_metric(port, "outbox_relay_frames_failed_total") >= 2);
+	ck_assert(ts_metric(port, "outbox_relay_oldest_claimable_age_seconds") >= 0);
 	promtool_check(port);
 	/* Back: a probe closes it and the rest is delivered. */
 	fake_start(&fc, url, FAKE_APPLIED);
 	ck_assert_int_eq(ts_wait_value(conn,
 	    "SELECT count(*) FROM outbox.messages WHERE topic = 'u' AND status = 'delivered'", 10,
 	    60 * T_SEC), 10);
-	ck_assert_int_eq(wait_metric(port, breaker, 0, 30 * T_SEC), 0);
-	ck_assert_int_eq(wait_metric(port, "outbox_relay_delivered_total{topic=\"u\"}", 10,
+	ck_assert_int_eq(ts_wait_metric(port, breaker, 0, 30 * T_SEC), 0);
+	ck_assert_int_eq(ts_wait_metric(port, "outbox_relay_delivered_total{topic=\"u\"}", 10,
 	    30 * T_SEC), 10);
 	kill(sup, SIGTERM);
 	ck_assert_int_eq(ts_wait_exit(sup, 30 * T_SEC), 0);
@@ -459,22 +341,22 @@ START_TEST(test_readyz_follows_db)
 	snprintf(name, sizeof(name), "%.*s", (int)strcspn(dn + 7, " "), dn + 7);
 	ts_ipc_url("mready", url, sizeof(url));
 	snprintf(route, sizeof(route), "*=%s", url);
-	int port = free_port();
+	int port = ts_free_port();
 	const char *extra[] = { "--workers", "2", NULL };
 	pid_t sup = relay_spawn(log, db, route, port, extra);
 	wait_serving(log, port);
-	ck_assert_int_eq(wait_status(port, "GET", "/readyz", 200, 30 * T_SEC), 200);
+	ck_assert_int_eq(ts_http_wait_status(port, "GET", "/readyz", 200, 30 * T_SEC), 200);
 	PGconn *srv = ts_connect(ts_server_conninfo());
 	snprintf(sql, sizeof(sql), "ALTER DATABASE \"%s\" ALLOW_CONNECTIONS false", name);
 	ts_exec(srv, sql);
 	snprintf(sql, sizeof(sql), "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
 	    " WHERE datname = '%s' AND application_name = 'outbox-relay'", name);
 	ts_exec(srv, sql);
-	ck_assert_int_eq(wait_status(port, "GET", "/readyz", 503, 30 * T_SEC), 503);
-	ck_assert_int_eq(http_do(port, "GET", "/healthz", NULL), 200);
+	ck_assert_int_eq(ts_http_wait_status(port, "GET", "/readyz", 503, 30 * T_SEC), 503);
+	ck_assert_int_eq(ts_http_local(port, "GET", "/healthz", NULL), 200);
 	snprintf(sql, sizeof(sql), "ALTER DATABASE \"%s\" ALLOW_CONNECTIONS true", name);
 	ts_exec(srv, sql);
-	ck_assert_int_eq(wait_status(port, "GET", "/readyz", 200, 30 * T_SEC), 200);
+	ck_assert_int_eq(ts_http_wait_status(port, "GET", "/readyz", 200, 30 * T_SEC), 200);
 	kill(sup, SIGTERM);
 	ck_assert_int_eq(ts_wait_exit(sup, 30 * T_SEC), 0);
 	assert_clean_exit(log);
@@ -504,17 +386,10 @@ START_TEST(test_bad_metrics_config)
 	ck_assert_msg(strstr(out, "port must be") != NULL, "%s", out);
 
 	/* A port in use: exit 1 at start, nothing claimed. */
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	struct sockaddr_in a;
-	memset(&a, 0, sizeof(a));
-	a.sin_family = AF_INET;
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	ck_assert_int_eq(listen(fd, 1), 0);
-	socklen_t len = sizeof(a);
-	getsockname(fd, (struct sockaddr *)&a, &len);
+	int busy_port;
+	int fd = ts_listen_local(&busy_port);
 	char addr[64];
-	snprintf(addr, sizeof(addr), "127.0.0.1:%d", ntohs(a.sin_port));
+	snprintf(addr, sizeof(addr), "127.0.0.1:%d", busy_port);
 	PGconn *conn = ts_connect(db);
 	enqueue_n(conn, "t", "x", 2);
 	char *busy[] = { "outbox-relay", "--db", db, "--route", "*=ipc:///tmp/x",
@@ -548,7 +423,7 @@ START_TEST(test_password_never_logged)
 	snprintf(route, sizeof(route), "*=%s", url);
 	struct fake_consumer fc;
 	fake_start(&fc, url, FAKE_APPLIED);
-	int port = free_port();
+	int port = ts_free_port();
 	const char *extra[] = { "--workers", "2", "--log-format", "json", "--log-level",
 		"debug", NULL };
 	pid_t sup = relay_spawn(log, pw, route, port, extra);

@@ -5,16 +5,22 @@
  * process-local, and the per-test database gives isolation between cases
  * and between test programs that ctest runs in parallel.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <nng/nng.h>
+#include <nng/supplemental/http/http.h>
 
 #include "outbox/migrate.h"
 #include "testsupport.h"
@@ -274,4 +280,157 @@ ts_run(char *const argv[], char *const extra_env[], char *out, size_t outlen,
 		free(text);
 	}
 	return code;
+}
+
+int
+ts_http(const struct ts_http_req *q, struct ts_http_res *r)
+{
+	nng_url *url = NULL;
+	nng_http_client *cli = NULL;
+	nng_http_req *req = NULL;
+	nng_http_res *res = NULL;
+	nng_aio *aio = NULL;
+
+	memset(r, 0, sizeof(*r));
+	ck_assert_msg(nng_url_parse(&url, q->url) == 0, "bad URL %s", q->url);
+	ck_assert_int_eq(nng_http_client_alloc(&cli, url), 0);
+	ck_assert_int_eq(nng_http_req_alloc(&req, url), 0);
+	ck_assert_int_eq(nng_http_res_alloc(&res), 0);
+	ck_assert_int_eq(nng_aio_alloc(&aio, NULL, NULL), 0);
+	ck_assert_int_eq(nng_http_req_set_method(req, q->method ? q->method : "GET"), 0);
+	for (const char *const *h = q->headers; h != NULL && h[0] != NULL; h += 2)
+		ck_assert_int_eq(nng_http_req_set_header(req, h[0], h[1]), 0);
+	if (q->body != NULL)
+		ck_assert_int_eq(nng_http_req_copy_data(req, q->body, q->body_len), 0);
+	nng_aio_set_timeout(aio, q->timeout_ms > 0 ? q->timeout_ms : TS_HTTP_TIMEOUT_MS);
+	nng_http_client_transact(cli, req, res, aio);
+	nng_aio_wait(aio);
+	if ((r->rv = nng_aio_result(aio)) == 0) {
+		void *data = NULL;
+		size_t len = 0;
+
+		r->status = nng_http_res_get_status(res);
+		nng_http_res_get_data(res, &data, &len);
+		r->body = calloc(1, len + 1);
+		ck_assert_ptr_nonnull(r->body);
+		if (len > 0)
+			memcpy(r->body, data, len);
+		for (int i = 0; q->want != NULL && q->want[i] != NULL; i++) {
+			ck_assert_int_lt(i, TS_HTTP_WANT_MAX);
+			const char *v = nng_http_res_get_header(res, q->want[i]);
+			snprintf(r->got[i], sizeof(r->got[i]), "%s", v ? v : "");
+		}
+	}
+	nng_aio_free(aio);
+	nng_http_res_free(res);
+	nng_http_req_free(req);
+	nng_http_client_free(cli);
+	nng_url_free(url);
+	return r->status;
+}
+
+int
+ts_http_local(int port, const char *method, const char *path, char **body)
+{
+	char u[128];
+	struct ts_http_res r;
+
+	snprintf(u, sizeof(u), "http://127.0.0.1:%d%s", port, path);
+	struct ts_http_req q = { .method = method, .url = u };
+	ts_http(&q, &r);
+	if (body != NULL)
+		*body = r.body;
+	else
+		free(r.body);
+	return r.status;
+}
+
+int
+ts_http_wait_status(int port, const char *method, const char *path, int want,
+    int timeout_ms)
+{
+	int64_t end = ts_now_ms() + timeout_ms;
+	int st;
+
+	while ((st = ts_http_local(port, method, path, NULL)) != want && ts_now_ms() < end)
+		usleep(100 * 1000);
+	return st;
+}
+
+char *
+ts_scrape(int port)
+{
+	char *body = NULL;
+	int status = ts_http_local(port, "GET", "/metrics", &body);
+
+	ck_assert_msg(status == 200, "GET /metrics: status %d", status);
+	return body;
+}
+
+double
+ts_metric_value(const char *text, const char *series)
+{
+	size_t n = strlen(series);
+
+	for (const char *p = text; p != NULL && *p != '\0'; p = strchr(p, '\n'), p = p ? p + 1 : p)
+		if (strncmp(p, series, n) == 0 && p[n] == ' ')
+			return strtod(p + n + 1, NULL);
+	return -1;
+}
+
+double
+ts_metric(int port, const char *series)
+{
+	char *text = ts_scrape(port);
+	double v = ts_metric_value(text, series);
+
+	free(text);
+	return v;
+}
+
+double
+ts_wait_metric(int port, const char *series, double want, int timeout_ms)
+{
+	int64_t end = ts_now_ms() + timeout_ms;
+	double v;
+
+	while ((v = ts_metric(port, series)) != want && ts_now_ms() < end)
+		usleep(100 * 1000);
+	return v;
+}
+
+/* A TCP socket bound to 127.0.0.1:0; its port into *port. */
+static int
+bound_local(int *port)
+{
+	struct sockaddr_in a;
+	socklen_t len = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	ck_assert_int_ge(fd, 0);
+	memset(&a, 0, sizeof(a));
+	a.sin_family = AF_INET;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+	*port = ntohs(a.sin_port);
+	return fd;
+}
+
+int
+ts_free_port(void)
+{
+	int port;
+
+	close(bound_local(&port));
+	return port;
+}
+
+int
+ts_listen_local(int *port)
+{
+	int fd = bound_local(port);
+
+	ck_assert_int_eq(listen(fd, 1), 0);
+	return fd;
 }

@@ -1,9 +1,10 @@
 /*
  * testsupport.h - helpers shared by the Check suites: a fresh, migrated
  * database per test on the throwaway PostgreSQL (scripts/pg-tmp.sh, started
- * by the ctest fixture `pg`), child processes of the real programs, and
- * polling with generous deadlines. Helpers fail the test (ck_assert) rather
- * than return errors.
+ * by the ctest fixture `pg`), child processes of the real programs,
+ * polling with generous deadlines, and a real HTTP client (nng's) with a
+ * Prometheus text reader for the /metrics tests. Helpers fail the test
+ * (ck_assert) rather than return errors.
  */
 #ifndef OUTBOX_TESTSUPPORT_H
 #define OUTBOX_TESTSUPPORT_H
@@ -70,5 +71,64 @@ char *ts_read_file(const char *path);
 
 /* Milliseconds of a monotonic clock. */
 int64_t ts_now_ms(void);
+
+/* --- HTTP (nng's client) and Prometheus text ------------------------- */
+
+#define TS_HTTP_TIMEOUT_MS 5000 /* ts_http_local: no answer by then = status 0 */
+#define TS_HTTP_WANT_MAX 4      /* response headers one ts_http can copy out */
+#define TS_HTTP_HEADER_MAX 128  /* a copied header value, NUL included */
+
+struct ts_http_req {
+	const char *method;         /* NULL = "GET" */
+	const char *url;            /* the whole URL: "http://127.0.0.1:8080/metrics" */
+	const char *const *headers; /* NULL, or "Name", "value", ..., NULL */
+	const void *body;           /* NULL = no body */
+	size_t body_len;
+	int timeout_ms;             /* 0 = TS_HTTP_TIMEOUT_MS */
+	const char *const *want;    /* NULL, or response header names, NULL-ended
+	                             * (at most TS_HTTP_WANT_MAX) */
+};
+
+struct ts_http_res {
+	int rv;     /* nng's result: 0 when an answer came (NNG_ETIMEDOUT, ...) */
+	int status; /* HTTP status; 0 when no answer came */
+	char *body; /* malloc'ed, NUL-terminated; NULL when no answer; free() */
+	char got[TS_HTTP_WANT_MAX][TS_HTTP_HEADER_MAX]; /* want[i]'s value, "" if absent */
+};
+
+/* One HTTP exchange. Returns res->status (0 when no answer came). */
+int ts_http(const struct ts_http_req *req, struct ts_http_res *res);
+
+/* method on http://127.0.0.1:<port><path>, TS_HTTP_TIMEOUT_MS. Returns the
+ * status (0 when no answer came); the body (malloc'ed) into *body when
+ * body is not NULL (NULL when no answer came). */
+int ts_http_local(int port, const char *method, const char *path, char **body);
+
+/* ts_http_local every 100 ms until it answers want, or timeout_ms passes.
+ * Returns the last status. */
+int ts_http_wait_status(int port, const char *method, const char *path, int want,
+    int timeout_ms);
+
+/* GET /metrics on 127.0.0.1:<port>; it must answer 200. Caller frees. */
+char *ts_scrape(int port);
+
+/* The value of one series ("name" or "name{labels}", exactly as exposed)
+ * in a Prometheus exposition text, or -1 when it is absent. */
+double ts_metric_value(const char *exposition, const char *series);
+
+/* One scrape of port: the value of series (-1 when absent). */
+double ts_metric(int port, const char *series);
+
+/* Scrape every 100 ms until series == want, or timeout_ms passes. Returns
+ * the last value. */
+double ts_wait_metric(int port, const char *series, double want, int timeout_ms);
+
+/* A TCP port on 127.0.0.1 that was free a moment ago (bound to :0, read,
+ * closed). */
+int ts_free_port(void);
+
+/* A TCP socket listening on 127.0.0.1 (a port in use): returns the fd
+ * (close it), its port into *port. */
+int ts_listen_local(int *port);
 
 #endif

@@ -1,14 +1,16 @@
 /*
  * test_config.c - the config table engine: flags, environment, defaults,
  * bounds and their exact error lines, --help / Markdown output, and
- * conninfo redaction. Duration and size parsing is table-driven from
- * tests/data/config/.
+ * conninfo redaction, and ob_cfg_load (the start of every main: what it
+ * prints where, and the exit code). Duration and size parsing is
+ * table-driven from tests/data/config/.
  */
 #include <inttypes.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "outbox/config.h"
 #include "outbox/err.h"
@@ -905,6 +907,226 @@ START_TEST(test_redact_truncates)
 }
 END_TEST
 
+/* ob_cfg_load on "prog" + argv with stdout and stderr captured into owned
+ * strings *out and *errout (never NULL). */
+static char *
+slurp(FILE *f)
+{
+	long len;
+	char *text;
+
+	ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
+	len = ftell(f);
+	ck_assert_int_ge(len, 0);
+	rewind(f);
+	text = calloc((size_t)len + 1, 1);
+	ck_assert_ptr_nonnull(text);
+	ck_assert_uint_eq(fread(text, 1, (size_t)len, f), (size_t)len);
+	fclose(f);
+	return text;
+}
+
+static int
+load_captured(const struct ob_cfg_program *p, const char **argv, char **out,
+    char **errout)
+{
+	FILE *fo = tmpfile(), *fe = tmpfile();
+	int so, se, code;
+
+	ck_assert_ptr_nonnull(fo);
+	ck_assert_ptr_nonnull(fe);
+	fflush(stdout);
+	fflush(stderr);
+	so = dup(STDOUT_FILENO);
+	se = dup(STDERR_FILENO);
+	ck_assert_int_ge(so, 0);
+	ck_assert_int_ge(se, 0);
+	dup2(fileno(fo), STDOUT_FILENO);
+	dup2(fileno(fe), STDERR_FILENO);
+	code = ob_cfg_load(p, &cfg, count_args(argv), (char **)argv, &first);
+	fflush(stdout);
+	fflush(stderr);
+	dup2(so, STDOUT_FILENO);
+	dup2(se, STDERR_FILENO);
+	close(so);
+	close(se);
+	*out = slurp(fo);
+	*errout = slurp(fe);
+	return code;
+}
+
+static const struct ob_cfg_program prog = {
+	.name = "prog sub",
+	.synopsis = "prog sub --db CONNINFO [options]",
+	.description = "Does one thing.",
+	.options = table,
+};
+
+/* LOAD(p, ...) releases cfg, then loads "prog" + the arguments into it. */
+#define LOAD(p, ...) (ob_cfg_free(table, &cfg), load_captured((p),       \
+	(const char *[]){ "prog", __VA_ARGS__, NULL }, &out, &errout))
+
+/* The ownership rule: after an exit code cfg holds nothing. */
+static void
+ck_cfg_empty(void)
+{
+	ck_assert_ptr_null(cfg.db);
+	ck_assert_ptr_null(cfg.log_format);
+	ck_assert_ptr_null(cfg.password);
+	ck_assert_ptr_null(cfg.topics.items);
+}
+
+START_TEST(test_load_help)
+{
+	char *out, *errout;
+
+	/* required --db unset: --help still works */
+	ck_assert_int_eq(LOAD(&prog, "--topic", "a", "--help"), 0);
+	ck_assert_msg(starts_with(out, "usage: prog sub --db CONNINFO [options]\n\n"
+	    "Does one thing.\n\noptions:\n  --db "), "stdout: %s", out);
+	ck_assert_str_eq(errout, "");
+	ck_assert_int_eq(first, -1); /* only set on -1 */
+	ck_cfg_empty();
+	free(out);
+	free(errout);
+
+	ck_assert_int_eq(LOAD(&prog, "-h"), 0);
+	ck_assert(starts_with(out, "usage: prog sub "));
+	ck_assert_str_eq(errout, "");
+	free(out);
+	free(errout);
+}
+END_TEST
+
+START_TEST(test_load_bad_flag)
+{
+	char *out, *errout;
+
+	ck_assert_int_eq(LOAD(&prog, "--db=x", "--bogus"), 2);
+	ck_assert_str_eq(out, "");
+	ck_assert_str_eq(errout, "prog sub: unknown option --bogus (see --help)\n");
+	ck_cfg_empty();
+	free(out);
+	free(errout);
+
+	ck_assert_int_eq(LOAD(&prog, "--db=x", "--topic=a", "--workers", "0"), 2);
+	ck_assert_str_eq(out, "");
+	ck_assert(starts_with(errout, "prog sub: --workers: "));
+	ck_assert_ptr_eq(strchr(errout, '\n'), errout + strlen(errout) - 1);
+	ck_cfg_empty();
+	free(out);
+	free(errout);
+
+	/* a missing required flag is a bad flag too */
+	ck_assert_int_eq(LOAD(&prog, "--workers=2"), 2);
+	ck_assert_str_eq(errout, "prog sub: --db is required (or set OUTBOX_DB)\n");
+	free(out);
+	free(errout);
+}
+END_TEST
+
+START_TEST(test_load_stray_argument)
+{
+	char *out, *errout;
+
+	ck_assert_int_eq(LOAD(&prog, "--db", "x", "--topic=a", "extra", "more"), 2);
+	ck_assert_str_eq(out, "");
+	ck_assert_str_eq(errout, "prog sub: unexpected argument 'extra'\n");
+	ck_cfg_empty();
+	free(out);
+	free(errout);
+
+	ck_assert_int_eq(LOAD(&prog, "--db=x", "--", "--workers=9"), 2);
+	ck_assert_str_eq(errout, "prog sub: unexpected argument '--workers=9'\n");
+	free(out);
+	free(errout);
+
+	/* none: go on, first_arg == argc */
+	ck_assert_int_eq(LOAD(&prog, "--db=x", "--workers=9"), -1);
+	ck_assert_int_eq(first, 3);
+	ck_assert_str_eq(cfg.db, "x");
+	ck_assert_int_eq(cfg.workers, 9);
+	ck_assert_str_eq(out, "");
+	ck_assert_str_eq(errout, "");
+	free(out);
+	free(errout);
+}
+END_TEST
+
+START_TEST(test_load_positional)
+{
+	struct ob_cfg_program p = prog;
+	char *out, *errout;
+
+	p.positional = true;
+	ck_assert_int_eq(LOAD(&p, "--db", "x", "file", "--workers=9"), -1);
+	ck_assert_int_eq(first, 3);
+	ck_assert_str_eq(cfg.db, "x");
+	ck_assert_int_eq(cfg.workers, 4); /* after the stop: not parsed */
+	ck_assert_str_eq(out, "");
+	ck_assert_str_eq(errout, "");
+	free(out);
+	free(errout);
+
+	/* first_arg may be NULL */
+	ob_cfg_free(table, &cfg);
+	const char *argv[] = { "prog", "--db=y", "a", NULL };
+	ck_assert_int_eq(ob_cfg_load(&p, &cfg, 3, (char **)argv, NULL), -1);
+	ck_assert_str_eq(cfg.db, "y");
+}
+END_TEST
+
+START_TEST(test_load_markdown)
+{
+	struct ob_cfg_program p = prog;
+	char *out, *errout;
+
+	/* NONE (the default): an unknown flag like any other */
+	ck_assert_int_eq(LOAD(&p, "--help-markdown"), 2);
+	ck_assert_str_eq(errout, "prog sub: unknown option --help-markdown (see --help)\n");
+	free(out);
+	free(errout);
+
+	/* ALONE: only as the one argument, and before the required check */
+	p.markdown = OB_CFG_MARKDOWN_ALONE;
+	ck_assert_int_eq(LOAD(&p, "--help-markdown"), 0);
+	ck_assert_msg(starts_with(out, "### prog sub\n\n| flag |"), "stdout: %s", out);
+	ck_assert_str_eq(errout, "");
+	free(out);
+	free(errout);
+	ck_assert_int_eq(LOAD(&p, "--db=x", "--help-markdown"), 2);
+	ck_assert_str_eq(out, "");
+	free(out);
+	free(errout);
+
+	/* ANY: anywhere before "--" */
+	p.markdown = OB_CFG_MARKDOWN_ANY;
+	ck_assert_int_eq(LOAD(&p, "--db=x", "--bogus", "--help-markdown"), 0);
+	ck_assert(starts_with(out, "### prog sub\n\n"));
+	ck_assert_str_eq(errout, "");
+	ck_cfg_empty();
+	free(out);
+	free(errout);
+	p.positional = true;
+	ck_assert_int_eq(LOAD(&p, "--db=x", "--", "--help-markdown"), -1);
+	ck_assert_int_eq(first, 3);
+	ck_assert_str_eq(out, "");
+	free(out);
+	free(errout);
+
+	/* cfg is cleared, not freed: it was never filled */
+	ob_cfg_free(table, &cfg);
+	cfg.db = (char *)"not owned";
+	cfg.workers = 77;
+	ck_assert_int_eq(load_captured(&p, (const char *[]){ "prog", "--help-markdown",
+	    NULL }, &out, &errout), 0);
+	ck_assert_ptr_null(cfg.db);
+	ck_assert_int_eq(cfg.workers, 0);
+	free(out);
+	free(errout);
+}
+END_TEST
+
 static Suite *
 config_suite(void)
 {
@@ -946,6 +1168,15 @@ config_suite(void)
 	tcase_add_test(tc, test_markdown);
 	tcase_add_test(tc, test_redact);
 	tcase_add_test(tc, test_redact_truncates);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("load");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_load_help);
+	tcase_add_test(tc, test_load_bad_flag);
+	tcase_add_test(tc, test_load_stray_argument);
+	tcase_add_test(tc, test_load_positional);
+	tcase_add_test(tc, test_load_markdown);
 	suite_add_tcase(s, tc);
 	return s;
 }

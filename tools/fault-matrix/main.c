@@ -93,14 +93,18 @@ static const struct ob_cfg_opt fm_options[] = {
 	OB_CFG_END,
 };
 
-static const char synopsis[] = "outbox-fault-matrix [--server CONNINFO] [options]";
-static const char description[] =
+static const struct ob_cfg_program fm_program = {
+	.name = "outbox-fault-matrix",
+	.synopsis = "outbox-fault-matrix [--server CONNINFO] [options]",
+	.description =
     "Run the fault matrix: for each mode (no dedup; dedup without fencing; full)"
     " and each fault, enqueue ONE message on a fresh database, run the real"
     " consumer and relay with that fault armed, and count the effect rows in"
     " inbox.notifications (1 = exactly once). Prints the table and each cell's"
     " bookkeeping (status, attempts, fenced_out). Exit 0 only if the full row"
-    " is all 1s. See docs/faults.md.";
+    " is all 1s. See docs/faults.md.",
+	.options = fm_options,
+};
 
 static volatile sig_atomic_t interrupted;
 
@@ -328,25 +332,14 @@ main(int argc, char **argv)
 {
 	struct fm_config cfg;
 	char err[1024], workdir[64] = "", server[1024], bindir[PATH_MAX];
-	int first_arg = 0, code = 2;
-	bool help = false, own_server = false;
+	int code;
+	bool own_server = false;
 	bool msel[8], fsel[16], avail[16];
 	static struct fm_result res[8][16];
 
-	if (ob_cfg_parse(fm_options, &cfg, argc, argv, &first_arg, &help, err,
-	        sizeof(err)) != OB_OK) {
-		fprintf(stderr, "outbox-fault-matrix: %s\n", err);
-		return 2;
-	}
-	if (help) {
-		ob_cfg_usage(stdout, synopsis, description, fm_options);
-		code = 0;
-		goto out;
-	}
-	if (first_arg < argc) {
-		fprintf(stderr, "outbox-fault-matrix: unexpected argument '%s'\n", argv[first_arg]);
-		goto out;
-	}
+	if ((code = ob_cfg_load(&fm_program, &cfg, argc, argv, NULL)) >= 0)
+		return code;
+	code = 2;
 	if (select_ids(&cfg.modes, true, msel, err, sizeof(err)) != OB_OK ||
 	    select_ids(&cfg.faults, false, fsel, err, sizeof(err)) != OB_OK ||
 	    check_config(&cfg, err, sizeof(err)) != OB_OK) {

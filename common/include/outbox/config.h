@@ -65,6 +65,42 @@ void ob_cfg_usage(FILE *f, const char *synopsis, const char *description,
 /* Print the table as a Markdown table (the docs/ configuration reference). */
 void ob_cfg_markdown(FILE *f, const char *title, const struct ob_cfg_opt *table);
 
+/* What a program (or subcommand) tells ob_cfg_load about itself. */
+enum ob_cfg_markdown {
+	OB_CFG_MARKDOWN_NONE,  /* --help-markdown is an unknown flag like any other */
+	OB_CFG_MARKDOWN_ALONE, /* "<prog> --help-markdown", as the only argument */
+	OB_CFG_MARKDOWN_ANY,   /* --help-markdown anywhere before "--" */
+};
+
+struct ob_cfg_program {
+	const char *name;        /* "outbox-relay", "outboxctl dead list": prefix
+	                          * of every error line, --help-markdown title */
+	const char *synopsis;    /* --help: "usage: <synopsis>" */
+	const char *description; /* --help: paragraph below; NULL = none */
+	const struct ob_cfg_opt *options;
+	enum ob_cfg_markdown markdown;
+	bool positional;         /* arguments after the flags are allowed (their
+	                          * index goes to *first_arg); else the first one is
+	                          * "unexpected argument" */
+};
+
+/* The start of every main and subcommand: parse argv and the environment
+ * into cfg by p->options, and handle what ends the program right there:
+ *   --help-markdown (see p->markdown): the Markdown table on stdout -> 0
+ *   a bad flag or value: "<name>: <error>" on stderr -> 2
+ *   --help / -h: ob_cfg_usage on stdout -> 0
+ *   a stray argument (!p->positional): "<name>: unexpected argument 'x'"
+ *   on stderr -> 2
+ * Returns -1 to go on (cfg is filled, *first_arg = index of the first
+ * positional argument, == argc if none; first_arg may be NULL) or the exit
+ * code to return.
+ * Ownership rule: on -1 the caller owns cfg and releases it with
+ * ob_cfg_free; on an exit code cfg already holds nothing (released, or
+ * cleared without being filled), so the caller just returns the code
+ * (calling ob_cfg_free on it anyway is harmless). */
+int ob_cfg_load(const struct ob_cfg_program *p, void *cfg, int argc,
+    char **argv, int *first_arg);
+
 /* Parse a duration text ("250ms", "5s", "2m", "24h", "7d", bare = ms) into
  * milliseconds. OB_OK or OB_EINVAL. */
 int ob_cfg_parse_duration(const char *s, int64_t *ms);
