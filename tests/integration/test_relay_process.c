@@ -296,16 +296,25 @@ START_TEST(test_stalled_worker_fenced_out)
 	ck_assert_int_eq(log_wait(log, "relay.record.fenced_out", 1, 20 * T_SEC), 1);
 	kill(sup, SIGTERM);
 	ck_assert_int_eq(ts_wait_exit(sup, 20 * T_SEC), 0);
-	ck_assert_int_eq(log_last_value(log, "relay.record.fenced_out", "fenced_out"), 4);
-	ck_assert_int_eq(log_last_value(log, "relay.totals", "fenced_out"), 4);
+	/* Exactly the messages another worker took over (fence moved past the
+	 * stalled claim's 1) are fenced out. Normally all 4; on a loaded
+	 * machine the other worker may not have reached one of them before the
+	 * stalled worker woke, which then still held it and rightly wrote it. */
+	int64_t taken = ts_query_int(conn, "SELECT count(*) FROM outbox.messages WHERE fence > 1");
+	ck_assert_int_ge(taken, 1);
+	ck_assert_int_eq(log_last_value(log, "relay.record.fenced_out", "fenced_out"), taken);
+	ck_assert_int_eq(log_last_value(log, "relay.totals", "fenced_out"), taken);
 	char ids[128];
-	PGresult *res = PQexec(conn, "SELECT string_agg(id::text, ',' ORDER BY id) FROM outbox.messages");
+	PGresult *res = PQexec(conn, "SELECT string_agg(id::text, ',' ORDER BY id)"
+	    " FROM outbox.messages WHERE fence > 1");
 	snprintf(ids, sizeof(ids), " ids=%s", PQgetvalue(res, 0, 0));
 	PQclear(res);
 	ck_assert_int_eq(log_count(log, ids), 1);
 	/* The takeover's outcome stands: delivered, attempt 2, fence 2. */
 	ck_assert_int_eq(ts_query_int(conn,
-	    "SELECT count(*) FROM outbox.messages WHERE attempts = 2 AND fence = 2"), 4);
+	    "SELECT count(*) FROM outbox.messages WHERE attempts = 2 AND fence = 2"), taken);
+	ck_assert_int_eq(ts_query_int(conn,
+	    "SELECT count(*) FROM outbox.messages WHERE status = 'delivered'"), 4);
 	fake_stop(&fc);
 	PQfinish(conn);
 }
