@@ -55,9 +55,12 @@ static const char sql_dedup[] =
  * 'M' applied before with another fingerprint, 'X' not decidable here (a
  * key twice in the batch, or committed by another transaction after this
  * statement's snapshot): the per-message path must run. Rows that already
- * exist are not locked: a committed dedup record never changes. */
+ * exist are not locked: a committed dedup record never changes.
+ * convert_from() returns text with collation "C", which the primary key
+ * (collation "default") cannot serve even where the two sort alike: without
+ * the COLLATE every lookup by key would scan the whole table. */
 static const char sql_set_dedup[] =
-    "WITH m AS MATERIALIZED (SELECT n, convert_from(k, 'UTF8') AS key,"
+    "WITH m AS MATERIALIZED (SELECT n, convert_from(k, 'UTF8') COLLATE \"default\" AS key,"
     "   convert_from(t, 'UTF8') AS topic, p, i, f, c, o, s,"
     "   encode(sha256(t || '\\x00'::bytea || p), 'hex') AS fp"
     "  FROM unnest($1::bytea[], $2::bytea[], $3::bytea[], $4::int8[], $5::int8[],"
@@ -81,7 +84,8 @@ static const char sql_set_dedup[] =
     "  to_char(x.processed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),"
     "  (SELECT count(*) FROM e)"
     " FROM m JOIN fst USING (key) LEFT JOIN d ON d.idempotency_key = m.key"
-    " LEFT JOIN inbox.processed x ON x.idempotency_key = m.key"
+    " LEFT JOIN LATERAL (SELECT * FROM inbox.processed x"
+    "   WHERE x.idempotency_key = m.key AND d.idempotency_key IS NULL LIMIT 1) x ON true"
     " ORDER BY m.n";
 static const char sql_set_nodedup[] =
     "WITH m AS MATERIALIZED (SELECT convert_from(k, 'UTF8') AS key,"
@@ -322,7 +326,7 @@ carry_stmts(const struct carry *c, struct stmt *s, const char **dparams,
 		dformats[1] = 0;
 		static const Oid t[2] = { OID_BYTEA, 0 };
 		s[n++] = (struct stmt){ "UPDATE inbox.processed SET detail = $2"
-			" WHERE idempotency_key = convert_from($1, 'UTF8')", 2, t, dparams,
+			" WHERE idempotency_key = convert_from($1, 'UTF8') COLLATE \"default\"", 2, t, dparams,
 			dlens, dformats };
 	}
 	if (!c->keep)

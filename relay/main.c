@@ -182,7 +182,7 @@ main(int argc, char **argv)
 		fprintf(stderr, "outbox-relay: %s\n", err);
 		goto out;
 	}
-	int schema_rc = ob_pg_exec(probe, "SELECT 1 FROM outbox.messages LIMIT 0",
+	int schema_rc = ob_pg_exec(probe, "SELECT 'outbox.messages'::regclass",
 	    "check the outbox schema (run `outboxctl migrate`)", err, sizeof(err));
 	PQfinish(probe);
 	if (schema_rc != OB_OK) {

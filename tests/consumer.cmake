@@ -63,3 +63,8 @@ if(TEST test_consumer_metrics)
     "OUTBOX_PROMTOOL=${CMAKE_BINARY_DIR}/tools/promtool")
   add_dependencies(test_consumer_metrics outbox-consumer)
 endif()
+
+# The hot paths of relay and consumer stay index lookups on big tables
+# (pg_stat_user_tables.seq_scan does not move during a drain).
+outbox_test(test_scans SOURCES integration/test_scans.c
+  LABELS integration PG TIMEOUT 300)

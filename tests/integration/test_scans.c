@@ -1,0 +1,209 @@
+/*
+ * test_scans.c - the hot paths stay index lookups when the tables are big.
+ * A relay and a consumer drain messages into a database that already holds
+ * many delivered records and dedup records; PostgreSQL's own statistics
+ * (pg_stat_user_tables.seq_scan) must show that no statement of theirs read
+ * a whole table. A plan that scans would make every batch cost O(table),
+ * which no short functional test notices (it was found by a profile: the
+ * dedup lookup compared a "C"-collated key with the "default"-collated
+ * primary key and scanned inbox.processed on every request).
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "outbox/buf.h"
+#include "testsupport.h"
+
+#define OLD_ROWS 50000  /* history already in the tables */
+#define NEW_MESSAGES 1000
+#define REUSED_KEYS 100 /* of the new messages, keys the consumer has seen */
+#define ORDERED 200     /* of the new messages, with an ordering key */
+
+static const char *const big_tables[] = { "outbox.messages", "inbox.processed",
+	"inbox.notifications" };
+#define NTABLES (sizeof(big_tables) / sizeof(big_tables[0]))
+
+static int64_t
+table_stat(PGconn *conn, const char *column, const char *table)
+{
+	char sql[256];
+	snprintf(sql, sizeof(sql),
+	    "SELECT coalesce(%s, 0) FROM pg_stat_user_tables WHERE relid = '%s'::regclass",
+	    column, table);
+	return ts_query_int(conn, sql);
+}
+
+static void
+fill_history(PGconn *conn)
+{
+	char sql[1024];
+	snprintf(sql, sizeof(sql),
+	    "INSERT INTO outbox.messages (topic, idempotency_key, payload, status, delivered_at)"
+	    " SELECT 'old', 'old-' || g, '{}', 'delivered', now()"
+	    " FROM generate_series(1, %d) g", OLD_ROWS);
+	ts_exec(conn, sql);
+	snprintf(sql, sizeof(sql),
+	    "INSERT INTO inbox.processed (idempotency_key, topic, message_id, fence, fingerprint)"
+	    " SELECT 'old-' || g, 'old', g, 1, md5(g::text) FROM generate_series(1, %d) g",
+	    OLD_ROWS);
+	ts_exec(conn, sql);
+	snprintf(sql, sizeof(sql),
+	    "INSERT INTO inbox.notifications (idempotency_key, topic, payload, message_id)"
+	    " SELECT 'old-' || g, 'old', '{}', g FROM generate_series(1, %d) g", OLD_ROWS);
+	ts_exec(conn, sql);
+	ts_exec(conn, "ANALYZE"); /* what autovacuum does in time */
+}
+
+static void
+enqueue_new(PGconn *conn)
+{
+	char sql[512];
+	/* Keys old-1..old-REUSED_KEYS come back on another topic: the consumer
+	 * finds their dedup records (fingerprint mismatch, dead-lettered). */
+	snprintf(sql, sizeof(sql),
+	    "SELECT count(outbox.enqueue('new', CASE WHEN g <= %d THEN 'old-' || g"
+	    " ELSE 'new-' || g END, jsonb_build_object('n', g),"
+	    " CASE WHEN g > %d - %d THEN 'key-' || (g %% 20) END))"
+	    " FROM generate_series(1, %d) g",
+	    REUSED_KEYS, NEW_MESSAGES, ORDERED, NEW_MESSAGES);
+	ck_assert_int_eq(ts_query_int(conn, sql), NEW_MESSAGES);
+}
+
+START_TEST(test_drain_never_scans_a_big_table)
+{
+	char db[TS_CONNINFO_MAX], url[256], route[300];
+	ts_db_create("scans", "all", db, sizeof(db));
+	PGconn *conn = ts_connect(db);
+	fill_history(conn);
+	enqueue_new(conn);
+
+	/* This session's own counts first (flushed at the end of the next
+	 * transaction), so that the numbers below are the drain's alone. */
+	ts_exec(conn, "SELECT pg_stat_force_next_flush()");
+	ts_exec(conn, "SELECT 1");
+	int64_t seq_before[NTABLES];
+	for (size_t t = 0; t < NTABLES; t++)
+		seq_before[t] = table_stat(conn, "seq_scan", big_tables[t]);
+	int64_t inserted_before = table_stat(conn, "n_tup_ins", "inbox.notifications");
+
+	ts_ipc_url("consumer", url, sizeof(url));
+	snprintf(route, sizeof(route), "*=%s", url);
+	char *consumer[] = { "outbox-consumer", "--db", db, "--listen", url, NULL };
+	/* Big batches: the larger the batch, the likelier a planner that
+	 * misjudges the pending rows prefers a scan to as many lookups. */
+	char *relay[] = { "outbox-relay", "--db", db, "--route", route, "--workers", "1",
+		"--batch", "1000", "--poll-ms", "100", NULL };
+	pid_t cpid = ts_spawn(consumer, NULL, NULL);
+	pid_t rpid = ts_spawn(relay, NULL, NULL);
+	/* Claimable rows (the relay's own partial index): none left means all
+	 * done here, as no ordered message is dead-lettered. This query must
+	 * not scan either: this session's counts are flushed too. */
+	int64_t left = ts_wait_value(conn,
+	    "SELECT count(*) FROM outbox.messages"
+	    " WHERE status = 'pending' AND (ordering_key IS NULL OR is_head)", 0, 60000);
+	ts_stop(rpid, SIGTERM);
+	ts_stop(cpid, SIGTERM);
+	ck_assert_int_eq(left, 0);
+
+	/* A backend's statistics reach the shared counters when it exits; wait
+	 * until the consumer's inserts are counted, then read the scans. */
+	char sql[256];
+	snprintf(sql, sizeof(sql),
+	    "SELECT (n_tup_ins >= %lld)::int FROM pg_stat_user_tables"
+	    " WHERE relid = 'inbox.notifications'::regclass",
+	    (long long)(inserted_before + NEW_MESSAGES - REUSED_KEYS));
+	ck_assert_int_eq(ts_wait_value(conn, sql, 1, 30000), 1);
+	for (size_t t = 0; t < NTABLES; t++) {
+		int64_t scans = table_stat(conn, "seq_scan", big_tables[t]) - seq_before[t];
+		ck_assert_msg(scans == 0, "%lld sequential scans of %s during the drain",
+		    (long long)scans, big_tables[t]);
+	}
+	/* What the drain did: new keys applied, reused keys refused. */
+	ck_assert_int_eq(ts_query_int(conn,
+	    "SELECT count(*) FROM inbox.notifications WHERE topic = 'new'"),
+	    NEW_MESSAGES - REUSED_KEYS);
+	ck_assert_int_eq(ts_query_int(conn,
+	    "SELECT count(*) FROM outbox.messages WHERE topic = 'new' AND status = 'dead'"
+	    " AND last_error LIKE '%different payload%'"), REUSED_KEYS);
+	PQfinish(conn);
+}
+END_TEST
+
+/* Plans arrive as NOTICEs (auto_explain.log_level); keep them all. */
+static void
+keep_notice(void *arg, const char *message)
+{
+	struct ob_buf *plans = arg;
+	(void)ob_buf_append(plans, message, strlen(message)); /* lost text fails the test below */
+}
+
+/* The relay's outcome write, planned by PostgreSQL as it would be for a
+ * big batch right after ANALYZE saw no pending rows (the usual state):
+ * every statement inside outbox.record_outcomes must find its rows by index. */
+START_TEST(test_record_outcomes_plans_use_indexes)
+{
+	char db[TS_CONNINFO_MAX];
+	ts_db_create("scanplan", "outbox", db, sizeof(db));
+	PGconn *conn = ts_connect(db);
+	ts_exec(conn,
+	    "INSERT INTO outbox.messages (topic, idempotency_key, payload, status, delivered_at)"
+	    " SELECT 'old', 'old-' || g, '{}', 'delivered', now()"
+	    " FROM generate_series(1, 50000) g");
+	ts_exec(conn, "ANALYZE");
+	ts_exec(conn, "SELECT count(outbox.enqueue('new', 'new-' || g, '{}',"
+	    " CASE WHEN g > 500 THEN 'key-' || (g % 5) END)) FROM generate_series(1, 600) g");
+	/* Claim every head and unordered message, as the relay would. */
+	ts_exec(conn, "UPDATE outbox.messages SET fence = fence + 1, attempts = attempts + 1,"
+	    " lease_owner = 'test', lease_until = now() + interval '1 minute'"
+	    " WHERE status = 'pending' AND (ordering_key IS NULL OR is_head)");
+
+	ts_exec(conn, "CREATE TEMP TABLE batch AS SELECT id, fence FROM outbox.messages"
+	    " WHERE lease_owner = 'test'");
+
+	struct ob_buf plans;
+	ob_buf_init(&plans);
+	PQsetNoticeProcessor(conn, keep_notice, &plans);
+	ts_exec(conn, "LOAD 'auto_explain'");
+	ts_exec(conn, "SET auto_explain.log_min_duration = 0");
+	ts_exec(conn, "SET auto_explain.log_nested_statements = on");
+	ts_exec(conn, "SET auto_explain.log_level = notice");
+	/* A relay calls it thousands of times per session: PL/pgSQL soon plans
+	 * its statements once, generically (parameters unknown). */
+	ts_exec(conn, "SET plan_cache_mode = force_generic_plan");
+	ck_assert_int_eq(ts_query_int(conn,
+	    "SELECT count(*) FROM outbox.record_outcomes("
+	    "  (SELECT array_agg(id ORDER BY id) FROM batch),"
+	    "  (SELECT array_agg(fence ORDER BY id) FROM batch),"
+	    "  (SELECT array_agg('delivered'::text) FROM batch),"
+	    "  (SELECT array_agg(0::bigint) FROM batch),"
+	    "  (SELECT array_agg(0) FROM batch),"
+	    "  (SELECT array_agg(''::text) FROM batch),"
+	    "  true, false)"), 505);
+	ts_exec(conn, "SET auto_explain.log_min_duration = -1");
+	PQsetNoticeProcessor(conn, NULL, NULL);
+	ob_buf_append(&plans, "", 1);
+	ck_assert_msg(strstr(plans.data, "Update on messages") != NULL, "no plan was captured");
+	const char *scan = strstr(plans.data, "Seq Scan on messages");
+	if (scan != NULL)
+		fprintf(stderr, "%s\n", plans.data);
+	ck_assert_msg(scan == NULL, "record_outcomes scans outbox.messages (plans above)");
+	/* The hand-over happened: each key's next message is its head. */
+	ck_assert_int_eq(ts_query_int(conn,
+	    "SELECT count(*) FROM outbox.messages WHERE is_head AND status = 'pending'"), 5);
+	ob_buf_fini(&plans);
+	PQfinish(conn);
+}
+END_TEST
+
+int
+main(void)
+{
+	Suite *s = suite_create("scans");
+	TCase *tc = tcase_create("drain");
+	tcase_set_timeout(tc, 240);
+	tcase_add_test(tc, test_drain_never_scans_a_big_table);
+	tcase_add_test(tc, test_record_outcomes_plans_use_indexes);
+	suite_add_tcase(s, tc);
+	return ts_run_suite(s);
+}
