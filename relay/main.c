@@ -72,6 +72,11 @@ static const struct ob_cfg_opt relay_options[] = {
 	OPT("on-dead-head", "OUTBOX_ON_DEAD_HEAD", OB_CFG_ENUM, "block", 0, 0, "block|skip",
 	    false, on_dead_head, "a dead-lettered head of an ordering key: block the key"
 	    " until requeued, or skip to its next message"),
+	OPT("synchronous-commit", "OUTBOX_SYNCHRONOUS_COMMIT", OB_CFG_ENUM, "off", 0, 0,
+	    "on|off", false, synchronous_commit, "whether the relay's claims and outcome"
+	    " writes wait for PostgreSQL's WAL flush; off is safe because a write lost in a"
+	    " database crash only causes a redelivery the consumer answers as duplicate"
+	    " (docs/relay.md)"),
 	OPT("no-ordering", "OUTBOX_NO_ORDERING", OB_CFG_BOOL, "false", 0, 0, NULL, false,
 	    no_ordering, "BROKEN MODE for demos and tests: claim messages of one ordering"
 	    " key in parallel, out of order"),

@@ -43,6 +43,7 @@ struct relay_config {
 	bool no_fencing;          /* BROKEN mode */
 	bool no_ordering;         /* BROKEN mode: ignore ordering keys when claiming */
 	char *on_dead_head;       /* block | skip */
+	char *synchronous_commit; /* on | off: the relay's own commits wait for the WAL flush */
 	int64_t fault_die_after_claim;
 	int64_t fault_die_after_send;
 	int64_t fault_stall_after_claim;

@@ -84,20 +84,26 @@ add_inflight(struct worker *w, int64_t n)
 }
 
 static int64_t
-now_ms(void)
+now_us(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static int64_t
+now_ms(void)
+{
+	return now_us() / 1000;
 }
 
 /* Sleep up to ms, waking early when asked to stop. */
 static void
 nap(struct worker *w, int64_t ms)
 {
-	int64_t end = now_ms() + ms;
-	while (!*w->stop && now_ms() < end) {
-		struct timespec ts = { 0, 20 * 1000000L };
+	int64_t end = now_ms() + ms, left;
+	while (!*w->stop && (left = end - now_ms()) > 0) {
+		struct timespec ts = { 0, (left < 20 ? left : 20) * 1000000L };
 		nanosleep(&ts, NULL);
 	}
 }
@@ -105,12 +111,18 @@ nap(struct worker *w, int64_t ms)
 static bool
 connect_db(struct worker *w)
 {
-	char err[1024], q[1100];
+	char err[1024], q[1100], sync[64];
 	if (w->conn != NULL) {
 		PQfinish(w->conn);
 		w->conn = NULL;
 	}
 	set_connected(w, false);
+	/* --synchronous-commit off (the default): the next round does not wait
+	 * for the WAL flush of the last one. A claim or outcome lost in a crash
+	 * was written on a connection that died with it, so no stale fence can
+	 * be used afterwards; the message is delivered again and the consumer's
+	 * durable dedup record answers duplicate (docs/relay.md). */
+	snprintf(sync, sizeof(sync), "SET synchronous_commit = %s", w->cfg->synchronous_commit);
 	if (ob_pg_connect(w->cfg->db, "outbox-relay", &w->conn, err, sizeof(err)) != OB_OK ||
 	    ob_pg_exec(w->conn, "LISTEN outbox_enqueued", "listen", err, sizeof(err)) != OB_OK ||
 	    /* A backlog enqueued faster than autovacuum analyses looks tiny to
@@ -119,7 +131,8 @@ connect_db(struct worker *w)
 	     * messages_claimable in order and stopping at the LIMIT. Every
 	     * relay query is an index walk; bitmap scans never help here. */
 	    ob_pg_exec(w->conn, "SET enable_bitmapscan = off", "session settings", err,
-	        sizeof(err)) != OB_OK) {
+	        sizeof(err)) != OB_OK ||
+	    ob_pg_exec(w->conn, sync, "session settings", err, sizeof(err)) != OB_OK) {
 		ob_warn("relay.db.connect_failed", "retry_in_ms=%" PRId64 " err=%s",
 		    w->reconnect_ms, ob_log_q(err, q, sizeof(q)));
 		if (w->conn != NULL) {
@@ -270,6 +283,7 @@ round_once(struct worker *w)
 {
 	char err[1024], q[1100];
 	struct relay_claim claim;
+	int64_t t_claim = now_us();
 	if (relay_claim_batch(w->conn, w->owner, w->cfg->lease_ms, w->claim_max,
 	        !w->cfg->no_ordering, &claim,
 	        err, sizeof(err)) != OB_OK) {
@@ -296,6 +310,7 @@ round_once(struct worker *w)
 		nap(w, w->cfg->fault_stall_ms);
 		ob_warn("relay.fault.stall_over", "owner=%s messages=%u", w->owner, n);
 	}
+	int64_t t_deliver = now_us();
 	if (*w->stop) {
 		release_all(w, &claim);
 	} else {
@@ -327,6 +342,7 @@ round_once(struct worker *w)
 		}
 	}
 	uint32_t written = 0, fenced = 0, nids = 0;
+	int64_t t_record = now_us();
 	int rc = relay_record_outcomes_ids(w->conn, w->outcomes, n, &w->record_mode,
 	    &written, &fenced, w->fenced_ids, w->claim_max, &nids, err, sizeof(err));
 	add_inflight(w, -(int64_t)n);
@@ -344,7 +360,9 @@ round_once(struct worker *w)
 		log_fenced(w, n, fenced, w->fenced_ids, nids);
 	}
 	count_recorded(w, &claim, nids);
-	ob_debug("relay.round", "claimed=%u written=%u", n, written);
+	ob_debug("relay.round", "claimed=%u written=%u claim_us=%" PRId64 " deliver_us=%" PRId64
+	    " record_us=%" PRId64, n, written, t_deliver - t_claim, t_record - t_deliver,
+	    now_us() - t_record);
 	relay_claim_fini(&claim);
 	return (int)n;
 }

@@ -6,6 +6,7 @@
 #                         OUTBOX_PG_CONNINFO) and prints the conninfo.
 #   pg-tmp.sh stop DIR    stop the server and remove DIR entirely.
 #   pg-tmp.sh restart DIR stop and start the same cluster (data kept).
+#   pg-tmp.sh crash DIR   stop it the hard way (-m immediate: crash recovery at start), start it.
 #
 # PostgreSQL refuses to run as root: as root, the cluster runs as the
 # 'postgres' user (the files are chowned to it); otherwise as the caller.
@@ -15,7 +16,7 @@
 set -euo pipefail
 
 cmd=${1:-}; dir=${2:-}
-[ -n "$cmd" ] && [ -n "$dir" ] || { echo "usage: $0 start|stop|restart DIR" >&2; exit 2; }
+[ -n "$cmd" ] && [ -n "$dir" ] || { echo "usage: $0 start|stop|restart|crash DIR" >&2; exit 2; }
 
 bindir=$(pg_config --bindir 2>/dev/null || true)
 if [ ! -x "$bindir/initdb" ]; then
@@ -84,6 +85,12 @@ restart)
 	as_owner "$bindir/pg_ctl" -D "$dir/data" -m fast -w -t 60 stop >/dev/null
 	pg_start
 	;;
+crash)
+	# Immediate stop: no checkpoint, WAL not yet written is lost (commits
+	# made with synchronous_commit = off among it), recovery at start.
+	as_owner "$bindir/pg_ctl" -D "$dir/data" -m immediate -w -t 60 stop >/dev/null
+	pg_start
+	;;
 *)
-	echo "usage: $0 start|stop|restart DIR" >&2; exit 2 ;;
+	echo "usage: $0 start|stop|restart|crash DIR" >&2; exit 2 ;;
 esac

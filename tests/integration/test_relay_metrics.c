@@ -367,7 +367,7 @@ END_TEST
 /* Bad --metrics values and a port in use are start-up errors. */
 START_TEST(test_bad_metrics_config)
 {
-	char db[TS_CONNINFO_MAX], out[4096];
+	char db[TS_CONNINFO_MAX], out[16384];
 	ts_db_create("rmbad", "outbox", db, sizeof(db));
 	char *bad[] = { "outbox-relay", "--db", db, "--route", "*=ipc:///tmp/x",
 		"--metrics", "nohostport", NULL };

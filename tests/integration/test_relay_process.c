@@ -96,7 +96,7 @@ START_TEST(test_bad_config_exit_2)
 	char *empty[] = { "outbox-relay", "--db", noschema, "--route", "*=ipc:///tmp/x", NULL };
 	expect_exit2(empty, "outboxctl migrate");
 	/* The environment is read too, and checked the same way. */
-	char out[4096];
+	char out[16384]; /* --help is over 5 KB */
 	char *env_argv[] = { "outbox-relay", "--db", db, "--route", "*=ipc:///tmp/x", NULL };
 	char *env[] = { "OUTBOX_WORKERS=0", NULL };
 	ck_assert_int_eq(ts_run(env_argv, env, out, sizeof(out), 30 * T_SEC), 2);
