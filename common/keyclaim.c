@@ -1,11 +1,12 @@
 /*
  * keyclaim.c - the idempotency-key claim state machine (see keyclaim.h).
  *
- * The claim is one upsert: insert STARTED, or take over a STARTED row whose
- * lease expired (same fingerprint only, unless it was released), bumping
- * the fence. When it does
- * neither, the row is read and ob_key_decide says what it means. Every
- * later write is conditioned on the fence.
+ * The claim is one statement: a DONE row is answered as it is (replay or
+ * mismatch, no write); otherwise an upsert inserts STARTED, or takes over a
+ * STARTED row whose lease expired (same fingerprint only, unless it was
+ * released), bumping the fence. When it does neither, the row is read and
+ * ob_key_decide says what it means. Every later write is conditioned on
+ * the fence.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -59,35 +60,59 @@ ob_key_state_name(enum ob_key_state s)
 	return "unknown";
 }
 
-/* The upsert: returns (fence, takeover) when this caller now holds the key. */
+/* The upsert, after a look for a DONE row: a replay (or a reuse of the key
+ * for another body) is answered from that read alone, with no row lock, no
+ * transaction id and so no WAL flush; replays are the common retry. Done is
+ * final, so reading it without a lock is safe. Otherwise: (fence, takeover)
+ * when this caller now holds the key, or neither (the row is read next). */
 static int
 try_take(PGconn *conn, const char *table, const char *key, const void *fp,
-    size_t fplen, int64_t lease_ms, bool *taken, int64_t *fence, bool *takeover,
-    char *err, size_t errlen)
+    size_t fplen, int64_t lease_ms, bool *taken, struct ob_key_claim *c,
+    bool *done, struct ob_key_row *row, char *err, size_t errlen)
 {
-	char sql[1024], lease[24];
+	char sql[1536], lease[24];
 	snprintf(sql, sizeof(sql),
-	    "INSERT INTO %s AS k (idempotency_key, fingerprint, state, fence, lease_until)"
-	    " VALUES ($1, encode(sha256($2::bytea), 'hex'), 'started', 1,"
-	    "         clock_timestamp() + $3::bigint * interval '1 millisecond')"
+	    "WITH d AS (SELECT fingerprint = encode(sha256($2::bytea), 'hex') AS same,"
+	    "                  response_status, response_body"
+	    "             FROM %s WHERE idempotency_key = $1 AND state = 'done'),"
+	    " t AS (INSERT INTO %s AS k (idempotency_key, fingerprint, state, fence, lease_until)"
+	    "  SELECT $1, encode(sha256($2::bytea), 'hex'), 'started', 1,"
+	    "         clock_timestamp() + $3::bigint * interval '1 millisecond'"
+	    "   WHERE NOT EXISTS (SELECT 1 FROM d)"
 	    " ON CONFLICT (idempotency_key) DO UPDATE"
 	    "   SET fence = k.fence + 1, lease_until = EXCLUDED.lease_until,"
 	    "       fingerprint = EXCLUDED.fingerprint"
 	    " WHERE k.state = 'started' AND k.lease_until < clock_timestamp()"
 	    "   AND (k.fingerprint = EXCLUDED.fingerprint"
 	    "        OR k.lease_until = '-infinity')"
-	    " RETURNING k.fence", table);
+	    " RETURNING k.fence)"
+	    " SELECT true, fence, NULL::boolean, NULL::int, NULL::text FROM t"
+	    " UNION ALL SELECT false, NULL, same, response_status, response_body FROM d",
+	    table, table);
 	snprintf(lease, sizeof(lease), "%" PRId64, lease_ms);
 	const char *params[3] = { key, fp, lease };
 	int lens[3] = { 0, (int)fplen, 0 };
 	int formats[3] = { 0, 1, 0 };
-	PGresult *res = PQexecParams(conn, sql, 3, NULL, params, lens, formats, 0);
+	/* Prepared per table: "ob_keyclaim_take:app.idempotency_keys". */
+	char name[160];
+	snprintf(name, sizeof(name), "ob_keyclaim_take:%s", table);
+	PGresult *res = ob_pg_exec_prepared(conn, name, sql, 3, params, lens, formats);
 	int rc = ob_pg_check(res, PGRES_TUPLES_OK, "claim key", err, errlen);
-	if (rc == OB_OK) {
-		*taken = PQntuples(res) == 1;
-		if (*taken) {
-			*fence = ob_pg_int64(res, 0, 0);
-			*takeover = *fence > 1;
+	*taken = *done = false;
+	if (rc == OB_OK && PQntuples(res) == 1 && PQgetvalue(res, 0, 0)[0] == 't') {
+		*taken = true;
+		c->fence = ob_pg_int64(res, 0, 1);
+		c->takeover = c->fence > 1;
+	} else if (rc == OB_OK && PQntuples(res) == 1) {
+		*done = true;
+		row->state = OB_KEY_DONE;
+		row->fingerprint_matches = PQgetvalue(res, 0, 2)[0] == 't';
+		row->lease_live = false;
+		c->response_status = PQgetisnull(res, 0, 3) ? 0 : (int)ob_pg_int64(res, 0, 3);
+		if (!PQgetisnull(res, 0, 4) &&
+		    (c->response_body = strdup(PQgetvalue(res, 0, 4))) == NULL) {
+			snprintf(err, errlen, "claim key: out of memory");
+			rc = OB_ENOMEM;
 		}
 	}
 	PQclear(res);
@@ -140,18 +165,21 @@ ob_keyclaim_claim(PGconn *conn, const char *table, const char *key,
 	for (int attempt = 0; attempt < KEYCLAIM_MAX_TRIES; attempt++) {
 		struct ob_key_claim c;
 		memset(&c, 0, sizeof(c));
-		bool taken = false, found = false;
-		int rc = try_take(conn, table, key, fp, fplen, lease_ms, &taken, &c.fence,
-		    &c.takeover, err, errlen);
-		if (rc != OB_OK)
+		bool taken = false, done = false, found = true;
+		struct ob_key_row row;
+		int rc = try_take(conn, table, key, fp, fplen, lease_ms, &taken, &c, &done, &row,
+		    err, errlen);
+		if (rc != OB_OK) {
+			ob_keyclaim_result_fini(&c);
 			return rc;
+		}
 		if (taken) {
 			c.verdict = OB_KEY_PROCEED;
 			*out = c;
 			return OB_OK;
 		}
-		struct ob_key_row row;
-		rc = read_row(conn, table, key, fp, fplen, &row, &c, &found, err, errlen);
+		if (!done)
+			rc = read_row(conn, table, key, fp, fplen, &row, &c, &found, err, errlen);
 		if (rc != OB_OK) {
 			ob_keyclaim_result_fini(&c);
 			return rc;

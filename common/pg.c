@@ -124,3 +124,21 @@ ob_pg_int64(const PGresult *res, int row, int col)
 {
 	return strtoll(PQgetvalue(res, row, col), NULL, 10);
 }
+
+PGresult *
+ob_pg_exec_prepared(PGconn *conn, const char *name, const char *sql, int nparams,
+    const char *const *values, const int *lengths, const int *formats)
+{
+	if (PQtransactionStatus(conn) != PQTRANS_IDLE)
+		return PQexecParams(conn, sql, nparams, NULL, values, lengths, formats, 0);
+	PGresult *r = PQexecPrepared(conn, name, nparams, values, lengths, formats, 0);
+	if (r == NULL || PQresultStatus(r) != PGRES_FATAL_ERROR ||
+	    strcmp(ob_pg_sqlstate(r), "26000") != 0) /* invalid_sql_statement_name */
+		return r;
+	PQclear(r);
+	r = PQprepare(conn, name, sql, nparams, NULL);
+	if (r == NULL || PQresultStatus(r) != PGRES_COMMAND_OK)
+		return r;
+	PQclear(r);
+	return PQexecPrepared(conn, name, nparams, values, lengths, formats, 0);
+}

@@ -217,25 +217,6 @@ static const char create_atomic_sql[] =
     "    FROM b WHERE idempotency_key = $5::text RETURNING 1)"
     " SELECT b.id, b.mid, b.body, (SELECT count(*) FROM d) FROM b";
 
-/* Run the prepared statement name (preparing it on this connection first
- * if the connection does not know it yet). Returns the result (may be
- * NULL); release with PQclear. */
-static PGresult *
-exec_prepared(PGconn *conn, const char *name, const char *sql, int nparams,
-    const char *const *params)
-{
-	PGresult *r = PQexecPrepared(conn, name, nparams, params, NULL, NULL, 0);
-	if (r == NULL || PQresultStatus(r) != PGRES_FATAL_ERROR ||
-	    strcmp(ob_pg_sqlstate(r), "26000") != 0) /* invalid_sql_statement_name */
-		return r;
-	PQclear(r);
-	r = PQprepare(conn, name, sql, nparams, NULL);
-	if (r == NULL || PQresultStatus(r) != PGRES_COMMAND_OK)
-		return r;
-	PQclear(r);
-	return PQexecPrepared(conn, name, nparams, params, NULL, NULL, 0);
-}
-
 static void
 release_key(PGconn *conn, const char *key, int64_t fence)
 {
@@ -262,7 +243,7 @@ create_atomic_write(PGconn *conn, const struct api_config *cfg, const char *key,
 	snprintf(fence, sizeof(fence), "%" PRId64, c->fence);
 	const char *params[7] = { in->r.title, in->r.module, in->r.steps ? in->r.steps : "",
 		in->r.severity, key, fence, cfg->fencing ? "false" : "true" };
-	PGresult *r = exec_prepared(conn, CREATE_ATOMIC_STMT, create_atomic_sql, 7, params);
+	PGresult *r = ob_pg_exec_prepared(conn, CREATE_ATOMIC_STMT, create_atomic_sql, 7, params, NULL, NULL);
 	int rc = ob_pg_check(r, PGRES_TUPLES_OK, "create", err, sizeof(err));
 	if (rc != OB_OK) {
 		/* 22xxx/23xxx: the database refused the values (nothing stored). */

@@ -63,8 +63,9 @@ static const struct ob_cfg_opt serve_options[] = {
 	OPT("idempotency", "OUTBOX_IDEMPOTENCY", OB_CFG_ENUM, "atomic", 0, 0,
 	    "none|split|atomic", false, idempotency,
 	    "key handling: atomic (the real one); split and none are BROKEN modes for demos"),
-	OPT("threads", "OUTBOX_THREADS", OB_CFG_INT, "16", 1, 256, NULL, false, threads,
-	    "serving threads, each with its own DB connection"),
+	OPT("threads", "OUTBOX_THREADS", OB_CFG_INT, "0", 0, 256, NULL, false, threads,
+	    "serving threads, each with its own DB connection; 0 = two per CPU (more"
+	    " threads only add context switches: bench/producer/README.md)"),
 	OPT("max-queue", "OUTBOX_MAX_QUEUE", OB_CFG_INT, "1024", 1, 1000000, NULL, false,
 	    max_queue, "requests waiting for a serving thread; beyond it 503 + Retry-After"),
 	OPT("max-body", "OUTBOX_MAX_BODY", OB_CFG_SIZE, "64k", 256, 1048576, NULL, false,
@@ -187,6 +188,10 @@ producer_cmd_serve(int argc, char **argv)
 	ob_fault_arm(&faults.slow, cfg.fault_slow);
 	faults.slow_ms = cfg.fault_slow_ms;
 
+	if (cfg.threads == 0) {
+		long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+		cfg.threads = cpus > 1 ? 2 * cpus : 2;
+	}
 	struct http_server_config hcfg = {
 		.url = cfg.http,
 		.db = cfg.db,

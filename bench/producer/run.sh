@@ -27,7 +27,7 @@ trap cleanup EXIT
 conninfo=$(OUTBOX_PG_FSYNC=on "$root/scripts/pg-tmp.sh" start "$pgdir/pg")
 psql_count() { "$(pg_config --bindir)/psql" -XAtq "$conninfo" -c "SELECT count(*) FROM app.bug_reports"; }
 "$bin/outboxctl" migrate --db "$conninfo" --schema outbox >/dev/null
-"$bin/outbox-producer" serve --db "$conninfo" --http "http://127.0.0.1:$port" --threads 16 \
+"$bin/outbox-producer" serve --db "$conninfo" --http "http://127.0.0.1:$port" \
 	--log-level warn >"$pgdir/serve.log" 2>&1 &
 spid=$!
 for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.1; done

@@ -37,6 +37,14 @@ int ob_pg_commit(PGconn *conn, char *err, size_t errlen);
  * gone, which the next use reports). */
 void ob_pg_rollback(PGconn *conn);
 
+/* PQexecParams through a statement prepared once per connection under
+ * name (the server keeps it; a hot statement is parsed and planned once).
+ * The first call on a connection prepares it. Inside a transaction block
+ * it runs unprepared: a failed first execute would abort the transaction.
+ * Returns the result (may be NULL); release with PQclear. */
+PGresult *ob_pg_exec_prepared(PGconn *conn, const char *name, const char *sql,
+    int nparams, const char *const *values, const int *lengths, const int *formats);
+
 /* The SQLSTATE of a failed result ("40001"...), or "" when none. */
 const char *ob_pg_sqlstate(const PGresult *res);
 
