@@ -22,7 +22,7 @@ cleanup() {
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
 	wait 2>/dev/null || true
 	scripts/pg-tmp.sh stop "$work/pg" >/dev/null 2>&1 || true
-	rm -rf "$work"
+	if [ -n "${BENCH_KEEP_LOGS:-}" ]; then echo "logs kept in $work"; else rm -rf "$work"; fi
 }
 trap cleanup EXIT
 server=$(OUTBOX_PG_FSYNC=on scripts/pg-tmp.sh start "$work/pg")
@@ -49,7 +49,7 @@ run() {
 	local cpid=$!
 	local start end
 	start=$(date +%s.%N)
-	"$bin/outbox-relay" --db "$server dbname=$db" --route "*=$url" --workers "$workers" --poll-ms 20 --log-level warn 2>"$work/$db.relay.log" &
+	"$bin/outbox-relay" --db "$server dbname=$db" --route "*=$url" --workers "$workers" --poll-ms 20 --log-level ${BENCH_RELAY_LOG_LEVEL:-warn} 2>"$work/$db.relay.log" &
 	local rpid=$!
 	pids+=("$cpid" "$rpid")
 	while [ "$(q "$db" "SELECT count(*) FROM outbox.messages WHERE status <> 'delivered'")" != 0 ]; do
