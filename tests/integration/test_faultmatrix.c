@@ -47,7 +47,10 @@ struct expect {
 #define ANY 100
 /* On a loaded machine (CI runs two tests at once on two cores) the
  * redelivery's own round trip can also time out: one more attempt, one more
- * claim, one more 'duplicate' answer. Effects and fenced_out stay exact. */
+ * claim, one more 'duplicate' answer. Effects and fenced_out stay exact,
+ * except in the no-dedup row, where that extra delivery is applied again
+ * (seen under ASan: 3 effects in no-dedup/die-after-commit): there the
+ * effects may exceed the table by the slack, never fall below it. */
 #define LOAD_SLACK 2
 static const struct expect table[] = {
 	/* no dedup (relay fenced): every redelivery of an applied message is a
@@ -165,8 +168,10 @@ check_row(const char *mode)
 		ck_assert_msg(c.completed == 1, "%s/%s did not settle:\n%s", mode, what, out);
 		ck_assert_msg(strcmp(c.status, "delivered") == 0, "%s/%s: status %s", mode, what,
 		    c.status);
-		ck_assert_msg(c.effects == e->effects, "%s/%s: %" PRId64 " effect rows, expected %"
-		    PRId64 "\n%s", mode, what, c.effects, e->effects, out);
+		int64_t effects_max = e->effects + (strcmp(mode, "no-dedup") == 0 ? slack : 0);
+		ck_assert_msg(c.effects >= e->effects && c.effects <= effects_max,
+		    "%s/%s: %" PRId64 " effect rows, expected %" PRId64 "..%" PRId64 "\n%s", mode,
+		    what, c.effects, e->effects, effects_max, out);
 		ck_assert_msg(c.attempts >= e->attempts_min && c.attempts <= e->attempts_max + slack,
 		    "%s/%s: attempts %" PRId64 ", expected %" PRId64 "..%" PRId64 "\n%s", mode, what,
 		    c.attempts, e->attempts_min, e->attempts_max + slack, out);
