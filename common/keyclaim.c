@@ -261,12 +261,16 @@ ob_keyclaim_gc(PGconn *conn, const char *table, int64_t retention_ms,
     int batch, int64_t *deleted, char *err, size_t errlen)
 {
 	char sql[512], r[24], b[16];
+	/* now(), not clock_timestamp(): a volatile cutoff cannot use the
+	 * created_at index. = ANY(ARRAY(...)) keeps the delete a primary-key
+	 * lookup per row: as IN (...) it was planned as a hash join over a
+	 * scan of the whole table, twice per batch (test_scans). */
 	snprintf(sql, sizeof(sql),
-	    "DELETE FROM %s WHERE idempotency_key IN ("
+	    "DELETE FROM %s WHERE idempotency_key = ANY(ARRAY("
 	    "  SELECT idempotency_key FROM %s"
-	    "   WHERE created_at < clock_timestamp() - $1::bigint * interval '1 millisecond'"
+	    "   WHERE created_at < now() - $1::bigint * interval '1 millisecond'"
 	    "     AND (state = 'done' OR lease_until < clock_timestamp())"
-	    "   LIMIT $2::int FOR UPDATE SKIP LOCKED)", table, table);
+	    "   LIMIT $2::int FOR UPDATE SKIP LOCKED))", table, table);
 	snprintf(r, sizeof(r), "%" PRId64, retention_ms);
 	snprintf(b, sizeof(b), "%d", batch);
 	const char *params[2] = { r, b };

@@ -24,11 +24,13 @@ purge_round(PGconn *conn, int64_t retention_ms, int batch, int64_t *n, char *err
 	snprintf(r, sizeof(r), "%" PRId64, retention_ms);
 	snprintf(b, sizeof(b), "%d", batch);
 	const char *params[2] = { r, b };
+	/* = ANY(ARRAY(...)), not IN (...): planned for LIMIT rows, the IN
+	 * form hash-joined a scan of the whole table for every batch. */
 	PGresult *res = PQexecParams(conn,
-	    "DELETE FROM inbox.processed WHERE idempotency_key IN ("
+	    "DELETE FROM inbox.processed WHERE idempotency_key = ANY(ARRAY("
 	    "  SELECT idempotency_key FROM inbox.processed"
 	    "   WHERE processed_at < now() - $1::bigint * interval '1 millisecond'"
-	    "   ORDER BY processed_at LIMIT $2::int FOR UPDATE SKIP LOCKED)",
+	    "   ORDER BY processed_at LIMIT $2::int FOR UPDATE SKIP LOCKED))",
 	    2, NULL, params, NULL, NULL, 0);
 	int rc = ob_pg_check(res, PGRES_COMMAND_OK, "purge dedup records", err, errlen);
 	if (rc == OB_OK)

@@ -13,12 +13,14 @@
 #include "outbox/pg.h"
 #include "purge.h"
 
+/* = ANY(ARRAY(...)), not IN (...): planned for LIMIT rows, the IN form
+ * hash-joined a scan of the whole table for every batch. */
 static const char purge_sql[] =
-    "DELETE FROM outbox.messages WHERE id IN ("
+    "DELETE FROM outbox.messages WHERE id = ANY(ARRAY("
     "  SELECT id FROM outbox.messages"
     "   WHERE status = 'delivered'"
     "     AND delivered_at < now() - $1::bigint * interval '1 millisecond'"
-    "   ORDER BY delivered_at LIMIT $2)";
+    "   ORDER BY delivered_at LIMIT $2))";
 
 static int
 lock_op(PGconn *conn, const char *fn, bool *got, char *err, size_t errlen)

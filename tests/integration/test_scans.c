@@ -1,7 +1,8 @@
 /*
  * test_scans.c - the hot paths stay index lookups when the tables are big.
  * A relay and a consumer drain messages into a database that already holds
- * many delivered records and dedup records; PostgreSQL's own statistics
+ * many delivered records and dedup records, and a producer serves requests
+ * over many stored keys and reports; PostgreSQL's own statistics
  * (pg_stat_user_tables.seq_scan) must show that no statement of theirs read
  * a whole table. A plan that scans would make every batch cost O(table),
  * which no short functional test notices (it was found by a profile: the
@@ -13,12 +14,14 @@
 #include <string.h>
 
 #include "outbox/buf.h"
+#include "producer_testlib.h"
 #include "testsupport.h"
 
 #define OLD_ROWS 50000  /* history already in the tables */
 #define NEW_MESSAGES 1000
 #define REUSED_KEYS 100 /* of the new messages, keys the consumer has seen */
 #define ORDERED 200     /* of the new messages, with an ordering key */
+#define PRODUCER_REQUESTS 100 /* creates, each replayed and looked up */
 
 static const char *const big_tables[] = { "outbox.messages", "inbox.processed",
 	"inbox.notifications" };
@@ -196,6 +199,78 @@ START_TEST(test_record_outcomes_plans_use_indexes)
 }
 END_TEST
 
+/* The producer's requests on big key and report tables: creates, replays,
+ * a key reused for another body, and the recovery lookups an agent makes.
+ * None of them may scan app.idempotency_keys, app.bug_reports or
+ * outbox.messages. */
+START_TEST(test_producer_requests_never_scan)
+{
+	static const char *const tables[] = { "app.idempotency_keys", "app.bug_reports",
+		"outbox.messages" };
+	char db[TS_CONNINFO_MAX], sql[1024], key[64], path[128];
+	ts_db_create("scanprod", "outbox", db, sizeof(db));
+	PGconn *conn = ts_connect(db);
+	snprintf(sql, sizeof(sql),
+	    "INSERT INTO app.bug_reports (title, module, severity, idempotency_key)"
+	    " SELECT 'old', 'editor', 'low', 'old-' || g FROM generate_series(1, %d) g",
+	    OLD_ROWS);
+	ts_exec(conn, sql);
+	snprintf(sql, sizeof(sql),
+	    "INSERT INTO outbox.messages (topic, idempotency_key, payload, status, delivered_at)"
+	    " SELECT 'report.created', 'old-' || g, '{}', 'delivered', now()"
+	    " FROM generate_series(1, %d) g", OLD_ROWS);
+	ts_exec(conn, sql);
+	snprintf(sql, sizeof(sql),
+	    "INSERT INTO app.idempotency_keys (idempotency_key, fingerprint, state, fence,"
+	    "   lease_until, response_status, response_body)"
+	    " SELECT 'old-' || g, md5(g::text), 'done', 1, now(), 201, '{}'"
+	    " FROM generate_series(1, %d) g", OLD_ROWS);
+	ts_exec(conn, sql);
+	ts_exec(conn, "ANALYZE");
+	ts_exec(conn, "SELECT pg_stat_force_next_flush()");
+	ts_exec(conn, "SELECT 1");
+	int64_t before[3];
+	for (int t = 0; t < 3; t++)
+		before[t] = table_stat(conn, "seq_scan", tables[t]);
+
+	struct pt_server srv;
+	pt_serve(db, NULL, &srv);
+	struct pt_reply r;
+	for (int i = 0; i < PRODUCER_REQUESTS; i++) {
+		snprintf(key, sizeof(key), "scan-%d", i);
+		pt_post(srv.url, key, PT_BODY, &r);
+		ck_assert_msg(r.rv == 0 && r.status == 201, "create %s: rv %d status %d %s", key,
+		    r.rv, r.status, r.body);
+		pt_post(srv.url, key, PT_BODY, &r); /* the retry of a lost answer */
+		ck_assert_msg(r.status == 201 && r.replayed, "replay %s: %d %s", key, r.status,
+		    r.body);
+		snprintf(path, sizeof(path), "/v1/reports?idempotency_key=%s", key);
+		pt_http(srv.url, "GET", path, NULL, NULL, 0, &r);
+		ck_assert_msg(r.status == 200, "lookup %s: %d %s", key, r.status, r.body);
+	}
+	pt_post(srv.url, "old-7", PT_BODY, &r); /* an old key, another body */
+	ck_assert_msg(r.status == 422, "reused key: %d %s", r.status, r.body);
+	pt_http(srv.url, "GET", "/v1/reports?idempotency_key=old-9", NULL, NULL, 0, &r);
+	ck_assert_msg(r.status == 200, "old lookup: %d %s", r.status, r.body);
+	ts_stop(srv.pid, SIGTERM);
+
+	/* The serving threads' statistics arrive when their backends exit. */
+	snprintf(sql, sizeof(sql),
+	    "SELECT (n_tup_ins >= %d)::int FROM pg_stat_user_tables"
+	    " WHERE relid = 'app.bug_reports'::regclass", OLD_ROWS + PRODUCER_REQUESTS);
+	ck_assert_int_eq(ts_wait_value(conn, sql, 1, 30000), 1);
+	for (int t = 0; t < 3; t++) {
+		int64_t scans = table_stat(conn, "seq_scan", tables[t]) - before[t];
+		ck_assert_msg(scans == 0, "%lld sequential scans of %s during the requests",
+		    (long long)scans, tables[t]);
+	}
+	ck_assert_int_eq(ts_query_int(conn,
+	    "SELECT count(*) FROM app.bug_reports WHERE idempotency_key LIKE 'scan-%'"),
+	    PRODUCER_REQUESTS);
+	PQfinish(conn);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -204,6 +279,7 @@ main(void)
 	tcase_set_timeout(tc, 240);
 	tcase_add_test(tc, test_drain_never_scans_a_big_table);
 	tcase_add_test(tc, test_record_outcomes_plans_use_indexes);
+	tcase_add_test(tc, test_producer_requests_never_scan);
 	suite_add_tcase(s, tc);
 	return ts_run_suite(s);
 }
