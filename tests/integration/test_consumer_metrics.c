@@ -32,28 +32,8 @@
 static void
 promtool_check(int port)
 {
-	const char *promtool = getenv("OUTBOX_PROMTOOL");
-	if (promtool == NULL || access(promtool, X_OK) != 0) {
-		fprintf(stderr, "test_consumer_metrics: promtool check SKIPPED: no promtool at"
-		    " $OUTBOX_PROMTOOL (%s); run scripts/get-promtool.sh\n",
-		    promtool ? promtool : "unset");
-		return;
-	}
 	char *text = ts_scrape(port);
-	char path[300], cmd[900], out_path[320];
-	snprintf(path, sizeof(path), "%s/scrape-%d.txt", ts_tmpdir(), port);
-	FILE *f = fopen(path, "w");
-	ck_assert_ptr_nonnull(f);
-	fputs(text, f);
-	fclose(f);
-	snprintf(out_path, sizeof(out_path), "%s.out", path);
-	snprintf(cmd, sizeof(cmd), "'%s' check metrics < '%s' > '%s' 2>&1", promtool, path,
-	    out_path);
-	int rc = system(cmd);
-	char *out = ts_read_file(out_path);
-	ck_assert_msg(WIFEXITED(rc) && WEXITSTATUS(rc) == 0, "promtool check metrics: %s\n%s",
-	    out ? out : "", text);
-	free(out);
+	ts_promtool_check("test_consumer_metrics", text);
 	free(text);
 }
 

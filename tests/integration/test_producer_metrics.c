@@ -93,34 +93,6 @@ expect(const char *murl, const char *series, double want)
 	ck_assert_msg(v == want, "%s = %g, want %g", series, v, want);
 }
 
-/* promtool check metrics on text, or say SKIPPED. */
-static void
-promtool_check(const char *text)
-{
-	const char *promtool = getenv("OUTBOX_PROMTOOL");
-	struct stat st;
-	if (promtool == NULL || stat(promtool, &st) != 0) {
-		fprintf(stderr, "test_producer_metrics: SKIPPED promtool check: no promtool at"
-		    " $OUTBOX_PROMTOOL (%s); run scripts/get-promtool.sh BUILD/tools\n",
-		    promtool ? promtool : "unset");
-		return;
-	}
-	char path[300], cmd[800], out[4096];
-	snprintf(path, sizeof(path), "%s/metrics-%d.txt", ts_tmpdir(), (int)getpid());
-	FILE *f = fopen(path, "w");
-	ck_assert_ptr_nonnull(f);
-	fputs(text, f);
-	fclose(f);
-	snprintf(cmd, sizeof(cmd), "'%s' check metrics < '%s' 2>&1", promtool, path);
-	FILE *p = popen(cmd, "r");
-	ck_assert_ptr_nonnull(p);
-	size_t n = fread(out, 1, sizeof(out) - 1, p);
-	out[n] = '\0';
-	int st_ = pclose(p);
-	ck_assert_msg(WIFEXITED(st_) && WEXITSTATUS(st_) == 0, "promtool check metrics: %s", out);
-	unlink(path);
-}
-
 static bool
 file_contains(const char *path, const char *needle)
 {
@@ -235,7 +207,7 @@ START_TEST(test_counters_move)
 	ck_assert(strstr(text, path) == NULL);
 	ck_assert(strstr(text, "/v1/reports/99999") == NULL); /* not a float that happens to hold 99999 */
 	ck_assert(strstr(text, "idempotency_key") == NULL);
-	promtool_check(text);
+	ts_promtool_check("test_producer_metrics", text);
 	free(text);
 	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM app.bug_reports"), 2);
 

@@ -25,29 +25,8 @@
 static void
 promtool_check(int port)
 {
-	const char *promtool = getenv("OUTBOX_PROMTOOL");
-	if (promtool == NULL || access(promtool, X_OK) != 0) {
-		fprintf(stderr, "test_relay_metrics: promtool check SKIPPED: no promtool at"
-		    " $OUTBOX_PROMTOOL (%s); run scripts/get-promtool.sh\n",
-		    promtool ? promtool : "unset");
-		return;
-	}
 	char *text = ts_scrape(port);
-	char path[300], cmd[900];
-	snprintf(path, sizeof(path), "%s/scrape-%d.txt", ts_tmpdir(), port);
-	FILE *f = fopen(path, "w");
-	ck_assert_ptr_nonnull(f);
-	fputs(text, f);
-	fclose(f);
-	snprintf(cmd, sizeof(cmd), "'%s' check metrics < '%s' > '%s.out' 2>&1", promtool,
-	    path, path);
-	int rc = system(cmd);
-	char out_path[320];
-	snprintf(out_path, sizeof(out_path), "%s.out", path);
-	char *out = ts_read_file(out_path);
-	ck_assert_msg(WIFEXITED(rc) && WEXITSTATUS(rc) == 0, "promtool check metrics: %s\n%s",
-	    out ? out : "", text);
-	free(out);
+	ts_promtool_check("test_relay_metrics", text);
 	free(text);
 }
 

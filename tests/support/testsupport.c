@@ -357,6 +357,36 @@ ts_http_wait_status(int port, const char *method, const char *path, int want,
 	return st;
 }
 
+bool
+ts_promtool_check(const char *who, const char *text)
+{
+	const char *promtool = getenv("OUTBOX_PROMTOOL");
+	if (promtool == NULL || access(promtool, X_OK) != 0)
+		promtool = access("/usr/bin/promtool", X_OK) == 0 ? "/usr/bin/promtool" : NULL;
+	if (promtool == NULL) {
+		fprintf(stderr, "%s: promtool check SKIPPED: no promtool at $OUTBOX_PROMTOOL"
+		    " (%s) or /usr/bin; run scripts/get-promtool.sh\n", who,
+		    getenv("OUTBOX_PROMTOOL") ? getenv("OUTBOX_PROMTOOL") : "unset");
+		return false;
+	}
+	static int seq;
+	char path[512], outpath[530], cmd[1800];
+	snprintf(path, sizeof(path), "%s/promtool-%d-%d.txt", ts_tmpdir(), (int)getpid(), ++seq);
+	snprintf(outpath, sizeof(outpath), "%s.out", path);
+	FILE *f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs(text, f);
+	fclose(f);
+	snprintf(cmd, sizeof(cmd), "'%s' check metrics < '%s' > '%s' 2>&1", promtool, path,
+	    outpath);
+	int rc = system(cmd);
+	char *out = ts_read_file(outpath);
+	ck_assert_msg(rc != -1 && WIFEXITED(rc) && WEXITSTATUS(rc) == 0,
+	    "promtool check metrics: %s\non:\n%s", out ? out : "", text);
+	free(out);
+	return true;
+}
+
 char *
 ts_scrape(int port)
 {

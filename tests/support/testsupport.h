@@ -112,6 +112,12 @@ int ts_http_wait_status(int port, const char *method, const char *path, int want
 /* GET /metrics on 127.0.0.1:<port>; it must answer 200. Caller frees. */
 char *ts_scrape(int port);
 
+/* `promtool check metrics` on an exposition text: asserts it passes. The
+ * promtool is $OUTBOX_PROMTOOL (scripts/get-promtool.sh), else
+ * /usr/bin/promtool. Without one it says "who: promtool check SKIPPED" on
+ * stderr and returns false; true when the check ran. */
+bool ts_promtool_check(const char *who, const char *text);
+
 /* The value of one series ("name" or "name{labels}", exactly as exposed)
  * in a Prometheus exposition text, or -1 when it is absent. */
 double ts_metric_value(const char *exposition, const char *series);

@@ -210,27 +210,10 @@ START_TEST(test_dropped)
 }
 END_TEST
 
-static const char *
-promtool_path(void)
-{
-	const char *p = getenv("OUTBOX_PROMTOOL");
-	if (p != NULL && access(p, X_OK) == 0)
-		return p;
-	if (access("/usr/bin/promtool", X_OK) == 0)
-		return "/usr/bin/promtool";
-	return NULL;
-}
-
 /* A registry shaped like the programs' (names, labels, histograms) passes
  * `promtool check metrics` with no lint complaint. */
 START_TEST(test_promtool)
 {
-	const char *promtool = promtool_path();
-	if (promtool == NULL) {
-		fprintf(stderr, "test_promtool: SKIPPED: promtool not found (run"
-		    " scripts/get-promtool.sh, or set OUTBOX_PROMTOOL)\n");
-		return;
-	}
 	struct ob_metrics *m;
 	ck_assert_int_eq(ob_metrics_new(64, &m), OB_OK);
 	const char *outcomes[] = { "applied", "duplicate", "retry", "reject" };
@@ -252,19 +235,7 @@ START_TEST(test_promtool)
 	char *t = render(m);
 	ob_metrics_free(m);
 
-	char path[512], cmd[1200], outpath[512];
-	snprintf(path, sizeof path, "%s/metrics.txt", ts_tmpdir());
-	snprintf(outpath, sizeof outpath, "%s/promtool.out", ts_tmpdir());
-	FILE *f = fopen(path, "w");
-	ck_assert_ptr_nonnull(f);
-	fputs(t, f);
-	fclose(f);
-	snprintf(cmd, sizeof cmd, "'%s' check metrics < '%s' > '%s' 2>&1", promtool, path, outpath);
-	int st = system(cmd);
-	char *out = ts_read_file(outpath);
-	ck_assert_msg(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
-	    "promtool exit %d: %s\non:\n%s", WEXITSTATUS(st), out ? out : "", t);
-	free(out);
+	ts_promtool_check("test_promtool", t);
 	free(t);
 }
 END_TEST
