@@ -60,15 +60,30 @@ ob_key_state_name(enum ob_key_state s)
 	return "unknown";
 }
 
+/* The stored response at columns col (status) and col + 1 (body) of res. */
+static int
+stored_response(const PGresult *res, int col, struct ob_key_claim *c, const char *what,
+    char *err, size_t errlen)
+{
+	c->response_status = PQgetisnull(res, 0, col) ? 0 : (int)ob_pg_int64(res, 0, col);
+	if (!PQgetisnull(res, 0, col + 1) &&
+	    (c->response_body = strdup(PQgetvalue(res, 0, col + 1))) == NULL) {
+		snprintf(err, errlen, "%s: out of memory", what);
+		return OB_ENOMEM;
+	}
+	return OB_OK;
+}
+
 /* The upsert, after a look for a DONE row: a replay (or a reuse of the key
  * for another body) is answered from that read alone, with no row lock, no
  * transaction id and so no WAL flush; replays are the common retry. Done is
- * final, so reading it without a lock is safe. Otherwise: (fence, takeover)
- * when this caller now holds the key, or neither (the row is read next). */
+ * final, so reading it without a lock is safe: row->state is then DONE.
+ * Otherwise: (fence, takeover) when this caller now holds the key, or
+ * neither (row->state stays ABSENT and the row is read next). */
 static int
 try_take(PGconn *conn, const char *table, const char *key, const void *fp,
     size_t fplen, int64_t lease_ms, bool *taken, struct ob_key_claim *c,
-    bool *done, struct ob_key_row *row, char *err, size_t errlen)
+    struct ob_key_row *row, char *err, size_t errlen)
 {
 	char sql[1536], lease[24];
 	snprintf(sql, sizeof(sql),
@@ -98,22 +113,17 @@ try_take(PGconn *conn, const char *table, const char *key, const void *fp,
 	snprintf(name, sizeof(name), "ob_keyclaim_take:%s", table);
 	PGresult *res = ob_pg_exec_prepared(conn, name, sql, 3, params, lens, formats);
 	int rc = ob_pg_check(res, PGRES_TUPLES_OK, "claim key", err, errlen);
-	*taken = *done = false;
+	*taken = false;
+	row->state = OB_KEY_ABSENT;
 	if (rc == OB_OK && PQntuples(res) == 1 && PQgetvalue(res, 0, 0)[0] == 't') {
 		*taken = true;
 		c->fence = ob_pg_int64(res, 0, 1);
 		c->takeover = c->fence > 1;
 	} else if (rc == OB_OK && PQntuples(res) == 1) {
-		*done = true;
 		row->state = OB_KEY_DONE;
 		row->fingerprint_matches = PQgetvalue(res, 0, 2)[0] == 't';
 		row->lease_live = false;
-		c->response_status = PQgetisnull(res, 0, 3) ? 0 : (int)ob_pg_int64(res, 0, 3);
-		if (!PQgetisnull(res, 0, 4) &&
-		    (c->response_body = strdup(PQgetvalue(res, 0, 4))) == NULL) {
-			snprintf(err, errlen, "claim key: out of memory");
-			rc = OB_ENOMEM;
-		}
+		rc = stored_response(res, 3, c, "claim key", err, errlen);
 	}
 	PQclear(res);
 	return rc;
@@ -145,12 +155,7 @@ read_row(PGconn *conn, const char *table, const char *key, const void *fp,
 			row->fingerprint_matches = PQgetvalue(res, 0, 1)[0] == 't';
 			row->lease_live = PQgetvalue(res, 0, 2)[0] == 't';
 			out->retry_after_ms = ob_pg_int64(res, 0, 3);
-			out->response_status = PQgetisnull(res, 0, 4) ? 0 : (int)ob_pg_int64(res, 0, 4);
-			if (!PQgetisnull(res, 0, 5) &&
-			    (out->response_body = strdup(PQgetvalue(res, 0, 5))) == NULL) {
-				snprintf(err, errlen, "read key: out of memory");
-				rc = OB_ENOMEM;
-			}
+			rc = stored_response(res, 4, out, "read key", err, errlen);
 		}
 	}
 	PQclear(res);
@@ -165,9 +170,9 @@ ob_keyclaim_claim(PGconn *conn, const char *table, const char *key,
 	for (int attempt = 0; attempt < KEYCLAIM_MAX_TRIES; attempt++) {
 		struct ob_key_claim c;
 		memset(&c, 0, sizeof(c));
-		bool taken = false, done = false, found = true;
+		bool taken = false, found = true;
 		struct ob_key_row row;
-		int rc = try_take(conn, table, key, fp, fplen, lease_ms, &taken, &c, &done, &row,
+		int rc = try_take(conn, table, key, fp, fplen, lease_ms, &taken, &c, &row,
 		    err, errlen);
 		if (rc != OB_OK) {
 			ob_keyclaim_result_fini(&c);
@@ -178,7 +183,7 @@ ob_keyclaim_claim(PGconn *conn, const char *table, const char *key,
 			*out = c;
 			return OB_OK;
 		}
-		if (!done)
+		if (row.state != OB_KEY_DONE)
 			rc = read_row(conn, table, key, fp, fplen, &row, &c, &found, err, errlen);
 		if (rc != OB_OK) {
 			ob_keyclaim_result_fini(&c);
