@@ -23,9 +23,14 @@
 #define ORDERED 200     /* of the new messages, with an ordering key */
 #define PRODUCER_REQUESTS 100 /* creates, each replayed and looked up */
 
-static const char *const big_tables[] = { "outbox.messages", "inbox.processed",
-	"inbox.notifications" };
-#define NTABLES (sizeof(big_tables) / sizeof(big_tables[0]))
+#define STR_(x) #x
+#define STR(x) STR_(x)
+#define HISTORY " FROM generate_series(1, " STR(OLD_ROWS) ") g"
+
+/* Delivered messages from before the test, in every database it makes. */
+static const char old_messages_sql[] =
+    "INSERT INTO outbox.messages (topic, idempotency_key, payload, status, delivered_at)"
+    " SELECT 'old', 'old-' || g, '{}', 'delivered', now()" HISTORY;
 
 static int64_t
 table_stat(PGconn *conn, const char *column, const char *table)
@@ -37,24 +42,52 @@ table_stat(PGconn *conn, const char *column, const char *table)
 	return ts_query_int(conn, sql);
 }
 
+/* Sequential scans of some tables, counted from scan_watch_start on. */
+struct scan_watch {
+	const char *const *tables;
+	size_t n;
+	int64_t before[4];
+};
+
+static void
+scan_watch_start(PGconn *conn, struct scan_watch *w)
+{
+	/* This session's own counts first (flushed at the end of the next
+	 * transaction), so that what follows is counted alone. */
+	ts_exec(conn, "SELECT pg_stat_force_next_flush()");
+	ts_exec(conn, "SELECT 1");
+	ck_assert(w->n <= sizeof(w->before) / sizeof(w->before[0]));
+	for (size_t t = 0; t < w->n; t++)
+		w->before[t] = table_stat(conn, "seq_scan", w->tables[t]);
+}
+
+/* A backend's statistics reach the shared counters when it exits: wait
+ * until inserted_table counts min_inserted inserts (the programs under test
+ * have exited and been counted), then assert no table was scanned. */
+static void
+scan_watch_check(PGconn *conn, const struct scan_watch *w, const char *inserted_table,
+    int64_t min_inserted, const char *during)
+{
+	char sql[256];
+	snprintf(sql, sizeof(sql),
+	    "SELECT (n_tup_ins >= %lld)::int FROM pg_stat_user_tables"
+	    " WHERE relid = '%s'::regclass", (long long)min_inserted, inserted_table);
+	ck_assert_int_eq(ts_wait_value(conn, sql, 1, 30000), 1);
+	for (size_t t = 0; t < w->n; t++) {
+		int64_t scans = table_stat(conn, "seq_scan", w->tables[t]) - w->before[t];
+		ck_assert_msg(scans == 0, "%lld sequential scans of %s during %s",
+		    (long long)scans, w->tables[t], during);
+	}
+}
+
 static void
 fill_history(PGconn *conn)
 {
-	char sql[1024];
-	snprintf(sql, sizeof(sql),
-	    "INSERT INTO outbox.messages (topic, idempotency_key, payload, status, delivered_at)"
-	    " SELECT 'old', 'old-' || g, '{}', 'delivered', now()"
-	    " FROM generate_series(1, %d) g", OLD_ROWS);
-	ts_exec(conn, sql);
-	snprintf(sql, sizeof(sql),
-	    "INSERT INTO inbox.processed (idempotency_key, topic, message_id, fence, fingerprint)"
-	    " SELECT 'old-' || g, 'old', g, 1, md5(g::text) FROM generate_series(1, %d) g",
-	    OLD_ROWS);
-	ts_exec(conn, sql);
-	snprintf(sql, sizeof(sql),
-	    "INSERT INTO inbox.notifications (idempotency_key, topic, payload, message_id)"
-	    " SELECT 'old-' || g, 'old', '{}', g FROM generate_series(1, %d) g", OLD_ROWS);
-	ts_exec(conn, sql);
+	ts_exec(conn, old_messages_sql);
+	ts_exec(conn, "INSERT INTO inbox.processed (idempotency_key, topic, message_id, fence,"
+	    " fingerprint) SELECT 'old-' || g, 'old', g, 1, md5(g::text)" HISTORY);
+	ts_exec(conn, "INSERT INTO inbox.notifications (idempotency_key, topic, payload,"
+	    " message_id) SELECT 'old-' || g, 'old', '{}', g" HISTORY);
 	ts_exec(conn, "ANALYZE"); /* what autovacuum does in time */
 }
 
@@ -81,13 +114,10 @@ START_TEST(test_drain_never_scans_a_big_table)
 	fill_history(conn);
 	enqueue_new(conn);
 
-	/* This session's own counts first (flushed at the end of the next
-	 * transaction), so that the numbers below are the drain's alone. */
-	ts_exec(conn, "SELECT pg_stat_force_next_flush()");
-	ts_exec(conn, "SELECT 1");
-	int64_t seq_before[NTABLES];
-	for (size_t t = 0; t < NTABLES; t++)
-		seq_before[t] = table_stat(conn, "seq_scan", big_tables[t]);
+	static const char *const tables[] = { "outbox.messages", "inbox.processed",
+		"inbox.notifications" };
+	struct scan_watch watch = { tables, 3, { 0 } };
+	scan_watch_start(conn, &watch);
 	int64_t inserted_before = table_stat(conn, "n_tup_ins", "inbox.notifications");
 
 	ts_ipc_url("consumer", url, sizeof(url));
@@ -109,19 +139,8 @@ START_TEST(test_drain_never_scans_a_big_table)
 	ts_stop(cpid, SIGTERM);
 	ck_assert_int_eq(left, 0);
 
-	/* A backend's statistics reach the shared counters when it exits; wait
-	 * until the consumer's inserts are counted, then read the scans. */
-	char sql[256];
-	snprintf(sql, sizeof(sql),
-	    "SELECT (n_tup_ins >= %lld)::int FROM pg_stat_user_tables"
-	    " WHERE relid = 'inbox.notifications'::regclass",
-	    (long long)(inserted_before + NEW_MESSAGES - REUSED_KEYS));
-	ck_assert_int_eq(ts_wait_value(conn, sql, 1, 30000), 1);
-	for (size_t t = 0; t < NTABLES; t++) {
-		int64_t scans = table_stat(conn, "seq_scan", big_tables[t]) - seq_before[t];
-		ck_assert_msg(scans == 0, "%lld sequential scans of %s during the drain",
-		    (long long)scans, big_tables[t]);
-	}
+	scan_watch_check(conn, &watch, "inbox.notifications",
+	    inserted_before + NEW_MESSAGES - REUSED_KEYS, "the drain");
 	/* What the drain did: new keys applied, reused keys refused. */
 	ck_assert_int_eq(ts_query_int(conn,
 	    "SELECT count(*) FROM inbox.notifications WHERE topic = 'new'"),
@@ -207,31 +226,18 @@ START_TEST(test_producer_requests_never_scan)
 {
 	static const char *const tables[] = { "app.idempotency_keys", "app.bug_reports",
 		"outbox.messages" };
-	char db[TS_CONNINFO_MAX], sql[1024], key[64], path[128];
+	char db[TS_CONNINFO_MAX], key[64], path[128];
 	ts_db_create("scanprod", "outbox", db, sizeof(db));
 	PGconn *conn = ts_connect(db);
-	snprintf(sql, sizeof(sql),
-	    "INSERT INTO app.bug_reports (title, module, severity, idempotency_key)"
-	    " SELECT 'old', 'editor', 'low', 'old-' || g FROM generate_series(1, %d) g",
-	    OLD_ROWS);
-	ts_exec(conn, sql);
-	snprintf(sql, sizeof(sql),
-	    "INSERT INTO outbox.messages (topic, idempotency_key, payload, status, delivered_at)"
-	    " SELECT 'report.created', 'old-' || g, '{}', 'delivered', now()"
-	    " FROM generate_series(1, %d) g", OLD_ROWS);
-	ts_exec(conn, sql);
-	snprintf(sql, sizeof(sql),
-	    "INSERT INTO app.idempotency_keys (idempotency_key, fingerprint, state, fence,"
-	    "   lease_until, response_status, response_body)"
-	    " SELECT 'old-' || g, md5(g::text), 'done', 1, now(), 201, '{}'"
-	    " FROM generate_series(1, %d) g", OLD_ROWS);
-	ts_exec(conn, sql);
+	ts_exec(conn, "INSERT INTO app.bug_reports (title, module, severity, idempotency_key)"
+	    " SELECT 'old', 'editor', 'low', 'old-' || g" HISTORY);
+	ts_exec(conn, old_messages_sql);
+	ts_exec(conn, "INSERT INTO app.idempotency_keys (idempotency_key, fingerprint, state,"
+	    " fence, lease_until, response_status, response_body)"
+	    " SELECT 'old-' || g, md5(g::text), 'done', 1, now(), 201, '{}'" HISTORY);
 	ts_exec(conn, "ANALYZE");
-	ts_exec(conn, "SELECT pg_stat_force_next_flush()");
-	ts_exec(conn, "SELECT 1");
-	int64_t before[3];
-	for (int t = 0; t < 3; t++)
-		before[t] = table_stat(conn, "seq_scan", tables[t]);
+	struct scan_watch watch = { tables, 3, { 0 } };
+	scan_watch_start(conn, &watch);
 
 	struct pt_server srv;
 	pt_serve(db, NULL, &srv);
@@ -254,16 +260,8 @@ START_TEST(test_producer_requests_never_scan)
 	ck_assert_msg(r.status == 200, "old lookup: %d %s", r.status, r.body);
 	ts_stop(srv.pid, SIGTERM);
 
-	/* The serving threads' statistics arrive when their backends exit. */
-	snprintf(sql, sizeof(sql),
-	    "SELECT (n_tup_ins >= %d)::int FROM pg_stat_user_tables"
-	    " WHERE relid = 'app.bug_reports'::regclass", OLD_ROWS + PRODUCER_REQUESTS);
-	ck_assert_int_eq(ts_wait_value(conn, sql, 1, 30000), 1);
-	for (int t = 0; t < 3; t++) {
-		int64_t scans = table_stat(conn, "seq_scan", tables[t]) - before[t];
-		ck_assert_msg(scans == 0, "%lld sequential scans of %s during the requests",
-		    (long long)scans, tables[t]);
-	}
+	scan_watch_check(conn, &watch, "app.bug_reports", OLD_ROWS + PRODUCER_REQUESTS,
+	    "the requests");
 	ck_assert_int_eq(ts_query_int(conn,
 	    "SELECT count(*) FROM app.bug_reports WHERE idempotency_key LIKE 'scan-%'"),
 	    PRODUCER_REQUESTS);
