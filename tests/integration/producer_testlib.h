@@ -6,6 +6,7 @@
 #ifndef OUTBOX_PRODUCER_TESTLIB_H
 #define OUTBOX_PRODUCER_TESTLIB_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,5 +102,28 @@ pt_report_id(const char *body)
 }
 
 #define PT_BODY "{\"title\":\"Crash on save\",\"module\":\"editor\",\"severity\":\"high\"}"
+
+/* A POST of PT_BODY in its own thread (pt_post_start / pthread_join). */
+struct pt_poster {
+	const char *url, *key;
+	struct pt_reply r;
+	pthread_t t;
+};
+
+static inline void *
+pt_poster_main(void *arg)
+{
+	struct pt_poster *p = arg;
+	pt_post(p->url, p->key, PT_BODY, &p->r);
+	return NULL;
+}
+
+/* Wait (30 s at most) until the log at path holds needle; assert it does. */
+static inline void
+pt_wait_log(const char *path, const char *needle)
+{
+	ck_assert_msg(ts_log_wait(path, needle, 1, 30000) >= 1, "%s never logged %s", path,
+	    needle);
+}
 
 #endif

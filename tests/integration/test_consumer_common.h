@@ -140,33 +140,4 @@ cc_call1(struct cc_conn *c, struct ob_wire_msg m, char *detail, size_t detaillen
 	return st;
 }
 
-/* Poll a log file until it contains needle (true) or timeout_ms passes. */
-CC_API bool
-cc_wait_log(const char *path, const char *needle, int timeout_ms)
-{
-	int64_t end = ts_now_ms() + timeout_ms;
-	for (;;) {
-		char *s = ts_read_file(path);
-		bool found = s != NULL && strstr(s, needle) != NULL;
-		free(s);
-		if (found)
-			return true;
-		if (ts_now_ms() >= end)
-			return false;
-		usleep(50 * 1000);
-	}
-}
-
-/* Occurrences of needle in a log file. */
-CC_API int
-cc_count_log(const char *path, const char *needle)
-{
-	char *s = ts_read_file(path);
-	int n = 0;
-	for (const char *p = s; p != NULL && (p = strstr(p, needle)) != NULL; p++)
-		n++;
-	free(s);
-	return n;
-}
-
 #endif

@@ -97,8 +97,8 @@ START_TEST(test_fingerprint_contract)
 	PQfinish(conn);
 	cc_close(&c);
 	ts_stop(pid, SIGTERM);
-	ck_assert_msg(cc_wait_log(log, "fingerprint_mismatch=4", 1000), "counter not logged");
-	ck_assert_msg(cc_wait_log(log, "duplicate=4", 1000), "duplicates not counted");
+	ck_assert_msg(ts_log_wait(log, "fingerprint_mismatch=4", 1, 1000) >= 1, "counter not logged");
+	ck_assert_msg(ts_log_wait(log, "duplicate=4", 1, 1000) >= 1, "duplicates not counted");
 }
 END_TEST
 
@@ -125,7 +125,7 @@ interleave(bool dedup, int *b_first, int *b_second, int64_t *rows)
 	cc_send(&ca, &m, 1);
 	/* A has written the dedup record and the effect and now sleeps before
 	 * its COMMIT. */
-	ck_assert_msg(cc_wait_log(log_a, "fault=consumer.slow", 20000), "A never held");
+	ck_assert_msg(ts_log_wait(log_a, "fault=consumer.slow", 1, 20000) >= 1, "A never held");
 	int64_t t0 = ts_now_ms();
 	*b_first = cc_call1(&cb, m, NULL, 0);
 	if (dedup)
@@ -254,7 +254,7 @@ START_TEST(test_retention)
 	    30000), 0);
 	ck_assert_int_eq(ts_query_int(conn, "SELECT count(*) FROM inbox.processed"), 10);
 	/* Told the relay redelivers for 24 h: warned that 1 h is shorter. */
-	ck_assert(cc_wait_log(log, "consumer.retention.short", 5000));
+	ck_assert(ts_log_wait(log, "consumer.retention.short", 1, 5000) >= 1);
 
 	/* A message older than the retention is never applied blindly. */
 	struct cc_conn c;
@@ -273,7 +273,7 @@ START_TEST(test_retention)
 	ck_assert_int_eq(ts_query_int(conn, "SELECT count(*) FROM inbox.notifications"), 1);
 	cc_close(&c);
 	ts_stop(pid, SIGTERM);
-	ck_assert(cc_wait_log(log, "purged=2500", 1000));
+	ck_assert(ts_log_wait(log, "purged=2500", 1, 1000) >= 1);
 	PQfinish(conn);
 
 	/* A retention shorter than its minimum is refused before anything opens. */
@@ -364,8 +364,8 @@ START_TEST(test_scale_out)
 	ck_assert_int_eq(sb.applied + sb.duplicate, SCALE_KEYS);
 	ck_assert_int_eq(sc.applied + sc.duplicate, SCALE_KEYS);
 	/* Both consumers did part of the work. */
-	ck_assert(cc_count_log(log_a, "consumer.batch.done") > 0);
-	ck_assert(cc_count_log(log_b, "consumer.batch.done") > 0);
+	ck_assert(ts_log_count(log_a, "consumer.batch.done") > 0);
+	ck_assert(ts_log_count(log_b, "consumer.batch.done") > 0);
 	PGconn *conn = ts_connect(db);
 	ck_assert_int_eq(ts_query_int(conn, "SELECT count(*) FROM inbox.notifications"),
 	    SCALE_KEYS);

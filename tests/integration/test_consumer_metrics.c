@@ -60,7 +60,7 @@ consumer_spawn(char *log, const char *db, const char *url, int port,
 static void
 wait_serving(const char *log, int port)
 {
-	ck_assert_msg(cc_wait_log(log, "consumer.started", 60 * T_SEC), "never started: %s", log);
+	ck_assert_msg(ts_log_wait(log, "consumer.started", 1, 60 * T_SEC) >= 1, "never started: %s", log);
 	ck_assert_int_eq(ts_http_wait_status(port, "GET", "/healthz", 200, 30 * T_SEC), 200);
 }
 
@@ -212,7 +212,7 @@ START_TEST(test_counters_move_and_readiness)
 
 	kill(pid, SIGTERM);
 	ck_assert_int_eq(ts_wait_exit(pid, 30 * T_SEC), 0);
-	ck_assert(cc_count_log(log, "consumer.db.reconnected") >= 2);
+	ck_assert(ts_log_count(log, "consumer.db.reconnected") >= 2);
 	assert_no_password_json_log(log);
 
 	/* The start-up error of an unreachable database: redacted. */

@@ -177,49 +177,6 @@ START_TEST(test_dead_holder_busy_then_taken_over)
 }
 END_TEST
 
-struct poster {
-	const char *url, *key;
-	struct pt_reply r;
-	pthread_t t;
-};
-
-static void *
-poster_main(void *arg)
-{
-	struct poster *p = arg;
-	pt_post(p->url, p->key, PT_BODY, &p->r);
-	return NULL;
-}
-
-static bool
-log_contains(const char *path, const char *needle)
-{
-	char *s = ts_read_file(path);
-	bool yes = s != NULL && strstr(s, needle) != NULL;
-	free(s);
-	return yes;
-}
-
-static void
-wait_log(const char *path, const char *needle)
-{
-	int64_t deadline = ts_now_ms() + 30000;
-	while (!log_contains(path, needle) && ts_now_ms() < deadline)
-		usleep(5000);
-	ck_assert_msg(log_contains(path, needle), "%s never logged %s", path, needle);
-}
-
-static int
-log_count(const char *path, const char *needle)
-{
-	char *s = ts_read_file(path);
-	int n = 0;
-	for (const char *p = s; p != NULL && (p = strstr(p, needle)) != NULL; p++)
-		n++;
-	free(s);
-	return n;
-}
-
 /* split: both requests are past the key check, asleep in the slow point at
  * the same time (an explicit interleaving: the second is sent only once the
  * first sleeps, and awaited until it sleeps too). Either may wake and
@@ -231,15 +188,12 @@ log_count(const char *path, const char *needle)
 static void
 split_pair(const char *url, const char *log, long long *id_a, long long *id_b)
 {
-	struct poster a = { .url = url, .key = "pair-1" };
-	struct poster b = { .url = url, .key = "pair-1" };
-	pthread_create(&a.t, NULL, poster_main, &a);
-	wait_log(log, "fault=producer.slow");
-	pthread_create(&b.t, NULL, poster_main, &b);
-	int64_t deadline = ts_now_ms() + 30000;
-	while (log_count(log, "fault=producer.slow") < 2 && ts_now_ms() < deadline)
-		usleep(5000);
-	ck_assert_msg(log_count(log, "fault=producer.slow") == 2,
+	struct pt_poster a = { .url = url, .key = "pair-1" };
+	struct pt_poster b = { .url = url, .key = "pair-1" };
+	pthread_create(&a.t, NULL, pt_poster_main, &a);
+	pt_wait_log(log, "fault=producer.slow");
+	pthread_create(&b.t, NULL, pt_poster_main, &b);
+	ck_assert_msg(ts_log_wait(log, "fault=producer.slow", 2, 30000) == 2,
 	    "the second request never reached the slow point");
 	pthread_join(a.t, NULL);
 	pthread_join(b.t, NULL);
@@ -274,9 +228,9 @@ concurrent_pair(const char *mode, int *saw_409, long long *id_a, long long *id_b
 	if (strcmp(mode, "split") == 0) {
 		split_pair(s.url, s.log, id_a, id_b);
 	} else {
-		struct poster a = { .url = s.url, .key = "pair-1" };
-		pthread_create(&a.t, NULL, poster_main, &a);
-		wait_log(s.log, "fault=producer.slow");
+		struct pt_poster a = { .url = s.url, .key = "pair-1" };
+		pthread_create(&a.t, NULL, pt_poster_main, &a);
+		pt_wait_log(s.log, "fault=producer.slow");
 		struct pt_reply b;
 		pt_post(s.url, "pair-1", PT_BODY, &b);
 		while (b.status == 409) {
@@ -324,8 +278,8 @@ slow_takeover(bool fencing, long long *id_a, long long *id_b)
 	char *extra[] = { "--lease", "500ms", "--max-processing", "400ms", "--fault-slow", "1",
 		"--fault-slow-ms", "800ms", fencing ? NULL : "--no-fencing", NULL };
 	pt_serve(db, extra, &s);
-	struct poster a = { .url = s.url, .key = "slow-1" };
-	pthread_create(&a.t, NULL, poster_main, &a);
+	struct pt_poster a = { .url = s.url, .key = "slow-1" };
+	pthread_create(&a.t, NULL, pt_poster_main, &a);
 	/* Wait for the first claim's lease to run out (it is still asleep). */
 	ts_wait_value(c, "SELECT count(*) FROM app.idempotency_keys WHERE state = 'started'"
 	    " AND lease_until < clock_timestamp()", 1, 20000);
@@ -378,7 +332,7 @@ START_TEST(test_keys_expire_in_batches)
 		ck_assert_int_eq(r.status, 201);
 	}
 	ck_assert_int_eq(ts_wait_value(c, "SELECT count(*) FROM app.idempotency_keys", 0, 30000), 0);
-	ck_assert(log_contains(s.log, "producer.keygc.deleted"));
+	ck_assert((ts_log_count(s.log, "producer.keygc.deleted") > 0));
 	/* After expiry the same key is a new request (documented policy). */
 	pt_post(s.url, "gc-0", PT_BODY, &r);
 	ck_assert_int_eq(r.status, 201);

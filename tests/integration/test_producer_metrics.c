@@ -93,38 +93,6 @@ expect(const char *murl, const char *series, double want)
 	ck_assert_msg(v == want, "%s = %g, want %g", series, v, want);
 }
 
-static bool
-file_contains(const char *path, const char *needle)
-{
-	char *s = ts_read_file(path);
-	bool yes = s != NULL && strstr(s, needle) != NULL;
-	free(s);
-	return yes;
-}
-
-static void
-wait_log(const char *path, const char *needle)
-{
-	int64_t deadline = ts_now_ms() + 30000;
-	while (!file_contains(path, needle) && ts_now_ms() < deadline)
-		usleep(5000);
-	ck_assert_msg(file_contains(path, needle), "%s never logged %s", path, needle);
-}
-
-struct poster {
-	const char *url, *key;
-	struct pt_reply r;
-	pthread_t t;
-};
-
-static void *
-poster_main(void *arg)
-{
-	struct poster *p = arg;
-	pt_post(p->url, p->key, PT_BODY, &p->r);
-	return NULL;
-}
-
 START_TEST(test_counters_move)
 {
 	char db[TS_CONNINFO_MAX], sdb[TS_CONNINFO_MAX + 32], murl[80], path[64];
@@ -148,9 +116,9 @@ START_TEST(test_counters_move)
 	free(text);
 
 	/* A create held in the slow point; the same key meanwhile: 409. */
-	struct poster a = { .url = s.url, .key = "m-1" };
-	pthread_create(&a.t, NULL, poster_main, &a);
-	wait_log(s.log, "fault=producer.slow");
+	struct pt_poster a = { .url = s.url, .key = "m-1" };
+	pthread_create(&a.t, NULL, pt_poster_main, &a);
+	pt_wait_log(s.log, "fault=producer.slow");
 	pt_post(s.url, "m-1", PT_BODY, &r);
 	ck_assert_int_eq(r.status, 409);
 	pthread_join(a.t, NULL);
@@ -219,8 +187,8 @@ START_TEST(test_counters_move)
 
 	ts_stop(s.pid, SIGTERM);
 	/* The log saw the bad requests and the whole run, never the password. */
-	ck_assert(file_contains(s.log, "producer.started"));
-	ck_assert_msg(!file_contains(s.log, SECRET), "the log shows the password: %s", s.log);
+	ck_assert((ts_log_count(s.log, "producer.started") > 0));
+	ck_assert_msg(!(ts_log_count(s.log, SECRET) > 0), "the log shows the password: %s", s.log);
 	PQfinish(c);
 }
 END_TEST
@@ -236,8 +204,8 @@ START_TEST(test_takeover_and_fenced_out)
 	char *extra[] = { "--lease", "500ms", "--max-processing", "400ms", "--fault-slow", "1",
 		"--fault-slow-ms", "800ms", NULL };
 	serve_metrics(sdb, extra, &s, murl, sizeof(murl));
-	struct poster a = { .url = s.url, .key = "t-1" };
-	pthread_create(&a.t, NULL, poster_main, &a);
+	struct pt_poster a = { .url = s.url, .key = "t-1" };
+	pthread_create(&a.t, NULL, pt_poster_main, &a);
 	ts_wait_value(c, "SELECT count(*) FROM app.idempotency_keys WHERE state = 'started'"
 	    " AND lease_until < clock_timestamp()", 1, 20000);
 	pt_post(s.url, "t-1", PT_BODY, &r);
@@ -252,7 +220,7 @@ START_TEST(test_takeover_and_fenced_out)
 	expect(murl, REQ("POST", "/v1/reports", "201"), 2);
 	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM app.bug_reports"), 1);
 	ts_stop(s.pid, SIGTERM);
-	ck_assert(!file_contains(s.log, SECRET));
+	ck_assert(!(ts_log_count(s.log, SECRET) > 0));
 	PQfinish(c);
 }
 END_TEST
@@ -303,7 +271,7 @@ START_TEST(test_readyz_follows_db)
 	ck_assert_int_eq(get(murl, "GET", "/readyz", &r), 200);
 	expect(murl, REQ("POST", "/v1/reports", "503"), 1);
 	ts_stop(s.pid, SIGTERM);
-	ck_assert(!file_contains(s.log, SECRET));
+	ck_assert(!(ts_log_count(s.log, SECRET) > 0));
 	PQfinish(c);
 }
 END_TEST

@@ -74,8 +74,8 @@ START_TEST(test_postgres_crash)
 	    " WHERE status = 'delivered'", 1, 30 * T_SEC);
 	PQfinish(conn);
 	pg_tmp("crash", dir);
-	ck_assert_int_ge(log_wait(rlog, "relay.db.lost", 1, 20 * T_SEC), 1);
-	ck_assert_int_ge(log_wait(rlog, "reconnect=1", 2, 30 * T_SEC), 2);
+	ck_assert_int_ge(ts_log_wait(rlog, "relay.db.lost", 1, 20 * T_SEC), 1);
+	ck_assert_int_ge(ts_log_wait(rlog, "reconnect=1", 2, 30 * T_SEC), 2);
 	ck_assert_int_eq(ts_wait_exit(rpid, 0), -1); /* still running */
 
 	conn = ts_connect(pdb);

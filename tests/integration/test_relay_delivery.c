@@ -71,7 +71,7 @@ START_TEST(test_garbage_reply_is_transient)
 	    "SELECT count(*) FROM outbox.messages WHERE status <> 'pending'"), 0);
 	ck_assert_int_eq(ts_query_int(conn,
 	    "SELECT count(*) FROM outbox.messages WHERE last_error LIKE 'bad reply from consumer ipc://%'"), 3);
-	ck_assert_int_ge(log_count(r.log, "relay.deliver.bad_reply dest=ipc://"), 1);
+	ck_assert_int_ge(ts_log_count(r.log, "relay.deliver.bad_reply dest=ipc://"), 1);
 	/* The same consumer starts answering properly: delivered. */
 	atomic_store(&fc.mode, FAKE_APPLIED);
 	ck_assert_int_eq(ts_wait_value(conn,
@@ -141,7 +141,7 @@ START_TEST(test_two_consumers_one_goes_away)
 	const char *extra[] = { "--poll-ms", "100", "--batch", "10", "--max-inflight", "4",
 		"--delivery-timeout-ms", "1s", "--lease-ms", "5s", NULL };
 	relay_start(&r, db, routes, extra);
-	ck_assert_int_eq(log_wait(r.log, "relay.db.connected", 1, 20 * T_SEC), 1);
+	ck_assert_int_eq(ts_log_wait(r.log, "relay.db.connected", 1, 20 * T_SEC), 1);
 	usleep(300 * 1000); /* let both pipes come up */
 	enqueue_n(conn, "t", "first", 200);
 	ck_assert_int_eq(ts_wait_value(conn,
@@ -186,14 +186,14 @@ START_TEST(test_outage_breaker_bounds_attempts)
 		"--breaker-threshold", "3", "--breaker-probe-interval", "500ms", NULL };
 	relay_start(&r, db, routes, extra);
 	/* The consumer is down for 5 s. */
-	ck_assert_int_eq(log_wait(r.log, "relay.breaker.open", 1, 20 * T_SEC), 1);
+	ck_assert_int_eq(ts_log_wait(r.log, "relay.breaker.open", 1, 20 * T_SEC), 1);
 	usleep(5000 * 1000);
 	ck_assert_int_eq(ts_query_int(conn,
 	    "SELECT count(*) FROM outbox.messages WHERE status = 'pending'"), 50);
 	/* Attempts that never reached a consumer are refunded. */
 	ck_assert_int_eq(ts_query_int(conn,
 	    "SELECT count(*) FROM outbox.messages WHERE attempts > 1"), 0);
-	ck_assert_int_ge(log_count(r.log, "relay.breaker.probe"), 2);
+	ck_assert_int_ge(ts_log_count(r.log, "relay.breaker.probe"), 2);
 
 	struct fake_consumer fc;
 	fake_start(&fc, url, FAKE_APPLIED);
@@ -201,7 +201,7 @@ START_TEST(test_outage_breaker_bounds_attempts)
 	    "SELECT count(*) FROM outbox.messages WHERE status = 'delivered'", 50, 30 * T_SEC), 50);
 	ck_assert_int_eq(ts_query_int(conn,
 	    "SELECT count(*) FROM outbox.messages WHERE status = 'dead'"), 0);
-	ck_assert_int_ge(log_count(r.log, "relay.breaker.closed"), 1);
+	ck_assert_int_ge(ts_log_count(r.log, "relay.breaker.closed"), 1);
 	ck_assert_int_eq(relay_stop(&r), 0);
 	/* Frames tried while down: the ones before the breaker opened (one
 	 * wave: up to 5) plus about one probe per 500 ms for ~6 s. Without
@@ -229,7 +229,7 @@ START_TEST(test_listen_reconnects)
 	/* Polling every 10 min: only a notification can wake the relay. */
 	const char *extra[] = { "--poll-ms", "10m", NULL };
 	relay_start(&r, db, routes, extra);
-	ck_assert_int_eq(log_wait(r.log, "relay.db.connected", 1, 20 * T_SEC), 1);
+	ck_assert_int_eq(ts_log_wait(r.log, "relay.db.connected", 1, 20 * T_SEC), 1);
 	usleep(300 * 1000);
 	enqueue_n(conn, "t", "before", 1);
 	ck_assert_int_eq(ts_wait_value(conn,
@@ -238,8 +238,8 @@ START_TEST(test_listen_reconnects)
 	ck_assert_int_eq(ts_query_int(conn,
 	    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
 	    " WHERE application_name = 'outbox-relay' AND datname = current_database()"), 1);
-	ck_assert_int_eq(log_wait(r.log, "relay.db.lost", 1, 20 * T_SEC), 1);
-	ck_assert_int_eq(log_wait(r.log, "reconnect=1", 1, 20 * T_SEC), 1);
+	ck_assert_int_eq(ts_log_wait(r.log, "relay.db.lost", 1, 20 * T_SEC), 1);
+	ck_assert_int_eq(ts_log_wait(r.log, "reconnect=1", 1, 20 * T_SEC), 1);
 	usleep(300 * 1000);
 	enqueue_n(conn, "t", "after", 1);
 	ck_assert_int_eq(ts_wait_value(conn,
@@ -282,7 +282,7 @@ START_TEST(test_purge_after_retention)
 	ck_assert_int_eq(relay_stop(&r), 0);
 	/* One process purged them all, in batches of at most 10. */
 	ck_assert_int_eq(log_last_value(r.log, "relay.totals", "purged"), 95);
-	ck_assert_int_ge(log_count(r.log, "relay.purge.done purged="), 1);
+	ck_assert_int_ge(ts_log_count(r.log, "relay.purge.done purged="), 1);
 	PQfinish(conn);
 }
 END_TEST

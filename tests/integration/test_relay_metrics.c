@@ -58,7 +58,7 @@ relay_spawn(char *log, const char *db, const char *route, int port,
 static void
 wait_serving(const char *log, int port)
 {
-	ck_assert_int_ge(log_wait(log, "relay.metrics.listening", 1, 30 * T_SEC), 1);
+	ck_assert_int_ge(ts_log_wait(log, "relay.metrics.listening", 1, 30 * T_SEC), 1);
 	ck_assert_int_eq(ts_http_wait_status(port, "GET", "/healthz", 200, 30 * T_SEC), 200);
 }
 
@@ -67,8 +67,8 @@ wait_serving(const char *log, int port)
 static void
 assert_clean_exit(const char *log)
 {
-	ck_assert_int_eq(log_count(log, "Sanitizer"), 0);
-	ck_assert_int_eq(log_count(log, "runtime error:"), 0);
+	ck_assert_int_eq(ts_log_count(log, "Sanitizer"), 0);
+	ck_assert_int_eq(ts_log_count(log, "runtime error:"), 0);
 	char *text = ts_read_file(log);
 	const char *last = NULL;
 	for (const char *p = text; p != NULL && (p = strstr(p, "relay.metrics.exited")) != NULL; p++)
@@ -181,7 +181,7 @@ START_TEST(test_endpoint_and_counters_move)
 
 	/* A killed endpoint is restarted; the counts live in shared memory. */
 	ck_assert_int_eq(kill(mpid, SIGKILL), 0);
-	ck_assert_int_ge(log_wait(log, "relay.metrics.listening", 2, 30 * T_SEC), 2);
+	ck_assert_int_ge(ts_log_wait(log, "relay.metrics.listening", 2, 30 * T_SEC), 2);
 	ck_assert_int_eq(ts_http_wait_status(port, "GET", "/healthz", 200, 30 * T_SEC), 200);
 	ck_assert(ts_metric(port, "outbox_relay_delivered_total{topic=\"t\"}") == N + 40);
 	ck_assert_int_ne((pid_t)log_last_value(log, "relay.metrics.listening", "pid"), mpid);
@@ -191,10 +191,10 @@ START_TEST(test_endpoint_and_counters_move)
 	kill(sup, SIGTERM);
 	ck_assert_int_eq(ts_wait_exit(sup, 30 * T_SEC), 0);
 	assert_clean_exit(log);
-	ck_assert_int_eq(log_count(log, "relay.worker.totals"), 2);
+	ck_assert_int_eq(ts_log_count(log, "relay.worker.totals"), 2);
 	ck_assert_int_eq(log_sum(log, "relay.worker.totals", "delivered"), N + 40);
 	ck_assert_int_eq((int64_t)claimed, log_sum(log, "relay.worker.totals", "claimed"));
-	ck_assert_int_eq(log_count(log, "relay.metrics.stopped"), 1);
+	ck_assert_int_eq(ts_log_count(log, "relay.metrics.stopped"), 1);
 	fake_stop(&fc);
 	PQfinish(conn);
 }
@@ -218,9 +218,9 @@ START_TEST(test_fenced_out_and_takeovers)
 		"--batch", "10", "--max-inflight", "1", NULL };
 	pid_t sup = relay_spawn(log, db, route, port, extra);
 	wait_serving(log, port);
-	ck_assert_int_eq(log_wait(log, "relay.db.connected", 2, 30 * T_SEC), 2);
+	ck_assert_int_eq(ts_log_wait(log, "relay.db.connected", 2, 30 * T_SEC), 2);
 	enqueue_n(conn, "t", "s", 4);
-	ck_assert_int_eq(log_wait(log, "relay.fault.stall ", 1, 30 * T_SEC), 1);
+	ck_assert_int_eq(ts_log_wait(log, "relay.fault.stall ", 1, 30 * T_SEC), 1);
 	/* The stalled claim holds k of them (both workers may have claimed at
 	 * once): while it stalls, at least those k are in flight. */
 	int64_t k = log_last_value(log, "relay.fault.stall ", "messages");

@@ -120,7 +120,7 @@ START_TEST(test_workers_restart)
 	fake_start(&fc, url, FAKE_APPLIED);
 	const char *extra[] = { "--workers", "3", "--poll-ms", "100", NULL };
 	pid_t sup = relay_spawn(log, db, route, extra);
-	ck_assert_int_eq(log_wait(log, "relay.worker.started", 3, 20 * T_SEC), 3);
+	ck_assert_int_eq(ts_log_wait(log, "relay.worker.started", 3, 20 * T_SEC), 3);
 	pid_t w1 = worker_pid(log, 1);
 	ck_assert_int_gt(w1, 0);
 	ck_assert_int_ne(w1, sup);
@@ -130,9 +130,9 @@ START_TEST(test_workers_restart)
 	    3, 20 * T_SEC), 3);
 
 	kill(w1, SIGKILL);
-	ck_assert_int_eq(log_wait(log, "relay.worker.exited worker=1 ", 1, 20 * T_SEC), 1);
-	ck_assert_int_eq(log_count(log, "status=signal:9 restart_in_ms="), 1);
-	ck_assert_int_eq(log_wait(log, "relay.worker.started", 4, 20 * T_SEC), 4);
+	ck_assert_int_eq(ts_log_wait(log, "relay.worker.exited worker=1 ", 1, 20 * T_SEC), 1);
+	ck_assert_int_eq(ts_log_count(log, "status=signal:9 restart_in_ms="), 1);
+	ck_assert_int_eq(ts_log_wait(log, "relay.worker.started", 4, 20 * T_SEC), 4);
 	ck_assert_int_ne(worker_pid(log, 1), w1);
 
 	enqueue_n(conn, "t", "s", 100);
@@ -140,7 +140,7 @@ START_TEST(test_workers_restart)
 	    "SELECT count(*) FROM outbox.messages WHERE status = 'delivered'", 100, 30 * T_SEC), 100);
 	kill(sup, SIGTERM);
 	ck_assert_int_eq(ts_wait_exit(sup, 20 * T_SEC), 0);
-	ck_assert_int_eq(log_count(log, "relay.worker.totals worker="), 3);
+	ck_assert_int_eq(ts_log_count(log, "relay.worker.totals worker="), 3);
 	ck_assert_int_eq(log_last_value(log, "relay.totals", "delivered"), 100);
 	/* No worker outlives the supervisor. */
 	ck_assert_int_eq(kill(worker_pid(log, 0), 0), -1);
@@ -162,7 +162,7 @@ START_TEST(test_shutdown_releases_unsent)
 	const char *extra[] = { "--fault-stall-after-claim", "1", "--fault-stall-ms", "60s",
 		"--lease-ms", "120s", NULL };
 	pid_t sup = relay_spawn(log, db, route, extra);
-	ck_assert_int_eq(log_wait(log, "relay.fault.stall ", 1, 20 * T_SEC), 1);
+	ck_assert_int_eq(ts_log_wait(log, "relay.fault.stall ", 1, 20 * T_SEC), 1);
 	ck_assert_int_eq(ts_query_int(conn,
 	    "SELECT count(*) FROM outbox.messages WHERE lease_owner IS NOT NULL AND attempts = 1"), 5);
 	int64_t t0 = ts_now_ms();
@@ -220,28 +220,28 @@ START_TEST(test_stuck_worker_killed)
 	/* Deadline: a stopped worker cannot exit; SIGKILL after the grace. */
 	const char *extra[] = { "--shutdown-grace", "1s", NULL };
 	pid_t sup = relay_spawn(log, db, route, extra);
-	ck_assert_int_eq(log_wait(log, "relay.worker.started", 1, 20 * T_SEC), 1);
+	ck_assert_int_eq(ts_log_wait(log, "relay.worker.started", 1, 20 * T_SEC), 1);
 	pid_t w = worker_pid(log, 0);
 	kill(w, SIGSTOP);
 	int64_t t0 = ts_now_ms();
 	kill(sup, SIGTERM);
 	ck_assert_int_eq(ts_wait_exit(sup, 20 * T_SEC), 1);
 	ck_assert_int_lt(ts_now_ms() - t0, 5 * T_SEC);
-	ck_assert_int_eq(log_count(log, "relay.shutdown.kill workers=1 reason=grace_expired"), 1);
+	ck_assert_int_eq(ts_log_count(log, "relay.shutdown.kill workers=1 reason=grace_expired"), 1);
 
 	/* Second signal: SIGKILL at once, long before a 60 s grace. */
 	const char *extra2[] = { "--shutdown-grace", "60s", NULL };
 	sup = relay_spawn(log2, db, route, extra2);
-	ck_assert_int_eq(log_wait(log2, "relay.worker.started", 1, 20 * T_SEC), 1);
+	ck_assert_int_eq(ts_log_wait(log2, "relay.worker.started", 1, 20 * T_SEC), 1);
 	w = worker_pid(log2, 0);
 	kill(w, SIGSTOP);
 	t0 = ts_now_ms();
 	kill(sup, SIGTERM);
-	ck_assert_int_eq(log_wait(log2, "relay.shutdown.start", 1, 10 * T_SEC), 1);
+	ck_assert_int_eq(ts_log_wait(log2, "relay.shutdown.start", 1, 10 * T_SEC), 1);
 	kill(sup, SIGINT);
 	ck_assert_int_eq(ts_wait_exit(sup, 20 * T_SEC), 1);
 	ck_assert_int_lt(ts_now_ms() - t0, 5 * T_SEC);
-	ck_assert_int_eq(log_count(log2, "reason=second_signal"), 1);
+	ck_assert_int_eq(ts_log_count(log2, "reason=second_signal"), 1);
 }
 END_TEST
 
@@ -258,7 +258,7 @@ START_TEST(test_fault_fires_once_in_tree)
 		"--fault-die-after-claim", "1", "--delivery-timeout-ms", "300ms",
 		"--lease-ms", "1500ms", "--batch", "5", "--max-inflight", "1", NULL };
 	pid_t sup = relay_spawn(log, db, route, extra);
-	ck_assert_int_eq(log_wait(log, "relay.worker.started", 2, 20 * T_SEC), 2);
+	ck_assert_int_eq(ts_log_wait(log, "relay.worker.started", 2, 20 * T_SEC), 2);
 	enqueue_n(conn, "t", "f", 40);
 	ck_assert_int_eq(ts_wait_value(conn,
 	    "SELECT count(*) FROM outbox.messages WHERE status = 'delivered'", 40, 30 * T_SEC), 40);
@@ -267,9 +267,9 @@ START_TEST(test_fault_fires_once_in_tree)
 	    "SELECT count(*) FROM outbox.messages WHERE attempts = 2"), 5);
 	kill(sup, SIGTERM);
 	ck_assert_int_eq(ts_wait_exit(sup, 20 * T_SEC), 0);
-	ck_assert_int_eq(log_count(log, "fault.die "), 1);
-	ck_assert_int_eq(log_count(log, "status=signal:9 restart_in_ms="), 1);
-	ck_assert_int_eq(log_count(log, "relay.worker.started"), 3);
+	ck_assert_int_eq(ts_log_count(log, "fault.die "), 1);
+	ck_assert_int_eq(ts_log_count(log, "status=signal:9 restart_in_ms="), 1);
+	ck_assert_int_eq(ts_log_count(log, "relay.worker.started"), 3);
 	fake_stop(&fc);
 	PQfinish(conn);
 }
@@ -293,7 +293,7 @@ START_TEST(test_stalled_worker_fenced_out)
 	pid_t sup = relay_spawn(log, db, route, extra);
 	ck_assert_int_eq(ts_wait_value(conn,
 	    "SELECT count(*) FROM outbox.messages WHERE status = 'delivered'", 4, 30 * T_SEC), 4);
-	ck_assert_int_eq(log_wait(log, "relay.record.fenced_out", 1, 20 * T_SEC), 1);
+	ck_assert_int_eq(ts_log_wait(log, "relay.record.fenced_out", 1, 20 * T_SEC), 1);
 	kill(sup, SIGTERM);
 	ck_assert_int_eq(ts_wait_exit(sup, 20 * T_SEC), 0);
 	/* Exactly the messages another worker took over (fence moved past the
@@ -309,7 +309,7 @@ START_TEST(test_stalled_worker_fenced_out)
 	    " FROM outbox.messages WHERE fence > 1");
 	snprintf(ids, sizeof(ids), " ids=%s", PQgetvalue(res, 0, 0));
 	PQclear(res);
-	ck_assert_int_eq(log_count(log, ids), 1);
+	ck_assert_int_eq(ts_log_count(log, ids), 1);
 	/* The takeover's outcome stands: delivered, attempt 2, fence 2. */
 	ck_assert_int_eq(ts_query_int(conn,
 	    "SELECT count(*) FROM outbox.messages WHERE attempts = 2 AND fence = 2"), taken);

@@ -106,29 +106,6 @@ fake_stop(struct fake_consumer *fc)
 	fc->running = false;
 }
 
-/* How many times needle occurs in the file at path. */
-static __attribute__((unused)) int
-log_count(const char *path, const char *needle)
-{
-	char *text = ts_read_file(path);
-	int n = 0;
-	for (const char *p = text; p != NULL && (p = strstr(p, needle)) != NULL; p++)
-		n++;
-	free(text);
-	return n;
-}
-
-/* Wait until needle occurs at least want times in path. */
-static __attribute__((unused)) int
-log_wait(const char *path, const char *needle, int want, int timeout_ms)
-{
-	int64_t end = ts_now_ms() + timeout_ms;
-	int n;
-	while ((n = log_count(path, needle)) < want && ts_now_ms() < end)
-		usleep(50 * 1000);
-	return n;
-}
-
 /* The integer after "key=" on the last line containing event, or -1. */
 static __attribute__((unused)) int64_t
 log_last_value(const char *path, const char *event, const char *key)

@@ -357,6 +357,27 @@ ts_http_wait_status(int port, const char *method, const char *path, int want,
 	return st;
 }
 
+int
+ts_log_count(const char *path, const char *needle)
+{
+	char *text = ts_read_file(path);
+	int n = 0;
+	for (const char *p = text; p != NULL && (p = strstr(p, needle)) != NULL; p++)
+		n++;
+	free(text);
+	return n;
+}
+
+int
+ts_log_wait(const char *path, const char *needle, int want, int timeout_ms)
+{
+	int64_t end = ts_now_ms() + timeout_ms;
+	int n;
+	while ((n = ts_log_count(path, needle)) < want && ts_now_ms() < end)
+		usleep(10 * 1000);
+	return n;
+}
+
 bool
 ts_promtool_check(const char *who, const char *text)
 {

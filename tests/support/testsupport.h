@@ -112,6 +112,13 @@ int ts_http_wait_status(int port, const char *method, const char *path, int want
 /* GET /metrics on 127.0.0.1:<port>; it must answer 200. Caller frees. */
 char *ts_scrape(int port);
 
+/* How many times needle occurs in the file at path (0 when unreadable). */
+int ts_log_count(const char *path, const char *needle);
+
+/* Poll path every 10 ms until needle occurs want times, or timeout_ms
+ * passes. Returns the last count. */
+int ts_log_wait(const char *path, const char *needle, int want, int timeout_ms);
+
 /* `promtool check metrics` on an exposition text: asserts it passes. The
  * promtool is $OUTBOX_PROMTOOL (scripts/get-promtool.sh), else
  * /usr/bin/promtool. Without one it says "who: promtool check SKIPPED" on
