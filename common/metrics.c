@@ -29,6 +29,10 @@
 
 #include "outbox/err.h"
 #include "outbox/metrics.h"
+#include "outbox/wire.h"
+
+_Static_assert(OB_TOPIC_CACHE_TOPIC_MAX == OB_WIRE_MAX_TOPIC,
+    "the topic cache keeps whole topics");
 
 #define METRICS_MAGIC 0x6f626d6574726963ULL /* "obmetric" */
 #define RESERVED_PREFIX "outbox_metrics_"
@@ -552,4 +556,28 @@ ob_metrics_render(const struct ob_metrics *m, struct ob_buf *out)
 	    "outbox_metrics_capacity %zu\n",
 	    (unsigned long long)atomic_load_explicit(&m->dropped, memory_order_relaxed),
 	    k, m->capacity);
+}
+
+unsigned
+ob_topic_cache_slot(struct ob_topic_cache *c, const char *topic, size_t len, bool *fresh)
+{
+	if (len > OB_TOPIC_CACHE_TOPIC_MAX)
+		len = OB_TOPIC_CACHE_TOPIC_MAX;
+	for (unsigned i = 0; i < c->n; i++)
+		if (c->len[i] == len && memcmp(c->topic[i], topic, len) == 0) {
+			*fresh = false;
+			return i;
+		}
+	unsigned slot;
+	if (c->n < OB_TOPIC_CACHE) {
+		slot = c->n++;
+	} else {
+		slot = c->next_evict;
+		c->next_evict = (c->next_evict + 1) % OB_TOPIC_CACHE;
+	}
+	memcpy(c->topic[slot], topic, len);
+	c->topic[slot][len] = '\0';
+	c->len[slot] = (uint16_t)len;
+	*fresh = true;
+	return slot;
 }

@@ -142,20 +142,12 @@ static struct consumer_topic_metrics *
 topic_metrics(struct consumer_metrics *cm, struct consumer_topic_cache *c,
     const char *topic, uint16_t len)
 {
-	for (unsigned i = 0; i < c->n; i++)
-		if (c->e[i].len == len && memcmp(c->e[i].topic, topic, len) == 0)
-			return &c->e[i];
-	struct consumer_topic_metrics *e;
-	if (c->n < CONSUMER_METRICS_TOPIC_CACHE) {
-		e = &c->e[c->n++];
-	} else {
-		e = &c->e[c->next_evict];
-		c->next_evict = (c->next_evict + 1) % CONSUMER_METRICS_TOPIC_CACHE;
-	}
-	memcpy(e->topic, topic, len);
-	e->topic[len] = '\0';
-	e->len = len;
-	const char *labels[] = { "topic", e->topic, NULL };
+	bool fresh;
+	unsigned slot = ob_topic_cache_slot(&c->slots, topic, len, &fresh);
+	struct consumer_topic_metrics *e = &c->e[slot];
+	if (!fresh)
+		return e;
+	const char *labels[] = { "topic", c->slots.topic[slot], NULL };
 	e->applied = ob_metrics_counter(cm->reg, "outbox_consumer_applied_total",
 	    "Messages applied: effect and dedup record committed", labels);
 	e->duplicate = ob_metrics_counter(cm->reg, "outbox_consumer_duplicate_total",

@@ -26,8 +26,6 @@
  * (room for ~480 topics); beyond it series are dropped and counted in
  * outbox_metrics_dropped_series_total, never affecting delivery. */
 #define CONSUMER_METRICS_CAPACITY 1024
-/* Topics whose handles one serving thread keeps at hand. */
-#define CONSUMER_METRICS_TOPIC_CACHE 32
 
 struct consumer_metrics {
 	struct ob_metrics *reg;
@@ -47,16 +45,14 @@ struct consumer_metrics {
 
 /* One topic's per-topic counters. */
 struct consumer_topic_metrics {
-	char topic[OB_WIRE_MAX_TOPIC + 1];
-	uint16_t len;
 	struct ob_metric *applied;
 	struct ob_metric *duplicate;
 };
 
-/* A serving thread's cache of per-topic handles (a registry lookup scans). */
+/* A serving thread's per-topic handles, by slot of its topic cache. */
 struct consumer_topic_cache {
-	struct consumer_topic_metrics e[CONSUMER_METRICS_TOPIC_CACHE];
-	unsigned n, next_evict;
+	struct ob_topic_cache slots;
+	struct consumer_topic_metrics e[OB_TOPIC_CACHE];
 };
 
 /* Create the registry and register the static series (so a scrape shows

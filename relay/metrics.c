@@ -67,21 +67,12 @@ struct relay_topic_metrics *
 relay_metrics_topic(struct relay_metrics *rm, struct relay_topic_cache *c,
     const char *topic, size_t len)
 {
-	if (len > OB_WIRE_MAX_TOPIC)
-		len = OB_WIRE_MAX_TOPIC;
-	for (unsigned i = 0; i < c->n; i++)
-		if (strlen(c->e[i].topic) == len && memcmp(c->e[i].topic, topic, len) == 0)
-			return &c->e[i];
-	struct relay_topic_metrics *e;
-	if (c->n < RELAY_METRICS_TOPIC_CACHE) {
-		e = &c->e[c->n++];
-	} else {
-		e = &c->e[c->next_evict];
-		c->next_evict = (c->next_evict + 1) % RELAY_METRICS_TOPIC_CACHE;
-	}
-	memcpy(e->topic, topic, len);
-	e->topic[len] = '\0';
-	const char *labels[] = { "topic", e->topic, NULL };
+	bool fresh;
+	unsigned slot = ob_topic_cache_slot(&c->slots, topic, len, &fresh);
+	struct relay_topic_metrics *e = &c->e[slot];
+	if (!fresh)
+		return e;
+	const char *labels[] = { "topic", c->slots.topic[slot], NULL };
 	e->delivered = ob_metrics_counter(rm->reg, "outbox_relay_delivered_total",
 	    "Messages recorded as delivered (applied or duplicate at the consumer)", labels);
 	e->retried = ob_metrics_counter(rm->reg, "outbox_relay_retried_total",

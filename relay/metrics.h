@@ -31,8 +31,6 @@
 /* Destinations that get an outbox_relay_breaker_open series (in --route
  * order); further ones are not shown, and main says so at start. */
 #define RELAY_METRICS_MAX_DESTS 64
-/* Topics whose series handles one worker keeps at hand. */
-#define RELAY_METRICS_TOPIC_CACHE 32
 
 /* Handles into the shared registry; NULL handles are no-ops. */
 struct relay_metrics {
@@ -67,16 +65,15 @@ struct relay_worker_live {
 
 /* The per-topic counters of one topic. */
 struct relay_topic_metrics {
-	char topic[OB_WIRE_MAX_TOPIC + 1];
 	struct ob_metric *delivered;
 	struct ob_metric *retried;
 	struct ob_metric *dead;
 };
 
-/* A worker's small cache of per-topic handles (a registry lookup scans). */
+/* A worker's per-topic handles, by slot of its topic cache. */
 struct relay_topic_cache {
-	struct relay_topic_metrics e[RELAY_METRICS_TOPIC_CACHE];
-	unsigned n, next_evict;
+	struct ob_topic_cache slots;
+	struct relay_topic_metrics e[OB_TOPIC_CACHE];
 };
 
 /* Create the shared registry and register every static series (so a

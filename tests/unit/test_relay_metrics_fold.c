@@ -89,7 +89,7 @@ START_TEST(test_topic_cache_and_overflow)
 	 * same series. */
 	char t[32];
 	for (int round = 0; round < 2; round++)
-		for (int i = 0; i < RELAY_METRICS_TOPIC_CACHE * 2; i++) {
+		for (int i = 0; i < OB_TOPIC_CACHE * 2; i++) {
 			snprintf(t, sizeof(t), "topic-%d", i);
 			ob_metric_inc(relay_metrics_topic(&rm, &cache, t, strlen(t))->delivered);
 		}

@@ -112,4 +112,22 @@ uint64_t ob_metrics_dropped(const struct ob_metrics *m);
  * blocks. OB_OK or OB_ENOMEM (out unchanged beyond what was appended). */
 int ob_metrics_render(const struct ob_metrics *m, struct ob_buf *out);
 
+/* The per-topic series handles one thread keeps at hand (registering or
+ * finding a series scans the registry under its lock; a hot path asks
+ * once per topic). Up to OB_TOPIC_CACHE topics; past that the slots are
+ * reused in turn. The caller keeps its handles in an array indexed by slot. */
+#define OB_TOPIC_CACHE 32
+#define OB_TOPIC_CACHE_TOPIC_MAX 255 /* bytes of a topic kept: OB_WIRE_MAX_TOPIC */
+struct ob_topic_cache {
+	char topic[OB_TOPIC_CACHE][OB_TOPIC_CACHE_TOPIC_MAX + 1];
+	uint16_t len[OB_TOPIC_CACHE];
+	unsigned n, next_evict;
+};
+
+/* The slot of topic (len bytes, not NUL-terminated; cut to
+ * OB_TOPIC_CACHE_TOPIC_MAX). *fresh is true when the slot was just given
+ * to it: register the slot's series then, labelled c->topic[slot]. */
+unsigned ob_topic_cache_slot(struct ob_topic_cache *c, const char *topic, size_t len,
+    bool *fresh);
+
 #endif
