@@ -85,6 +85,9 @@ START_TEST(test_bad_config_exit_2)
 	char *many[] = { "outbox-relay", "--db", db, "--route", "*=ipc:///tmp/x",
 		"--workers", "65", NULL };
 	expect_exit2(many, "--workers");
+	char *sync[] = { "outbox-relay", "--db", db, "--route", "*=ipc:///tmp/x",
+		"--synchronous-commit", "maybe", NULL };
+	expect_exit2(sync, "--synchronous-commit: 'maybe' is not one of on|off");
 	char *stall[] = { "outbox-relay", "--db", db, "--route", "*=ipc:///tmp/x",
 		"--fault-stall-after-claim", "1", NULL };
 	expect_exit2(stall, "--fault-stall-ms");
