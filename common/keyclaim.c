@@ -7,6 +7,15 @@
  * released), bumping the fence. When it does neither, the row is read and
  * ob_key_decide says what it means. Every later write is conditioned on
  * the fence.
+ *
+ * A claim that took the key commits asynchronously (synchronous_commit off
+ * for its own transaction only, set inside the statement so it costs no
+ * round trip): it becomes visible at once, but does not wait for its WAL
+ * flush. Losing it in a server crash is harmless. The holder's connection
+ * dies with the server, so its work never commits, and the key is simply
+ * absent again. Any work that does commit is synchronous and flushes the
+ * WAL up to its own commit record, and so also the claim written before
+ * it. This saves one of the two flush waits of every create.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -102,6 +111,8 @@ try_take(PGconn *conn, const char *table, const char *key, const void *fp,
 	    "        OR k.lease_until = '-infinity')"
 	    " RETURNING k.fence)"
 	    " SELECT true, fence, NULL::boolean, NULL::int, NULL::text FROM t"
+	    /* The claim's commit need not wait for the disk (see the top). */
+	    "  WHERE set_config('synchronous_commit', 'off', true) = 'off'"
 	    " UNION ALL SELECT false, NULL, same, response_status, response_body FROM d",
 	    table, table);
 	snprintf(lease, sizeof(lease), "%" PRId64, lease_ms);

@@ -279,47 +279,12 @@ create_atomic_write(PGconn *conn, const struct api_config *cfg, const char *key,
 	res->drop = fault_lose(cfg);
 }
 
-/* Fast path for a key already DONE: the stored answer is final, so the
- * replay (or the 422) is decided from a plain read, without the claim's
- * upsert and its commit. true when res was filled. */
-static bool
-answer_done_key(PGconn *conn, const char *key, const struct report_input *in,
-    struct api_response *res)
-{
-	char err[512];
-	const char *params[2] = { key, in->canonical };
-	int lens[2] = { 0, (int)in->canonical_len };
-	int formats[2] = { 0, 1 };
-	PGresult *r = PQexecParams(conn,
-	    "SELECT fingerprint = encode(sha256($2::bytea), 'hex'), response_status, response_body"
-	    "  FROM " PRODUCER_KEY_TABLE " WHERE idempotency_key = $1 AND state = 'done'",
-	    2, NULL, params, lens, formats, 0);
-	bool answered = false;
-	if (ob_pg_check(r, PGRES_TUPLES_OK, "read done key", err, sizeof(err)) == OB_OK &&
-	    PQntuples(r) == 1) {
-		struct ob_key_row row = { OB_KEY_DONE, PQgetvalue(r, 0, 0)[0] == 't', false };
-		if (ob_key_decide(&row) == OB_KEY_REPLAY) {
-			res->status = (int)ob_pg_int64(r, 0, 1);
-			res->body = PQgetisnull(r, 0, 2) ? NULL : strdup(PQgetvalue(r, 0, 2));
-			res->replayed = true;
-		} else {
-			api_error(res, 422, "idempotency_key_reused",
-			    "this Idempotency-Key was already used with a different request body");
-		}
-		answered = true;
-	}
-	PQclear(r);
-	return answered; /* on a read error the claim below reports it */
-}
-
 static void
 create_atomic(PGconn *conn, const struct api_config *cfg, const char *key,
     const struct report_input *in, struct api_response *res)
 {
 	char err[512];
 	struct ob_key_claim c;
-	if (answer_done_key(conn, key, in, res))
-		return;
 	if (ob_keyclaim_claim(conn, PRODUCER_KEY_TABLE, key, in->canonical, in->canonical_len,
 	        cfg->lease_ms, &c, err, sizeof(err)) != OB_OK) {
 		unavailable(res, "claim", err);

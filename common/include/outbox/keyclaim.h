@@ -8,7 +8,8 @@
  * lease takes the key over with the token bumped, and the stale holder's
  * late completion is refused because its token no longer matches.
  *
- * The claim commits on its own (autocommit), so concurrent requests see it.
+ * The claim commits on its own (autocommit, without waiting for the WAL
+ * flush: see keyclaim.c), so concurrent requests see it.
  * The completion runs inside the caller's transaction, next to the business
  * write (or after the non-transactional call), conditioned on the token:
  * either the key is marked DONE by THIS holder together with its effect, or
