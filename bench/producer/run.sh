@@ -9,6 +9,9 @@
 # already sent with the same body), and replays only (REPLAY=1: after the
 # first create every request replays). Prints wrk's summary, the script's
 # counters, and the reports created per second counted in the database.
+# Then two pgbench baselines on the same server, 16 clients: the bare SQL
+# writes of a create (create_shape.sql) and single-row commits
+# (one_insert.sql), so the create rate can be read as a ratio.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -39,4 +42,13 @@ for replay in 0 0.5 1; do
 	REPLAY=$replay wrk -t2 -c16 -d"${secs}s" --latency -s "$here/post.lua" "http://127.0.0.1:$port"
 	after=$(psql_count)
 	echo "created_in_db=$((after - before)) created_per_s=$(( (after - before) / secs ))"
+done
+
+# Baselines (same server, same 16 clients, prepared statements).
+pgbench=$(pg_config --bindir)/pgbench
+"$(pg_config --bindir)/psql" -XAtq "$conninfo" -c "CREATE TABLE bench_commits (id bigserial PRIMARY KEY, v int)"
+for script in create_shape one_insert; do
+	tps=$("$pgbench" -n -M prepared -c 16 -j 2 -T "$secs" -f "$here/$script.sql" "$conninfo" 2>&1 |
+		sed -n 's/^tps = \([0-9]*\).*/\1/p')
+	echo "pgbench $script.sql -c16: ${tps:-?} transactions/s"
 done
