@@ -302,9 +302,13 @@ dead_requeue(PGconn *conn, struct dead_config *cfg, char **ids, int nids)
 	    /* A head kept dead (--on-dead-head block) is still its key's head.
 	     * One skipped earlier becomes the head again if its key is idle;
 	     * otherwise it is next in line behind the current head. */
+	    /* Pending and dead heads are looked up apart, each by its index
+	     * (messages_key_order, messages_dead_heads). */
 	    " is_head = m.is_head OR (m.ordering_key IS NOT NULL AND NOT EXISTS ("
-	    "   SELECT 1 FROM outbox.messages h"
-	    "    WHERE h.ordering_key = m.ordering_key AND h.is_head))"
+	    "   SELECT 1 FROM outbox.messages h WHERE h.ordering_key = m.ordering_key"
+	    "      AND h.status = 'pending' AND h.is_head) AND NOT EXISTS ("
+	    "   SELECT 1 FROM outbox.messages h WHERE h.ordering_key = m.ordering_key"
+	    "      AND h.status = 'dead' AND h.is_head))"
 	    " WHERE status = 'dead' AND id = ANY($1::bigint[])"
 	    " RETURNING id",
 	    1, NULL, params, NULL, NULL, 0);

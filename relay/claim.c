@@ -48,6 +48,47 @@ static const char claim_sql[] = CLAIM_SQL("     AND (ordering_key IS NULL OR is_
 static const char claim_sql_unordered[] = CLAIM_SQL("");
 
 int
+relay_claim_from_result(PGresult *res, int col0, int flag_col, int takeover_col,
+    struct relay_claim *out, char *err, size_t errlen)
+{
+	memset(out, 0, sizeof(*out));
+	out->res[0] = res;
+	int rows = PQntuples(res);
+	uint32_t n = 0;
+	for (int r = 0; r < rows; r++)
+		n += flag_col < 0 || PQgetvalue(res, r, flag_col)[0] == 't';
+	if (n == 0)
+		return OB_OK;
+	if ((out->msgs = calloc(n, sizeof(*out->msgs))) == NULL) {
+		snprintf(err, errlen, "claim: out of memory");
+		return OB_ENOMEM;
+	}
+	for (int r = 0; r < rows; r++) {
+		if (flag_col >= 0 && PQgetvalue(res, r, flag_col)[0] != 't')
+			continue;
+		struct ob_wire_msg *m = &out->msgs[out->n++];
+		m->id = (uint64_t)ob_pg_int64(res, r, col0);
+		m->fence = (uint64_t)ob_pg_int64(res, r, col0 + 1);
+		m->attempt = (uint32_t)ob_pg_int64(res, r, col0 + 2);
+		m->created_at_us = ob_pg_int64(res, r, col0 + 3);
+		m->topic = PQgetvalue(res, r, col0 + 4);
+		m->topic_len = (uint16_t)PQgetlength(res, r, col0 + 4);
+		m->key = PQgetvalue(res, r, col0 + 5);
+		m->key_len = (uint16_t)PQgetlength(res, r, col0 + 5);
+		m->payload = PQgetvalue(res, r, col0 + 6);
+		m->payload_len = (uint32_t)PQgetlength(res, r, col0 + 6);
+		if (!PQgetisnull(res, r, col0 + 7)) {
+			m->ordering_key = PQgetvalue(res, r, col0 + 7);
+			m->ordering_key_len = (uint16_t)PQgetlength(res, r, col0 + 7);
+			m->ordering_seq = (uint64_t)ob_pg_int64(res, r, col0 + 8);
+		}
+		if (takeover_col >= 0 && PQgetvalue(res, r, takeover_col)[0] == 't')
+			out->takeovers++;
+	}
+	return OB_OK;
+}
+
+int
 relay_claim_batch(PGconn *conn, const char *owner, int64_t lease_ms,
     uint32_t max, bool ordering, struct relay_claim *out, char *err, size_t errlen)
 {
@@ -59,46 +100,42 @@ relay_claim_batch(PGconn *conn, const char *owner, int64_t lease_ms,
 	int rc = ob_pg_check(res, PGRES_TUPLES_OK, "claim", err, errlen);
 	if (rc != OB_OK) {
 		PQclear(res);
+		memset(out, 0, sizeof(*out));
 		return rc;
 	}
-	uint32_t n = (uint32_t)PQntuples(res);
-	struct ob_wire_msg *msgs = NULL;
-	out->takeovers = 0;
-	if (n > 0 && (msgs = calloc(n, sizeof(*msgs))) == NULL) {
-		PQclear(res);
-		snprintf(err, errlen, "claim: out of memory");
-		return OB_ENOMEM;
+	rc = relay_claim_from_result(res, 0, -1, RELAY_CLAIM_COLUMNS, out, err, errlen);
+	if (rc != OB_OK)
+		relay_claim_fini(out);
+	return rc;
+}
+
+int
+relay_claim_append(struct relay_claim *dst, struct relay_claim *src)
+{
+	if (src->n > 0) {
+		struct ob_wire_msg *m = realloc(dst->msgs, (dst->n + src->n) * sizeof(*m));
+		if (m == NULL)
+			return OB_ENOMEM;
+		memcpy(m + dst->n, src->msgs, src->n * sizeof(*m));
+		dst->msgs = m;
+		dst->n += src->n;
+		dst->takeovers += src->takeovers;
 	}
-	for (uint32_t i = 0; i < n; i++) {
-		struct ob_wire_msg *m = &msgs[i];
-		m->id = (uint64_t)ob_pg_int64(res, (int)i, 0);
-		m->fence = (uint64_t)ob_pg_int64(res, (int)i, 1);
-		m->attempt = (uint32_t)ob_pg_int64(res, (int)i, 2);
-		m->created_at_us = ob_pg_int64(res, (int)i, 3);
-		m->topic = PQgetvalue(res, (int)i, 4);
-		m->topic_len = (uint16_t)PQgetlength(res, (int)i, 4);
-		m->key = PQgetvalue(res, (int)i, 5);
-		m->key_len = (uint16_t)PQgetlength(res, (int)i, 5);
-		m->payload = PQgetvalue(res, (int)i, 6);
-		m->payload_len = (uint32_t)PQgetlength(res, (int)i, 6);
-		if (!PQgetisnull(res, (int)i, 7)) {
-			m->ordering_key = PQgetvalue(res, (int)i, 7);
-			m->ordering_key_len = (uint16_t)PQgetlength(res, (int)i, 7);
-			m->ordering_seq = (uint64_t)ob_pg_int64(res, (int)i, 8);
-		}
-		if (PQgetvalue(res, (int)i, 9)[0] == 't')
-			out->takeovers++;
-	}
-	out->res = res;
-	out->msgs = msgs;
-	out->n = n;
+	/* Keep src's result alive: dst's messages borrow from it now. */
+	if (dst->res[0] == NULL)
+		dst->res[0] = src->res[0];
+	else if (src->res[0] != NULL)
+		dst->res[1] = src->res[0];
+	free(src->msgs);
+	memset(src, 0, sizeof(*src));
 	return OB_OK;
 }
 
 void
 relay_claim_fini(struct relay_claim *c)
 {
-	PQclear(c->res);
+	PQclear(c->res[0]);
+	PQclear(c->res[1]);
 	free(c->msgs);
 	memset(c, 0, sizeof(*c));
 }

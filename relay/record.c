@@ -14,12 +14,15 @@
 #include "outbox/pg.h"
 #include "record.h"
 
-/* One call per batch: outbox.record_outcomes (sql/outbox/005_ordering.sql)
+/* One call per batch: outbox.record_outcomes_chain (sql/outbox/011_chain_heads.sql)
  * writes every outcome fenced (unless $7 is false: the BROKEN --no-fencing
- * mode) and hands each ordering key's head on to its next message. */
+ * mode), hands each ordering key's head on to its next message and, with
+ * a chain owner ($9), claims that message for it. Rows: (chained, id, the
+ * claim's columns): chained = false for each outcome written. */
 static const char record_sql[] =
-    "SELECT * FROM outbox.record_outcomes($1::bigint[], $2::bigint[], $3::text[],"
-    " $4::bigint[], $5::int[], $6::text[], $7::boolean, $8::boolean)";
+    "SELECT * FROM outbox.record_outcomes_chain($1::bigint[], $2::bigint[], $3::text[],"
+    " $4::bigint[], $5::int[], $6::text[], $7::boolean, $8::boolean, $9::text,"
+    " $10::bigint, $11::int)";
 
 const char *
 relay_outcome_name(enum relay_outcome_kind k)
@@ -33,7 +36,7 @@ relay_outcome_name(enum relay_outcome_kind k)
 	return "unknown";
 }
 
-/* Which of the n outcomes' ids are missing from the RETURNING rows: those
+/* Which of the n outcomes' ids are missing from the written rows: those
  * are the fenced-out ones. Writes up to max of them into ids. */
 static uint32_t
 missing_ids(const PGresult *res, const struct relay_outcome *o, uint32_t n,
@@ -47,7 +50,8 @@ missing_ids(const PGresult *res, const struct relay_outcome *o, uint32_t n,
 		bool seen = false;
 		/* Batches are small (claim_max); a scan is fine. */
 		for (int r = 0; r < rows && !seen; r++)
-			seen = (uint64_t)ob_pg_int64(res, r, 0) == o[i].id;
+			seen = PQgetvalue(res, r, 0)[0] == 'f' &&
+			    (uint64_t)ob_pg_int64(res, r, 1) == o[i].id;
 		if (!seen)
 			ids[found++] = o[i].id;
 	}
@@ -56,26 +60,13 @@ missing_ids(const PGresult *res, const struct relay_outcome *o, uint32_t n,
 
 int
 relay_record_outcomes(PGconn *conn, const struct relay_outcome *o,
-    uint32_t n, const struct relay_record_mode *mode, uint32_t *written,
-    uint32_t *fenced_out, char *err, size_t errlen)
-{
-	return relay_record_outcomes_ids(conn, o, n, mode, written, fenced_out,
-	    NULL, 0, NULL, err, errlen);
-}
-
-int
-relay_record_outcomes_ids(PGconn *conn, const struct relay_outcome *o,
-    uint32_t n, const struct relay_record_mode *mode, uint32_t *written,
-    uint32_t *fenced_out,
-    uint64_t *fenced_ids, uint32_t fenced_ids_max, uint32_t *fenced_ids_n,
+    uint32_t n, const struct relay_record_mode *mode, const struct relay_chain *chain,
+    uint64_t *fenced_ids, uint32_t fenced_ids_max, struct relay_record_result *r,
     char *err, size_t errlen)
 {
-	if (fenced_ids_n != NULL)
-		*fenced_ids_n = 0;
-	if (n == 0) {
-		*written = *fenced_out = 0;
+	memset(r, 0, sizeof(*r));
+	if (n == 0)
 		return OB_OK;
-	}
 	struct ob_buf a[6];
 	int rc = OB_OK;
 	for (int k = 0; k < 6; k++) {
@@ -100,21 +91,33 @@ relay_record_outcomes_ids(PGconn *conn, const struct relay_outcome *o,
 		rc = OB_ENOMEM;
 		goto out;
 	}
-	const char *params[8];
+	char lease[24], max[16];
+	snprintf(lease, sizeof(lease), "%" PRId64, chain != NULL ? chain->lease_ms : 0);
+	snprintf(max, sizeof(max), "%" PRIu32, chain != NULL ? chain->max : 0);
+	const char *params[11];
 	for (int k = 0; k < 6; k++)
 		params[k] = a[k].data;
 	params[6] = mode->fencing ? "true" : "false";
 	params[7] = mode->skip_dead_heads ? "true" : "false";
-	PGresult *res = PQexecParams(conn, record_sql, 8, NULL, params, NULL, NULL, 0);
+	params[8] = chain != NULL ? chain->owner : NULL;
+	params[9] = lease;
+	params[10] = max;
+	PGresult *res = PQexecParams(conn, record_sql, 11, NULL, params, NULL, NULL, 0);
 	rc = ob_pg_check(res, PGRES_TUPLES_OK, "record outcomes", err, errlen);
 	if (rc == OB_OK) {
-		uint32_t w = (uint32_t)PQntuples(res);
-		*written = w;
-		*fenced_out = n > w ? n - w : 0;
-		if (*fenced_out > 0 && fenced_ids_n != NULL)
-			*fenced_ids_n = missing_ids(res, o, n, fenced_ids, fenced_ids_max);
+		int rows = PQntuples(res);
+		for (int i = 0; i < rows; i++)
+			r->written += PQgetvalue(res, i, 0)[0] == 'f';
+		r->fenced_out = n > r->written ? n - r->written : 0;
+		if (r->fenced_out > 0)
+			r->fenced_ids_n = missing_ids(res, o, n, fenced_ids, fenced_ids_max);
+		/* The chained messages keep res alive. */
+		rc = relay_claim_from_result(res, 1, 0, -1, &r->chained, err, errlen);
+		if (rc != OB_OK)
+			relay_claim_fini(&r->chained);
+	} else {
+		PQclear(res);
 	}
-	PQclear(res);
 out:
 	for (int k = 0; k < 6; k++)
 		ob_buf_fini(&a[k]);

@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "claim.h"
+
 enum relay_outcome_kind {
 	RELAY_OUT_DELIVERED, /* applied or duplicate at the consumer */
 	RELAY_OUT_RETRY,     /* back to pending, due after delay_ms */
@@ -37,21 +39,32 @@ struct relay_record_mode {
 	bool skip_dead_heads;  /* --on-dead-head skip: a dead head stops blocking its key */
 };
 
-/* Write n outcomes in one statement. *written gets the rows updated,
- * *fenced_out the rows skipped because their fence moved (n = written +
- * fenced_out). A delivered head of an ordering key (or a dead one, with
- * skip_dead_heads) hands the key on to its next pending message in the same
- * transaction. OB_OK or OB_EDB. */
-int relay_record_outcomes(PGconn *conn, const struct relay_outcome *o,
-    uint32_t n, const struct relay_record_mode *mode, uint32_t *written,
-    uint32_t *fenced_out, char *err, size_t errlen);
+/* Chaining (sql/outbox/011_chain_heads.sql): the next message of each
+ * key whose head was just delivered is claimed for owner, with a lease of
+ * lease_ms, in the same statement, for at most max keys. */
+struct relay_chain {
+	const char *owner;
+	int64_t lease_ms;
+	uint32_t max;
+};
 
-/* The same, and the ids of (up to fenced_ids_max of) the fenced-out
- * outcomes into fenced_ids, their number into *fenced_ids_n. */
-int relay_record_outcomes_ids(PGconn *conn, const struct relay_outcome *o,
-    uint32_t n, const struct relay_record_mode *mode, uint32_t *written,
-    uint32_t *fenced_out,
-    uint64_t *fenced_ids, uint32_t fenced_ids_max, uint32_t *fenced_ids_n,
+/* What an outcome write did. */
+struct relay_record_result {
+	uint32_t written;      /* rows updated */
+	uint32_t fenced_out;   /* rows skipped because their fence moved */
+	uint32_t fenced_ids_n; /* of those, ids listed in the caller's fenced_ids */
+	struct relay_claim chained; /* claimed for the chain's owner (n may be 0) */
+};
+
+/* Write n outcomes in one statement (n = written + fenced_out). A
+ * delivered head of an ordering key (or a dead one, with skip_dead_heads)
+ * hands the key on to its next pending message in the same transaction;
+ * with chain (may be NULL) that message comes back claimed in r->chained,
+ * which the caller then owns. Up to fenced_ids_max fenced-out ids go to
+ * fenced_ids (may be NULL). OB_OK or OB_EDB / OB_ENOMEM (nothing owned). */
+int relay_record_outcomes(PGconn *conn, const struct relay_outcome *o,
+    uint32_t n, const struct relay_record_mode *mode, const struct relay_chain *chain,
+    uint64_t *fenced_ids, uint32_t fenced_ids_max, struct relay_record_result *r,
     char *err, size_t errlen);
 
 /* The stable name of an outcome kind ("delivered", ...). */

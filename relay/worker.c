@@ -57,7 +57,14 @@ struct worker {
 	struct relay_worker_live *live;  /* this worker slot's row, or NULL */
 	struct relay_topic_cache topics;
 	uint64_t *fenced_ids;            /* claim_max: ids an outcome write skipped */
+	struct relay_claim chained;      /* next messages of keys this worker just
+	                                  * recorded, claimed for it: the next round */
 };
+
+/* Of a round's claim_max, at most this share is chained messages, so a
+ * worker always claims other keys and unordered messages too. */
+#define CHAIN_SHARE_NUM 3
+#define CHAIN_SHARE_DEN 4
 
 #define COUNT(w, field, n)                                              \
 	do {                                                            \
@@ -276,6 +283,30 @@ count_recorded(struct worker *w, const struct relay_claim *claim, uint32_t nids)
 	}
 }
 
+/* This round's messages: those chained to this worker by the last outcome
+ * write, then a fresh claim for the room left. OB_OK or OB_EDB (the
+ * chained ones are dropped too: their leases expire, they come back). */
+static int
+claim_round(struct worker *w, struct relay_claim *claim)
+{
+	char err[1024], q[1100];
+	struct relay_claim fresh;
+	*claim = w->chained;
+	memset(&w->chained, 0, sizeof(w->chained));
+	int rc = relay_claim_batch(w->conn, w->owner, w->cfg->lease_ms, w->claim_max - claim->n,
+	    !w->cfg->no_ordering, &fresh, err, sizeof(err));
+	if (rc == OB_OK && (rc = relay_claim_append(claim, &fresh)) != OB_OK) {
+		snprintf(err, sizeof(err), "claim: out of memory");
+		relay_claim_fini(&fresh);
+	}
+	if (rc != OB_OK) {
+		ob_warn("relay.claim.failed", "chained=%u err=%s", claim->n,
+		    ob_log_q(err, q, sizeof(q)));
+		relay_claim_fini(claim);
+	}
+	return rc;
+}
+
 /* One claim -> deliver -> record round. Returns the number claimed, or -1
  * when the database failed. */
 static int
@@ -284,12 +315,9 @@ round_once(struct worker *w)
 	char err[1024], q[1100];
 	struct relay_claim claim;
 	int64_t t_claim = now_us();
-	if (relay_claim_batch(w->conn, w->owner, w->cfg->lease_ms, w->claim_max,
-	        !w->cfg->no_ordering, &claim,
-	        err, sizeof(err)) != OB_OK) {
-		ob_warn("relay.claim.failed", "err=%s", ob_log_q(err, q, sizeof(q)));
+	uint32_t chained = w->chained.n;
+	if (claim_round(w, &claim) != OB_OK)
 		return -1;
-	}
 	uint32_t n = claim.n;
 	if (n == 0) {
 		relay_claim_fini(&claim);
@@ -341,10 +369,15 @@ round_once(struct worker *w)
 		default: COUNT(w, retried, 1); break;
 		}
 	}
-	uint32_t written = 0, fenced = 0, nids = 0;
 	int64_t t_record = now_us();
-	int rc = relay_record_outcomes_ids(w->conn, w->outcomes, n, &w->record_mode,
-	    &written, &fenced, w->fenced_ids, w->claim_max, &nids, err, sizeof(err));
+	/* Chain only while running: a stopping worker hands nothing on to
+	 * itself. */
+	struct relay_chain chain = { w->owner, w->cfg->lease_ms,
+		w->claim_max / CHAIN_SHARE_DEN * CHAIN_SHARE_NUM };
+	bool chaining = !w->cfg->no_ordering && !*w->stop && chain.max > 0;
+	struct relay_record_result rec;
+	int rc = relay_record_outcomes(w->conn, w->outcomes, n, &w->record_mode,
+	    chaining ? &chain : NULL, w->fenced_ids, w->claim_max, &rec, err, sizeof(err));
 	add_inflight(w, -(int64_t)n);
 	if (rc != OB_OK) {
 		/* The leases will expire and the messages be delivered again:
@@ -353,18 +386,42 @@ round_once(struct worker *w)
 		relay_claim_fini(&claim);
 		return -1;
 	}
-	qsort(w->fenced_ids, nids, sizeof(*w->fenced_ids), cmp_u64);
-	if (fenced > 0) {
-		COUNT(w, fenced_out, fenced);
-		ob_metric_add(METRIC(w, fenced_out), fenced);
-		log_fenced(w, n, fenced, w->fenced_ids, nids);
+	w->chained = rec.chained;
+	qsort(w->fenced_ids, rec.fenced_ids_n, sizeof(*w->fenced_ids), cmp_u64);
+	if (rec.fenced_out > 0) {
+		COUNT(w, fenced_out, rec.fenced_out);
+		ob_metric_add(METRIC(w, fenced_out), rec.fenced_out);
+		log_fenced(w, n, rec.fenced_out, w->fenced_ids, rec.fenced_ids_n);
 	}
-	count_recorded(w, &claim, nids);
-	ob_debug("relay.round", "claimed=%u written=%u claim_us=%" PRId64 " deliver_us=%" PRId64
-	    " record_us=%" PRId64, n, written, t_deliver - t_claim, t_record - t_deliver,
-	    now_us() - t_record);
+	count_recorded(w, &claim, rec.fenced_ids_n);
+	ob_debug("relay.round", "claimed=%u chained=%u written=%u claim_us=%" PRId64
+	    " deliver_us=%" PRId64 " record_us=%" PRId64 " next_chained=%u", n, chained,
+	    rec.written, t_deliver - t_claim, t_record - t_deliver, now_us() - t_record,
+	    w->chained.n);
 	relay_claim_fini(&claim);
 	return (int)n;
+}
+
+/* On the way out: give back the messages chained to this worker and not
+ * yet sent, so another worker need not wait for their leases to expire. */
+static void
+release_chained(struct worker *w)
+{
+	char err[1024], q[1100];
+	uint32_t n = w->chained.n;
+	if (n == 0 || ob_pg_broken(w->conn)) {
+		relay_claim_fini(&w->chained);
+		return;
+	}
+	release_all(w, &w->chained);
+	struct relay_record_result rec;
+	if (relay_record_outcomes(w->conn, w->outcomes, n, &w->record_mode, NULL, NULL, 0,
+	        &rec, err, sizeof(err)) != OB_OK)
+		ob_warn("relay.record.failed", "messages=%u err=%s", n, ob_log_q(err, q, sizeof(q)));
+	else
+		ob_info("relay.chained.released", "owner=%s messages=%u", w->owner, rec.written);
+	relay_claim_fini(&rec.chained);
+	relay_claim_fini(&w->chained);
 }
 
 /* Worker 0's housekeeping, every --purge-interval. */
@@ -514,6 +571,7 @@ relay_worker_run(const struct relay_config *cfg, int worker_index,
 			log_progress(&w, "relay.progress");
 		}
 	}
+	release_chained(&w);
 	log_progress(&w, "relay.worker.stopped");
 	char prefix[64];
 	snprintf(prefix, sizeof(prefix), "worker=%d ", worker_index);

@@ -361,6 +361,57 @@ START_TEST(test_takeover_keeps_order_at_real_consumer)
 }
 END_TEST
 
+/* Recording a head hands the key's next message to the same worker, already
+ * claimed (sql/outbox/011_chain_heads.sql): one key, one worker, and every
+ * round after the first delivers a chained message without claiming it.
+ * A worker stopped while holding a chained message gives it back (no
+ * lease left behind), and a second relay finishes the key in order. */
+START_TEST(test_next_message_chained_to_the_worker)
+{
+	char db[TS_CONNINFO_MAX], url[256], route[300], log[256];
+	ts_db_create("ord_chain", "all", db, sizeof(db));
+	ts_ipc_url("ordc", url, sizeof(url));
+	snprintf(route, sizeof(route), "*=%s", url);
+	PGconn *c = ts_connect(db);
+	enqueue_keyed(c, "c", "C", 300);
+	char *consumer[] = { "outbox-consumer", "--db", db, "--listen", url, NULL };
+	pid_t cpid = ts_spawn(consumer, NULL, NULL);
+	char *relay_argv[] = { "outbox-relay", "--db", db, "--route", route, "--workers", "1",
+		"--poll-ms", "50", "--log-level", "debug", NULL };
+	pid_t rpid = ts_spawn(relay_argv, NULL, log);
+	ck_assert_int_ge(ts_wait_value(c,
+	    "SELECT least(count(*), 30) FROM outbox.messages WHERE status = 'delivered'", 30, 60000),
+	    30);
+	ts_stop(rpid, SIGTERM);
+	int64_t delivered = ts_query_int(c,
+	    "SELECT count(*) FROM outbox.messages WHERE status = 'delivered'");
+	/* Each round after the first carried the key's next message, chained. */
+	ck_assert_int_ge(ts_log_count(log, "event=relay.round claimed=1 chained=1 "), 29);
+	ck_assert_int_eq(ts_log_count(log, "event=relay.round claimed=1 chained=0 "), 1);
+	/* Every message chained to the worker was delivered in a later round
+	 * or, when the stop came between rounds, released: no lease is left. */
+	ck_assert_int_eq(ts_log_count(log, "next_chained=1"),
+	    ts_log_count(log, "event=relay.round claimed=1 chained=1 ") +
+	    ts_log_count(log, "event=relay.chained.released"));
+	ck_assert_int_eq(ts_query_int(c,
+	    "SELECT count(*) FROM outbox.messages WHERE lease_owner IS NOT NULL"), 0);
+	ck_assert_int_eq(ts_query_int(c,
+	    "SELECT count(*) FROM outbox.messages WHERE is_head AND status = 'pending'"),
+	    delivered < 300 ? 1 : 0);
+
+	rpid = ts_spawn(relay_argv, NULL, NULL);
+	ck_assert_int_eq(ts_wait_value(c,
+	    "SELECT count(*) FROM outbox.messages WHERE status = 'delivered'", 300, 60000), 300);
+	ts_stop(rpid, SIGTERM);
+	ts_stop(cpid, SIGTERM);
+	ck_assert_int_eq(ts_query_int(c,
+	    "SELECT count(DISTINCT idempotency_key) FROM inbox.notifications"), 300);
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM inbox.notifications"), 300);
+	ck_assert_int_eq(out_of_order_keys(c), 0);
+	PQfinish(c);
+}
+END_TEST
+
 START_TEST(test_enqueue_numbers_and_heads)
 {
 	char db[TS_CONNINFO_MAX];
@@ -392,6 +443,7 @@ main(void)
 	tcase_add_test(tc, test_failing_head_blocks_only_its_key);
 	tcase_add_test(tc, test_dead_head_block_then_requeue_and_skip);
 	tcase_add_test(tc, test_takeover_keeps_order_at_real_consumer);
+	tcase_add_test(tc, test_next_message_chained_to_the_worker);
 	suite_add_tcase(s, tc);
 	return ts_run_suite(s);
 }

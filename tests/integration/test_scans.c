@@ -162,7 +162,8 @@ keep_notice(void *arg, const char *message)
 
 /* The relay's outcome write, planned by PostgreSQL as it would be for a
  * big batch right after ANALYZE saw no pending rows (the usual state):
- * every statement inside outbox.record_outcomes must find its rows by index. */
+ * every statement inside outbox.record_outcomes_chain (the hand-over claiming
+ * each key's next message) must find its rows by index. */
 START_TEST(test_record_outcomes_plans_use_indexes)
 {
 	char db[TS_CONNINFO_MAX];
@@ -193,15 +194,17 @@ START_TEST(test_record_outcomes_plans_use_indexes)
 	/* A relay calls it thousands of times per session: PL/pgSQL soon plans
 	 * its statements once, generically (parameters unknown). */
 	ts_exec(conn, "SET plan_cache_mode = force_generic_plan");
+	/* 505 outcomes written; each key's next message chained to 'test'. */
 	ck_assert_int_eq(ts_query_int(conn,
-	    "SELECT count(*) FROM outbox.record_outcomes("
+	    "SELECT count(*) FILTER (WHERE NOT chained) * 1000 + count(*) FILTER (WHERE chained)"
+	    "  FROM outbox.record_outcomes_chain("
 	    "  (SELECT array_agg(id ORDER BY id) FROM batch),"
 	    "  (SELECT array_agg(fence ORDER BY id) FROM batch),"
 	    "  (SELECT array_agg('delivered'::text) FROM batch),"
 	    "  (SELECT array_agg(0::bigint) FROM batch),"
 	    "  (SELECT array_agg(0) FROM batch),"
 	    "  (SELECT array_agg(''::text) FROM batch),"
-	    "  true, false)"), 505);
+	    "  true, false, 'test', 60000, 1000)"), 505 * 1000 + 5);
 	ts_exec(conn, "SET auto_explain.log_min_duration = -1");
 	PQsetNoticeProcessor(conn, NULL, NULL);
 	ob_buf_append(&plans, "", 1);
