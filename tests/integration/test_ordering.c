@@ -412,6 +412,97 @@ START_TEST(test_next_message_chained_to_the_worker)
 }
 END_TEST
 
+/* The race between a head's hand-over and an enqueue on the same key, in
+ * both orders, with two connections and explicit waits (no timing luck).
+ * The key has one message, its head, claimed. If the hand-over cannot see
+ * the new message (not committed yet) while the enqueue sees the head
+ * still pending, the new message would be nobody's head: the key stuck. */
+static void
+claim_heads(PGconn *c)
+{
+	ts_exec(c, "UPDATE outbox.messages SET fence = fence + 1, attempts = attempts + 1,"
+	    " lease_owner = 'test', lease_until = now() + interval '1 minute'"
+	    " WHERE status = 'pending' AND is_head");
+}
+
+static const char record_h1[] =
+    "SELECT count(*) FROM outbox.record_outcomes_chain("
+    " ARRAY[(SELECT id FROM outbox.messages WHERE idempotency_key = 'h-1')],"
+    " ARRAY[(SELECT fence FROM outbox.messages WHERE idempotency_key = 'h-1')],"
+    " '{delivered}', '{0}', '{0}', '{\"\"}', true, false, NULL, 0, 0)";
+
+/* Send sql on conn without waiting, then wait until conn's backend waits
+ * for a lock held by the other transaction (true), or sql finished (false). */
+static bool
+send_until_blocked(PGconn *watch, PGconn *conn, const char *sql)
+{
+	char q[200];
+	ck_assert_int_eq(PQsendQuery(conn, sql), 1);
+	snprintf(q, sizeof(q), "SELECT count(*) FROM pg_stat_activity WHERE pid = %d"
+	    " AND wait_event_type = 'Lock'", PQbackendPID(conn));
+	for (int64_t end = ts_now_ms() + 5000; ts_now_ms() < end; usleep(20 * 1000)) {
+		if (ts_query_int(watch, q) == 1)
+			return true;
+		ck_assert_int_eq(PQconsumeInput(conn), 1);
+		if (!PQisBusy(conn))
+			return false;
+	}
+	return false;
+}
+
+static void
+finish_sent(PGconn *conn)
+{
+	PGresult *r;
+	while ((r = PQgetResult(conn)) != NULL) {
+		ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK || PQresultStatus(r) == PGRES_COMMAND_OK,
+		    "%s", PQresultErrorMessage(r));
+		PQclear(r);
+	}
+}
+
+START_TEST(test_handover_and_enqueue_race_both_orders)
+{
+	char db[TS_CONNINFO_MAX];
+	ts_db_create("ord_race", "outbox", db, sizeof(db));
+	PGconn *watch = ts_connect(db), *relay = ts_connect(db), *producer = ts_connect(db);
+
+	/* 1. The hand-over first: the enqueue must wait for it, then see the
+	 *    head gone and make its message the head. */
+	enqueue_keyed(watch, "h", "K1", 1);
+	claim_heads(watch);
+	ts_exec(relay, "BEGIN");
+	ck_assert_int_eq(ts_query_int(relay, record_h1), 1);
+	bool blocked = send_until_blocked(watch, producer,
+	    "SELECT outbox.enqueue('t', 'h-2', '{}', 'K1')");
+	ts_exec(relay, "COMMIT");
+	finish_sent(producer);
+	ck_assert_int_eq(ts_query_int(watch, "SELECT count(*) FROM outbox.messages"
+	    " WHERE ordering_key = 'K1' AND status = 'pending' AND is_head"), 1);
+	ck_assert_msg(blocked, "the enqueue did not wait for the hand-over");
+
+	/* 2. The enqueue first: the hand-over must wait for it, then see its
+	 *    message and make it the head. */
+	ts_exec(watch, "UPDATE outbox.messages SET status = 'delivered', is_head = false"
+	    " WHERE ordering_key = 'K1'");
+	ts_exec(watch, "DELETE FROM outbox.messages WHERE ordering_key = 'K1'");
+	ts_exec(watch, "DELETE FROM outbox.ordering_keys WHERE ordering_key = 'K1'");
+	enqueue_keyed(watch, "h", "K1", 1);
+	claim_heads(watch);
+	ts_exec(producer, "BEGIN");
+	ts_exec(producer, "SELECT outbox.enqueue('t', 'h-2', '{}', 'K1')");
+	blocked = send_until_blocked(watch, relay, record_h1);
+	ts_exec(producer, "COMMIT");
+	finish_sent(relay);
+	ck_assert_int_eq(ts_query_int(watch, "SELECT count(*) FROM outbox.messages"
+	    " WHERE idempotency_key = 'h-2' AND status = 'pending' AND is_head"), 1);
+	ck_assert_msg(blocked, "the hand-over did not wait for the enqueue");
+	PQfinish(watch);
+	PQfinish(relay);
+	PQfinish(producer);
+}
+END_TEST
+
 START_TEST(test_enqueue_numbers_and_heads)
 {
 	char db[TS_CONNINFO_MAX];
@@ -444,6 +535,7 @@ main(void)
 	tcase_add_test(tc, test_dead_head_block_then_requeue_and_skip);
 	tcase_add_test(tc, test_takeover_keeps_order_at_real_consumer);
 	tcase_add_test(tc, test_next_message_chained_to_the_worker);
+	tcase_add_test(tc, test_handover_and_enqueue_race_both_orders);
 	suite_add_tcase(s, tc);
 	return ts_run_suite(s);
 }
