@@ -26,9 +26,14 @@
 -- probe on messages_key_order has just found, and a dead head kept
 -- blocking is in messages_dead_heads (007).
 --
--- And the keys are locked through their primary key (a join to the
--- array), where "= ANY(done_keys)" in a generic plan scanned the whole of
--- outbox.ordering_keys comparing each row with every key in the batch.
+-- And a recorded head's key is locked (outbox.ordering_keys, against a
+-- concurrent enqueue) only when the hand-over finds no next message: when
+-- it finds one, an enqueue in flight cannot make its own message head
+-- anyway (it sees the old head still pending). Over 10,000 busy keys that
+-- is nearly never; before, every recorded head locked its key (a WAL
+-- record each). The lock joins the keys to the primary key, where
+-- "= ANY(done_keys)" in a generic plan compared every row of the table
+-- with every key of the batch.
 --
 -- Result rows: chained = false: an outcome written (id only; the caller's
 -- other ids were fenced out); chained = true: a message claimed for
@@ -47,8 +52,11 @@ CREATE FUNCTION outbox.record_outcomes_chain(ids bigint[], fences bigint[], kind
 AS $$
 #variable_conflict use_column
 DECLARE
-    written   bigint[];
-    done_keys text[];
+    written     bigint[];
+    done_keys   text[];
+    keys        text[];
+    chain_left  integer := chain_max;
+    chained_now integer;
 BEGIN
     WITH w AS (
         UPDATE outbox.messages m SET
@@ -85,42 +93,62 @@ BEGIN
                    FROM unnest(written) AS x(id);
 
     IF done_keys IS NOT NULL THEN
-        -- Serialise with enqueue on these keys (005_ordering.sql), in key
-        -- order so two relays never wait on each other in a cycle.
-        PERFORM 1 FROM unnest(done_keys) AS dk(ordering_key)
-                  JOIN outbox.ordering_keys k ON k.ordering_key = dk.ordering_key
-          ORDER BY k.ordering_key FOR UPDATE OF k;
-        -- A new statement, a new snapshot: it sees what enqueue committed.
-        -- One index probe per key (messages_key_order, LIMIT 1).
-        RETURN QUERY
-        WITH h AS (
-        UPDATE outbox.messages m SET
-            is_head = true,
-            lease_owner = CASE WHEN nxt.chain THEN chain_owner ELSE m.lease_owner END,
-            lease_until = CASE WHEN nxt.chain
-                          THEN now() + chain_lease_ms * interval '1 millisecond'
-                          ELSE m.lease_until END,
-            fence = m.fence + CASE WHEN nxt.chain THEN 1 ELSE 0 END,
-            attempts = m.attempts + CASE WHEN nxt.chain THEN 1 ELSE 0 END
-          FROM unnest(done_keys) WITH ORDINALITY AS dk(ordering_key, n),
-               LATERAL (SELECT p.id,
-                               chain_owner IS NOT NULL AND dk.n <= chain_max
-                               AND p.available_at <= now() AND p.lease_until IS NULL AS chain
-                          FROM outbox.messages p
-                         WHERE p.ordering_key = dk.ordering_key AND p.status = 'pending'
-                         ORDER BY p.id LIMIT 1) nxt
-         WHERE m.id = nxt.id AND NOT m.is_head
-           AND NOT EXISTS (SELECT 1 FROM outbox.messages h
-                            WHERE h.ordering_key = m.ordering_key
-                              AND h.status = 'dead' AND h.is_head)
-        RETURNING nxt.chain, m.id, m.fence, m.attempts,
-                  (extract(epoch FROM m.created_at) * 1000000)::bigint AS created_us,
-                  m.topic, m.idempotency_key, m.payload::text AS payload, m.ordering_key,
-                  COALESCE(m.ordering_seq, 0) AS ordering_seq)
-        -- Only the chained rows go back to the caller.
-        SELECT true, h.id, h.fence, h.attempts, h.created_us, h.topic, h.idempotency_key,
-               h.payload, h.ordering_key, h.ordering_seq
-          FROM h WHERE h.chain;
+        -- Pass 1, without locks: the keys whose next message this new
+        -- statement (new snapshot) can see. It is made head; an enqueue
+        -- committing meanwhile saw the old head still pending, so its
+        -- message is not a head, and follows.
+        -- Pass 2, the keys left with no pending head: an enqueue may be
+        -- committing their next message right now, unseen. Lock these keys
+        -- (the lock enqueue takes, 005_ordering.sql; in key order, so two
+        -- relays never wait on each other in a cycle), then look again in a
+        -- new snapshot, which sees what those enqueues committed.
+        keys := done_keys;
+        FOR pass IN 1..2 LOOP
+            IF pass = 2 THEN
+                SELECT array_agg(dk.k ORDER BY dk.k) INTO keys
+                  FROM unnest(done_keys) AS dk(k)
+                 WHERE NOT EXISTS (SELECT 1 FROM outbox.messages p
+                                    WHERE p.ordering_key = dk.k AND p.status = 'pending'
+                                      AND p.is_head);
+                EXIT WHEN keys IS NULL;
+                PERFORM 1 FROM unnest(keys) AS dk(ordering_key)
+                          JOIN outbox.ordering_keys k ON k.ordering_key = dk.ordering_key
+                  ORDER BY k.ordering_key FOR UPDATE OF k;
+            END IF;
+            -- One index probe per key (messages_key_order, LIMIT 1).
+            RETURN QUERY
+            WITH h AS (
+            UPDATE outbox.messages m SET
+                is_head = true,
+                lease_owner = CASE WHEN nxt.chain THEN chain_owner ELSE m.lease_owner END,
+                lease_until = CASE WHEN nxt.chain
+                              THEN now() + chain_lease_ms * interval '1 millisecond'
+                              ELSE m.lease_until END,
+                fence = m.fence + CASE WHEN nxt.chain THEN 1 ELSE 0 END,
+                attempts = m.attempts + CASE WHEN nxt.chain THEN 1 ELSE 0 END
+              FROM unnest(keys) WITH ORDINALITY AS dk(ordering_key, n),
+                   LATERAL (SELECT p.id,
+                                   chain_owner IS NOT NULL AND dk.n <= chain_left
+                                   AND p.available_at <= now() AND p.lease_until IS NULL
+                                   AS chain
+                              FROM outbox.messages p
+                             WHERE p.ordering_key = dk.ordering_key AND p.status = 'pending'
+                             ORDER BY p.id LIMIT 1) nxt
+             WHERE m.id = nxt.id AND NOT m.is_head
+               AND NOT EXISTS (SELECT 1 FROM outbox.messages h
+                                WHERE h.ordering_key = m.ordering_key
+                                  AND h.status = 'dead' AND h.is_head)
+            RETURNING nxt.chain, m.id, m.fence, m.attempts,
+                      (extract(epoch FROM m.created_at) * 1000000)::bigint AS created_us,
+                      m.topic, m.idempotency_key, m.payload::text AS payload, m.ordering_key,
+                      COALESCE(m.ordering_seq, 0) AS ordering_seq)
+            -- Only the chained rows go back to the caller.
+            SELECT true, h.id, h.fence, h.attempts, h.created_us, h.topic, h.idempotency_key,
+                   h.payload, h.ordering_key, h.ordering_seq
+              FROM h WHERE h.chain;
+            GET DIAGNOSTICS chained_now = ROW_COUNT;
+            chain_left := chain_left - chained_now;
+        END LOOP;
     END IF;
 END
 $$;

@@ -497,6 +497,28 @@ START_TEST(test_handover_and_enqueue_race_both_orders)
 	ck_assert_int_eq(ts_query_int(watch, "SELECT count(*) FROM outbox.messages"
 	    " WHERE idempotency_key = 'h-2' AND status = 'pending' AND is_head"), 1);
 	ck_assert_msg(blocked, "the hand-over did not wait for the enqueue");
+
+	/* 3. A next message already there: the hand-over makes it head without
+	 *    locking the key, and an enqueue meanwhile neither waits nor makes
+	 *    its own message a second head. */
+	enqueue_keyed(watch, "g", "K2", 2);
+	ts_exec(watch, "UPDATE outbox.messages SET fence = fence + 1, lease_owner = 'test',"
+	    " lease_until = now() + interval '1 minute' WHERE idempotency_key = 'g-1'");
+	ts_exec(relay, "BEGIN");
+	ck_assert_int_eq(ts_query_int(relay,
+	    "SELECT count(*) FROM outbox.record_outcomes_chain("
+	    " ARRAY[(SELECT id FROM outbox.messages WHERE idempotency_key = 'g-1')],"
+	    " ARRAY[(SELECT fence FROM outbox.messages WHERE idempotency_key = 'g-1')],"
+	    " '{delivered}', '{0}', '{0}', '{\"\"}', true, false, NULL, 0, 0)"), 1);
+	blocked = send_until_blocked(watch, producer,
+	    "SELECT outbox.enqueue('t', 'g-3', '{}', 'K2')");
+	ts_exec(relay, "COMMIT");
+	finish_sent(producer);
+	ck_assert_msg(!blocked, "the enqueue waited although the key had a next message");
+	ck_assert_int_eq(ts_query_int(watch, "SELECT count(*) FROM outbox.messages"
+	    " WHERE ordering_key = 'K2' AND status = 'pending' AND is_head"), 1);
+	ck_assert_int_eq(ts_query_int(watch, "SELECT count(*) FROM outbox.messages"
+	    " WHERE idempotency_key = 'g-2' AND is_head"), 1);
 	PQfinish(watch);
 	PQfinish(relay);
 	PQfinish(producer);
