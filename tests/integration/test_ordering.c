@@ -425,11 +425,16 @@ claim_heads(PGconn *c)
 	    " WHERE status = 'pending' AND is_head");
 }
 
-static const char record_h1[] =
-    "SELECT count(*) FROM outbox.record_outcomes_chain("
-    " ARRAY[(SELECT id FROM outbox.messages WHERE idempotency_key = 'h-1')],"
-    " ARRAY[(SELECT fence FROM outbox.messages WHERE idempotency_key = 'h-1')],"
-    " '{delivered}', '{0}', '{0}', '{\"\"}', true, false, NULL, 0, 0)";
+/* The relay's outcome write for message key, delivered (no chaining). */
+static const char *
+record_delivered(const char *key, char *sql, size_t len)
+{
+	snprintf(sql, len, "SELECT count(*) FROM outbox.record_outcomes_chain("
+	    " ARRAY[(SELECT id FROM outbox.messages WHERE idempotency_key = '%s')],"
+	    " ARRAY[(SELECT fence FROM outbox.messages WHERE idempotency_key = '%s')],"
+	    " '{delivered}', '{0}', '{0}', '{\"\"}', true, false, NULL, 0, 0)", key, key);
+	return sql;
+}
 
 /* Send sql on conn without waiting, then wait until conn's backend waits
  * for a lock held by the other transaction (true), or sql finished (false). */
@@ -463,7 +468,7 @@ finish_sent(PGconn *conn)
 
 START_TEST(test_handover_and_enqueue_race_both_orders)
 {
-	char db[TS_CONNINFO_MAX];
+	char db[TS_CONNINFO_MAX], sql[512];
 	ts_db_create("ord_race", "outbox", db, sizeof(db));
 	PGconn *watch = ts_connect(db), *relay = ts_connect(db), *producer = ts_connect(db);
 
@@ -472,7 +477,7 @@ START_TEST(test_handover_and_enqueue_race_both_orders)
 	enqueue_keyed(watch, "h", "K1", 1);
 	claim_heads(watch);
 	ts_exec(relay, "BEGIN");
-	ck_assert_int_eq(ts_query_int(relay, record_h1), 1);
+	ck_assert_int_eq(ts_query_int(relay, record_delivered("h-1", sql, sizeof(sql))), 1);
 	bool blocked = send_until_blocked(watch, producer,
 	    "SELECT outbox.enqueue('t', 'h-2', '{}', 'K1')");
 	ts_exec(relay, "COMMIT");
@@ -483,15 +488,13 @@ START_TEST(test_handover_and_enqueue_race_both_orders)
 
 	/* 2. The enqueue first: the hand-over must wait for it, then see its
 	 *    message and make it the head. */
-	ts_exec(watch, "UPDATE outbox.messages SET status = 'delivered', is_head = false"
-	    " WHERE ordering_key = 'K1'");
 	ts_exec(watch, "DELETE FROM outbox.messages WHERE ordering_key = 'K1'");
 	ts_exec(watch, "DELETE FROM outbox.ordering_keys WHERE ordering_key = 'K1'");
 	enqueue_keyed(watch, "h", "K1", 1);
 	claim_heads(watch);
 	ts_exec(producer, "BEGIN");
 	ts_exec(producer, "SELECT outbox.enqueue('t', 'h-2', '{}', 'K1')");
-	blocked = send_until_blocked(watch, relay, record_h1);
+	blocked = send_until_blocked(watch, relay, record_delivered("h-1", sql, sizeof(sql)));
 	ts_exec(producer, "COMMIT");
 	finish_sent(relay);
 	ck_assert_int_eq(ts_query_int(watch, "SELECT count(*) FROM outbox.messages"
@@ -502,14 +505,9 @@ START_TEST(test_handover_and_enqueue_race_both_orders)
 	 *    locking the key, and an enqueue meanwhile neither waits nor makes
 	 *    its own message a second head. */
 	enqueue_keyed(watch, "g", "K2", 2);
-	ts_exec(watch, "UPDATE outbox.messages SET fence = fence + 1, lease_owner = 'test',"
-	    " lease_until = now() + interval '1 minute' WHERE idempotency_key = 'g-1'");
+	claim_heads(watch);
 	ts_exec(relay, "BEGIN");
-	ck_assert_int_eq(ts_query_int(relay,
-	    "SELECT count(*) FROM outbox.record_outcomes_chain("
-	    " ARRAY[(SELECT id FROM outbox.messages WHERE idempotency_key = 'g-1')],"
-	    " ARRAY[(SELECT fence FROM outbox.messages WHERE idempotency_key = 'g-1')],"
-	    " '{delivered}', '{0}', '{0}', '{\"\"}', true, false, NULL, 0, 0)"), 1);
+	ck_assert_int_eq(ts_query_int(relay, record_delivered("g-1", sql, sizeof(sql))), 1);
 	blocked = send_until_blocked(watch, producer,
 	    "SELECT outbox.enqueue('t', 'g-3', '{}', 'K2')");
 	ts_exec(relay, "COMMIT");
