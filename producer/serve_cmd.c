@@ -23,6 +23,7 @@
 #include "outbox/config.h"
 #include "outbox/err.h"
 #include "outbox/log.h"
+#include "outbox/ready_file.h"
 #include "producer.h"
 
 #define SERVE_MAX_FAULT 1000000000
@@ -129,20 +130,6 @@ ready_cb(void *arg)
 	return http_server_ready(arg);
 }
 
-static int
-write_ready(const char *path, int port)
-{
-	char tmp[4096];
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	FILE *f = fopen(tmp, "w");
-	if (f == NULL)
-		return -1;
-	fprintf(f, "http://127.0.0.1:%d\n", port);
-	if (fclose(f) != 0)
-		return -1;
-	return rename(tmp, path);
-}
-
 int
 producer_cmd_serve(int argc, char **argv)
 {
@@ -235,9 +222,13 @@ producer_cmd_serve(int argc, char **argv)
 		    ob_http_endpoint_port(ep));
 	}
 	int port = http_server_port(srv);
-	if (cfg.ready_file != NULL && write_ready(cfg.ready_file, port) != 0) {
-		fprintf(stderr, "outbox-producer serve: cannot write --ready-file %s\n", cfg.ready_file);
-		goto out;
+	if (cfg.ready_file != NULL) {
+		char url[64];
+		snprintf(url, sizeof(url), "http://127.0.0.1:%d", port);
+		if (ob_ready_file_write(cfg.ready_file, url, err, sizeof(err)) != OB_OK) {
+			fprintf(stderr, "outbox-producer serve: cannot write --ready-file %s\n", err);
+			goto out;
+		}
 	}
 	ob_info("producer.started", "http=%s port=%d idempotency=%s%s threads=%d lease_ms=%" PRId64
 	    " key_retention_ms=%" PRId64, cfg.http, port, cfg.idempotency,
