@@ -1,7 +1,8 @@
 /*
  * producer_testlib.h - shared by the producer's integration tests: start
- * `outbox-producer serve` on a free port and talk raw HTTP to it (ts_http:
- * nng's client), so that a test can send exactly the headers it wants.
+ * `outbox-producer serve` on port 0 (its --ready-file says which port it
+ * got) and talk raw HTTP to it (ts_http: nng's client), so that a test can
+ * send exactly the headers it wants.
  */
 #ifndef OUTBOX_PRODUCER_TESTLIB_H
 #define OUTBOX_PRODUCER_TESTLIB_H
@@ -48,14 +49,7 @@ pt_serve(const char *db, char *const extra[], struct pt_server *s)
 		argv[argc++] = extra[i];
 	argv[argc] = NULL;
 	s->pid = ts_spawn(argv, NULL, s->log);
-	int64_t deadline = ts_now_ms() + 30000;
-	char *u = NULL;
-	while ((u = ts_read_file(ready)) == NULL && ts_now_ms() < deadline) {
-		ck_assert_msg(ts_wait_exit(s->pid, 0) < 0, "serve exited early; log %s", s->log);
-		usleep(10000);
-	}
-	ck_assert_msg(u != NULL, "serve did not become ready; log %s", s->log);
-	u[strcspn(u, "\n")] = '\0';
+	char *u = ts_wait_ready_file(ready, s->pid, s->log, 30000);
 	snprintf(s->url, sizeof(s->url), "%s", u);
 	free(u);
 }

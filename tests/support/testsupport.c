@@ -378,6 +378,85 @@ ts_log_wait(const char *path, const char *needle, int want, int timeout_ms)
 	return n;
 }
 
+/* key's value on one log line of event (NUL-terminated) into out: text
+ * `event=E ... key=V` or `key="V"`, json `"event":"E",..."key":"V"`. */
+static bool
+line_field(const char *line, const char *event, const char *key, char *out, size_t outlen)
+{
+	char pat[200];
+	snprintf(pat, sizeof(pat), " event=%s ", event);
+	bool text = strstr(line, pat) != NULL;
+	snprintf(pat, sizeof(pat), "\"event\":\"%s\"", event);
+	if (!text && strstr(line, pat) == NULL)
+		return false;
+	snprintf(pat, sizeof(pat), text ? " %s=" : "\"%s\":\"", key);
+	const char *v = strstr(line, pat);
+	if (v == NULL)
+		return false;
+	v += strlen(pat);
+	const char *stop = text ? " " : "\"";
+	if (text && *v == '"') {
+		v++;
+		stop = "\"";
+	}
+	snprintf(out, outlen, "%.*s", (int)strcspn(v, stop), v);
+	return true;
+}
+
+/* The value of key on the last line of event in the file; false if none.
+ * Only whole lines count: the last one may still be being written. */
+static bool
+log_field(const char *path, const char *event, const char *key, char *out, size_t outlen)
+{
+	char *text = ts_read_file(path), *eol;
+	bool found = false;
+	for (char *line = text; line != NULL && (eol = strchr(line, '\n')) != NULL;
+	    line = eol + 1) {
+		*eol = '\0';
+		found |= line_field(line, event, key, out, outlen);
+	}
+	free(text);
+	return found;
+}
+
+void
+ts_log_wait_field(const char *path, const char *event, const char *key, char *out,
+    size_t outlen, int timeout_ms)
+{
+	int64_t end = ts_now_ms() + timeout_ms;
+	bool found;
+	while (!(found = log_field(path, event, key, out, outlen)) && ts_now_ms() < end)
+		usleep(10 * 1000);
+	ck_assert_msg(found, "no %s line with %s= in %s after %d ms", event, key, path,
+	    timeout_ms);
+}
+
+int
+ts_log_wait_port(const char *path, const char *event, int timeout_ms)
+{
+	char v[32], *rest;
+	ts_log_wait_field(path, event, "port", v, sizeof(v), timeout_ms);
+	long port = strtol(v, &rest, 10);
+	ck_assert_msg(*v != '\0' && *rest == '\0' && port >= 1 && port <= 65535,
+	    "%s in %s: port=%s is not a bound port", event, path, v);
+	return (int)port;
+}
+
+char *
+ts_wait_ready_file(const char *path, pid_t pid, const char *log, int timeout_ms)
+{
+	int64_t end = ts_now_ms() + timeout_ms;
+	char *u;
+	while ((u = ts_read_file(path)) == NULL && ts_now_ms() < end) {
+		ck_assert_msg(ts_wait_exit(pid, 0) < 0, "exited before writing %s; log %s", path,
+		    log);
+		usleep(10 * 1000);
+	}
+	ck_assert_msg(u != NULL, "no %s after %d ms; log %s", path, timeout_ms, log);
+	u[strcspn(u, "\n")] = '\0';
+	return u;
+}
+
 bool
 ts_promtool_check(const char *who, const char *text)
 {

@@ -119,6 +119,26 @@ int ts_log_count(const char *path, const char *needle);
  * passes. Returns the last count. */
 int ts_log_wait(const char *path, const char *needle, int want, int timeout_ms);
 
+/* Poll path every 10 ms until a line of event (text `event=NAME`, or json
+ * `"event":"NAME"`) carries key (`key=value` / `"key":"value"`), up to
+ * timeout_ms; the value on the last such line into out (quotes removed,
+ * truncated to outlen). Asserts it appeared, naming the log. */
+void ts_log_wait_field(const char *path, const char *event, const char *key, char *out,
+    size_t outlen, int timeout_ms);
+
+/* The TCP port a program logged it bound: the `port=N` of the last line of
+ * event (ts_log_wait_field), asserted 1..65535. Start every listener on
+ * port 0 (`--metrics 127.0.0.1:0`) and read its port back with this: a
+ * port found free a moment ago may be someone else's by the time the
+ * program binds it. */
+int ts_log_wait_port(const char *path, const char *event, int timeout_ms);
+
+/* Poll every 10 ms for the --ready-file at path that the process pid
+ * writes once it serves, up to timeout_ms; asserts pid is still running
+ * meanwhile and the file appeared (naming log, pid's output, when not).
+ * Returns its first line without the newline (malloc'ed, free()). */
+char *ts_wait_ready_file(const char *path, pid_t pid, const char *log, int timeout_ms);
+
 /* `promtool check metrics` on an exposition text: asserts it passes. The
  * promtool is $OUTBOX_PROMTOOL (scripts/get-promtool.sh), else
  * /usr/bin/promtool. Without one it says "who: promtool check SKIPPED" on
