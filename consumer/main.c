@@ -18,6 +18,7 @@
 #include "outbox/err.h"
 #include "outbox/http_endpoint.h"
 #include "outbox/log.h"
+#include "outbox/ready_file.h"
 #include "handler_webhook.h"
 #include "metrics.h"
 #include "server.h"
@@ -41,6 +42,7 @@ struct consumer_config {
 	char *log_level;
 	char *log_format;
 	char *metrics;
+	char *ready_file;
 	int64_t fault_drop_reply;
 	int64_t fault_die_before_commit;
 	int64_t fault_die_after_commit;
@@ -58,7 +60,8 @@ static const struct ob_cfg_opt consumer_options[] = {
 	OPT("db", "OUTBOX_DB", OB_CFG_STRING, NULL, 0, 0, NULL, true, db,
 	    "PostgreSQL connection string of the consumer's database (inbox schema)"),
 	OPT("listen", "OUTBOX_LISTEN", OB_CFG_STRING, "tcp://127.0.0.1:7450", 0, 0, NULL,
-	    false, listen, "nng URL to serve requests on (tcp://, ipc://, tls+tcp://)"),
+	    false, listen, "nng URL to serve requests on (tcp://, ipc://, tls+tcp://;"
+	    " tcp port 0 = any free port, see --ready-file)"),
 	OPT("threads", "OUTBOX_THREADS", OB_CFG_INT, "4", 1, 256, NULL, false, threads,
 	    "serving threads, each with its own DB connection: requests in flight"),
 	OPT("handler", "OUTBOX_HANDLER", OB_CFG_ENUM, "record", 0, 0, "record|webhook", false,
@@ -97,6 +100,8 @@ static const struct ob_cfg_opt consumer_options[] = {
 	OPT("metrics", "OUTBOX_METRICS", OB_CFG_STRING, NULL, 0, 0, NULL, false, metrics,
 	    "serve /metrics, /healthz and /readyz on HOST:PORT (or :PORT, [::1]:PORT,"
 	    " http://HOST:PORT); empty = off (docs/metrics.md)"),
+	OPT("ready-file", "OUTBOX_READY_FILE", OB_CFG_STRING, NULL, 0, 0, NULL, false,
+	    ready_file, "write the served URL (with the bound port) here once listening"),
 	OPT("fault-drop-reply", "OUTBOX_FAULT_DROP_REPLY", OB_CFG_INT, "0", 0, 1000000000,
 	    NULL, false, fault_drop_reply, "fault: drop the reply after COMMIT, N times"),
 	OPT("fault-die-before-commit", "OUTBOX_FAULT_DIE_BEFORE_COMMIT", OB_CFG_INT, "0",
@@ -250,9 +255,19 @@ main(int argc, char **argv)
 		ob_info("consumer.metrics.listening", "addr=%s port=%d", cfg.metrics,
 		    ob_http_endpoint_port(ep));
 	}
+	/* The URL with the port bound (--listen tcp://HOST:0), for the log line
+	 * and the ready file alike. */
+	const char *url = consumer_server_url(srv);
+	if (cfg.ready_file != NULL &&
+	    ob_ready_file_write(cfg.ready_file, url, err, sizeof(err)) != OB_OK) {
+		fprintf(stderr, "outbox-consumer: cannot write --ready-file %s\n", err);
+		code = 1;
+		goto out;
+	}
+	char q[600];
 	ob_info("consumer.started", "listen=%s threads=%d dedup=%s handler=%s",
-	    cfg.listen, (int)cfg.threads, cfg.no_dedup ? "OFF(broken-mode)" : "on",
-	    cfg.handler);
+	    ob_log_q(url, q, sizeof(q)), (int)cfg.threads,
+	    cfg.no_dedup ? "OFF(broken-mode)" : "on", cfg.handler);
 
 	int sig = 0;
 	sigwait(&stop, &sig);

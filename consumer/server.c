@@ -46,6 +46,8 @@ struct serve_thread {
 struct consumer_server {
 	struct consumer_server_config cfg;
 	nng_socket sock;
+	nng_listener listener;
+	char *url;                          /* cfg.listen with the bound port */
 	struct serve_thread *threads;
 	int nthreads;
 	struct consumer_counters own_counters;
@@ -301,6 +303,31 @@ purge_loop(void *arg)
 	return NULL;
 }
 
+/* The URL l listens on, malloc'ed: listen with the bound TCP port when it
+ * asked for port 0, else listen as given (ipc://PATH, or a port of its own).
+ * NULL when out of memory. */
+static char *
+bound_url(const char *listen, nng_listener l)
+{
+	nng_url *u = NULL;
+	int port = 0;
+	char *out = NULL;
+	if (nng_url_parse(&u, listen) == 0 && u->u_port != NULL &&
+	    strcmp(u->u_port, "0") == 0 &&
+	    nng_listener_get_int(l, NNG_OPT_TCP_BOUND_PORT, &port) == 0 && port > 0) {
+		bool v6 = strchr(u->u_hostname, ':') != NULL;
+		size_t n = strlen(u->u_scheme) + strlen(u->u_hostname) + strlen(u->u_path) + 16;
+		if ((out = malloc(n)) != NULL)
+			snprintf(out, n, "%s://%s%s%s:%d%s", u->u_scheme, v6 ? "[" : "",
+			    u->u_hostname, v6 ? "]" : "", port, u->u_path);
+	} else {
+		out = strdup(listen);
+	}
+	if (u != NULL)
+		nng_url_free(u);
+	return out;
+}
+
 static void
 thread_fini(struct serve_thread *t)
 {
@@ -355,9 +382,14 @@ consumer_server_start(const struct consumer_server_config *cfg,
 		s->nthreads = i + 1;
 		set_connected(t, true);
 	}
-	if ((rv = nng_listen(s->sock, cfg->listen, NULL, 0)) != 0) {
+	if ((rv = nng_listen(s->sock, cfg->listen, &s->listener, 0)) != 0) {
 		snprintf(err, errlen, "listen on %s: %s", cfg->listen, nng_strerror(rv));
 		rc = OB_ENET;
+		goto fail;
+	}
+	if ((s->url = bound_url(cfg->listen, s->listener)) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		rc = OB_ENOMEM;
 		goto fail;
 	}
 	for (int i = 0; i < s->nthreads; i++) {
@@ -384,6 +416,7 @@ fail_threads:
 fail_free:
 	pthread_cond_destroy(&s->cv);
 	pthread_mutex_destroy(&s->mtx);
+	free(s->url);
 	free(s->threads);
 	free(s);
 	return rc;
@@ -396,6 +429,12 @@ consumer_server_ready(const struct consumer_server *s)
 		if (!atomic_load(&s->threads[i].connected))
 			return false;
 	return s->nthreads > 0;
+}
+
+const char *
+consumer_server_url(const struct consumer_server *s)
+{
+	return s->url;
 }
 
 const struct consumer_counters *
@@ -420,6 +459,7 @@ consumer_server_stop(struct consumer_server *s)
 		thread_fini(&s->threads[i]);
 	pthread_cond_destroy(&s->cv);
 	pthread_mutex_destroy(&s->mtx);
+	free(s->url);
 	free(s->threads);
 	free(s);
 }

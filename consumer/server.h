@@ -51,7 +51,7 @@ struct consumer_metrics; /* metrics.h */
 
 struct consumer_server_config {
 	const char *db;          /* conninfo, borrowed */
-	const char *listen;      /* nng URL, borrowed */
+	const char *listen;      /* nng URL, borrowed; tcp port 0 = any free port */
 	int threads;             /* serving threads = requests in flight */
 	struct ob_wire_limits limits;
 	struct inbox_options inbox;
@@ -69,6 +69,11 @@ struct consumer_server;
  * On success *out is owned: stop with consumer_server_stop. */
 int consumer_server_start(const struct consumer_server_config *cfg,
     struct consumer_server **out, char *err, size_t errlen);
+
+/* The URL the server listens on: cfg->listen with the TCP port actually
+ * bound (tcp://127.0.0.1:0 -> tcp://127.0.0.1:41873); a URL without a TCP
+ * port (ipc://PATH, inproc://NAME) as given. Owned by s, valid until stop. */
+const char *consumer_server_url(const struct consumer_server *s);
 
 /* Counters, live; valid until stop (or as long as cfg->counters). */
 const struct consumer_counters *consumer_server_counters(

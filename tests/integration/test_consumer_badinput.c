@@ -180,6 +180,7 @@ START_TEST(test_custom_handler)
 	};
 	struct consumer_server *srv;
 	ck_assert_msg(consumer_server_start(&cfg, &srv, err, sizeof(err)) == OB_OK, "%s", err);
+	ck_assert_str_eq(consumer_server_url(srv), url); /* no TCP port: as given */
 	struct cc_conn c;
 	cc_open(&c, url);
 	struct ob_wire_msg batch[4] = {

@@ -8,7 +8,9 @@
  * webhook handler's calls by outcome; /readyz goes 503 when the database
  * is gone (its connections terminated, new ones refused) and 200 when it is
  * back. Bad --metrics values and a port in use are start-up errors. The
- * log never shows a conninfo's password.
+ * log never shows a conninfo's password. --listen tcp://127.0.0.1:0 binds
+ * a free port and says which in the --ready-file and the consumer.started
+ * line; a --ready-file that cannot be written is a start-up error.
  */
 #include <signal.h>
 #include <sys/wait.h>
@@ -297,6 +299,65 @@ START_TEST(test_bad_metrics_config)
 }
 END_TEST
 
+/* --listen tcp://127.0.0.1:0: the consumer binds a free port itself and
+ * says which, in its --ready-file and in consumer.started alike; a
+ * request sent to that URL is applied. */
+START_TEST(test_listen_port_zero)
+{
+	char db[TS_CONNINFO_MAX], log[256], ready[300], logged[300];
+	ts_db_create("cmport0", "inbox", db, sizeof(db));
+	snprintf(ready, sizeof(ready), "%s/consumer-port0.url", ts_tmpdir());
+	char *argv[] = { "outbox-consumer", "--db", db, "--listen", "tcp://127.0.0.1:0",
+		"--ready-file", ready, "--threads", "2", NULL };
+	pid_t pid = ts_spawn(argv, NULL, log);
+	char *url = ts_wait_ready_file(ready, pid, log, 60 * T_SEC);
+	const char *prefix = "tcp://127.0.0.1:";
+	ck_assert_msg(strncmp(url, prefix, strlen(prefix)) == 0, "ready file: %s", url);
+	char *rest;
+	long port = strtol(url + strlen(prefix), &rest, 10);
+	ck_assert_msg(*rest == '\0' && port > 0 && port <= 65535, "ready file: %s", url);
+	ts_log_wait_field(log, "consumer.started", "listen", logged, sizeof(logged), 30 * T_SEC);
+	ck_assert_str_eq(logged, url);
+
+	struct cc_conn c;
+	cc_open(&c, url);
+	ck_assert_int_eq(cc_call1(&c, cc_msg(1, "t", "port-zero", "{}"), NULL, 0),
+	    OB_WIRE_APPLIED);
+	cc_close(&c);
+	PGconn *conn = ts_connect(db);
+	ck_assert_int_eq(ts_query_int(conn, "SELECT count(*) FROM inbox.notifications"), 1);
+	PQfinish(conn);
+	kill(pid, SIGTERM);
+	ck_assert_int_eq(ts_wait_exit(pid, 30 * T_SEC), 0);
+	free(url);
+}
+END_TEST
+
+/* A --ready-file (or OUTBOX_READY_FILE) in a directory that does not
+ * exist: exit 1 at start, one line naming the flag, the path and why. */
+START_TEST(test_bad_ready_file)
+{
+	char db[TS_CONNINFO_MAX], url[256], bad[300], out[4096];
+	static char env_bad[400];
+	ts_db_create("cmbadready", "inbox", db, sizeof(db));
+	ts_ipc_url("cmbadready", url, sizeof(url));
+	snprintf(bad, sizeof(bad), "%s/no-such-dir/consumer.url", ts_tmpdir());
+	char *flag[] = { "outbox-consumer", "--db", db, "--listen", url, "--ready-file", bad,
+		NULL };
+	ck_assert_int_eq(ts_run(flag, NULL, out, sizeof(out), 30 * T_SEC), 1);
+	ck_assert_msg(strstr(out, "--ready-file") != NULL && strstr(out, bad) != NULL &&
+	    strstr(out, "No such file or directory") != NULL, "%s", out);
+	ck_assert_msg(strstr(out, "consumer.started") == NULL, "%s", out);
+
+	snprintf(env_bad, sizeof(env_bad), "OUTBOX_READY_FILE=%s", bad);
+	char *env[] = { env_bad, NULL };
+	char *env_argv[] = { "outbox-consumer", "--db", db, "--listen", url, NULL };
+	ck_assert_int_eq(ts_run(env_argv, env, out, sizeof(out), 30 * T_SEC), 1);
+	ck_assert_msg(strstr(out, "--ready-file") != NULL && strstr(out, bad) != NULL, "%s",
+	    out);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -306,6 +367,8 @@ main(void)
 	tcase_add_test(tc, test_counters_move_and_readiness);
 	tcase_add_test(tc, test_webhook_outcomes);
 	tcase_add_test(tc, test_bad_metrics_config);
+	tcase_add_test(tc, test_listen_port_zero);
+	tcase_add_test(tc, test_bad_ready_file);
 	suite_add_tcase(s, tc);
 	int rc = ts_run_suite(s);
 	nng_fini();
