@@ -8,9 +8,11 @@
  * webhook handler's calls by outcome; /readyz goes 503 when the database
  * is gone (its connections terminated, new ones refused) and 200 when it is
  * back. Bad --metrics values and a port in use are start-up errors. The
- * log never shows a conninfo's password. --listen tcp://127.0.0.1:0 binds
- * a free port and says which in the --ready-file and the consumer.started
- * line; a --ready-file that cannot be written is a start-up error.
+ * log never shows a conninfo's password. Every listener here binds port 0
+ * and the test reads back the port it got: --metrics from the
+ * consumer.metrics.listening line, --listen tcp://127.0.0.1:0 from the
+ * --ready-file (and the consumer.started line); a --ready-file that cannot
+ * be written is a start-up error.
  */
 #include <signal.h>
 #include <sys/wait.h>
@@ -39,31 +41,34 @@ promtool_check(int port)
 	free(text);
 }
 
+/* Start the consumer with --metrics on port 0 (wait_serving reads the
+ * port it bound). */
 static pid_t
-consumer_spawn(char *log, const char *db, const char *url, int port,
-    const char *const *extra)
+consumer_spawn(char *log, const char *db, const char *url, const char *const *extra)
 {
-	char *argv[40], addr[64];
+	char *argv[40];
 	int n = 0;
-	snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
 	argv[n++] = "outbox-consumer";
 	argv[n++] = "--db";
 	argv[n++] = (char *)db;
 	argv[n++] = "--listen";
 	argv[n++] = (char *)url;
 	argv[n++] = "--metrics";
-	argv[n++] = addr;
+	argv[n++] = "127.0.0.1:0";
 	for (int i = 0; extra != NULL && extra[i] != NULL && n < 38; i++)
 		argv[n++] = (char *)extra[i];
 	argv[n] = NULL;
 	return ts_spawn(argv, NULL, log);
 }
 
-static void
-wait_serving(const char *log, int port)
+/* The consumer is up and its endpoint answers; returns the endpoint's port. */
+static int
+wait_serving(const char *log)
 {
 	ck_assert_msg(ts_log_wait(log, "consumer.started", 1, 60 * T_SEC) >= 1, "never started: %s", log);
+	int port = ts_log_wait_port(log, "consumer.metrics.listening", 30 * T_SEC);
 	ck_assert_int_eq(ts_http_wait_status(port, "GET", "/healthz", 200, 30 * T_SEC), 200);
+	return port;
 }
 
 /* The database name in a conninfo (the last dbname= wins). */
@@ -107,11 +112,10 @@ START_TEST(test_counters_move_and_readiness)
 	db_name(db, name, sizeof(name));
 	snprintf(pw, sizeof(pw), "%s password=hunter2", db);
 	ts_ipc_url("cmetrics", url, sizeof(url));
-	int port = ts_free_port();
 	const char *extra[] = { "--threads", "2", "--log-format", "json", "--log-level", "debug",
 		NULL };
-	pid_t pid = consumer_spawn(log, pw, url, port, extra);
-	wait_serving(log, port);
+	pid_t pid = consumer_spawn(log, pw, url, extra);
+	int port = wait_serving(log);
 
 	/* The endpoint. */
 	ck_assert_int_eq(ts_http_wait_status(port, "GET", "/readyz", 200, 30 * T_SEC), 200);
@@ -235,11 +239,10 @@ START_TEST(test_webhook_outcomes)
 	ts_ipc_url("cmhook", url, sizeof(url));
 	struct wt_target *t = wt_start(hook, sizeof(hook));
 	ck_assert_ptr_nonnull(t);
-	int port = ts_free_port();
 	const char *extra[] = { "--handler", "webhook", "--webhook-url", hook,
 		"--webhook-timeout", "1s", "--webhook-lease", "5s", NULL };
-	pid_t pid = consumer_spawn(log, db, url, port, extra);
-	wait_serving(log, port);
+	pid_t pid = consumer_spawn(log, db, url, extra);
+	int port = wait_serving(log);
 	ASSERT_METRIC(port, "outbox_consumer_webhook_calls_total{outcome=\"2xx\"}", 0);
 	ASSERT_METRIC(port, "outbox_consumer_webhook_claims_total{event=\"replayed\"}", 0);
 	promtool_check(port);

@@ -29,20 +29,20 @@ fresh_db(char *db, size_t dblen, char *secret_db, size_t secretlen)
 	return ts_connect(db);
 }
 
-/* Serve with --metrics on a free port; *mport gets it, murl its base. */
+/* Serve with --metrics on port 0; murl gets the base of the port it bound
+ * (read back from its producer.metrics.listening line). */
 static void
 serve_metrics(const char *db, char *const extra[], struct pt_server *s, char *murl,
     size_t murllen)
 {
-	char addr[64];
-	char *argv[32] = { "--metrics", addr, "--log-level", "debug" };
+	char *argv[32] = { "--metrics", "127.0.0.1:0", "--log-level", "debug" };
 	int argc = 4;
-	snprintf(addr, sizeof(addr), "127.0.0.1:%d", ts_free_port());
 	for (int i = 0; extra != NULL && extra[i] != NULL && argc < 30; i++)
 		argv[argc++] = extra[i];
 	argv[argc] = NULL;
 	pt_serve(db, argv, s);
-	snprintf(murl, murllen, "http://%s", addr);
+	snprintf(murl, murllen, "http://127.0.0.1:%d",
+	    ts_log_wait_port(s->log, "producer.metrics.listening", 30000));
 }
 
 /* GET base+path; the status, the body into out. */

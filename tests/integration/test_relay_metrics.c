@@ -30,20 +30,20 @@ promtool_check(int port)
 	free(text);
 }
 
+/* Start the relay with --metrics on port 0 (wait_serving reads the port
+ * its metrics process bound). */
 static pid_t
-relay_spawn(char *log, const char *db, const char *route, int port,
-    const char *const *extra)
+relay_spawn(char *log, const char *db, const char *route, const char *const *extra)
 {
-	char *argv[64], addr[64];
+	char *argv[64];
 	int n = 0;
-	snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
 	argv[n++] = "outbox-relay";
 	argv[n++] = "--db";
 	argv[n++] = (char *)db;
 	argv[n++] = "--route";
 	argv[n++] = (char *)route;
 	argv[n++] = "--metrics";
-	argv[n++] = addr;
+	argv[n++] = "127.0.0.1:0";
 	argv[n++] = "--metrics-interval";
 	argv[n++] = "200ms";
 	argv[n++] = "--poll-ms";
@@ -54,12 +54,14 @@ relay_spawn(char *log, const char *db, const char *route, int port,
 	return ts_spawn(argv, NULL, log);
 }
 
-/* The relay is up and its endpoint answers. */
-static void
-wait_serving(const char *log, int port)
+/* The relay is up and its endpoint answers; returns the endpoint's port. */
+static int
+wait_serving(const char *log)
 {
 	ck_assert_int_ge(ts_log_wait(log, "relay.metrics.listening", 1, 30 * T_SEC), 1);
+	int port = ts_log_wait_port(log, "relay.metrics.listening", 30 * T_SEC);
 	ck_assert_int_eq(ts_http_wait_status(port, "GET", "/healthz", 200, 30 * T_SEC), 200);
+	return port;
 }
 
 /* After a relay exited: no sanitizer report from any of its processes,
@@ -114,12 +116,11 @@ START_TEST(test_endpoint_and_counters_move)
 	snprintf(route, sizeof(route), "*=%s", url);
 	struct fake_consumer fc;
 	fake_start(&fc, url, FAKE_APPLIED);
-	int port = ts_free_port();
 	const char *extra[] = { "--workers", "2", "--batch", "5", "--max-inflight", "1",
 		"--max-attempts", "2", "--backoff-base-ms", "10ms", "--backoff-cap-ms", "50ms",
 		NULL };
-	pid_t sup = relay_spawn(log, db, route, port, extra);
-	wait_serving(log, port);
+	pid_t sup = relay_spawn(log, db, route, extra);
+	int port = wait_serving(log);
 
 	/* The endpoint: health, readiness, other paths and methods. */
 	ck_assert_int_eq(ts_http_wait_status(port, "GET", "/readyz", 200, 30 * T_SEC), 200);
@@ -179,9 +180,11 @@ START_TEST(test_endpoint_and_counters_move)
 	ck_assert_int_eq(ts_wait_metric(port, "outbox_relay_delivered_total{topic=\"t\"}", N + 40,
 	    30 * T_SEC), N + 40);
 
-	/* A killed endpoint is restarted; the counts live in shared memory. */
+	/* A killed endpoint is restarted; the counts live in shared memory.
+	 * The new process binds port 0 afresh: its port is on its own line. */
 	ck_assert_int_eq(kill(mpid, SIGKILL), 0);
 	ck_assert_int_ge(ts_log_wait(log, "relay.metrics.listening", 2, 30 * T_SEC), 2);
+	port = ts_log_wait_port(log, "relay.metrics.listening", 30 * T_SEC);
 	ck_assert_int_eq(ts_http_wait_status(port, "GET", "/healthz", 200, 30 * T_SEC), 200);
 	ck_assert(ts_metric(port, "outbox_relay_delivered_total{topic=\"t\"}") == N + 40);
 	ck_assert_int_ne((pid_t)log_last_value(log, "relay.metrics.listening", "pid"), mpid);
@@ -209,15 +212,14 @@ START_TEST(test_fenced_out_and_takeovers)
 	snprintf(route, sizeof(route), "*=%s", url);
 	struct fake_consumer fc;
 	fake_start(&fc, url, FAKE_APPLIED);
-	int port = ts_free_port();
 	/* The first claim's worker stalls 4 s past a 1.5 s lease; the other
 	 * worker takes its messages over. */
 	const char *extra[] = { "--workers", "2",
 		"--fault-stall-after-claim", "1", "--fault-stall-ms", "4s",
 		"--delivery-timeout-ms", "300ms", "--lease-ms", "1500ms",
 		"--batch", "10", "--max-inflight", "1", NULL };
-	pid_t sup = relay_spawn(log, db, route, port, extra);
-	wait_serving(log, port);
+	pid_t sup = relay_spawn(log, db, route, extra);
+	int port = wait_serving(log);
 	ck_assert_int_eq(ts_log_wait(log, "relay.db.connected", 2, 30 * T_SEC), 2);
 	enqueue_n(conn, "t", "s", 4);
 	ck_assert_int_eq(ts_log_wait(log, "relay.fault.stall ", 1, 30 * T_SEC), 1);
@@ -258,12 +260,11 @@ START_TEST(test_blocked_key_and_breaker)
 	snprintf(route, sizeof(route), "*=%s", url);
 	struct fake_consumer fc;
 	fake_start(&fc, url, FAKE_REJECT);
-	int port = ts_free_port();
 	const char *extra[] = { "--workers", "2", "--delivery-timeout-ms", "300ms",
 		"--lease-ms", "2s", "--breaker-threshold", "2", "--breaker-probe-interval", "200ms",
 		"--backoff-base-ms", "10ms", "--backoff-cap-ms", "100ms", NULL };
-	pid_t sup = relay_spawn(log, db, route, port, extra);
-	wait_serving(log, port);
+	pid_t sup = relay_spawn(log, db, route, extra);
+	int port = wait_serving(log);
 
 	/* A dead head blocks its key (--on-dead-head block, the default). */
 	ts_exec(conn, "SELECT outbox.enqueue('t', 'k-' || g, '{}', 'K')"
@@ -320,10 +321,9 @@ START_TEST(test_readyz_follows_db)
 	snprintf(name, sizeof(name), "%.*s", (int)strcspn(dn + 7, " "), dn + 7);
 	ts_ipc_url("mready", url, sizeof(url));
 	snprintf(route, sizeof(route), "*=%s", url);
-	int port = ts_free_port();
 	const char *extra[] = { "--workers", "2", NULL };
-	pid_t sup = relay_spawn(log, db, route, port, extra);
-	wait_serving(log, port);
+	pid_t sup = relay_spawn(log, db, route, extra);
+	int port = wait_serving(log);
 	ck_assert_int_eq(ts_http_wait_status(port, "GET", "/readyz", 200, 30 * T_SEC), 200);
 	PGconn *srv = ts_connect(ts_server_conninfo());
 	snprintf(sql, sizeof(sql), "ALTER DATABASE \"%s\" ALLOW_CONNECTIONS false", name);
@@ -402,11 +402,10 @@ START_TEST(test_password_never_logged)
 	snprintf(route, sizeof(route), "*=%s", url);
 	struct fake_consumer fc;
 	fake_start(&fc, url, FAKE_APPLIED);
-	int port = ts_free_port();
 	const char *extra[] = { "--workers", "2", "--log-format", "json", "--log-level",
 		"debug", NULL };
-	pid_t sup = relay_spawn(log, pw, route, port, extra);
-	wait_serving(log, port);
+	pid_t sup = relay_spawn(log, pw, route, extra);
+	(void)wait_serving(log);
 	enqueue_n(conn, "t", "p", 5);
 	ck_assert_int_eq(ts_wait_value(conn,
 	    "SELECT count(*) FROM outbox.messages WHERE status = 'delivered'", 5, 30 * T_SEC), 5);

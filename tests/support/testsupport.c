@@ -548,15 +548,6 @@ bound_local(int *port)
 }
 
 int
-ts_free_port(void)
-{
-	int port;
-
-	close(bound_local(&port));
-	return port;
-}
-
-int
 ts_listen_local(int *port)
 {
 	int fd = bound_local(port);

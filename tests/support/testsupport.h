@@ -156,10 +156,6 @@ double ts_metric(int port, const char *series);
  * the last value. */
 double ts_wait_metric(int port, const char *series, double want, int timeout_ms);
 
-/* A TCP port on 127.0.0.1 that was free a moment ago (bound to :0, read,
- * closed). */
-int ts_free_port(void);
-
 /* A TCP socket listening on 127.0.0.1 (a port in use): returns the fd
  * (close it), its port into *port. */
 int ts_listen_local(int *port);
