@@ -19,7 +19,6 @@ build=${1:-$root/build}
 secs=${2:-15}
 bin=$build/bin
 pgdir=$(mktemp -d /tmp/outbox-bench-producer-XXXXXX)
-port=$(( 30000 + RANDOM % 20000 ))
 cleanup() {
 	[ -n "${spid:-}" ] && kill "$spid" 2>/dev/null && wait "$spid" 2>/dev/null || true
 	"$root/scripts/pg-tmp.sh" stop "$pgdir/pg" || true
@@ -30,16 +29,25 @@ trap cleanup EXIT
 conninfo=$(OUTBOX_PG_FSYNC=on "$root/scripts/pg-tmp.sh" start "$pgdir/pg")
 psql_count() { "$(pg_config --bindir)/psql" -XAtq "$conninfo" -c "SELECT count(*) FROM app.bug_reports"; }
 "$bin/outboxctl" migrate --db "$conninfo" --schema outbox >/dev/null
-"$bin/outbox-producer" serve --db "$conninfo" --http "http://127.0.0.1:$port" \
-	--log-level warn >"$pgdir/serve.log" 2>&1 &
+# Port 0: the server binds a free port itself and writes its URL to the
+# ready file (atomically) once it serves; a guessed port could be taken.
+"$bin/outbox-producer" serve --db "$conninfo" --http http://127.0.0.1:0 \
+	--ready-file "$pgdir/serve.url" --log-level warn >"$pgdir/serve.log" 2>&1 &
 spid=$!
-for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.1; done
+for _ in $(seq 300); do
+	[ -s "$pgdir/serve.url" ] && break
+	kill -0 "$spid" 2>/dev/null || { cat "$pgdir/serve.log" >&2; echo "serve exited" >&2; exit 1; }
+	sleep 0.1
+done
+[ -s "$pgdir/serve.url" ] || { cat "$pgdir/serve.log" >&2; echo "serve not ready in 30 s" >&2; exit 1; }
+url=$(head -n1 "$pgdir/serve.url")
+curl -sf "$url/healthz" >/dev/null
 
 echo "fsync=$("$(pg_config --bindir)/psql" -XAtq "$conninfo" -c 'SHOW fsync') synchronous_commit=$("$(pg_config --bindir)/psql" -XAtq "$conninfo" -c 'SHOW synchronous_commit')"
 for replay in 0 0.5 1; do
 	before=$(psql_count)
 	echo "== wrk -t2 -c16 -d${secs}s --latency, replay share $replay"
-	REPLAY=$replay wrk -t2 -c16 -d"${secs}s" --latency -s "$here/post.lua" "http://127.0.0.1:$port"
+	REPLAY=$replay wrk -t2 -c16 -d"${secs}s" --latency -s "$here/post.lua" "$url"
 	after=$(psql_count)
 	echo "created_in_db=$((after - before)) created_per_s=$(( (after - before) / secs ))"
 done
