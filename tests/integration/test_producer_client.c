@@ -165,10 +165,14 @@ END_TEST
 
 START_TEST(test_unreachable_is_failure_not_uncertain)
 {
-	/* Nothing listens on port 9 of loopback (discard; never served here). */
-	struct client_opts o = opts("http://127.0.0.1:9", CLIENT_KEY_FIXED, "k");
+	/* A port held by a socket that never listens: every connect is refused. */
+	int port, fd = ts_refusing_local(&port);
+	char url[64];
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d", port);
+	struct client_opts o = opts(url, CLIENT_KEY_FIXED, "k");
 	struct client_result r;
 	client_submit(&o, &r);
+	close(fd);
 	ck_assert(!r.ok);
 	ck_assert_str_eq(r.code, "TOOL_CRASH");
 	ck_assert_int_eq(r.attempts, 4);

@@ -555,3 +555,9 @@ ts_listen_local(int *port)
 	ck_assert_int_eq(listen(fd, 1), 0);
 	return fd;
 }
+
+int
+ts_refusing_local(int *port)
+{
+	return bound_local(port);
+}

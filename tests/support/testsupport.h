@@ -160,4 +160,10 @@ double ts_wait_metric(int port, const char *series, double want, int timeout_ms)
  * (close it), its port into *port. */
 int ts_listen_local(int *port);
 
+/* A TCP port on 127.0.0.1 that refuses connections: a socket bound to it
+ * but never listening, held until the returned fd is closed, so nothing
+ * else can listen there meanwhile (unlike a fixed "unused" port). Its port
+ * into *port. */
+int ts_refusing_local(int *port);
+
 #endif
