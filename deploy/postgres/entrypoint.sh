@@ -1,0 +1,38 @@
+#!/bin/sh
+# entrypoint.sh - first start: initdb in $PGDATA with $POSTGRES_USER as the
+# superuser (password $POSTGRES_PASSWORD) and create $POSTGRES_DB; every
+# start: exec the server in the foreground (PID 1, receives STOPSIGNAL).
+set -eu
+: "${PGDATA:=/var/lib/postgresql/data}"
+user=${POSTGRES_USER:-postgres}
+db=${POSTGRES_DB:-$user}
+
+if [ ! -s "$PGDATA/PG_VERSION" ]; then
+	if [ -z "${POSTGRES_PASSWORD:-}" ]; then
+		echo "outbox-postgres: POSTGRES_PASSWORD is not set (TCP clients need it)" >&2
+		exit 1
+	fi
+	pwfile=$(mktemp)
+	printf '%s\n' "$POSTGRES_PASSWORD" >"$pwfile"
+	initdb -D "$PGDATA" -U "$user" --pwfile="$pwfile" -E UTF8 --locale=C.UTF-8 \
+		--auth-local=trust --auth-host=scram-sha-256 >/dev/null
+	rm -f "$pwfile"
+	{
+		echo "listen_addresses = '*'"
+		echo "unix_socket_directories = '/var/run/postgresql'"
+	} >>"$PGDATA/postgresql.conf"
+	echo "host all all all scram-sha-256" >>"$PGDATA/pg_hba.conf"
+	# the database, created by a server on the socket only
+	pg_ctl -D "$PGDATA" -o "-c listen_addresses=''" -w start >/dev/null
+	if [ "$db" != postgres ]; then
+		createdb -U "$user" -h /var/run/postgresql "$db"
+	fi
+	pg_ctl -D "$PGDATA" -m fast -w stop >/dev/null
+	echo "outbox-postgres: initialized $PGDATA (user $user, database $db)"
+fi
+
+if [ "${1:-}" = postgres ]; then
+	shift
+	exec postgres -D "$PGDATA" "$@"
+fi
+exec "$@"
