@@ -10,6 +10,10 @@
 #                                       --idempotency none: the assertions
 #                                       must FAIL (duplicates counted)
 #   deploy/scenario.sh compose          against deploy/docker-compose.yml
+#                                       (+ deploy/scenario/faults.yml), and
+#                                       a rolling restart under load
+#   deploy/scenario.sh compose --broken the same with
+#                                       deploy/scenario/broken.yml: must FAIL
 #   deploy/scenario.sh compose --dry-run   print the compose-mode commands
 #
 # Exit: 0 every assertion held; 1 an assertion failed; 2 usage; 3 the
@@ -27,12 +31,16 @@ SCEN_DELIVERY_TIMEOUT_MS=${SCEN_DELIVERY_TIMEOUT_MS:-1500} # < lease - 1 s
 SCEN_CALL_DEADLINE_S=${SCEN_CALL_DEADLINE_S:-60}  # one logical call, all re-runs
 SCEN_STEP_DEADLINE_S=${SCEN_STEP_DEADLINE_S:-30}  # any single wait
 SCEN_DRAIN_DEADLINE_S=${SCEN_DRAIN_DEADLINE_S:-90} # everything delivered
-SCEN_MAX_S=${SCEN_MAX_S:-240}                # the whole run (watchdog)
+SCEN_MAX_S=${SCEN_MAX_S:-}                   # the whole run (watchdog): default 240 local, 600 compose
 SCEN_LOST_RESPONSES=${SCEN_LOST_RESPONSES:-3} # producer --fault-lose-response
 SCEN_NETCUT=${SCEN_NETCUT:-auto}             # auto|nft|link: how the network cut is made
 SCEN_COMPOSE_LEASE=${SCEN_COMPOSE_LEASE:-5s}  # RELAY_LEASE for the compose stack
 SCEN_COMPOSE_DELIVERY_TIMEOUT=${SCEN_COMPOSE_DELIVERY_TIMEOUT:-2s}
 SCEN_COMPOSE_PROJECT=${SCEN_COMPOSE_PROJECT:-outboxscenario} # [a-z0-9] only: same name in compose v1 and v2
+SCEN_ROLL_BACKLOG=${SCEN_ROLL_BACKLOG:-12000}  # reports enqueued before the rolling restart
+SCEN_ROLL_WRITERS=${SCEN_ROLL_WRITERS:-4}      # by this many enqueue processes
+SCEN_ROLL_RELAY_WORKERS=${SCEN_ROLL_RELAY_WORKERS:-3}     # the config change the
+SCEN_ROLL_CONSUMER_THREADS=${SCEN_ROLL_CONSUMER_THREADS:-3} # rolling restart rolls out
 
 usage() {
 	cat <<'EOF'
@@ -42,16 +50,20 @@ usage: deploy/scenario.sh [local|compose] [--broken] [--dry-run] [--keep]
              PostgreSQL (scripts/pg-tmp.sh), the producer's HTTP API, two
              relays (--workers 2 each), two consumers (one in a network
              namespace); binaries from $OUTBOX_BIN_DIR (default build/bin)
-  compose    run against deploy/docker-compose.yml (needs a Docker engine)
-  --broken   (local) consumers --no-dedup and producer --idempotency none,
-             a shorter run: the assertions must then fail
+  compose    run against deploy/docker-compose.yml with the faults of
+             deploy/scenario/faults.yml, then a rolling restart under load
+             (needs a Docker engine: DOCKER_HOST is honoured)
+  --broken   consumers --no-dedup and producer --idempotency none (compose:
+             deploy/scenario/broken.yml); local mode makes it a shorter
+             run: the assertions must then fail
   --dry-run  (compose) print the commands instead of running them
   --keep     keep the work directory (logs) / leave the compose stack up
 
 Environment: SCEN_CLIENTS, SCEN_PACE_MS, SCEN_LEASE_MS,
 SCEN_DELIVERY_TIMEOUT_MS, SCEN_CALL_DEADLINE_S, SCEN_STEP_DEADLINE_S,
 SCEN_DRAIN_DEADLINE_S, SCEN_MAX_S, SCEN_LOST_RESPONSES, SCEN_NETCUT, SCEN_COMPOSE_LEASE,
-SCEN_COMPOSE_DELIVERY_TIMEOUT, SCEN_COMPOSE_PROJECT (docs/scenario.md).
+SCEN_COMPOSE_DELIVERY_TIMEOUT, SCEN_COMPOSE_PROJECT, SCEN_ROLL_BACKLOG, SCEN_ROLL_WRITERS,
+SCEN_ROLL_RELAY_WORKERS, SCEN_ROLL_CONSUMER_THREADS (docs/scenario.md).
 Exit 0 all assertions held, 1 an assertion failed, 2 usage, 3 could not run.
 EOF
 }
@@ -67,14 +79,19 @@ for a in "$@"; do
 	*) echo "scenario: unknown argument '$a'" >&2; usage >&2; exit 2 ;;
 	esac
 done
-[ "$MODE" = compose ] && [ $BROKEN = 1 ] && { echo "scenario: --broken is a local-mode switch (the compose file runs the real modes)" >&2; exit 2; }
 [ "$MODE" = local ] && [ $DRY = 1 ] && { echo "scenario: --dry-run is a compose-mode switch (local mode needs no engine: just run it)" >&2; exit 2; }
 case $SCEN_NETCUT in auto | nft | link) ;; *) echo "scenario: SCEN_NETCUT must be auto, nft or link" >&2; exit 2 ;; esac
+[ -n "$SCEN_MAX_S" ] || { SCEN_MAX_S=240; [ "$MODE" = compose ] && SCEN_MAX_S=600; }
 for v in SCEN_CLIENTS SCEN_PACE_MS SCEN_LEASE_MS SCEN_DELIVERY_TIMEOUT_MS SCEN_CALL_DEADLINE_S \
-	SCEN_STEP_DEADLINE_S SCEN_DRAIN_DEADLINE_S SCEN_MAX_S SCEN_LOST_RESPONSES; do
+	SCEN_STEP_DEADLINE_S SCEN_DRAIN_DEADLINE_S SCEN_MAX_S SCEN_LOST_RESPONSES SCEN_ROLL_BACKLOG SCEN_ROLL_WRITERS \
+	SCEN_ROLL_RELAY_WORKERS SCEN_ROLL_CONSUMER_THREADS; do
 	case ${!v} in '' | *[!0-9]*) echo "scenario: $v='${!v}' is not a whole number" >&2; exit 2 ;; esac
 done
 [ "$SCEN_CLIENTS" -ge 1 ] && [ "$SCEN_CLIENTS" -le 64 ] || { echo "scenario: SCEN_CLIENTS must be 1..64" >&2; exit 2; }
+[ "$SCEN_ROLL_BACKLOG" -ge 1 ] && [ "$SCEN_ROLL_BACKLOG" -le 1000000 ] || { echo "scenario: SCEN_ROLL_BACKLOG must be 1..1000000" >&2; exit 2; }
+[ "$SCEN_ROLL_WRITERS" -ge 1 ] && [ "$SCEN_ROLL_WRITERS" -le 16 ] || { echo "scenario: SCEN_ROLL_WRITERS must be 1..16" >&2; exit 2; }
+[ "$SCEN_ROLL_RELAY_WORKERS" -ge 1 ] && [ "$SCEN_ROLL_RELAY_WORKERS" -le 64 ] || { echo "scenario: SCEN_ROLL_RELAY_WORKERS must be 1..64" >&2; exit 2; }
+[ "$SCEN_ROLL_CONSUMER_THREADS" -ge 1 ] && [ "$SCEN_ROLL_CONSUMER_THREADS" -le 256 ] || { echo "scenario: SCEN_ROLL_CONSUMER_THREADS must be 1..256" >&2; exit 2; }
 [ "$SCEN_LEASE_MS" -gt $((SCEN_DELIVERY_TIMEOUT_MS + 1000)) ] ||
 	{ echo "scenario: SCEN_LEASE_MS must exceed SCEN_DELIVERY_TIMEOUT_MS + 1000 (the relay refuses otherwise)" >&2; exit 2; }
 
@@ -164,6 +181,8 @@ assert_and_summarize() {
 		local san
 		san=$(grep -lE 'ERROR: AddressSanitizer|ERROR: LeakSanitizer|runtime error:' "$WORK"/*.log 2>/dev/null | xargs -r -n1 basename | tr '\n' ' ')
 		check "no sanitizer report in the programs' logs${san:+ ($san)}" [ -z "$san" ]
+	elif [ $BROKEN = 0 ]; then # every restart of the rolling restart found messages pending
+		check "the rolling restart ran under load (pending as each went: ${ROLL_PENDING[*]})" rolled_under_load
 	fi
 
 	local faults_n=${#FAULTS[@]}
@@ -232,15 +251,6 @@ local_cleanup() {
 
 q_prod() { psql "$PDB" -XAtq -c "$1" 2>>"$WORK/psql.err"; }
 q_cons() { psql "$CDB" -XAtq -c "$1" 2>>"$WORK/psql.err"; }
-
-free_port() { # a TCP port nobody listens on (127.0.0.1)
-	local p i
-	for i in $(seq 1 50); do
-		p=$((30000 + RANDOM % 25000))
-		ss -Hltn "sport = :$p" 2>/dev/null | grep -q . || { echo "$p"; return 0; }
-	done
-	return 1
-}
 
 start_consumer() { # start_consumer N LOGFILE: sets PID_C<N>
 	local n=$1 log=$2 url ns=()
@@ -353,9 +363,7 @@ setup_netns() { # consumer 2's own network namespace; sets C2_LISTEN/C2_URL
 		ip link del "$VETH_H" 2>/dev/null; ip netns del "$NETNS" 2>/dev/null
 		NETNS='' VETH_H=''
 	fi
-	local p
-	p=$(free_port) || die "no free TCP port"
-	C2_LISTEN="tcp://127.0.0.1:$p" C2_URL=$C2_LISTEN
+	C2_LISTEN="ipc://$WORK/consumer2.ipc" C2_URL=$C2_LISTEN
 	say "NOTE: the network-cut fault will be SKIPPED: $NETCUT_SKIP"
 }
 
@@ -388,7 +396,7 @@ local_main() {
 	for b in outbox-producer outbox-relay outbox-consumer outboxctl; do
 		[ -x "$BIN/$b" ] || die "$BIN/$b not found: build first (cmake --build build) or set OUTBOX_BIN_DIR"
 	done
-	for b in psql ss awk; do command -v $b >/dev/null || die "$b is not installed"; done
+	for b in psql awk; do command -v $b >/dev/null || die "$b is not installed"; done
 	WORK=$(mktemp -d /tmp/outbox-scenario.XXXXXX) || die "mktemp failed"
 	chmod 755 "$WORK"
 	trap local_cleanup EXIT
@@ -422,9 +430,9 @@ local_main() {
 
 	# ---- consumers
 	setup_netns
-	local p1
-	p1=$(free_port) || die "no free TCP port"
-	C1_URL="tcp://127.0.0.1:$p1"
+	# an ipc path in the work dir: no port to collide with, and the restart
+	# after kill -9 listens on the same URL again (nng replaces a stale socket)
+	C1_URL="ipc://$WORK/consumer1.ipc"
 	CONSUMER_EXTRA=()
 	[ $BROKEN = 1 ] && CONSUMER_EXTRA+=(--no-dedup)
 	# A slow apply (100 ms before COMMIT) keeps claims visibly in flight,
@@ -593,24 +601,74 @@ inject_local_faults() {
 # ============================================================================
 # compose mode
 # ============================================================================
-run() { # print and run (or only print with --dry-run)
-	echo "+ $*"
+exec 3>&2 # the commands run() prints go to the script's stderr, whatever a call redirects
+run() { # print (on stderr) and run, or only print with --dry-run
+	echo "+ $*" >&3
 	[ $DRY = 1 ] && return 0
 	"$@"
 }
 
+# Global, not local to compose_main: the EXIT trap runs after it returns.
+DC=() COMPOSE_PIDS=()
+
+# What of the project is still there: containers, networks, volumes.
+compose_leftovers() {
+	local label=com.docker.compose.project=$SCEN_COMPOSE_PROJECT
+	docker version >/dev/null 2>&1 || { echo "(unknown: the Docker engine does not answer)"; return; }
+	{
+		docker ps -aq --filter "label=$label" | sed 's/^/container /'
+		docker network ls -q --filter "label=$label" | sed 's/^/network /'
+		docker volume ls -q --filter "label=$label" | sed 's/^/volume /'
+	} 2>/dev/null | tr '\n' ' '
+}
+
+compose_cleanup() {
+	local rc=$?
+	trap - EXIT INT TERM USR1
+	[ -n "$WORK" ] && [ -d "$WORK" ] && touch "$WORK/stop"
+	local p
+	for p in "${COMPOSE_PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
+	for p in "${COMPOSE_PIDS[@]}"; do wait "$p" 2>/dev/null; done
+	if [ -n "$WATCHDOG" ]; then kill -TERM "$WATCHDOG" 2>/dev/null; wait "$WATCHDOG" 2>/dev/null; fi
+	if [ $DRY = 0 ] && [ ${#DC[@]} -gt 0 ]; then
+		local failed=0
+		[ "$rc" = 0 ] || { [ $BROKEN = 1 ] && [ "$rc" = 1 ]; } || failed=1
+		# the programs' logs, for a run that went wrong
+		[ $failed = 1 ] && "${DC[@]}" logs --no-color >"$WORK/compose.log" 2>&1
+		if [ $KEEP = 1 ]; then
+			say "--keep: the stack is left up (${DC[*]} down -v removes it)"
+		else
+			"${DC[@]}" down -v --remove-orphans --timeout 20 >"$WORK/down.log" 2>&1 ||
+				say "compose down failed: $(tail -3 "$WORK/down.log")"
+			local left
+			left=$(compose_leftovers)
+			if [ -n "$left" ]; then
+				say "LEFT BEHIND after compose down: $left"
+				failed=1 rc=3
+			else
+				say "nothing of project $SCEN_COMPOSE_PROJECT is left (containers, networks, volumes)"
+			fi
+		fi
+		if [ $failed = 1 ] && [ -n "$WORK" ]; then say "logs kept in $WORK"; WORK=''; fi
+	fi
+	[ -n "$WORK" ] && rm -rf "$WORK"
+	exit "$rc"
+}
+
 compose_main() {
 	local file=$ROOT/deploy/docker-compose.yml envfile=$ROOT/deploy/.env
+	local faults=$ROOT/deploy/scenario/faults.yml broken=$ROOT/deploy/scenario/broken.yml
 	[ -f "$envfile" ] || envfile=$ROOT/deploy/.env.example
 	[ -f "$file" ] || die "$file not found"
-	local DC=()
 	if docker compose version >/dev/null 2>&1; then DC=(docker compose)
 	elif command -v docker-compose >/dev/null; then DC=(docker-compose)
 	elif [ $DRY = 1 ]; then DC=(docker compose)
 	else die "neither 'docker compose' nor docker-compose is installed"
 	fi
-	DC+=(-p "$SCEN_COMPOSE_PROJECT" -f "$file" --env-file "$envfile")
-	local PGUSER_C PGDB_C HTTP_PORT
+	DC+=(-p "$SCEN_COMPOSE_PROJECT" -f "$file" -f "$faults")
+	[ $BROKEN = 1 ] && DC+=(-f "$broken")
+	DC+=(--env-file "$envfile")
+	local PGUSER_C PGDB_C
 	# as compose resolves them: the shell's environment, then the env file
 	env_get() { # env_get NAME DEFAULT
 		local v=${!1:-}
@@ -619,11 +677,10 @@ compose_main() {
 	}
 	PGUSER_C=$(env_get POSTGRES_USER outbox)
 	PGDB_C=$(env_get POSTGRES_DB outbox)
-	HTTP_PORT=$(env_get PRODUCER_HTTP_PORT 8080)
-	local NET URL=http://127.0.0.1:$HTTP_PORT
+	local NET URL
 	WORK=$(mktemp -d /tmp/outbox-scenario.XXXXXX) || die "mktemp failed"
 	RUN_ID=$(date +%s)-$$
-	say "compose mode$([ $DRY = 1 ] && echo ' (DRY RUN: printing the commands)'), project $SCEN_COMPOSE_PROJECT, env file $envfile"
+	say "compose mode$([ $DRY = 1 ] && echo ' (DRY RUN: printing the commands)')$([ $BROKEN = 1 ] && echo ' (BROKEN: consumers --no-dedup, producer --idempotency none)'), project $SCEN_COMPOSE_PROJECT, env file $envfile"
 
 	# The services and variables this scenario relies on must exist.
 	local s services
@@ -636,7 +693,7 @@ compose_main() {
 	for s in postgres migrate producer relay-1 relay-2 consumer-1 consumer-2; do
 		grep -qx "$s" <<<"$services" || die "service '$s' is not in $file (services: $(echo $services))"
 	done
-	for s in RELAY_LEASE RELAY_DELIVERY_TIMEOUT POSTGRES_USER POSTGRES_DB PRODUCER_HTTP_PORT; do
+	for s in RELAY_LEASE RELAY_DELIVERY_TIMEOUT RELAY_WORKERS CONSUMER_THREADS POSTGRES_USER POSTGRES_DB PRODUCER_HTTP_PORT; do
 		grep -qE "^$s=" "$ROOT/deploy/.env.example" || die "$s is not documented in deploy/.env.example"
 	done
 
@@ -647,16 +704,42 @@ compose_main() {
 		"${DC[@]}" exec -T postgres psql -U "$PGUSER_C" -d "$PGDB_C" -XAtq -c "$1" 2>>"$WORK/psql.err"
 	}
 	q_cons() { q_prod "$@"; } # one database holds both schemas in this stack
-	trap 'rc=$?; [ $DRY = 0 ] && [ $KEEP = 0 ] && "${DC[@]}" down -v >/dev/null 2>&1; rm -rf "$WORK"; exit $rc' EXIT
+	healthy() { [ "$(docker inspect -f '{{.State.Health.Status}}' "$1" 2>/dev/null)" = healthy ]; }
+	trap compose_cleanup EXIT
+	trap 'say "interrupted"; exit 3' INT
+	trap 'say "terminated"; exit 3' TERM
+	if [ $DRY = 0 ]; then
+		trap 'say "deadline: the whole run took longer than SCEN_MAX_S=${SCEN_MAX_S}s"; exit 3' USR1
+		(
+			trap 'kill "$w" 2>/dev/null; exit 0' TERM
+			sleep "$SCEN_MAX_S" & w=$!
+			wait "$w" && kill -USR1 $$
+		) >/dev/null 2>&1 &
+		WATCHDOG=$!
+		# a stack of an earlier run that was killed before its trap ran
+		"${DC[@]}" down -v --remove-orphans --timeout 5 >/dev/null 2>&1
+	fi
 
-	# ---- up, with a short lease so that pause and cut outlast it quickly
-	echo "+ export RELAY_LEASE=$SCEN_COMPOSE_LEASE RELAY_DELIVERY_TIMEOUT=$SCEN_COMPOSE_DELIVERY_TIMEOUT"
+	# ---- up, with a short lease so that pause and cut outlast it quickly;
+	# the producer published on any free port of the host's loopback
+	echo "+ export RELAY_LEASE=$SCEN_COMPOSE_LEASE RELAY_DELIVERY_TIMEOUT=$SCEN_COMPOSE_DELIVERY_TIMEOUT PRODUCER_HTTP_BIND=127.0.0.1 PRODUCER_HTTP_PORT=0"
 	export RELAY_LEASE=$SCEN_COMPOSE_LEASE RELAY_DELIVERY_TIMEOUT=$SCEN_COMPOSE_DELIVERY_TIMEOUT
+	export PRODUCER_HTTP_BIND=127.0.0.1 PRODUCER_HTTP_PORT=0 SCEN_LOST_RESPONSES
 	run "${DC[@]}" up -d --build || die "compose up failed"
+	if [ $DRY = 0 ]; then
+		local hostport
+		hostport=$("${DC[@]}" port producer 8080 2>/dev/null | tail -1)
+		case $hostport in *:[1-9]*) ;; *) die "compose did not publish the producer's port 8080 ('$hostport')" ;; esac
+		URL=http://$hostport
+	else
+		echo "+ URL=http://\$(${DC[*]} port producer 8080)"
+		URL='$URL'
+	fi
 	echo "+ wait until curl -fsS $URL/healthz answers (deadline ${SCEN_STEP_DEADLINE_S}s x 4)"
 	if [ $DRY = 0 ]; then
 		wait_for $((SCEN_STEP_DEADLINE_S * 4)) "producer healthy" curl -fsS "$URL/healthz" || die "the producer is not healthy"
 	fi
+	say "stack up: producer at $URL"
 
 	# ---- load: curl with an Idempotency-Key per logical call, re-sent
 	# unchanged until it is answered 200/201 (exactly what an agent tool does)
@@ -670,6 +753,7 @@ compose_main() {
 				code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 -X POST "$URL/v1/reports" \
 					-H 'Content-Type: application/json' -H "Idempotency-Key: $key" \
 					-d "{\"title\":\"scenario report $c-$i\",\"module\":\"scenario\",\"severity\":\"low\"}")
+				echo "$code" >>"$WORK/codes.$c"
 				case $code in 200 | 201) echo "$key" >>"$WORK/ok.$c"; break ;; 400 | 413 | 422) break ;; esac
 				[ "$(date +%s)" -lt "$deadline" ] || break
 				sleep 0.3
@@ -679,9 +763,9 @@ compose_main() {
 		done
 	}
 	echo "+ $SCEN_CLIENTS x until the faults are over: curl -X POST $URL/v1/reports -H 'Idempotency-Key: scen-RUN-C-I' -d '{\"title\":...,\"module\":\"scenario\",\"severity\":\"low\"}'  (same key re-sent until 200/201)"
-	local c pids=()
+	local c
 	if [ $DRY = 0 ]; then
-		for c in $(seq 1 "$SCEN_CLIENTS"); do compose_submitter "$c" </dev/null >/dev/null 2>&1 & pids+=($!); done
+		for c in $(seq 1 "$SCEN_CLIENTS"); do compose_submitter "$c" </dev/null >/dev/null 2>&1 & COMPOSE_PIDS+=($!); done
 		wait_for "$SCEN_STEP_DEADLINE_S" "first reports delivered" at_least 20 q_cons "SELECT count(*) FROM inbox.notifications" ||
 			die "nothing was delivered within ${SCEN_STEP_DEADLINE_S}s"
 	fi
@@ -691,19 +775,26 @@ compose_main() {
 	case $lease_s in *[!0-9]* | '') lease_s=30 ;; esac
 	hold=$((lease_s + 3))
 	# 1. kill a relay replica (supervisor and workers) and start it again
-	run docker kill --signal KILL "$(cid relay-1)"
+	run docker kill --signal KILL "$(cid relay-1)" >/dev/null
 	run sleep 1
 	run "${DC[@]}" start relay-1
 	fault "kill-relay" "docker kill relay-1 (all its workers), started again; its claims come back after the lease"
 	# 2. kill a consumer and start it again
-	run docker kill --signal KILL "$(cid consumer-1)"
+	run docker kill --signal KILL "$(cid consumer-1)" >/dev/null
 	run sleep 1
 	run "${DC[@]}" start consumer-1
 	fault "kill-consumer" "docker kill consumer-1, started again"
+	if [ $BROKEN = 1 ]; then # the armed faults and the kills already duplicate
+		for s in pause-relay network-cut postgres-restart rolling-restart; do
+			skipped "$s" "--broken is a shorter run (the faults above already duplicate)"
+		done
+		ROLL_PENDING=(skipped)
+		[ $DRY = 0 ] && sleep 5 && compose_count_armed_faults # some load after the kills
+	else
 	# 3. pause a relay replica past its lease
-	run docker pause "$(cid relay-2)"
+	run docker pause "$(cid relay-2)" >/dev/null
 	run sleep "$hold"
-	run docker unpause "$(cid relay-2)"
+	run docker unpause "$(cid relay-2)" >/dev/null
 	fault "pause-relay" "docker pause relay-2 for ${hold}s (lease ${lease_s}s): its claims were taken over, its late writes fenced"
 	# 4. cut consumer-2 off the network past the lease (the network compose
 	# made for the project, as the container sees it)
@@ -719,19 +810,28 @@ compose_main() {
 	run docker network connect --alias consumer-2 "$NET" "$(cid consumer-2)"
 	fault "network-cut" "docker network disconnect consumer-2 for ${hold}s, reconnected"
 	# 5. restart PostgreSQL
-	run docker restart "$(cid postgres)"
+	run docker restart "$(cid postgres)" >/dev/null
 	echo "+ wait until ${DC[*]} exec -T postgres pg_isready answers"
 	[ $DRY = 0 ] && { wait_for $((SCEN_STEP_DEADLINE_S * 2)) "postgres back" "${DC[@]}" exec -T postgres pg_isready -U "$PGUSER_C" || die "postgres did not come back"; }
 	fault "postgres-restart" "docker restart postgres"
+	# 6. a rolling restart under load: a backlog in flight, a config change,
+	# migrate re-run, then each relay and consumer recreated one at a time,
+	# the next only once the last is healthy (the armed faults are counted
+	# first: a recreated container's log starts empty)
+	[ $DRY = 0 ] && compose_count_armed_faults
+	compose_rolling_restart
+	fi
 
 	if [ $DRY = 0 ]; then
 		sleep 3
 		touch "$WORK/stop"
 		local p deadline=$(($(date +%s) + SCEN_CALL_DEADLINE_S + 10))
-		for p in "${pids[@]}"; do
+		for p in "${COMPOSE_PIDS[@]}"; do
 			while kill -0 "$p" 2>/dev/null && [ "$(date +%s)" -lt "$deadline" ]; do sleep 0.2; done
 		done
+		say "waiting for the relays to drain the outbox (deadline ${SCEN_DRAIN_DEADLINE_S}s)"
 		wait_for "$SCEN_DRAIN_DEADLINE_S" "outbox drained" nothing_pending
+		sleep 1 # replies of the last frames
 	else
 		echo "+ wait until no outbox.messages row is pending (deadline ${SCEN_DRAIN_DEADLINE_S}s)"
 	fi
@@ -741,12 +841,84 @@ compose_main() {
 		for qq in "${ASSERT_SQL[@]}"; do echo "    $qq"; done
 		echo "  then: calls answered = calls; reports = calls (same keys); messages = reports;"
 		echo "        pending = dead = 0; delivered = messages; notifications = messages = distinct keys"
+		echo "+ ${DC[*]} down -v --remove-orphans, then: no container, network or volume of project $SCEN_COMPOSE_PROJECT is left"
 		for qq in "${FAULTS[@]}"; do printf '  %-24s %s\n' "${qq%%|*}" "${qq#*|}"; done
 		say "dry run: nothing was run"
 		return 0
 	fi
+	compose_configured_faults
+	EXTRA_ROWS=(
+		"HTTP retries (same key)" "$(cat "$WORK"/codes.* 2>/dev/null | grep -vcE '^20[01]$')"
+		"backlog (rolling restart)" "$(wc -l <"$WORK/calls.backlog" 2>/dev/null || echo 0)"
+	)
 	assert_and_summarize
 	[ $FAILED = 0 ] && return 0 || return 1
+}
+
+# 6. The rolling restart: what a user does to roll out a new version or
+# configuration. Reports enqueued in bulk (their keys join the calls, as
+# calls answered OK) keep frames in flight while every program goes down
+# and up; the slow apply of deploy/scenario/faults.yml makes sure of it.
+# A program is back when its /readyz answers (what its healthcheck asks,
+# without waiting for the healthcheck's interval).
+ROLL_PENDING=() # "service:pending" as each one went down
+compose_rolling_restart() {
+	local s old new deadline
+	# SCEN_ROLL_WRITERS enqueue processes side by side: a backlog that
+	# builds faster than the slowed consumers drain it
+	local per=$(((SCEN_ROLL_BACKLOG + SCEN_ROLL_WRITERS - 1) / SCEN_ROLL_WRITERS)) w
+	local writers="for w in \$(seq 1 $SCEN_ROLL_WRITERS); do outbox-producer enqueue --key roll-$RUN_ID-\$w --count $per --quiet & done; wait"
+	echo "+ ${DC[*]} exec -T producer sh -c '$writers'" >&3
+	if [ $DRY = 0 ]; then
+		"${DC[@]}" exec -T producer sh -c "$writers" >"$WORK/backlog.log" 2>&1 ||
+			die "the backlog could not be enqueued: $(tail -3 "$WORK/backlog.log")"
+		[ "$(grep -c "enqueued=$per" "$WORK/backlog.log")" = "$SCEN_ROLL_WRITERS" ] ||
+			die "the backlog writers did not all finish: $(tail -3 "$WORK/backlog.log")"
+		for w in $(seq 1 "$SCEN_ROLL_WRITERS"); do seq 1 "$per" | sed "s/^/roll-$RUN_ID-$w-/"; done |
+			tee "$WORK/calls.backlog" >"$WORK/ok.backlog"
+		say "backlog of $((per * SCEN_ROLL_WRITERS)) reports enqueued by $SCEN_ROLL_WRITERS writers"
+	fi
+	# the change: more relay workers, fewer consumer threads
+	echo "+ export RELAY_WORKERS=$SCEN_ROLL_RELAY_WORKERS CONSUMER_THREADS=$SCEN_ROLL_CONSUMER_THREADS" >&3
+	export RELAY_WORKERS=$SCEN_ROLL_RELAY_WORKERS CONSUMER_THREADS=$SCEN_ROLL_CONSUMER_THREADS
+	run "${DC[@]}" run --rm --no-deps migrate >"$WORK/migrate-again.log" 2>&1 ||
+		die "migrate failed on the running stack: $(tail -3 "$WORK/migrate-again.log")"
+	for s in consumer-1 relay-1 consumer-2 relay-2; do
+		if [ $DRY = 1 ]; then
+			run "${DC[@]}" up -d --no-deps --no-build "$s"
+			echo "+ wait until docker exec \$(${DC[*]} ps -q $s) curl -fsS http://127.0.0.1:9464/readyz answers" >&3
+			continue
+		fi
+		old=$(cid "$s")
+		ROLL_PENDING+=("$s:$(q_prod "SELECT count(*) FROM outbox.messages WHERE status = 'pending'")")
+		run "${DC[@]}" up -d --no-deps --no-build "$s" >>"$WORK/rolling.log" 2>&1 || die "could not recreate $s: $(tail -3 "$WORK/rolling.log")"
+		new=$(cid "$s")
+		[ -n "$new" ] && [ "$new" != "$old" ] || die "$s was not recreated by the config change (container $old)"
+		wait_for $((SCEN_STEP_DEADLINE_S * 2)) "$s ready again" docker exec "$new" curl -fsS http://127.0.0.1:9464/readyz ||
+			die "$s did not become ready after its restart"
+		say "$s recreated ($old -> $new) and ready"
+	done
+	fault "rolling-restart" "backlog of ${per}x$SCEN_ROLL_WRITERS, RELAY_WORKERS=$SCEN_ROLL_RELAY_WORKERS CONSUMER_THREADS=$SCEN_ROLL_CONSUMER_THREADS, migrate re-run; recreated one at a time, each ready before the next (pending as each went: ${ROLL_PENDING[*]:-dry run})"
+}
+
+# Every restart of the rolling restart hit a stack with messages pending.
+rolled_under_load() {
+	local p
+	[ ${#ROLL_PENDING[@]} = 4 ] || return 1
+	for p in "${ROLL_PENDING[@]}"; do [ "${p#*:}" -gt 0 ] 2>/dev/null || return 1; done
+}
+
+# The faults armed by deploy/scenario/faults.yml, counted from the logs
+# (before the rolling restart recreates the containers) and listed first.
+LOST_N=0 DIED_N=0
+compose_count_armed_faults() {
+	LOST_N=$("${DC[@]}" logs --no-color producer 2>/dev/null | grep -c 'fault.fired.*lose_response')
+	DIED_N=$("${DC[@]}" logs --no-color relay-1 2>/dev/null | grep -c 'fault.die')
+}
+compose_configured_faults() {
+	FAULTS=("producer-lost-response|$LOST_N response(s) dropped after COMMIT (OUTBOX_FAULT_LOSE_RESPONSE=$SCEN_LOST_RESPONSES); curl re-sent the same key"
+		"relay-die-after-send|$DIED_N relay-1 worker(s) SIGKILLed themselves after the consumer answered, before recording (OUTBOX_FAULT_DIE_AFTER_SEND=1)"
+		"${FAULTS[@]}")
 }
 
 if [ "$MODE" = local ]; then local_main; else compose_main; fi

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # lint-deploy.sh - the offline checks of deploy/ (CI has no Docker engine):
 #   1. every compose file parses and validates: docker-compose config -q,
-#      with deploy/.env.example and with every profile on;
+#      with deploy/.env.example and with every profile on (the overlays in
+#      deploy/scenario/ laid over docker-compose.yml);
 #   2. every ${VARIABLE} a compose file reads is documented in .env.example;
 #   3. every path the Dockerfile COPYs from the build context exists;
 #   4. every systemd unit has Restart=, KillSignal=SIGTERM, a stop timeout
@@ -34,6 +35,12 @@ for f in "${composes[@]}"; do
 	for v in $(grep -oE '\$\{[A-Za-z_][A-Za-z0-9_]*' "$f" | cut -c3- | sort -u); do
 		grep -qE "^$v=" "$env_example" || problem "$f uses \${$v} but $env_example does not document it"
 	done
+done
+
+# the scenario's overlays, each laid over the main compose file
+for f in deploy/scenario/*.yml; do
+	out=$(docker-compose -f deploy/docker-compose.yml -f "$f" --env-file "$env_example" config -q 2>&1) ||
+		problem "$f over deploy/docker-compose.yml: docker-compose config failed: $out"
 done
 
 for df in deploy/Dockerfile deploy/*.Dockerfile; do

@@ -2,13 +2,15 @@
 # expect_broken.sh - the negative control of deploy/scenario.sh: with the
 # consumers' dedup off (--no-dedup) and the producer's keys ignored
 # (--idempotency none), the scenario's assertions MUST fail, with
-# duplicates counted. Passes only when the scenario exits 1 (an assertion
+# duplicates counted, in local mode or against the compose stack
+# (deploy/scenario/broken.yml). Passes only when the scenario exits 1 (an assertion
 # failed: not 3, could not run) and its summary says duplicates > 0.
 set -uo pipefail
-script=${1:?usage: expect_broken.sh path/to/scenario.sh}
+script=${1:?usage: expect_broken.sh path/to/scenario.sh [local|compose]}
+mode=${2:-local}
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
-"$script" local --broken >"$out" 2>&1
+"$script" "$mode" --broken >"$out" 2>&1
 rc=$?
 cat "$out"
 line=$(grep -E '^result: ' "$out" | tail -1)
