@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${OUTBOX_BUILD_DIR:-build}
-scripts/setup-deps.sh
+scripts/setup-deps.sh --tests
 scripts/build.sh "$@"
 # promtool (from Debian's prometheus package, binary only) lets the metrics
 # tests check the exposition format; without it that one check is skipped.
