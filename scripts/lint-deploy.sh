@@ -4,7 +4,8 @@
 #      with deploy/.env.example and with every profile on (the overlays in
 #      deploy/scenario/ laid over docker-compose.yml);
 #   2. every ${VARIABLE} a compose file reads is documented in .env.example;
-#   3. every path the Dockerfile COPYs from the build context exists;
+#   3. every path the Dockerfile COPYs from the build context exists, and
+#      with COPY . . no directory the CMake build adds is in .dockerignore;
 #   4. every systemd unit has Restart=, KillSignal=SIGTERM, a stop timeout
 #      longer than the relay's default --shutdown-grace, and the hardening
 #      options NoNewPrivileges=yes and ProtectSystem=strict;
@@ -62,6 +63,18 @@ for df in deploy/Dockerfile deploy/*.Dockerfile; do
 		done
 	done < <(grep -E '^\s*(COPY|ADD)\s' "$df")
 	grep -qE '^\s*USER\s+[^r0]' "$df" || problem "$df: no non-root USER"
+	# COPY . . copies the tree: .dockerignore must not leave out a
+	# directory the CMake build adds (the image build would stop there)
+	if grep -qE '^\s*COPY\s+\.\s' "$df" && [ -f .dockerignore ]; then
+		for d in $(sed -nE 's/^add_subdirectory\(([^) ]+)\).*/\1/p' CMakeLists.txt); do
+			while read -r pat; do
+				case $pat in '' | '#'* | '!'*) continue ;; esac
+				pat=${pat%/}
+				# shellcheck disable=SC2053
+				[[ $d == $pat ]] && problem "$df: the build needs $d/ but .dockerignore leaves it out ('$pat')"
+			done <.dockerignore
+		done
+	fi
 	grep -qE '^\s*HEALTHCHECK\s' "$df" || problem "$df: no HEALTHCHECK"
 done
 

@@ -15,7 +15,7 @@ fresh() {
 	mkdir -p "$scratch/t"
 	cp -r "$src/deploy" "$scratch/t/"
 	# the paths the Dockerfile copies
-	for p in CMakeLists.txt cmake common sql producer relay consumer ctl tests; do
+	for p in CMakeLists.txt .dockerignore cmake common sql producer relay consumer ctl tools tests; do
 		cp -r "$src/$p" "$scratch/t/" 2>/dev/null
 	done
 }
@@ -42,8 +42,10 @@ fresh; sed -i 's/condition: service_healthy/condition: when_it_feels_like_it/' "
 expect "invalid depends_on condition" "docker-compose config failed"
 fresh; sed -i '/^RELAY_WORKERS=/d' "$scratch/t/deploy/.env.example"
 expect "undocumented variable" 'uses ${RELAY_WORKERS}'
-fresh; rm -rf "$scratch/t/ctl"
-expect "COPY of a missing path" "COPY ctl/: no such path"
+fresh; sed -i 's|^COPY \. \.$|COPY . .\nCOPY vendor/ vendor/|' "$scratch/t/deploy/Dockerfile"
+expect "COPY of a missing path" "COPY vendor/: no such path"
+fresh; echo "tools" >>"$scratch/t/.dockerignore"
+expect "build directory left out of the image" "the build needs tools/ but .dockerignore leaves it out"
 fresh; sed -i '/^USER /d' "$scratch/t/deploy/Dockerfile"
 expect "root image" "no non-root USER"
 fresh; sed -i '/^HEALTHCHECK/,+1d' "$scratch/t/deploy/Dockerfile"
