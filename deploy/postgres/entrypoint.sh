@@ -22,12 +22,17 @@ if [ ! -s "$PGDATA/PG_VERSION" ]; then
 		echo "unix_socket_directories = '/var/run/postgresql'"
 	} >>"$PGDATA/postgresql.conf"
 	echo "host all all all scram-sha-256" >>"$PGDATA/pg_hba.conf"
-	# the database, created by a server on the socket only
-	pg_ctl -D "$PGDATA" -o "-c listen_addresses=''" -w start >/dev/null
+	# the database, created by a server that nobody else can reach (no TCP,
+	# a socket in a private directory): a health check must not take it
+	# for the real one
+	initsock=$(mktemp -d)
+	pg_ctl -D "$PGDATA" -o "-c listen_addresses='' -c unix_socket_directories='$initsock'" \
+		-w start >/dev/null
 	if [ "$db" != postgres ]; then
-		createdb -U "$user" -h /var/run/postgresql "$db"
+		createdb -U "$user" -h "$initsock" "$db"
 	fi
 	pg_ctl -D "$PGDATA" -m fast -w stop >/dev/null
+	rmdir "$initsock"
 	echo "outbox-postgres: initialized $PGDATA (user $user, database $db)"
 fi
 
