@@ -41,6 +41,8 @@ static const struct err_info err_table[] = {
 	[OB_EWIRE_TRAILING] = { "wire.trailing",
 	    "bytes left after the last field" },
 	[OB_EWIRE_FLAGS] = { "wire.flags", "reserved header bits set" },
+	[OB_EPROTO] = { "protocol",
+	    "the database schema does not serve this program's protocol version" },
 };
 
 _Static_assert(sizeof(err_table) / sizeof(err_table[0]) == OB_ERR_COUNT,

@@ -1,10 +1,13 @@
 /*
- * claim.h - claim a batch of due outbox records under a lease.
+ * claim.h - claim one batch of messages under a lease: outbox.claim
+ * (sql/outbox/012_streams.sql).
  *
- * One statement: pending, due, not under a live lease, FOR UPDATE SKIP
- * LOCKED; sets lease owner and expiry, bumps fence and attempts, returns the
- * rows. Several workers and relay processes claim concurrently without
- * waiting on each other and without claiming the same row twice.
+ * One call, one round trip, one batch: a batch whose lease ran out (taken
+ * over, fence bumped), due retries of one topic, or a cut of a stream in
+ * commit order. The batch's lease, fence and attempt are one row in
+ * outbox.batches; its messages are not written at all. Several workers and
+ * relays claim at once without waiting on each other (SKIP LOCKED) and
+ * never claim a message twice.
  */
 #ifndef OUTBOX_RELAY_CLAIM_H
 #define OUTBOX_RELAY_CLAIM_H
@@ -14,43 +17,48 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "outbox/protocol.h"
 #include "outbox/wire.h"
 
-/* A claimed batch. msgs[i] strings borrow the results: release with
- * relay_claim_fini. Two results when a worker's chained messages (see
- * record.h) and a fresh claim make one round. */
-struct relay_claim {
-	PGresult *res[2];
-	struct ob_wire_msg *msgs; /* fence and attempt are the claim's */
-	uint32_t n;
-	uint32_t takeovers;       /* of those: claimed over an expired lease */
+/* The relay protocol this build speaks (outbox.protocols, 'relay'). */
+#define RELAY_PROTOCOL OB_PROTOCOL_RELAY
+
+enum relay_batch_kind {
+	RELAY_BATCH_STREAM = 's', /* a cut of a (topic, lane) stream */
+	RELAY_BATCH_RETRY = 'r',  /* retries of one topic, each with its own state */
 };
 
-/* The columns of a claimed message in a result, in this order from col0:
- * id, fence, attempts, created_at (us), topic, idempotency_key, payload,
- * ordering_key, ordering_seq. */
-#define RELAY_CLAIM_COLUMNS 9
+/* A claimed batch: its messages (the strings borrow res) and the claim. */
+struct relay_batch {
+	PGresult *res;
+	uint64_t id;
+	uint64_t fence;          /* the batch's: every message carries it */
+	uint32_t attempt;        /* stream batch: the batch's; retries: per message */
+	enum relay_batch_kind kind;
+	bool takeover;           /* claimed over a holder's expired lease */
+	struct ob_wire_msg *msgs;
+	uint32_t n;
+};
 
-/* Claim up to max records for owner with a lease of lease_ms. With
- * ordering (always, but for the BROKEN --no-ordering mode) only the head of
- * each ordering key is claimable. On success
- * *out is filled (n may be 0) and owned by the caller. OB_EDB with the
- * server's message in err otherwise. Blocks for one round trip. */
-int relay_claim_batch(PGconn *conn, const char *owner, int64_t lease_ms,
-    uint32_t max, bool ordering, struct relay_claim *out, char *err,
-    size_t errlen);
+/* Which topics a claim may take: those named in include, and, with others,
+ * every topic not named in exclude (both PostgreSQL text[] literals, e.g.
+ * "{a,b}"; NULL = empty). Built from the routes and the breakers
+ * (deliver.h). */
+struct relay_topics {
+	const char *include;
+	const char *exclude;
+	bool others;
+};
 
-/* Take the rows of res whose boolean column flag_col is true (every row
- * when flag_col < 0) as claimed messages, columns from col0 (see
- * RELAY_CLAIM_COLUMNS); takeover_col (< 0: none) says which were taken
- * over. *out owns res afterwards, even on failure (OB_ENOMEM). */
-int relay_claim_from_result(PGresult *res, int col0, int flag_col, int takeover_col,
-    struct relay_claim *out, char *err, size_t errlen);
+/* Claim up to max messages of one batch for owner, leased for lease_ms.
+ * retries_first: look at due retries before the streams. On success *out
+ * holds the batch (n = 0: nothing to do) and is the caller's. OB_EDB with
+ * the server's message in err otherwise; OB_EPROTO when the schema does not
+ * serve RELAY_PROTOCOL (SQLSTATE OB001: the message says what to upgrade). */
+int relay_claim_batch(PGconn *conn, const char *owner, int64_t lease_ms, uint32_t max,
+    const struct relay_topics *topics, bool retries_first, struct relay_batch *out,
+    char *err, size_t errlen);
 
-/* Move src's messages to the end of dst (which holds at most one result);
- * src is left empty. OB_ENOMEM leaves both as they were. */
-int relay_claim_append(struct relay_claim *dst, struct relay_claim *src);
-
-void relay_claim_fini(struct relay_claim *c);
+void relay_batch_fini(struct relay_batch *b);
 
 #endif

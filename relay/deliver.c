@@ -1,19 +1,20 @@
 /*
  * deliver.c - request frames out, statuses back, over nng REQ contexts.
  *
- * A round of delivery: pick a destination per message, cut the messages of
- * each destination into frames, ask each destination's breaker, send up to
- * max_inflight frames at once on their own contexts, then collect the
- * replies. Each frame is one work item whose aio callback moves it
- * SEND -> RECV -> DONE (nng demo/async style); the caller waits on a
- * condition variable for all of them. One deadline bounds the whole round,
- * so the relay's lease only has to outlast the delivery timeout plus the
- * time to record. Nothing here touches the database.
+ * One claimed batch is one frame: pick its destination, ask that
+ * destination's breaker, encode, send on a context of its own with an aio
+ * whose callback moves it SEND -> RECV -> DONE and then writes a byte to
+ * the worker's wakeup pipe. The worker collects finished frames one by one
+ * (relay_frame_finish), so one destination's timeout never delays the
+ * outcome of another's frame. Nothing here touches the database.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
@@ -23,35 +24,6 @@
 #include "outbox/buf.h"
 #include "outbox/err.h"
 #include "outbox/log.h"
-
-/* The shared state of one wave of frames. */
-struct wave {
-	nng_mtx *mtx;
-	nng_cv *cv;
-	uint32_t pending;     /* frames not DONE yet */
-	nng_time deadline;
-};
-
-enum frame_state { FRAME_IDLE, FRAME_SEND, FRAME_RECV, FRAME_DONE };
-
-/* One request frame in flight. */
-struct frame {
-	int dest;
-	uint32_t *idx;        /* indices into the round's messages */
-	uint32_t n;
-	bool probe;           /* the breaker's probe for its destination */
-	nng_ctx ctx;
-	nng_aio *aio;
-	struct wave *wave;
-	enum frame_state state;
-	int rv;               /* DONE: 0 = reply in `reply`, else nng error */
-	const char *failed_in; /* DONE with rv: "send to" / "no reply from" */
-	nng_msg *reply;
-	bool had_pipe;        /* a consumer was connected when we sent */
-	bool sent;            /* handed to nng (not failed in preparation) */
-	struct timespec t_sent;
-	double rtt_s;         /* DONE with a reply: seconds since t_sent */
-};
 
 static double
 seconds_since(const struct timespec *t0)
@@ -188,9 +160,21 @@ relay_routes_parse(struct relay_deliverer *d, char **specs, size_t n,
 int
 relay_deliverer_open(struct relay_deliverer *d, char *err, size_t errlen)
 {
+	int rv;
+	d->wake[0] = d->wake[1] = -1;
+	ob_buf_init(&d->encode);
+	if ((rv = nng_mtx_alloc(&d->mtx)) != 0) {
+		snprintf(err, errlen, "deliverer mutex: %s", nng_strerror(rv));
+		return OB_ENOMEM;
+	}
+	if (pipe2(d->wake, O_NONBLOCK | O_CLOEXEC) != 0) {
+		snprintf(err, errlen, "deliverer wakeup pipe: %s", strerror(errno));
+		d->wake[0] = d->wake[1] = -1;
+		return OB_ENOMEM;
+	}
 	for (int i = 0; i < d->ndests; i++) {
 		struct relay_dest *ds = &d->dests[i];
-		int rv = nng_req0_open(&ds->sock);
+		rv = nng_req0_open(&ds->sock);
 		if (rv != 0) {
 			snprintf(err, errlen, "open REQ socket: %s", nng_strerror(rv));
 			return OB_ENET;
@@ -227,6 +211,15 @@ relay_deliverer_close(struct relay_deliverer *d)
 	d->dests = NULL;
 	d->routes = NULL;
 	d->ndests = d->nroutes = 0;
+	if (d->mtx != NULL)
+		nng_mtx_free(d->mtx);
+	d->mtx = NULL;
+	for (int k = 0; k < 2; k++) {
+		if (d->wake[k] > 0)
+			close(d->wake[k]);
+		d->wake[k] = -1;
+	}
+	ob_buf_fini(&d->encode);
 }
 
 int
@@ -272,127 +265,172 @@ relay_route_pick(struct relay_deliverer *d, const char *topic, size_t len)
 	return -1; /* not reached: class 3 takes any */
 }
 
+
+/* ---- which topics to claim ------------------------------------------------ */
+
+static bool
+dest_sendable(const struct relay_dest *ds)
+{
+	return ds->breaker.state == RELAY_BREAKER_CLOSED;
+}
+
+static bool
+route_sendable(const struct relay_deliverer *d, const struct relay_route *r)
+{
+	for (int k = 0; k < r->ndests; k++)
+		if (dest_sendable(&d->dests[r->dests[k]]))
+			return true;
+	return false;
+}
+
+static int
+array_add(struct ob_buf *b, const char *topic)
+{
+	int rc = ob_buf_puts(b, b->len > 1 ? "," : "");
+	return rc | ob_buf_put_pg_array_text(b, topic, strlen(topic));
+}
+
+int
+relay_topics_now(struct relay_deliverer *d, struct ob_buf *inc, struct ob_buf *exc,
+    struct relay_topics *out)
+{
+	int rc = OB_OK;
+	bool has_default = false, default_up = false;
+	ob_buf_reset(inc);
+	ob_buf_reset(exc);
+	rc |= ob_buf_puts(inc, "{");
+	rc |= ob_buf_puts(exc, "{");
+	for (int i = 0; i < d->nroutes; i++) {
+		const struct relay_route *r = &d->routes[i];
+		bool up = route_sendable(d, r);
+		if (strcmp(r->topic, "*") == 0) {
+			has_default = true;
+			default_up = up;
+			continue;
+		}
+		rc |= array_add(exc, r->topic);
+		if (up)
+			rc |= array_add(inc, r->topic);
+	}
+	rc |= ob_buf_puts(inc, "}");
+	rc |= ob_buf_puts(exc, "}");
+	if (rc != OB_OK)
+		return OB_ENOMEM;
+	out->include = inc->data;
+	out->exclude = exc->data;
+	/* No default route: other topics are claimed to be dead-lettered
+	 * ("no route"), as a misrouted message must not wait forever. */
+	out->others = !has_default || default_up;
+	return OB_OK;
+}
+
+bool
+relay_probe_due(struct relay_deliverer *d, struct ob_buf *inc, struct ob_buf *exc,
+    struct relay_topics *out, int *dest)
+{
+	int64_t now = (int64_t)nng_clock();
+	for (int i = 0; i < d->nroutes; i++) {
+		struct relay_route *r = &d->routes[i];
+		if (route_sendable(d, r))
+			continue;
+		for (int k = 0; k < r->ndests; k++) {
+			int di = r->dests[k];
+			if (relay_breaker_ask(&d->dests[di].breaker, now) != RELAY_BREAKER_PROBE)
+				continue;
+			ob_buf_reset(inc);
+			ob_buf_reset(exc);
+			int rc = ob_buf_puts(inc, "{") | ob_buf_puts(exc, "{");
+			bool def = strcmp(r->topic, "*") == 0;
+			if (!def)
+				rc |= array_add(inc, r->topic);
+			for (int j = 0; def && j < d->nroutes; j++)
+				if (strcmp(d->routes[j].topic, "*") != 0)
+					rc |= array_add(exc, d->routes[j].topic);
+			rc |= ob_buf_puts(inc, "}") | ob_buf_puts(exc, "}");
+			if (rc != OB_OK) {
+				relay_probe_unused(d, di);
+				return false;
+			}
+			out->include = inc->data;
+			out->exclude = exc->data;
+			out->others = def;
+			*dest = di;
+			return true;
+		}
+	}
+	return false;
+}
+
+void
+relay_probe_unused(struct relay_deliverer *d, int dest)
+{
+	/* Nothing to probe with: look again after an interval. */
+	struct relay_breaker *b = &d->dests[dest].breaker;
+	b->probing = false;
+	b->next_probe_ms = (int64_t)nng_clock() + d->breaker_probe_ms;
+}
+
+/* ---- frames ----------------------------------------------------------------- */
+
 static void
 set_outcome(struct relay_outcome *o, const struct ob_wire_msg *m,
     enum relay_outcome_kind kind, const char *fmt, const char *a, size_t alen)
 {
 	o->id = m->id;
-	o->fence = m->fence;
 	o->kind = kind;
 	o->delay_ms = 0;
 	o->refund_attempt = false;
 	snprintf(o->error, sizeof(o->error), fmt, (int)alen, a ? a : "");
 }
 
-/* Apply a decoded reply to the frame's outcomes; a reply that does not
- * decode or does not match the frame is a transient failure of the whole
- * frame, never a success. Returns true when the reply decoded. */
-static bool
-apply_reply(struct relay_deliverer *d, struct frame *f,
-    const struct ob_wire_msg *msgs, const void *body, size_t len,
-    struct relay_outcome *out)
+static void
+wake(struct relay_deliverer *d)
 {
-	struct ob_wire_reply rep;
-	const char *url = d->dests[f->dest].url;
-	int rc = ob_wire_decode_reply(body, len, &d->limits, &rep);
-	if (rc == OB_OK && rep.frame_err != 0) {
-		ob_warn("relay.deliver.refused", "dest=%s err=%s", url,
-		    ob_err_name(rep.frame_err));
-		for (uint32_t k = 0; k < f->n; k++)
-			set_outcome(&out[f->idx[k]], &msgs[f->idx[k]], RELAY_OUT_RETRY,
-			    "consumer refused the frame: %.*s", rep.detail, rep.detail_len);
-		ob_wire_reply_fini(&rep);
-		return true;
-	}
-	bool match = rc == OB_OK && rep.count == f->n;
-	for (uint32_t k = 0; match && k < f->n; k++)
-		match = rep.results[k].id == msgs[f->idx[k]].id;
-	if (!match) {
-		ob_warn("relay.deliver.bad_reply", "dest=%s messages=%u err=%s", url, f->n,
-		    rc == OB_OK ? "reply does not match request" : ob_err_name(rc));
-		char why[200];
-		snprintf(why, sizeof(why), "bad reply from consumer %s: %s", url,
-		    rc == OB_OK ? "reply does not match request" : ob_err_name(rc));
-		for (uint32_t k = 0; k < f->n; k++)
-			set_outcome(&out[f->idx[k]], &msgs[f->idx[k]], RELAY_OUT_RETRY,
-			    "%.*s", why, strlen(why));
-		if (rc == OB_OK)
-			ob_wire_reply_fini(&rep);
-		return false;
-	}
-	for (uint32_t k = 0; k < f->n; k++) {
-		const struct ob_wire_result *r = &rep.results[k];
-		const struct ob_wire_msg *m = &msgs[f->idx[k]];
-		struct relay_outcome *o = &out[f->idx[k]];
-		switch (r->status) {
-		case OB_WIRE_APPLIED:
-		case OB_WIRE_DUPLICATE:
-			set_outcome(o, m, RELAY_OUT_DELIVERED, "%.*s", "", 0);
-			break;
-		case OB_WIRE_REJECT:
-			set_outcome(o, m, RELAY_OUT_DEAD, "rejected by consumer: %.*s",
-			    r->detail, r->detail_len);
-			break;
-		default:
-			set_outcome(o, m, RELAY_OUT_RETRY, "consumer asked to retry: %.*s",
-			    r->detail, r->detail_len);
-			break;
-		}
-	}
-	ob_wire_reply_fini(&rep);
-	return true;
+	/* The pipe is non-blocking: when it is full the worker has wakeups
+	 * pending anyway. */
+	(void)!write(d->wake[1], "x", 1);
 }
 
 static void
-frame_failed(struct relay_deliverer *d, struct frame *f,
-    const struct ob_wire_msg *msgs, const char *what, int rv,
-    struct relay_outcome *out)
+frame_done(struct relay_frame *f, int rv, const char *where)
 {
-	char why[160];
-	snprintf(why, sizeof(why), "%s %s: %s", what, d->dests[f->dest].url,
-	    nng_strerror(rv));
-	for (uint32_t k = 0; k < f->n; k++) {
-		struct relay_outcome *o = &out[f->idx[k]];
-		set_outcome(o, &msgs[f->idx[k]], RELAY_OUT_RETRY, "%.*s", why, strlen(why));
-		/* No consumer was connected: the attempt never reached one. */
-		o->refund_attempt = !f->had_pipe;
-	}
-}
-
-static void
-frame_done(struct frame *f, int rv, const char *where)
-{
-	struct wave *w = f->wave;
-	nng_mtx_lock(w->mtx);
+	struct relay_deliverer *d = f->d;
+	nng_mtx_lock(d->mtx);
 	f->rv = rv;
 	f->failed_in = where;
-	f->state = FRAME_DONE;
-	if (--w->pending == 0)
-		nng_cv_wake(w->cv);
-	nng_mtx_unlock(w->mtx);
+	f->state = RELAY_FRAME_DONE;
+	nng_mtx_unlock(d->mtx);
+	wake(d);
 }
 
-/* The aio callback: SEND done -> start RECV; RECV done -> DONE. */
+/* The aio callback: SEND done -> start RECV; RECV done -> DONE. Only the
+ * callback changes a sent frame's state until it is DONE. */
 static void
 frame_cb(void *arg)
 {
-	struct frame *f = arg;
+	struct relay_frame *f = arg;
 	int rv = nng_aio_result(f->aio);
 	switch (f->state) {
-	case FRAME_SEND:
+	case RELAY_FRAME_SEND:
 		if (rv != 0) {
 			nng_msg_free(nng_aio_get_msg(f->aio));
 			nng_aio_set_msg(f->aio, NULL);
 			frame_done(f, rv, "send to");
 			return;
 		}
-		f->state = FRAME_RECV;
-		nng_time now = nng_clock();
-		nng_aio_set_timeout(f->aio, now < f->wave->deadline
-		        ? (nng_duration)(f->wave->deadline - now) : 1);
+		nng_mtx_lock(f->d->mtx);
+		f->state = RELAY_FRAME_RECV;
+		nng_mtx_unlock(f->d->mtx);
+		/* what is left of the delivery timeout */
+		struct timespec t;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		int64_t spent = (t.tv_sec - f->t_sent.tv_sec) * 1000 +
+		    (t.tv_nsec - f->t_sent.tv_nsec) / 1000000;
+		int64_t left = f->d->timeout_ms - spent;
+		nng_aio_set_timeout(f->aio, left > 0 ? (nng_duration)left : 1);
 		nng_ctx_recv(f->ctx, f->aio);
 		return;
-	case FRAME_RECV:
+	case RELAY_FRAME_RECV:
 		if (rv == 0) {
 			f->reply = nng_aio_get_msg(f->aio);
 			nng_aio_set_msg(f->aio, NULL);
@@ -405,204 +443,281 @@ frame_cb(void *arg)
 	}
 }
 
-/* Wait for every frame of the wave; once *stop is set, give the frames
- * stop_cut_ms more and then cancel what is still out. */
-static void
-wait_wave(struct relay_deliverer *d, struct wave *w, struct frame *fr, uint32_t nf)
+int
+relay_frame_init(struct relay_deliverer *d, struct relay_frame *f)
 {
-	nng_time cut = 0;
-	nng_mtx_lock(w->mtx);
-	while (w->pending > 0) {
-		nng_time now = nng_clock();
-		if (cut == 0 && d->stop != NULL && *d->stop)
-			cut = now + (nng_time)d->stop_cut_ms;
-		if (cut != 0 && now >= cut) {
-			nng_mtx_unlock(w->mtx);
-			for (uint32_t i = 0; i < nf; i++)
-				if (fr[i].aio != NULL)
-					nng_aio_cancel(fr[i].aio);
-			nng_mtx_lock(w->mtx);
-			if (w->pending == 0)
-				break;
-		}
-		/* Wake every 50 ms to notice a stop request. */
-		nng_cv_until(w->cv, now + 50);
-	}
-	nng_mtx_unlock(w->mtx);
-}
-
-/* Send and collect one wave of frames under one deadline. */
-static void
-run_wave(struct relay_deliverer *d, struct frame *fr, uint32_t nf,
-    const struct ob_wire_msg *msgs, struct relay_outcome *out)
-{
-	struct wave w;
-	memset(&w, 0, sizeof(w));
-	w.deadline = nng_clock() + (nng_time)d->timeout_ms;
-	struct ob_buf frame_buf = OB_BUF_INIT;
-	struct ob_wire_msg *chunk = calloc(d->limits.max_batch, sizeof(*chunk));
-	bool sync_ok = nng_mtx_alloc(&w.mtx) == 0 && nng_cv_alloc(&w.cv, w.mtx) == 0;
-
-	for (uint32_t i = 0; i < nf; i++) {
-		struct frame *f = &fr[i];
-		nng_msg *m = NULL;
-		int rv = NNG_ENOMEM;
-		for (uint32_t k = 0; chunk != NULL && k < f->n; k++)
-			chunk[k] = msgs[f->idx[k]];
-		ob_buf_reset(&frame_buf);
-		f->wave = &w;
-		if (!sync_ok || chunk == NULL || nng_aio_alloc(&f->aio, frame_cb, f) != 0 ||
-		    ob_wire_encode_request(&frame_buf, chunk, f->n, &d->limits) != OB_OK ||
-		    (rv = nng_ctx_open(&f->ctx, d->dests[f->dest].sock)) != 0 ||
-		    (rv = nng_msg_alloc(&m, 0)) != 0 ||
-		    (rv = nng_msg_append(m, frame_buf.data, frame_buf.len)) != 0) {
-			if (m != NULL)
-				nng_msg_free(m);
-			f->state = FRAME_DONE;
-			f->rv = rv ? rv : NNG_ENOMEM;
-			f->failed_in = "prepare frame for";
-			continue;
-		}
-		f->had_pipe = atomic_load(&d->dests[f->dest].pipes) > 0;
-		f->state = FRAME_SEND;
-		f->sent = true;
-		nng_mtx_lock(w.mtx);
-		w.pending++;
-		nng_mtx_unlock(w.mtx);
-		nng_aio_set_msg(f->aio, m);
-		nng_aio_set_timeout(f->aio, d->timeout_ms);
-		d->frames_sent++;
-		clock_gettime(CLOCK_MONOTONIC, &f->t_sent);
-		nng_ctx_send(f->ctx, f->aio);
-	}
-	if (sync_ok)
-		wait_wave(d, &w, fr, nf);
-	nng_time now = nng_clock();
-	for (uint32_t i = 0; i < nf; i++) {
-		struct frame *f = &fr[i];
-		struct relay_dest *ds = &d->dests[f->dest];
-		bool ok;
-		if (f->rv != 0) {
-			frame_failed(d, f, msgs, f->failed_in, f->rv, out);
-			ok = false;
-			if (f->sent)
-				d->frames_failed++;
-		} else {
-			ob_metric_observe(d->frame_seconds, f->rtt_s);
-			ok = apply_reply(d, f, msgs, nng_msg_body(f->reply),
-			    nng_msg_len(f->reply), out);
-			nng_msg_free(f->reply);
-			f->reply = NULL;
-		}
-		/* A reply that does not decode reached a consumer: it is not a
-		 * transport failure, and it does not close an open breaker. */
-		if (!f->sent || (f->rv == 0 && !ok))
-			continue;
-		enum relay_breaker_state before = ds->breaker.state;
-		if (relay_breaker_result(&ds->breaker, ok, (int64_t)now,
-		        d->breaker_threshold, d->breaker_probe_ms))
-			ob_warn(ds->breaker.state == RELAY_BREAKER_OPEN ? "relay.breaker.open"
-			                                                 : "relay.breaker.closed",
-			    "dest=%s from=%s failures=%u probe_interval_ms=%lld", ds->url,
-			    relay_breaker_state_name(before), ds->breaker.failures,
-			    (long long)d->breaker_probe_ms);
-		if (d->breakers != NULL && f->dest < d->breakers_n) {
-			struct relay_breaker_live *bl = &d->breakers[f->dest];
-			struct timespec ts;
-			clock_gettime(CLOCK_MONOTONIC, &ts);
-			int64_t ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-			atomic_store(ok ? &bl->ok_ms : &bl->fail_ms, ms);
-			atomic_store(&bl->open, ds->breaker.state == RELAY_BREAKER_OPEN ? 1 : 0);
-		}
-	}
-	for (uint32_t i = 0; i < nf; i++) {
-		if (fr[i].aio != NULL)
-			nng_aio_free(fr[i].aio);
-		if (nng_ctx_id(fr[i].ctx) > 0)
-			nng_ctx_close(fr[i].ctx);
-	}
-	if (w.cv != NULL)
-		nng_cv_free(w.cv);
-	if (w.mtx != NULL)
-		nng_mtx_free(w.mtx);
-	ob_buf_fini(&frame_buf);
-	free(chunk);
-}
-
-/* Hold a message whose destination's breaker is open: not sent, attempt
- * refunded, due again after about one probe interval (jittered so the
- * workers do not all come back at once). */
-static void
-hold_message(struct relay_deliverer *d, const struct ob_wire_msg *m,
-    struct relay_outcome *o)
-{
-	set_outcome(o, m, RELAY_OUT_RELEASE, "%.*s", "", 0);
-	o->refund_attempt = true;
-	int64_t half = d->breaker_probe_ms / 2;
-	o->delay_ms = d->breaker_probe_ms + (half > 0 ? (int64_t)(nng_random() % (uint32_t)half) : 0);
+	memset(f, 0, sizeof(*f));
+	f->d = d;
+	f->dest = -1;
+	return nng_aio_alloc(&f->aio, frame_cb, f) == 0 ? OB_OK : OB_ENOMEM;
 }
 
 void
-relay_deliver(struct relay_deliverer *d, const struct ob_wire_msg *msgs,
-    uint32_t n, struct relay_outcome *out)
+relay_frame_fini(struct relay_frame *f)
 {
-	int *dest = calloc(n ? n : 1, sizeof(int));
-	uint32_t *order = calloc(n ? n : 1, sizeof(uint32_t));
-	struct frame *fr = calloc(n ? n : 1, sizeof(*fr));
-	if (dest == NULL || order == NULL || fr == NULL) {
-		for (uint32_t i = 0; i < n; i++)
-			set_outcome(&out[i], &msgs[i], RELAY_OUT_RETRY, "%.*s", "out of memory", 13);
-		goto out;
+	if (f->aio != NULL) {
+		nng_aio_stop(f->aio);
+		nng_aio_free(f->aio);
 	}
-	for (uint32_t i = 0; i < n; i++) {
-		dest[i] = relay_route_pick(d, msgs[i].topic, msgs[i].topic_len);
-		if (dest[i] < 0)
-			set_outcome(&out[i], &msgs[i], RELAY_OUT_DEAD, "no route for topic '%.*s'",
-			    msgs[i].topic, msgs[i].topic_len);
-		else if (msgs[i].payload_len > d->limits.max_payload) {
-			set_outcome(&out[i], &msgs[i], RELAY_OUT_DEAD,
-			    "payload larger than --max-payload%.*s", "", 0);
-			dest[i] = -1;
+	if (nng_ctx_id(f->ctx) > 0)
+		nng_ctx_close(f->ctx);
+	free(f->skip);
+	relay_batch_fini(&f->batch);
+	memset(f, 0, sizeof(*f));
+}
+
+/* Hold the frame: its destination's breaker is open. Not sent, attempt
+ * refunded, due again after about one probe interval (jittered so the
+ * workers do not all come back at once). */
+static void
+hold_all(struct relay_deliverer *d, struct relay_frame *f, struct relay_outcome *out)
+{
+	int64_t half = d->breaker_probe_ms / 2;
+	int64_t delay = d->breaker_probe_ms + (half > 0 ? (int64_t)(nng_random() % (uint32_t)half) : 0);
+	for (uint32_t i = 0; i < f->batch.n; i++) {
+		set_outcome(&out[i], &f->batch.msgs[i], RELAY_OUT_RELEASE, "%.*s", "", 0);
+		out[i].refund_attempt = true;
+		out[i].delay_ms = delay;
+	}
+}
+
+bool
+relay_frame_send(struct relay_deliverer *d, struct relay_frame *f, int force_dest,
+    struct relay_outcome *out)
+{
+	const struct relay_batch *b = &f->batch;
+	f->sent = false;
+	f->nsent = 0;
+	f->rv = 0;
+	f->reply = NULL;
+	f->state = RELAY_FRAME_IDLE;
+	free(f->skip);
+	f->skip = calloc(b->n ? b->n : 1, sizeof(*f->skip));
+	if (b->n == 0)
+		return false;
+	f->dest = force_dest >= 0 ? force_dest
+	    : relay_route_pick(d, b->msgs[0].topic, b->msgs[0].topic_len);
+	struct ob_wire_msg *chunk = calloc(b->n, sizeof(*chunk));
+	if (f->skip == NULL || chunk == NULL) {
+		for (uint32_t i = 0; i < b->n; i++)
+			set_outcome(&out[i], &b->msgs[i], RELAY_OUT_RETRY, "%.*s", "out of memory", 13);
+		free(chunk);
+		f->dest = -1;
+		return false;
+	}
+	for (uint32_t i = 0; i < b->n; i++) {
+		const struct ob_wire_msg *m = &b->msgs[i];
+		if (f->dest < 0) {
+			set_outcome(&out[i], m, RELAY_OUT_DEAD, "no route for topic '%.*s'",
+			    m->topic, m->topic_len);
+			f->skip[i] = true;
+		} else if (m->payload_len > d->limits.max_payload) {
+			set_outcome(&out[i], m, RELAY_OUT_DEAD, "payload larger than --max-payload%.*s",
+			    "", 0);
+			f->skip[i] = true;
+		} else {
+			chunk[f->nsent++] = *m;
 		}
 	}
-	/* Frames: messages of one destination, in claim order, max_batch each.
-	 * A destination whose breaker is open gets at most its probe: one
-	 * frame of one message; the rest of its messages are held. */
-	uint32_t nf = 0, placed = 0;
-	int64_t now = (int64_t)nng_clock();
-	for (int di = 0; di < d->ndests; di++) {
-		struct frame *f = NULL;
-		enum relay_breaker_verdict v = RELAY_BREAKER_SEND;
-		bool asked = false;
-		for (uint32_t i = 0; i < n; i++) {
-			if (dest[i] != di)
-				continue;
-			if (!asked) {
-				v = relay_breaker_ask(&d->dests[di].breaker, now);
-				asked = true;
-			}
-			if (v == RELAY_BREAKER_HOLD || (v == RELAY_BREAKER_PROBE && f != NULL)) {
-				hold_message(d, &msgs[i], &out[i]);
-				continue;
-			}
-			if (f == NULL || f->n == d->limits.max_batch) {
-				f = &fr[nf++];
-				f->dest = di;
-				f->idx = &order[placed];
-				f->probe = v == RELAY_BREAKER_PROBE;
-			}
-			f->idx[f->n++] = i;
-			placed++;
-		}
-		if (v == RELAY_BREAKER_PROBE && f != NULL)
-			ob_info("relay.breaker.probe", "dest=%s", d->dests[di].url);
+	if (f->nsent == 0) {
+		free(chunk);
+		return false;
 	}
-	/* One wave under one deadline: the worker claims at most max_inflight
-	 * frames' worth, so this is max_inflight frames (plus one partial frame
-	 * per extra destination). */
-	run_wave(d, fr, nf, msgs, out);
-out:
-	free(dest);
-	free(order);
-	free(fr);
+	struct relay_dest *ds = &d->dests[f->dest];
+	enum relay_breaker_verdict v = relay_breaker_ask(&ds->breaker, (int64_t)nng_clock());
+	if (v == RELAY_BREAKER_HOLD) {
+		hold_all(d, f, out);
+		f->nsent = 0;
+		free(chunk);
+		return false;
+	}
+	f->probe = v == RELAY_BREAKER_PROBE;
+	if (f->probe)
+		ob_info("relay.breaker.probe", "dest=%s", ds->url);
+	nng_msg *msg = NULL;
+	int rv = NNG_ENOMEM;
+	ob_buf_reset(&d->encode);
+	if (ob_wire_encode_request(&d->encode, chunk, f->nsent, &d->limits) != OB_OK ||
+	    (rv = nng_ctx_open(&f->ctx, ds->sock)) != 0 ||
+	    (rv = nng_msg_alloc(&msg, 0)) != 0 ||
+	    (rv = nng_msg_append(msg, d->encode.data, d->encode.len)) != 0) {
+		free(chunk);
+		if (msg != NULL)
+			nng_msg_free(msg);
+		f->state = RELAY_FRAME_DONE;
+		f->rv = rv ? rv : NNG_ENOMEM;
+		f->failed_in = "prepare frame for";
+		return false;
+	}
+	free(chunk);
+	f->had_pipe = atomic_load(&ds->pipes) > 0;
+	f->sent = true;
+	f->state = RELAY_FRAME_SEND;
+	nng_aio_set_msg(f->aio, msg);
+	nng_aio_set_timeout(f->aio, d->timeout_ms);
+	d->frames_sent++;
+	clock_gettime(CLOCK_MONOTONIC, &f->t_sent);
+	nng_ctx_send(f->ctx, f->aio);
+	return true;
+}
+
+bool
+relay_frame_done(struct relay_deliverer *d, struct relay_frame *f)
+{
+	nng_mtx_lock(d->mtx);
+	bool done = f->state == RELAY_FRAME_DONE;
+	nng_mtx_unlock(d->mtx);
+	return done;
+}
+
+void
+relay_frame_cancel(struct relay_frame *f)
+{
+	if (f->aio != NULL)
+		nng_aio_cancel(f->aio);
+}
+
+/* Apply a decoded reply to the frame's outcomes; a reply that does not
+ * decode or does not match the frame is a failure of the whole frame,
+ * never a success. Returns true when it decoded and matched. */
+static bool
+apply_reply(struct relay_deliverer *d, struct relay_frame *f, const void *body, size_t len,
+    struct relay_outcome *out)
+{
+	const struct relay_batch *b = &f->batch;
+	struct ob_wire_reply rep;
+	const char *url = d->dests[f->dest].url;
+	int rc = ob_wire_decode_reply(body, len, &d->limits, &rep);
+	if (rc == OB_OK && rep.frame_err != 0) {
+		ob_warn("relay.deliver.refused", "dest=%s err=%s", url, ob_err_name(rep.frame_err));
+		for (uint32_t i = 0; i < b->n; i++)
+			if (!f->skip[i])
+				set_outcome(&out[i], &b->msgs[i], RELAY_OUT_RETRY,
+				    "consumer refused the frame: %.*s", rep.detail, rep.detail_len);
+		ob_wire_reply_fini(&rep);
+		return false;
+	}
+	bool match = rc == OB_OK && rep.count == f->nsent;
+	for (uint32_t i = 0, k = 0; match && i < b->n; i++)
+		if (!f->skip[i])
+			match = rep.results[k++].id == b->msgs[i].id;
+	if (!match) {
+		ob_warn("relay.deliver.bad_reply", "dest=%s messages=%u err=%s", url, f->nsent,
+		    rc == OB_OK ? "reply does not match request" : ob_err_name(rc));
+		char why[200];
+		snprintf(why, sizeof(why), "bad reply from consumer %s: %s", url,
+		    rc == OB_OK ? "reply does not match request" : ob_err_name(rc));
+		for (uint32_t i = 0; i < b->n; i++)
+			if (!f->skip[i])
+				set_outcome(&out[i], &b->msgs[i], RELAY_OUT_RETRY, "%.*s", why,
+				    strlen(why));
+		if (rc == OB_OK)
+			ob_wire_reply_fini(&rep);
+		return false;
+	}
+	for (uint32_t i = 0, k = 0; i < b->n; i++) {
+		if (f->skip[i])
+			continue;
+		const struct ob_wire_result *r = &rep.results[k++];
+		const struct ob_wire_msg *m = &b->msgs[i];
+		struct relay_outcome *o = &out[i];
+		switch (r->status) {
+		case OB_WIRE_APPLIED:
+		case OB_WIRE_DUPLICATE:
+			set_outcome(o, m, RELAY_OUT_DELIVERED, "%.*s", "", 0);
+			break;
+		case OB_WIRE_REJECT:
+			set_outcome(o, m, RELAY_OUT_DEAD, "rejected by consumer: %.*s", r->detail,
+			    r->detail_len);
+			break;
+		default:
+			set_outcome(o, m, RELAY_OUT_RETRY, "consumer asked to retry: %.*s", r->detail,
+			    r->detail_len);
+			break;
+		}
+	}
+	ob_wire_reply_fini(&rep);
+	return true;
+}
+
+/* The breaker's verdict on one sent frame, logged when it changes state,
+ * and published for the metrics. */
+static void
+breaker_result(struct relay_deliverer *d, int dest, bool ok)
+{
+	struct relay_dest *ds = &d->dests[dest];
+	enum relay_breaker_state before = ds->breaker.state;
+	if (relay_breaker_result(&ds->breaker, ok, (int64_t)nng_clock(), d->breaker_threshold,
+	        d->breaker_probe_ms))
+		ob_warn(ds->breaker.state == RELAY_BREAKER_OPEN ? "relay.breaker.open"
+		                                                 : "relay.breaker.closed",
+		    "dest=%s from=%s failures=%u probe_interval_ms=%lld", ds->url,
+		    relay_breaker_state_name(before), ds->breaker.failures,
+		    (long long)d->breaker_probe_ms);
+	if (d->breakers != NULL && dest < d->breakers_n) {
+		struct relay_breaker_live *bl = &d->breakers[dest];
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		int64_t ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+		atomic_store(ok ? &bl->ok_ms : &bl->fail_ms, ms);
+		atomic_store(&bl->open, ds->breaker.state == RELAY_BREAKER_OPEN ? 1 : 0);
+	}
+}
+
+enum relay_frame_result
+relay_frame_finish(struct relay_deliverer *d, struct relay_frame *f, struct relay_outcome *out)
+{
+	const struct relay_batch *b = &f->batch;
+	enum relay_frame_result result = RELAY_FRAME_NOT_SENT;
+	if (f->sent || (f->state == RELAY_FRAME_DONE && f->rv != 0)) {
+		bool ok = false;
+		if (f->rv != 0) {
+			char why[160];
+			snprintf(why, sizeof(why), "%s %s: %s", f->failed_in,
+			    f->dest >= 0 ? d->dests[f->dest].url : "?", nng_strerror(f->rv));
+			for (uint32_t i = 0; i < b->n; i++) {
+				if (f->skip != NULL && f->skip[i])
+					continue;
+				set_outcome(&out[i], &b->msgs[i], RELAY_OUT_RETRY, "%.*s", why,
+				    strlen(why));
+				/* No consumer was connected: the attempt never reached one. */
+				out[i].refund_attempt = !f->had_pipe;
+			}
+			if (f->sent)
+				d->frames_failed++;
+			result = RELAY_FRAME_FAILED;
+		} else {
+			ob_metric_observe(d->frame_seconds, f->rtt_s);
+			ok = apply_reply(d, f, nng_msg_body(f->reply), nng_msg_len(f->reply), out);
+			nng_msg_free(f->reply);
+			f->reply = NULL;
+			result = ok ? RELAY_FRAME_REPLIED : RELAY_FRAME_FAILED;
+		}
+		/* A reply that does not decode reached a consumer: it is not a
+		 * transport failure, and it does not close an open breaker. */
+		if (f->sent && (f->rv != 0 || ok))
+			breaker_result(d, f->dest, ok);
+		else if (f->sent && f->probe)
+			d->dests[f->dest].breaker.probing = false;
+	}
+	if (nng_ctx_id(f->ctx) > 0)
+		nng_ctx_close(f->ctx);
+	memset(&f->ctx, 0, sizeof(f->ctx));
+	f->state = RELAY_FRAME_IDLE;
+	f->sent = false;
+	return result;
+}
+
+int
+relay_deliverer_wake_fd(const struct relay_deliverer *d)
+{
+	return d->wake[0];
+}
+
+void
+relay_deliverer_drain_wake(struct relay_deliverer *d)
+{
+	char buf[256];
+	while (read(d->wake[0], buf, sizeof(buf)) > 0)
+		;
 }

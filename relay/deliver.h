@@ -1,10 +1,13 @@
 /*
- * deliver.h - send claimed messages to their destinations over nng REQ and
- * turn the replies into outcomes.
+ * deliver.h - send claimed batches to their destinations over nng REQ, one
+ * request frame per batch, and turn the replies into outcomes.
  *
- * Messages are grouped by destination into request frames of at most
- * frame_batch messages; up to max_inflight frames are in flight at once,
- * each on its own nng context. Every frame's round trip (send + reply) is
+ * A frame is one work item with its own nng context and aio; the aio
+ * callback moves it SEND -> RECV -> DONE (nng demo/async style) and then
+ * wakes the worker through a pipe, so the worker can wait for a finished
+ * frame and for a PostgreSQL notification at once. Frames finish, and are
+ * recorded, independently: a frame to a destination that is down never
+ * holds up the outcome of one to another. Every frame's round trip is
  * bounded by the delivery timeout. Nothing here touches the database.
  */
 #ifndef OUTBOX_RELAY_DELIVER_H
@@ -13,13 +16,15 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
 #include <nng/nng.h>
-
-#include <signal.h>
+#include <nng/supplemental/util/platform.h>
 
 #include "breaker.h"
+#include "claim.h"
 #include "metrics.h"
+#include "outbox/buf.h"
 #include "outbox/metrics.h"
 #include "outbox/wire.h"
 #include "record.h"
@@ -47,14 +52,9 @@ struct relay_deliverer {
 	int nroutes;
 	struct ob_wire_limits limits;
 	int64_t timeout_ms;
-	uint32_t max_inflight;
 	uint32_t breaker_threshold;
 	int64_t breaker_probe_ms;
-	/* Shutdown: once *stop is set (NULL = never), frames still in flight
-	 * get stop_cut_ms more, then are cancelled (outcome RETRY). */
-	volatile sig_atomic_t *stop;
-	int64_t stop_cut_ms;
-	/* counters, read and reset by the caller */
+	/* counters, read by the caller */
 	uint64_t frames_sent;
 	uint64_t frames_failed;
 	/* metrics (NULL = none): each replied frame's round trip is observed
@@ -64,6 +64,43 @@ struct relay_deliverer {
 	struct ob_metric *frame_seconds;
 	struct relay_breaker_live *breakers;
 	int breakers_n;
+	/* the frames' callbacks wake the worker: they set state under mtx and
+	 * write a byte to wake[1] */
+	nng_mtx *mtx;
+	int wake[2];
+	struct ob_buf encode;  /* scratch for one frame's bytes */
+};
+
+enum relay_frame_state { RELAY_FRAME_IDLE, RELAY_FRAME_SEND, RELAY_FRAME_RECV,
+	RELAY_FRAME_DONE };
+
+/* How a finished frame went (relay_frame_finish). */
+enum relay_frame_result {
+	RELAY_FRAME_REPLIED,    /* a reply: one status per message */
+	RELAY_FRAME_NOT_SENT,   /* held by an open breaker, or nothing sendable */
+	RELAY_FRAME_FAILED,     /* send failed, no reply, or a reply that does not
+	                         * match: every sent message is a RETRY */
+};
+
+/* One batch on its way. The worker owns the batch; the deliverer fills the
+ * rest. */
+struct relay_frame {
+	struct relay_batch batch;
+	int dest;                 /* -1 until sent */
+	bool probe;               /* the breaker's probe for its destination */
+	bool sent;                /* handed to nng */
+	bool had_pipe;            /* a consumer was connected when it was sent */
+	bool *skip;               /* n: not part of the frame (outcome decided) */
+	uint32_t nsent;
+	struct timespec t_sent;
+	nng_aio *aio;
+	nng_ctx ctx;
+	struct relay_deliverer *d;
+	enum relay_frame_state state; /* under d->mtx while sent */
+	int rv;                   /* DONE: 0 = reply in `reply`, else nng error */
+	const char *failed_in;    /* DONE with rv: "send to" / "no reply from" */
+	nng_msg *reply;
+	double rtt_s;
 };
 
 /* Parse "TOPIC=URL" specs (URL checked by nng_url_parse) into d, without
@@ -72,7 +109,8 @@ int relay_routes_parse(struct relay_deliverer *d, char **specs, size_t n,
     char *err, size_t errlen);
 
 /* Open one REQ socket per destination and start dialing (non-blocking: a
- * consumer that is down is retried by nng). OB_OK or OB_ENET. */
+ * consumer that is down is retried by nng), and the wakeup pipe. OB_OK or
+ * OB_ENET. */
 int relay_deliverer_open(struct relay_deliverer *d, char *err, size_t errlen);
 
 /* Close sockets and free everything (safe on a half-opened deliverer). */
@@ -84,13 +122,50 @@ void relay_deliverer_close(struct relay_deliverer *d);
  * closed breaker; else one whose probe is due; else any. */
 int relay_route_pick(struct relay_deliverer *d, const char *topic, size_t len);
 
-/* Deliver n messages and write one outcome per message into out (same
- * order). Outcomes are DELIVERED, DEAD (reject / no route), RELEASE (the
- * destination's breaker is open: not sent, attempt refunded, due again
- * after about a probe interval) or RETRY with the error; the caller turns
- * RETRY into a backoff or a dead letter. Blocks up to the delivery timeout
- * (less once *stop is set). */
-void relay_deliver(struct relay_deliverer *d, const struct ob_wire_msg *msgs,
-    uint32_t n, struct relay_outcome *out);
+/* The topics a claim may take now (claim.h): explicitly routed topics
+ * with a destination whose breaker is closed; every other topic when the
+ * default route has one (or there is no default route: those are
+ * dead-lettered "no route"). The arrays are written into inc and exc. */
+int relay_topics_now(struct relay_deliverer *d, struct ob_buf *inc, struct ob_buf *exc,
+    struct relay_topics *out);
+
+/* A route whose every destination is open, with a probe due: reserves the
+ * probe of one destination (*dest) and fills *out with a claim filter for
+ * just that route (claim one message). false when none is due. When the
+ * claim finds nothing to probe with, call relay_probe_unused. */
+bool relay_probe_due(struct relay_deliverer *d, struct ob_buf *inc, struct ob_buf *exc,
+    struct relay_topics *out, int *dest);
+void relay_probe_unused(struct relay_deliverer *d, int dest);
+
+/* Give a frame its aio (once per slot). OB_OK or OB_ENOMEM. */
+int relay_frame_init(struct relay_deliverer *d, struct relay_frame *f);
+void relay_frame_fini(struct relay_frame *f);
+
+/* Send f->batch as one frame to force_dest (>= 0: a probe) or to its
+ * route's pick. Messages that cannot go (no route, over --max-payload)
+ * get their outcome in out now; a destination held by an open breaker
+ * holds the whole frame. Returns true when the frame is in flight (wait
+ * for relay_frame_done), false when it finished at once (call
+ * relay_frame_finish all the same). */
+bool relay_frame_send(struct relay_deliverer *d, struct relay_frame *f, int force_dest,
+    struct relay_outcome *out);
+
+/* Whether the frame's round trip is over (reply, error or timeout). */
+bool relay_frame_done(struct relay_deliverer *d, struct relay_frame *f);
+
+/* Cancel a frame in flight (shutdown); it finishes as failed. */
+void relay_frame_cancel(struct relay_frame *f);
+
+/* After DONE (or a false send): the outcomes of the sent messages, the
+ * breaker's verdict, the counters; the frame's context is closed. A failed
+ * frame's messages are RETRY with refund_attempt set when no consumer was
+ * connected; the caller decides between a retry per message and a RELEASE
+ * of the batch. */
+enum relay_frame_result relay_frame_finish(struct relay_deliverer *d, struct relay_frame *f,
+    struct relay_outcome *out);
+
+/* Read end of the wakeup pipe, and emptying it. */
+int relay_deliverer_wake_fd(const struct relay_deliverer *d);
+void relay_deliverer_drain_wake(struct relay_deliverer *d);
 
 #endif

@@ -18,6 +18,7 @@
 #include "outbox/http_endpoint.h"
 #include "outbox/log.h"
 #include "outbox/pg.h"
+#include "outbox/protocol.h"
 #include "outbox/wire.h"
 #include "relay.h"
 #include "supervise.h"
@@ -64,11 +65,13 @@ static const struct ob_cfg_opt relay_options[] = {
 	    10, 3600000, NULL, false, breaker_probe_ms, "while a breaker is open: one probe"
 	    " frame per interval; held messages are due again after about this long"),
 	OPT("retention", "OUTBOX_RETENTION", OB_CFG_DURATION, "24h", 0, 3650LL * 86400000,
-	    NULL, false, retention_ms, "delivered records older than this are purged (0 = never)"),
+	    NULL, false, retention_ms, "delivered messages are kept at least this long, then"
+	    " dropped with their slot (0 = never)"),
+	OPT("dead-retention", "OUTBOX_DEAD_RETENTION", OB_CFG_DURATION, "7d", 0,
+	    3650LL * 86400000, NULL, false, dead_retention_ms, "dead letters older than this"
+	    " are deleted (0 = never; keep it longer than --retention)"),
 	OPT("purge-interval", "OUTBOX_PURGE_INTERVAL", OB_CFG_DURATION, "60s", 10, 86400000,
-	    NULL, false, purge_interval_ms, "how often worker 0 runs a purge pass"),
-	OPT("purge-batch", "OUTBOX_PURGE_BATCH", OB_CFG_INT, "1000", 1, 1000000, NULL, false,
-	    purge_batch, "rows deleted per purge statement"),
+	    NULL, false, purge_interval_ms, "how often worker 0 runs a housekeeping pass"),
 	OPT("on-dead-head", "OUTBOX_ON_DEAD_HEAD", OB_CFG_ENUM, "block", 0, 0, "block|skip",
 	    false, on_dead_head, "a dead-lettered head of an ordering key: block the key"
 	    " until requeued, or skip to its next message"),
@@ -112,10 +115,12 @@ static const struct ob_cfg_program program = {
 	.name = "outbox-relay",
 	.synopsis = "outbox-relay --db CONNINFO --route TOPIC=URL... [options]",
 	.description =
-    "Deliver committed outbox records to consumers, at least once. Claims due"
-    " records in batches under a lease with a bumped fencing token, sends them"
-    " over nng REQ, and records each outcome only while still holding the claim"
-    " (WHERE id = $1 AND fence = $2). Retries back off with Full Jitter.",
+    "Deliver committed outbox records to consumers, at least once. Reads each"
+    " topic's messages in commit order and claims them in batches, each under a"
+    " lease with a fencing token from one sequence; sends a batch as one nng REQ"
+    " frame and records its outcome in one write, refused once another worker"
+    " took the batch over. Retries back off with Full Jitter; a destination"
+    " that is down costs no database writes.",
 	.options = relay_options,
 	.markdown = OB_CFG_MARKDOWN_ALONE,
 };
@@ -179,16 +184,16 @@ main(int argc, char **argv)
 	ob_log_format_parse(cfg.log_format, &format);
 	ob_log_init("outbox-relay", level, format);
 
-	/* An unreachable database (or one without the outbox schema) at
-	 * start is a configuration error. The probe connection is closed
-	 * before any fork: the workers open their own. */
+	/* An unreachable database, or one whose schema does not serve this
+	 * relay's protocol, at start is a configuration error. The probe
+	 * connection is closed before any fork: the workers open their own. */
 	PGconn *probe = NULL;
 	if (ob_pg_connect(cfg.db, "outbox-relay", &probe, err, sizeof(err)) != OB_OK) {
 		fprintf(stderr, "outbox-relay: %s\n", err);
 		goto out;
 	}
-	int schema_rc = ob_pg_exec(probe, "SELECT 'outbox.messages'::regclass",
-	    "check the outbox schema (run `outboxctl migrate`)", err, sizeof(err));
+	int schema_rc = ob_protocol_check(probe, "outbox", "relay", RELAY_PROTOCOL, err,
+	    sizeof(err));
 	PQfinish(probe);
 	if (schema_rc != OB_OK) {
 		fprintf(stderr, "outbox-relay: %s\n", err);

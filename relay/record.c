@@ -1,12 +1,12 @@
 /*
- * record.c - fenced outcome writes, one call to outbox.record_outcomes per batch.
+ * record.c - one outbox.record call per batch.
  *
- * The arrays travel as text array literals; the error texts are escaped by
- * ob_buf_put_pg_array_text.
+ * A stream batch lists only its exceptions (messages not listed were
+ * delivered); a retry batch lists every message. The arrays travel as
+ * text array literals; error texts are escaped by ob_buf_put_pg_array_text.
  */
 #include <inttypes.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "outbox/buf.h"
@@ -14,15 +14,11 @@
 #include "outbox/pg.h"
 #include "record.h"
 
-/* One call per batch: outbox.record_outcomes_chain (sql/outbox/011_chain_heads.sql)
- * writes every outcome fenced (unless $7 is false: the BROKEN --no-fencing
- * mode), hands each ordering key's head on to its next message and, with
- * a chain owner ($9), claims that message for it. Rows: (chained, id, the
- * claim's columns): chained = false for each outcome written. */
 static const char record_sql[] =
-    "SELECT * FROM outbox.record_outcomes_chain($1::bigint[], $2::bigint[], $3::text[],"
-    " $4::bigint[], $5::int[], $6::text[], $7::boolean, $8::boolean, $9::text,"
-    " $10::bigint, $11::int)";
+    "SELECT outbox.record($1::int, $2::bigint, $3::bigint, $4::boolean, $5, $6::bigint,"
+    " $7::boolean, $8::bigint[], $9::text[], $10::bigint[], $11::text[], $12::boolean)";
+
+#define PROTOCOL_SQLSTATE "OB001"
 
 const char *
 relay_outcome_name(enum relay_outcome_kind k)
@@ -36,90 +32,71 @@ relay_outcome_name(enum relay_outcome_kind k)
 	return "unknown";
 }
 
-/* Which of the n outcomes' ids are missing from the written rows: those
- * are the fenced-out ones. Writes up to max of them into ids. */
-static uint32_t
-missing_ids(const PGresult *res, const struct relay_outcome *o, uint32_t n,
-    uint64_t *ids, uint32_t max)
-{
-	int rows = PQntuples(res);
-	uint32_t found = 0;
-	if (ids == NULL || max == 0)
-		return 0;
-	for (uint32_t i = 0; i < n && found < max; i++) {
-		bool seen = false;
-		/* Batches are small (claim_max); a scan is fine. */
-		for (int r = 0; r < rows && !seen; r++)
-			seen = PQgetvalue(res, r, 0)[0] == 'f' &&
-			    (uint64_t)ob_pg_int64(res, r, 1) == o[i].id;
-		if (!seen)
-			ids[found++] = o[i].id;
-	}
-	return found;
-}
-
 int
-relay_record_outcomes(PGconn *conn, const struct relay_outcome *o,
-    uint32_t n, const struct relay_record_mode *mode, const struct relay_chain *chain,
-    uint64_t *fenced_ids, uint32_t fenced_ids_max, struct relay_record_result *r,
+relay_record_batch(PGconn *conn, const struct relay_batch *b,
+    const struct relay_outcome *o, const struct relay_record_mode *mode, bool *written,
     char *err, size_t errlen)
 {
-	memset(r, 0, sizeof(*r));
-	if (n == 0)
+	*written = false;
+	if (b->n == 0)
 		return OB_OK;
-	struct ob_buf a[6];
+	uint32_t released = 0;
+	bool refund = false;
+	for (uint32_t i = 0; i < b->n; i++) {
+		released += o[i].kind == RELAY_OUT_RELEASE;
+		refund |= o[i].kind == RELAY_OUT_RELEASE && o[i].refund_attempt;
+	}
+	if (released != 0 && released != b->n) {
+		snprintf(err, errlen, "record: batch %" PRIu64 " mixes released and recorded"
+		    " messages", b->id);
+		return OB_EINVAL;
+	}
+	bool release = released == b->n;
+	struct ob_buf a[4];
 	int rc = OB_OK;
-	for (int k = 0; k < 6; k++) {
+	for (int k = 0; k < 4; k++) {
 		ob_buf_init(&a[k]);
 		rc |= ob_buf_puts(&a[k], "{");
 	}
-	for (uint32_t i = 0; i < n && rc == OB_OK; i++) {
-		const char *sep = i ? "," : "";
+	bool first = true;
+	for (uint32_t i = 0; i < b->n && !release && rc == OB_OK; i++) {
+		/* A stream batch lists its exceptions only. */
+		if (b->kind == RELAY_BATCH_STREAM && o[i].kind == RELAY_OUT_DELIVERED)
+			continue;
+		const char *sep = first ? "" : ",";
+		first = false;
 		rc |= ob_buf_printf(&a[0], "%s%" PRIu64, sep, o[i].id);
-		rc |= ob_buf_printf(&a[1], "%s%" PRIu64, sep, o[i].fence);
-		rc |= ob_buf_printf(&a[2], "%s%s", sep, relay_outcome_name(o[i].kind));
-		rc |= ob_buf_printf(&a[3], "%s%" PRId64, sep, o[i].delay_ms);
-		rc |= ob_buf_printf(&a[4], "%s%d", sep, o[i].refund_attempt ? 1 : 0);
-		rc |= ob_buf_puts(&a[5], sep);
-		rc |= ob_buf_put_pg_array_text(&a[5], o[i].error, strnlen(o[i].error,
+		rc |= ob_buf_printf(&a[1], "%s%s", sep, relay_outcome_name(o[i].kind));
+		rc |= ob_buf_printf(&a[2], "%s%" PRId64, sep, o[i].delay_ms);
+		rc |= ob_buf_puts(&a[3], sep);
+		rc |= ob_buf_put_pg_array_text(&a[3], o[i].error, strnlen(o[i].error,
 		    RELAY_ERROR_MAX));
 	}
-	for (int k = 0; k < 6; k++)
+	for (int k = 0; k < 4; k++)
 		rc |= ob_buf_puts(&a[k], "}");
 	if (rc != OB_OK) {
 		snprintf(err, errlen, "record: out of memory");
 		rc = OB_ENOMEM;
 		goto out;
 	}
-	char lease[24], max[16];
-	snprintf(lease, sizeof(lease), "%" PRId64, chain != NULL ? chain->lease_ms : 0);
-	snprintf(max, sizeof(max), "%" PRIu32, chain != NULL ? chain->max : 0);
-	const char *params[11];
-	for (int k = 0; k < 6; k++)
-		params[k] = a[k].data;
-	params[6] = mode->fencing ? "true" : "false";
-	params[7] = mode->skip_dead_heads ? "true" : "false";
-	params[8] = chain != NULL ? chain->owner : NULL;
-	params[9] = lease;
-	params[10] = max;
-	PGresult *res = PQexecParams(conn, record_sql, 11, NULL, params, NULL, NULL, 0);
+	char proto[16], batch[24], fence[24], delay[24];
+	snprintf(proto, sizeof(proto), "%d", RELAY_PROTOCOL);
+	snprintf(batch, sizeof(batch), "%" PRIu64, b->id);
+	snprintf(fence, sizeof(fence), "%" PRIu64, b->fence);
+	snprintf(delay, sizeof(delay), "%" PRId64, release ? o[0].delay_ms : 0);
+	const char *params[12] = { proto, batch, fence, mode->fencing ? "true" : "false",
+		release ? "release" : "done", delay, refund ? "true" : "false",
+		a[0].data, a[1].data, a[2].data, a[3].data,
+		mode->skip_dead_heads ? "true" : "false" };
+	PGresult *res = PQexecParams(conn, record_sql, 12, NULL, params, NULL, NULL, 0);
 	rc = ob_pg_check(res, PGRES_TUPLES_OK, "record outcomes", err, errlen);
-	if (rc == OB_OK) {
-		int rows = PQntuples(res);
-		for (int i = 0; i < rows; i++)
-			r->written += PQgetvalue(res, i, 0)[0] == 'f';
-		r->fenced_out = n > r->written ? n - r->written : 0;
-		if (r->fenced_out > 0)
-			r->fenced_ids_n = missing_ids(res, o, n, fenced_ids, fenced_ids_max);
-		/* The chained messages keep res alive. */
-		rc = relay_claim_from_result(res, 1, 0, -1, &r->chained, err, errlen);
-		if (rc != OB_OK)
-			relay_claim_fini(&r->chained);
-	} else {
-		PQclear(res);
-	}
+	if (rc == OB_OK && PQntuples(res) == 1)
+		*written = PQgetvalue(res, 0, 0)[0] == 't';
+	else if (rc != OB_OK && strcmp(ob_pg_sqlstate(res), PROTOCOL_SQLSTATE) == 0)
+		rc = OB_EPROTO;
+	PQclear(res);
 out:
-	for (int k = 0; k < 6; k++)
+	for (int k = 0; k < 4; k++)
 		ob_buf_fini(&a[k]);
 	return rc;
 }

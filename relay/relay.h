@@ -4,9 +4,10 @@
  *
  * outbox-relay is a supervisor (supervise.h) that forks --workers worker
  * processes. A worker owns one database connection (claims, outcome writes,
- * LISTEN, housekeeping) and one deliverer (its own nng sockets). It loops
- * claim -> deliver -> record until told to stop; with nothing due it waits
- * for an enqueue notification or the poll interval.
+ * LISTEN, housekeeping) and one deliverer (its own nng sockets). It keeps
+ * up to --max-inflight batches out, records each as its frame comes back,
+ * and with nothing due waits for an enqueue notification or the poll
+ * interval.
  */
 #ifndef OUTBOX_RELAY_RELAY_H
 #define OUTBOX_RELAY_RELAY_H
@@ -16,6 +17,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "claim.h"
 #include "outbox/config.h"
 #include "outbox/fault.h"
 #include "metrics.h"
@@ -24,8 +26,8 @@ struct relay_config {
 	char *db;
 	struct ob_cfg_list routes;
 	int64_t workers;
-	int64_t batch;            /* messages per request frame */
-	int64_t max_inflight;     /* frames in flight per worker */
+	int64_t batch;            /* messages per batch (one request frame) */
+	int64_t max_inflight;     /* batches in flight per worker */
 	int64_t lease_ms;
 	int64_t delivery_timeout_ms;
 	int64_t poll_ms;
@@ -37,9 +39,9 @@ struct relay_config {
 	int64_t shutdown_grace_ms;
 	int64_t breaker_threshold;
 	int64_t breaker_probe_ms;
-	int64_t retention_ms;     /* 0 = never purge */
-	int64_t purge_interval_ms;
-	int64_t purge_batch;
+	int64_t retention_ms;     /* delivered messages kept; 0 = forever */
+	int64_t dead_retention_ms; /* dead letters kept; 0 = forever */
+	int64_t purge_interval_ms; /* housekeeping every */
 	bool no_fencing;          /* BROKEN mode */
 	bool no_ordering;         /* BROKEN mode: ignore ordering keys when claiming */
 	char *on_dead_head;       /* block | skip */
@@ -57,6 +59,11 @@ struct relay_config {
 /* The margin the lease must keep over the delivery timeout: time to write
  * the outcomes after the last reply. */
 #define RELAY_LEASE_MARGIN_MS 1000
+
+/* Exit code of a worker, and of the relay, when the database schema does
+ * not serve this relay's protocol (outbox.check_protocol): a restart
+ * cannot help, so the supervisor stops every worker instead. */
+#define RELAY_EXIT_PROTOCOL 3
 
 /* Most worker processes one relay runs. */
 #define RELAY_MAX_WORKERS 64
@@ -100,9 +107,10 @@ void relay_totals_log(const char *event, const char *prefix,
     const struct relay_totals *t);
 
 /* Run one worker until *stop becomes non-zero (set from a signal handler).
- * Returns the process exit code. Reconnects to the database with backoff.
- * After *stop: claims nothing more, finishes or cuts the current wave within
- * the shutdown grace, releases what it never sent, writes its outcomes. */
+ * Returns the process exit code (RELAY_EXIT_PROTOCOL when the schema does
+ * not serve it). Reconnects to the database with backoff. After *stop:
+ * claims nothing more, finishes or cuts the frames out within the shutdown
+ * grace, releases what it never sent, writes its outcomes. */
 int relay_worker_run(const struct relay_config *cfg, int worker_index,
     volatile sig_atomic_t *stop, struct relay_shared *shared);
 

@@ -1,14 +1,10 @@
 /*
- * stats.c - the database's side of the relay's gauges, in one statement.
- *
- * Each part is shaped to use a partial index of sql/outbox/005_ordering.sql:
- * pending is counted as claimable-shaped rows (messages_claimable) plus
- * followers waiting behind their key's head (messages_key_order); the
- * oldest claimable message is the first of messages_claimable that is due
- * and not under a live lease (the claim's own predicate, so the gauge
- * grows only when relays do not keep up). Dead heads have no index: that
- * part scans the dead and delivered rows not yet purged (see
- * docs/metrics.md).
+ * stats.c - the database's side of the relay's gauges: the totals of
+ * outbox.topic_stats() (sql/outbox/012_streams.sql), in one statement.
+ * Pending counts the backlog of every stream (messages not yet assigned,
+ * and those in open batches) plus the retries; the oldest claimable age is
+ * that of the oldest message a relay could claim now; blocked keys are
+ * ordering keys waiting behind a dead letter.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,17 +14,8 @@
 #include "stats.h"
 
 static const char stats_sql[] =
-    "SELECT"
-    " (SELECT count(*) FROM outbox.messages"
-    "   WHERE status = 'pending' AND (ordering_key IS NULL OR is_head))"
-    " + (SELECT count(*) FROM outbox.messages"
-    "   WHERE status = 'pending' AND ordering_key IS NOT NULL AND NOT is_head),"
-    " COALESCE((SELECT extract(epoch FROM now() - available_at)::float8"
-    "   FROM outbox.messages"
-    "   WHERE status = 'pending' AND (ordering_key IS NULL OR is_head)"
-    "     AND available_at <= now() AND (lease_until IS NULL OR lease_until < now())"
-    "   ORDER BY available_at, id LIMIT 1), 0),"
-    " (SELECT count(*) FROM outbox.messages WHERE status = 'dead' AND is_head)";
+    "SELECT COALESCE(sum(pending), 0), COALESCE(max(oldest_claimable_s), 0),"
+    " COALESCE(sum(blocked_keys), 0) FROM outbox.topic_stats()";
 
 int
 relay_stats_query(PGconn *conn, struct relay_stats *out, char *err, size_t errlen)

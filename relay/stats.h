@@ -12,9 +12,9 @@
 #include <stdint.h>
 
 struct relay_stats {
-	int64_t pending;              /* status = 'pending' (leased and retrying too) */
+	int64_t pending;              /* not yet delivered: waiting, in flight, retrying */
 	double oldest_claimable_s;    /* now - available_at of the oldest claimable; 0 if none */
-	int64_t blocked_keys;         /* status = 'dead' AND is_head */
+	int64_t blocked_keys;         /* ordering keys waiting behind a dead letter */
 };
 
 /* Read the gauges. OB_OK, or OB_EDB with the server's message in err.

@@ -343,7 +343,7 @@ relay_supervise(const struct relay_config *cfg, struct relay_shared *shared)
 			slots[i].restart_at_ms = now_ms() + slots[i].backoff_ms;
 	}
 
-	bool shutting_down = false, killed = false, unclean = false;
+	bool shutting_down = false, killed = false, unclean = false, protocol_stop = false;
 	int64_t deadline = 0;
 	for (;;) {
 		struct pollfd pfd = { wake_pipe[0], POLLIN, 0 };
@@ -402,6 +402,18 @@ relay_supervise(const struct relay_config *cfg, struct relay_shared *shared)
 				    i, (int)pid, how);
 				continue;
 			}
+			if (WIFEXITED(st) && WEXITSTATUS(st) == RELAY_EXIT_PROTOCOL) {
+				/* The schema no longer serves this relay (or not yet):
+				 * restarting cannot help. Stop every worker cleanly. */
+				ob_error("relay.protocol.stop", "worker=%d pid=%d protocol=%d"
+				    " hint=\"upgrade the relay, or run outboxctl migrate\"", i, (int)pid,
+				    RELAY_PROTOCOL);
+				protocol_stop = true;
+				shutting_down = true;
+				deadline = now + cfg->shutdown_grace_ms;
+				signal_all(slots, n, SIGTERM);
+				continue;
+			}
 			if (now - s->started_ms >= RELAY_RESTART_RESET_MS)
 				s->backoff_ms = RELAY_RESTART_MIN_MS;
 			s->restart_at_ms = now + s->backoff_ms;
@@ -440,5 +452,5 @@ relay_supervise(const struct relay_config *cfg, struct relay_shared *shared)
 	close(wake_pipe[1]);
 	wake_pipe[0] = wake_pipe[1] = -1;
 	free(slots);
-	return unclean ? 1 : 0;
+	return protocol_stop ? RELAY_EXIT_PROTOCOL : unclean ? 1 : 0;
 }

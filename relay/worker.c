@@ -1,14 +1,21 @@
 /*
- * worker.c - one relay worker process: claim -> deliver -> record, until
- * told to stop.
+ * worker.c - one relay worker process: claim batches, deliver them, record
+ * each batch's outcome as soon as its frame is back, until told to stop.
+ *
+ * Up to --max-inflight batches are out at once, each one frame on its own
+ * nng context. The loop claims while it has room, records whatever frame
+ * finished, and otherwise waits on two things at once: the deliverer's
+ * wakeup pipe (a frame finished) and the PostgreSQL socket (an enqueue
+ * notification), or the poll interval. Claims are pipelined behind frames
+ * in flight, and a frame to a slow or dead destination never delays the
+ * outcome of another.
  *
  * Owns one PostgreSQL connection (claims, outcome writes, LISTEN and, in
  * worker 0, housekeeping) and one deliverer. Never sleeps a message: a
- * retry is written as the record's due time. A lost database connection is
- * re-opened with backoff; whatever was claimed and not recorded comes back
- * when its lease expires. The relay's fault points (die after claim, die
- * after send, stall after claim) fire here, from counters shared by the
- * whole process tree.
+ * retry is written as a due time. A lost connection is re-opened with
+ * backoff; what was claimed and not recorded comes back when its lease
+ * expires. The relay's fault points (die after claim, die after send,
+ * stall after claim) fire here, from counters shared by the whole tree.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -24,9 +31,10 @@
 #include "outbox/backoff.h"
 #include "outbox/buf.h"
 #include "outbox/err.h"
+#include "outbox/housekeep.h"
 #include "outbox/log.h"
 #include "outbox/pg.h"
-#include "purge.h"
+#include "outbox/protocol.h"
 #include "record.h"
 #include "relay.h"
 #include "stats.h"
@@ -34,7 +42,13 @@
 #define RECONNECT_MIN_MS 100
 #define RECONNECT_MAX_MS 5000
 #define PROGRESS_EVERY_MS 10000
-#define FENCED_IDS_LOGGED 20   /* ids listed on a relay.record.fenced_out line */
+
+/* One batch slot of the pipeline. */
+struct slot {
+	bool used;
+	bool in_flight;          /* the frame is out (else: finished at send) */
+	struct relay_frame f;
+};
 
 struct worker {
 	const struct relay_config *cfg;
@@ -44,35 +58,25 @@ struct worker {
 	char owner[128];
 	PGconn *conn;
 	bool had_conn;          /* a connection was up: a loss is logged once */
+	bool protocol_refused;  /* the schema does not serve us: exit */
 	struct relay_deliverer deliverer;
-	struct relay_outcome *outcomes;
+	struct slot *slots;
+	uint32_t nslots;
+	uint32_t inflight;       /* slots in use */
+	struct relay_outcome *outcomes;  /* --batch of them */
 	struct relay_record_mode record_mode;
-	uint32_t claim_max;
+	struct ob_buf inc, exc;  /* the claim's topic arrays */
+	bool retries_first;      /* alternates, so neither starves the other */
+	bool claim_dry;          /* the last claim found nothing: wait for news */
 	uint64_t rng;
 	int64_t reconnect_ms;
-	int64_t next_purge_ms;
+	int64_t next_housekeep_ms;
 	int64_t next_stats_ms;
-	struct relay_totals totals;  /* this process's; shared->totals has all */
+	struct relay_totals totals;      /* this process's; shared->totals has all */
 	struct relay_metrics *metrics;   /* NULL without shared state */
 	struct relay_worker_live *live;  /* this worker slot's row, or NULL */
 	struct relay_topic_cache topics;
-	uint64_t *fenced_ids;            /* claim_max: ids an outcome write skipped */
-	struct relay_claim chained;      /* next messages of keys this worker just
-	                                  * recorded, claimed for it: the next round */
-	int64_t fresh_claim_due_ms;      /* see FRESH_CLAIM_SKIP_MS */
 };
-
-/* Of a round's claim_max, at most this share is chained messages, so a
- * worker always claims other keys and unordered messages too. */
-#define CHAIN_SHARE_NUM 3
-#define CHAIN_SHARE_DEN 4
-
-/* A worker busy with chained messages whose last fresh claim found nothing
- * (one hot key, say) claims afresh only this often: an empty claim is a
- * round trip in every round otherwise (0.7 of 5.5 ms per message of one
- * hot key). New work waits at most this long for such a worker; idle
- * workers are woken by the enqueue as usual. */
-#define FRESH_CLAIM_SKIP_MS 20
 
 #define COUNT(w, field, n)                                              \
 	do {                                                            \
@@ -99,17 +103,11 @@ add_inflight(struct worker *w, int64_t n)
 }
 
 static int64_t
-now_us(void)
+now_ms(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-static int64_t
-now_ms(void)
-{
-	return now_us() / 1000;
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* Sleep up to ms, waking early when asked to stop. */
@@ -135,18 +133,27 @@ connect_db(struct worker *w)
 	/* --synchronous-commit off (the default): the next round does not wait
 	 * for the WAL flush of the last one. A claim or outcome lost in a crash
 	 * was written on a connection that died with it, so no stale fence can
-	 * be used afterwards; the message is delivered again and the consumer's
+	 * be used afterwards; the batch is delivered again and the consumer's
 	 * durable dedup record answers duplicate (docs/relay.md). */
 	snprintf(sync, sizeof(sync), "SET synchronous_commit = %s", w->cfg->synchronous_commit);
-	if (ob_pg_connect(w->cfg->db, "outbox-relay", &w->conn, err, sizeof(err)) != OB_OK ||
+	int rc = ob_pg_connect(w->cfg->db, "outbox-relay", &w->conn, err, sizeof(err));
+	if (rc == OB_OK)
+		rc = ob_protocol_check(w->conn, "outbox", "relay", RELAY_PROTOCOL, err, sizeof(err));
+	if (rc == OB_EPROTO) {
+		ob_error("relay.protocol.refused", "owner=%s protocol=%d err=%s", w->owner,
+		    RELAY_PROTOCOL, ob_log_q(err, q, sizeof(q)));
+		w->protocol_refused = true;
+		return false;
+	}
+	if (rc != OB_OK ||
 	    ob_pg_exec(w->conn, "LISTEN outbox_enqueued", "listen", err, sizeof(err)) != OB_OK ||
-	    /* A backlog enqueued faster than autovacuum analyses looks tiny to
-	     * the planner, which then bitmap-scans and sorts the whole backlog
-	     * for every claim (5x slower measured) instead of walking
-	     * messages_claimable in order and stopping at the LIMIT. Every
-	     * relay query is an index walk; bitmap scans never help here. */
+	    /* The stream reads and the batch lookups are index walks;
+	     * a bitmap scan over a backlog never helps here. */
 	    ob_pg_exec(w->conn, "SET enable_bitmapscan = off", "session settings", err,
 	        sizeof(err)) != OB_OK ||
+	    /* outbox.claim relies on each statement's fresh snapshot */
+	    ob_pg_exec(w->conn, "SET default_transaction_isolation = 'read committed'",
+	        "session settings", err, sizeof(err)) != OB_OK ||
 	    ob_pg_exec(w->conn, sync, "session settings", err, sizeof(err)) != OB_OK) {
 		ob_warn("relay.db.connect_failed", "retry_in_ms=%" PRId64 " err=%s",
 		    w->reconnect_ms, ob_log_q(err, q, sizeof(q)));
@@ -161,31 +168,36 @@ connect_db(struct worker *w)
 	}
 	w->reconnect_ms = RECONNECT_MIN_MS;
 	set_connected(w, true);
-	ob_info("relay.db.connected", "owner=%s listen=outbox_enqueued%s", w->owner,
-	    w->had_conn ? " reconnect=1" : "");
+	ob_info("relay.db.connected", "owner=%s listen=outbox_enqueued protocol=%d%s", w->owner,
+	    RELAY_PROTOCOL, w->had_conn ? " reconnect=1" : "");
 	w->had_conn = true;
 	return true;
 }
 
-/* Wait for an enqueue notification, or the poll interval (which also picks
- * up retries coming due and leases expiring). A signal cuts it short. */
-static void
-wait_for_work(struct worker *w)
+/* Wait up to ms for a finished frame, an enqueue notification or a stop.
+ * Returns true when something arrived (not a plain timeout). */
+static bool
+wait_for(struct worker *w, int64_t ms)
 {
-	int fd = PQsocket(w->conn);
-	if (fd < 0) {
-		nap(w, w->cfg->poll_ms);
-		return;
-	}
+	int wfd = relay_deliverer_wake_fd(&w->deliverer);
+	int pfd = w->conn != NULL ? PQsocket(w->conn) : -1;
 	fd_set rfds;
 	FD_ZERO(&rfds);
-	FD_SET(fd, &rfds);
-	struct timeval tv = { w->cfg->poll_ms / 1000, (w->cfg->poll_ms % 1000) * 1000 };
-	if (select(fd + 1, &rfds, NULL, NULL, &tv) > 0 && PQconsumeInput(w->conn)) {
-		PGnotify *n;
-		while ((n = PQnotifies(w->conn)) != NULL)
-			PQfreemem(n);
+	FD_SET(wfd, &rfds);
+	if (pfd >= 0)
+		FD_SET(pfd, &rfds);
+	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+	int n = select((wfd > pfd ? wfd : pfd) + 1, &rfds, NULL, NULL, &tv);
+	if (n <= 0)
+		return false;
+	if (FD_ISSET(wfd, &rfds))
+		relay_deliverer_drain_wake(&w->deliverer);
+	if (pfd >= 0 && FD_ISSET(pfd, &rfds) && PQconsumeInput(w->conn)) {
+		PGnotify *note;
+		while ((note = PQnotifies(w->conn)) != NULL)
+			PQfreemem(note);
 	}
+	return true;
 }
 
 /* Announce that this worker is about to wait (sql/outbox/006_wakeup.sql):
@@ -203,6 +215,21 @@ announce_waiting(struct worker *w)
 	PQclear(res);
 }
 
+static int64_t
+age_ms(const struct ob_wire_msg *m)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return ((int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000 - m->created_at_us) / 1000;
+}
+
+/* The attempts of m that reached a consumer, after this outcome. */
+static uint32_t
+counted_attempts(const struct ob_wire_msg *m, const struct relay_outcome *o)
+{
+	return m->attempt - (o->refund_attempt && m->attempt > 0 ? 1 : 0);
+}
+
 /* Turn a RETRY into a backoff, or into a dead letter once the message has
  * used up its attempts or its age. Attempts that never reached a consumer
  * are refunded and do not count. */
@@ -210,17 +237,14 @@ static void
 finish_retry(struct worker *w, const struct ob_wire_msg *m, struct relay_outcome *o)
 {
 	const struct relay_config *c = w->cfg;
-	uint32_t attempts = m->attempt - (o->refund_attempt && m->attempt > 0 ? 1 : 0);
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	int64_t age_ms = ((int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000 - m->created_at_us) / 1000;
+	uint32_t attempts = counted_attempts(m, o);
 	char last[RELAY_ERROR_MAX];
 	snprintf(last, sizeof(last), "%s", o->error);
 	if (attempts >= (uint32_t)c->max_attempts) {
 		o->kind = RELAY_OUT_DEAD;
 		snprintf(o->error, sizeof(o->error), "max attempts (%u) reached; last error: %.180s",
 		    attempts, last);
-	} else if (age_ms > c->max_age_ms) {
+	} else if (age_ms(m) > c->max_age_ms) {
 		o->kind = RELAY_OUT_DEAD;
 		snprintf(o->error, sizeof(o->error), "max age (%" PRId64 " ms) reached; last error: %.180s",
 		    c->max_age_ms, last);
@@ -230,241 +254,357 @@ finish_retry(struct worker *w, const struct ob_wire_msg *m, struct relay_outcome
 	}
 }
 
-/* Give every claimed message back unsent: shutdown, or a stop during a
- * stall. Attempt refunded, due at once (another worker may take it). */
+/* A stream batch whose frame failed in transport goes back as a whole (one
+ * row write), due after a Full Jitter backoff of the batch's attempt, unless
+ * a message of it has used up its attempts or its age: then each message
+ * is decided on its own (a retry row each, or a dead letter). A retry
+ * batch's messages are always decided one by one. */
 static void
-release_all(struct worker *w, const struct relay_claim *claim)
+failed_frame_outcomes(struct worker *w, const struct relay_batch *b, const bool *skip,
+    struct relay_outcome *out)
 {
-	for (uint32_t i = 0; i < claim->n; i++) {
-		struct relay_outcome *o = &w->outcomes[i];
-		memset(o, 0, sizeof(*o));
-		o->id = claim->msgs[i].id;
-		o->fence = claim->msgs[i].fence;
-		o->kind = RELAY_OUT_RELEASE;
-		o->refund_attempt = true;
-	}
-}
-
-static int
-cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
-
-static void
-log_fenced(struct worker *w, uint32_t n, uint32_t fenced, uint64_t *ids,
-    uint32_t nids)
-{
-	struct ob_buf b = OB_BUF_INIT;
-	uint32_t shown = nids < FENCED_IDS_LOGGED ? nids : FENCED_IDS_LOGGED;
-	for (uint32_t i = 0; i < shown; i++)
-		ob_buf_printf(&b, "%s%" PRIu64, i ? "," : "", ids[i]);
-	ob_warn("relay.record.fenced_out", "owner=%s messages=%u fenced_out=%u ids=%s%s",
-	    w->owner, n, fenced, b.data != NULL ? b.data : "-",
-	    fenced > shown ? ",..." : "");
-	ob_buf_fini(&b);
-}
-
-/* Count the outcomes that were written (not fenced out: the worker that
- * took the claim over counts those) in the per-topic metrics. fenced_ids
- * holds nids sorted ids. */
-static void
-count_recorded(struct worker *w, const struct relay_claim *claim, uint32_t nids)
-{
-	if (w->metrics == NULL)
-		return;
-	for (uint32_t i = 0; i < claim->n; i++) {
-		const struct relay_outcome *o = &w->outcomes[i];
-		if (nids > 0 && bsearch(&o->id, w->fenced_ids, nids, sizeof(*w->fenced_ids),
-		        cmp_u64) != NULL)
-			continue;
-		if (o->kind == RELAY_OUT_RELEASE) {
-			ob_metric_inc(w->metrics->released);
+	const struct relay_config *c = w->cfg;
+	bool each = b->kind == RELAY_BATCH_RETRY;
+	for (uint32_t i = 0; i < b->n && !each; i++) {
+		if (skip[i] || out[i].kind != RELAY_OUT_RETRY) {
+			each = true; /* a message already decided (no route, too large) */
 			continue;
 		}
-		const struct ob_wire_msg *m = &claim->msgs[i];
-		struct relay_topic_metrics *t = relay_metrics_topic(w->metrics, &w->topics,
-		    m->topic, m->topic_len);
-		ob_metric_inc(o->kind == RELAY_OUT_DELIVERED ? t->delivered
-		    : o->kind == RELAY_OUT_DEAD ? t->dead : t->retried);
+		each = counted_attempts(&b->msgs[i], &out[i]) >= (uint32_t)c->max_attempts ||
+		    age_ms(&b->msgs[i]) > c->max_age_ms;
+	}
+	if (each) {
+		for (uint32_t i = 0; i < b->n; i++)
+			if (out[i].kind == RELAY_OUT_RETRY)
+				finish_retry(w, &b->msgs[i], &out[i]);
+		return;
+	}
+	int64_t delay = ob_backoff_full_jitter(c->backoff_base_ms, c->backoff_cap_ms,
+	    counted_attempts(&b->msgs[0], &out[0]), &w->rng);
+	for (uint32_t i = 0; i < b->n; i++) {
+		out[i].kind = RELAY_OUT_RELEASE;
+		out[i].delay_ms = delay;
 	}
 }
 
-/* This round's messages: those chained to this worker by the last outcome
- * write, then a fresh claim for the room left. OB_OK or OB_EDB (the
- * chained ones are dropped too: their leases expire, they come back). */
-static int
-claim_round(struct worker *w, struct relay_claim *claim)
+/* Every message of the batch back, unsent: shutdown, or a stop during a
+ * stall. Attempt refunded, due at once (another worker may take it). */
+static void
+release_all(const struct relay_batch *b, struct relay_outcome *out)
 {
-	char err[1024], q[1100];
-	struct relay_claim fresh;
-	*claim = w->chained;
-	memset(&w->chained, 0, sizeof(w->chained));
-	if (claim->n > 0 && now_ms() < w->fresh_claim_due_ms)
-		return OB_OK;
-	int rc = relay_claim_batch(w->conn, w->owner, w->cfg->lease_ms, w->claim_max - claim->n,
-	    !w->cfg->no_ordering, &fresh, err, sizeof(err));
-	if (rc == OB_OK)
-		w->fresh_claim_due_ms = fresh.n == 0 && claim->n > 0
-		    ? now_ms() + FRESH_CLAIM_SKIP_MS : 0;
-	if (rc == OB_OK && (rc = relay_claim_append(claim, &fresh)) != OB_OK) {
-		snprintf(err, sizeof(err), "claim: out of memory");
-		relay_claim_fini(&fresh);
+	for (uint32_t i = 0; i < b->n; i++) {
+		memset(&out[i], 0, sizeof(out[i]));
+		out[i].id = b->msgs[i].id;
+		out[i].kind = RELAY_OUT_RELEASE;
+		out[i].refund_attempt = true;
 	}
-	if (rc != OB_OK) {
-		ob_warn("relay.claim.failed", "chained=%u err=%s", claim->n,
-		    ob_log_q(err, q, sizeof(q)));
-		relay_claim_fini(claim);
-	}
-	return rc;
 }
 
-/* One claim -> deliver -> record round. Returns the number claimed, or -1
- * when the database failed. */
-static int
-round_once(struct worker *w)
+/* Count a written batch's outcomes, in the totals and per topic. */
+static void
+count_recorded(struct worker *w, const struct relay_batch *b, const struct relay_outcome *o)
 {
-	char err[1024], q[1100];
-	struct relay_claim claim;
-	int64_t t_claim = now_us();
-	uint32_t chained = w->chained.n;
-	if (claim_round(w, &claim) != OB_OK)
-		return -1;
-	uint32_t n = claim.n;
-	if (n == 0) {
-		relay_claim_fini(&claim);
-		return 0;
-	}
-	COUNT(w, claimed, n);
-	ob_metric_add(METRIC(w, claimed), n);
-	ob_metric_add(METRIC(w, takeovers), claim.takeovers);
-	add_inflight(w, n);
-	struct relay_shared *sh = w->shared;
-	if (sh != NULL && ob_fault_fire(&sh->die_after_claim))
-		ob_fault_die("relay.after_claim");
-	if (sh != NULL && ob_fault_fire(&sh->stall_after_claim)) {
-		ob_warn("relay.fault.stall", "owner=%s messages=%u first_id=%" PRIu64
-		    " fence=%" PRIu64 " stall_ms=%" PRId64 " lease_ms=%" PRId64, w->owner, n,
-		    claim.msgs[0].id, claim.msgs[0].fence, w->cfg->fault_stall_ms,
-		    w->cfg->lease_ms);
-		nap(w, w->cfg->fault_stall_ms);
-		ob_warn("relay.fault.stall_over", "owner=%s messages=%u", w->owner, n);
-	}
-	int64_t t_deliver = now_us();
-	if (*w->stop) {
-		release_all(w, &claim);
-	} else {
-		uint64_t sent_before = w->deliverer.frames_sent;
-		uint64_t failed_before = w->deliverer.frames_failed;
-		relay_deliver(&w->deliverer, claim.msgs, n, w->outcomes);
-		COUNT(w, frames_sent, w->deliverer.frames_sent - sent_before);
-		COUNT(w, frames_failed, w->deliverer.frames_failed - failed_before);
-		ob_metric_add(METRIC(w, frames_sent), w->deliverer.frames_sent - sent_before);
-		ob_metric_add(METRIC(w, frames_failed),
-		    w->deliverer.frames_failed - failed_before);
-		if (sh != NULL && w->deliverer.frames_sent > sent_before &&
-		    ob_fault_fire(&sh->die_after_send))
-			ob_fault_die("relay.after_send");
-	}
-	for (uint32_t i = 0; i < n; i++) {
-		struct relay_outcome *o = &w->outcomes[i];
-		if (o->kind == RELAY_OUT_RETRY)
-			finish_retry(w, &claim.msgs[i], o);
-		switch (o->kind) {
+	char q[600];
+	for (uint32_t i = 0; i < b->n; i++) {
+		switch (o[i].kind) {
 		case RELAY_OUT_DELIVERED: COUNT(w, delivered, 1); break;
 		case RELAY_OUT_RELEASE: COUNT(w, released, 1); break;
 		case RELAY_OUT_DEAD:
 			COUNT(w, dead, 1);
-			ob_warn("relay.message.dead", "id=%" PRIu64 " attempt=%u err=%s",
-			    o->id, claim.msgs[i].attempt, ob_log_q(o->error, q, sizeof(q)));
+			ob_warn("relay.message.dead", "id=%" PRIu64 " attempt=%u err=%s", o[i].id,
+			    b->msgs[i].attempt, ob_log_q(o[i].error, q, sizeof(q)));
 			break;
-		default: COUNT(w, retried, 1); break;
+		case RELAY_OUT_RETRY: COUNT(w, retried, 1); break;
 		}
+		if (w->metrics == NULL)
+			continue;
+		if (o[i].kind == RELAY_OUT_RELEASE) {
+			ob_metric_inc(w->metrics->released);
+			continue;
+		}
+		const struct ob_wire_msg *m = &b->msgs[i];
+		struct relay_topic_metrics *t = relay_metrics_topic(w->metrics, &w->topics,
+		    m->topic, m->topic_len);
+		ob_metric_inc(o[i].kind == RELAY_OUT_DELIVERED ? t->delivered
+		    : o[i].kind == RELAY_OUT_DEAD ? t->dead : t->retried);
 	}
-	int64_t t_record = now_us();
-	/* Chain only while running: a stopping worker hands nothing on to
-	 * itself. */
-	struct relay_chain chain = { w->owner, w->cfg->lease_ms,
-		w->claim_max / CHAIN_SHARE_DEN * CHAIN_SHARE_NUM };
-	bool chaining = !w->cfg->no_ordering && !*w->stop && chain.max > 0;
-	struct relay_record_result rec;
-	int rc = relay_record_outcomes(w->conn, w->outcomes, n, &w->record_mode,
-	    chaining ? &chain : NULL, w->fenced_ids, w->claim_max, &rec, err, sizeof(err));
-	add_inflight(w, -(int64_t)n);
-	if (rc != OB_OK) {
-		/* The leases will expire and the messages be delivered again:
-		 * at-least-once, and the consumer deduplicates. */
-		ob_warn("relay.record.failed", "messages=%u err=%s", n, ob_log_q(err, q, sizeof(q)));
-		relay_claim_fini(&claim);
-		return -1;
-	}
-	w->chained = rec.chained;
-	qsort(w->fenced_ids, rec.fenced_ids_n, sizeof(*w->fenced_ids), cmp_u64);
-	if (rec.fenced_out > 0) {
-		COUNT(w, fenced_out, rec.fenced_out);
-		ob_metric_add(METRIC(w, fenced_out), rec.fenced_out);
-		log_fenced(w, n, rec.fenced_out, w->fenced_ids, rec.fenced_ids_n);
-	}
-	count_recorded(w, &claim, rec.fenced_ids_n);
-	ob_debug("relay.round", "claimed=%u chained=%u written=%u claim_us=%" PRId64
-	    " deliver_us=%" PRId64 " record_us=%" PRId64 " next_chained=%u", n, chained,
-	    rec.written, t_deliver - t_claim, t_record - t_deliver, now_us() - t_record,
-	    w->chained.n);
-	relay_claim_fini(&claim);
-	return (int)n;
 }
 
-/* On the way out: give back the messages chained to this worker and not
- * yet sent, so another worker need not wait for their leases to expire. */
 static void
-release_chained(struct worker *w)
+free_slot(struct worker *w, struct slot *s)
+{
+	add_inflight(w, -(int64_t)s->f.batch.n);
+	relay_batch_fini(&s->f.batch);
+	s->used = false;
+	s->in_flight = false;
+	w->inflight--;
+}
+
+/* Write the outcomes of a slot's batch (in w->outcomes) and free the slot.
+ * false when the database failed (the lease will expire: the batch comes
+ * back and is delivered again; the consumer deduplicates). */
+static bool
+record_slot(struct worker *w, struct slot *s)
 {
 	char err[1024], q[1100];
-	uint32_t n = w->chained.n;
-	if (n == 0 || ob_pg_broken(w->conn)) {
-		relay_claim_fini(&w->chained);
-		return;
+	const struct relay_batch *b = &s->f.batch;
+	bool written = false;
+	int rc = relay_record_batch(w->conn, b, w->outcomes, &w->record_mode, &written, err,
+	    sizeof(err));
+	if (rc == OB_EPROTO) {
+		ob_error("relay.protocol.refused", "owner=%s protocol=%d err=%s", w->owner,
+		    RELAY_PROTOCOL, ob_log_q(err, q, sizeof(q)));
+		w->protocol_refused = true;
+	} else if (rc != OB_OK) {
+		ob_warn("relay.record.failed", "batch=%" PRIu64 " messages=%u err=%s", b->id, b->n,
+		    ob_log_q(err, q, sizeof(q)));
+	} else if (!written) {
+		COUNT(w, fenced_out, b->n);
+		ob_metric_add(METRIC(w, fenced_out), b->n);
+		ob_warn("relay.record.fenced_out", "owner=%s batch=%" PRIu64 " fence=%" PRIu64
+		    " messages=%u fenced_out=%u ids=%" PRIu64 "%s", w->owner, b->id, b->fence, b->n,
+		    b->n, b->msgs[0].id, b->n > 1 ? ",..." : "");
+	} else {
+		count_recorded(w, b, w->outcomes);
 	}
-	release_all(w, &w->chained);
-	struct relay_record_result rec;
-	if (relay_record_outcomes(w->conn, w->outcomes, n, &w->record_mode, NULL, NULL, 0,
-	        &rec, err, sizeof(err)) != OB_OK)
-		ob_warn("relay.record.failed", "messages=%u err=%s", n, ob_log_q(err, q, sizeof(q)));
-	else
-		ob_info("relay.chained.released", "owner=%s messages=%u", w->owner, rec.written);
-	relay_claim_fini(&rec.chained);
-	relay_claim_fini(&w->chained);
+	free_slot(w, s);
+	return rc == OB_OK;
+}
+
+/* A finished frame: its outcomes, the die-after-send fault, the record. */
+static bool
+collect_slot(struct worker *w, struct slot *s)
+{
+	struct relay_frame *f = &s->f;
+	bool sent = f->sent;
+	uint64_t failed_before = w->deliverer.frames_failed;
+	enum relay_frame_result res = relay_frame_finish(&w->deliverer, f, w->outcomes);
+	COUNT(w, frames_failed, w->deliverer.frames_failed - failed_before);
+	ob_metric_add(METRIC(w, frames_failed), w->deliverer.frames_failed - failed_before);
+	if (res == RELAY_FRAME_FAILED) {
+		failed_frame_outcomes(w, &f->batch, f->skip, w->outcomes);
+	} else {
+		for (uint32_t i = 0; i < f->batch.n; i++)
+			if (w->outcomes[i].kind == RELAY_OUT_RETRY)
+				finish_retry(w, &f->batch.msgs[i], &w->outcomes[i]);
+	}
+	struct relay_shared *sh = w->shared;
+	if (sh != NULL && sent && res == RELAY_FRAME_REPLIED && ob_fault_fire(&sh->die_after_send))
+		ob_fault_die("relay.after_send");
+	return record_slot(w, s);
+}
+
+/* Record every slot whose frame is back. false when the database failed. */
+static bool
+collect_done(struct worker *w)
+{
+	bool ok = true;
+	for (uint32_t i = 0; i < w->nslots && ok; i++) {
+		struct slot *s = &w->slots[i];
+		if (s->used && s->in_flight && relay_frame_done(&w->deliverer, &s->f))
+			ok = collect_slot(w, s);
+	}
+	return ok;
+}
+
+static struct slot *
+free_slot_find(struct worker *w)
+{
+	for (uint32_t i = 0; i < w->nslots; i++)
+		if (!w->slots[i].used)
+			return &w->slots[i];
+	return NULL;
+}
+
+/* Start the batch claimed into s: the claim faults, then the frame. A
+ * frame that finished at once (held, no route) is recorded now. */
+static bool
+start_slot(struct worker *w, struct slot *s, int probe_dest)
+{
+	struct relay_batch *b = &s->f.batch;
+	s->used = true;
+	s->in_flight = false;
+	w->inflight++;
+	COUNT(w, claimed, b->n);
+	ob_metric_add(METRIC(w, claimed), b->n);
+	if (b->takeover)
+		ob_metric_add(METRIC(w, takeovers), b->n);
+	add_inflight(w, b->n);
+	struct relay_shared *sh = w->shared;
+	if (sh != NULL && ob_fault_fire(&sh->die_after_claim))
+		ob_fault_die("relay.after_claim");
+	if (sh != NULL && ob_fault_fire(&sh->stall_after_claim)) {
+		ob_warn("relay.fault.stall", "owner=%s batch=%" PRIu64 " messages=%u first_id=%" PRIu64
+		    " fence=%" PRIu64 " stall_ms=%" PRId64 " lease_ms=%" PRId64, w->owner, b->id, b->n,
+		    b->msgs[0].id, b->fence, w->cfg->fault_stall_ms, w->cfg->lease_ms);
+		nap(w, w->cfg->fault_stall_ms);
+		ob_warn("relay.fault.stall_over", "owner=%s batch=%" PRIu64 " messages=%u", w->owner,
+		    b->id, b->n);
+	}
+	if (*w->stop) {
+		/* never start a delivery after the stop */
+		release_all(b, w->outcomes);
+		return record_slot(w, s);
+	}
+	uint64_t sent_before = w->deliverer.frames_sent;
+	s->in_flight = relay_frame_send(&w->deliverer, &s->f, probe_dest, w->outcomes);
+	COUNT(w, frames_sent, w->deliverer.frames_sent - sent_before);
+	ob_metric_add(METRIC(w, frames_sent), w->deliverer.frames_sent - sent_before);
+	if (s->in_flight)
+		return true;
+	return collect_slot(w, s);
+}
+
+/* One claim into s. Returns 1 when a batch was claimed, 0 when there was
+ * nothing, -1 when the database failed. */
+static int
+claim_into(struct worker *w, struct slot *s, const struct relay_topics *topics, uint32_t max)
+{
+	char err[1024], q[1100];
+	int rc = relay_claim_batch(w->conn, w->owner, w->cfg->lease_ms, max, topics,
+	    w->retries_first, &s->f.batch, err, sizeof(err));
+	w->retries_first = !w->retries_first;
+	if (rc == OB_EPROTO) {
+		ob_error("relay.protocol.refused", "owner=%s protocol=%d err=%s", w->owner,
+		    RELAY_PROTOCOL, ob_log_q(err, q, sizeof(q)));
+		w->protocol_refused = true;
+		return -1;
+	}
+	if (rc != OB_OK) {
+		ob_warn("relay.claim.failed", "err=%s", ob_log_q(err, q, sizeof(q)));
+		return -1;
+	}
+	if (s->f.batch.n == 0) {
+		relay_batch_fini(&s->f.batch);
+		return 0;
+	}
+	return 1;
+}
+
+/* Claim and start batches while there is room: a due breaker probe first
+ * (one message of a route that is down), then the topics that may be sent
+ * to now. false when the database failed. */
+static bool
+fill(struct worker *w)
+{
+	while (!*w->stop && !w->claim_dry && w->inflight < w->nslots) {
+		struct slot *s = free_slot_find(w);
+		struct relay_topics topics;
+		int dest = -1;
+		if (relay_probe_due(&w->deliverer, &w->inc, &w->exc, &topics, &dest)) {
+			int got = claim_into(w, s, &topics, 1);
+			if (got < 0) {
+				relay_probe_unused(&w->deliverer, dest);
+				return false;
+			}
+			if (got == 0) {
+				relay_probe_unused(&w->deliverer, dest);
+			} else {
+				if (!start_slot(w, s, dest))
+					return false;
+				continue;
+			}
+		}
+		if (relay_topics_now(&w->deliverer, &w->inc, &w->exc, &topics) != OB_OK)
+			return true;
+		if (strcmp(topics.include, "{}") == 0 && !topics.others) {
+			w->claim_dry = true; /* every route is down */
+			return true;
+		}
+		int got = claim_into(w, s, &topics, (uint32_t)w->cfg->batch);
+		if (got < 0)
+			return false;
+		if (got == 0) {
+			w->claim_dry = true;
+			return true;
+		}
+		if (!start_slot(w, s, -1))
+			return false;
+	}
+	return true;
+}
+
+/* Stopping: no new claims; frames out get the shutdown cut (three
+ * quarters of the grace), then are cancelled and recorded as failed. */
+static void
+drain_inflight(struct worker *w)
+{
+	int64_t cut = now_ms() + (w->cfg->shutdown_grace_ms - w->cfg->shutdown_grace_ms / 4);
+	bool cancelled = false;
+	while (w->inflight > 0) {
+		if (!ob_pg_broken(w->conn) && !collect_done(w))
+			break;
+		if (w->inflight == 0)
+			break;
+		if (ob_pg_broken(w->conn))
+			break;
+		if (!cancelled && now_ms() >= cut) {
+			for (uint32_t i = 0; i < w->nslots; i++)
+				if (w->slots[i].used && w->slots[i].in_flight)
+					relay_frame_cancel(&w->slots[i].f);
+			cancelled = true;
+		}
+		wait_for(w, 50);
+	}
+	/* what could not be recorded comes back when its lease expires */
+	for (uint32_t i = 0; i < w->nslots; i++) {
+		struct slot *s = &w->slots[i];
+		if (s->used) {
+			relay_frame_cancel(&s->f);
+			free_slot(w, s);
+		}
+	}
+}
+
+/* A lost connection: the frames out can no longer be recorded. Their
+ * leases expire and the batches are delivered again. */
+static void
+drop_inflight(struct worker *w)
+{
+	for (uint32_t i = 0; i < w->nslots; i++) {
+		struct slot *s = &w->slots[i];
+		if (!s->used)
+			continue;
+		relay_frame_cancel(&s->f);
+		while (s->in_flight && !relay_frame_done(&w->deliverer, &s->f))
+			wait_for(w, 20);
+		relay_frame_finish(&w->deliverer, &s->f, w->outcomes);
+		free_slot(w, s);
+	}
 }
 
 /* Worker 0's housekeeping, every --purge-interval. */
 static void
-maybe_purge(struct worker *w)
+maybe_housekeep(struct worker *w)
 {
 	const struct relay_config *c = w->cfg;
-	if (w->index != 0 || c->retention_ms <= 0 || now_ms() < w->next_purge_ms)
+	if (w->index != 0 || now_ms() < w->next_housekeep_ms)
 		return;
-	w->next_purge_ms = now_ms() + c->purge_interval_ms;
+	w->next_housekeep_ms = now_ms() + c->purge_interval_ms;
 	char err[1024], q[1100];
-	uint64_t purged = 0;
-	bool skipped = false;
+	struct ob_housekeep h;
 	int64_t t0 = now_ms();
-	if (relay_purge_pass(w->conn, c->retention_ms, c->purge_batch, w->stop, &purged,
-	        &skipped, err, sizeof(err)) != OB_OK) {
-		ob_warn("relay.purge.failed", "err=%s", ob_log_q(err, q, sizeof(q)));
+	if (ob_housekeep(w->conn, c->retention_ms, c->dead_retention_ms, false, &h, err,
+	        sizeof(err)) != OB_OK) {
+		ob_warn("relay.housekeep.failed", "err=%s", ob_log_q(err, q, sizeof(q)));
 		return;
 	}
-	if (skipped) {
-		ob_debug("relay.purge.skipped", "reason=%s", "another relay holds the purge lock");
+	if (!h.ran) {
+		ob_debug("relay.housekeep.skipped", "reason=%s", "another process holds it");
 		return;
 	}
-	if (purged > 0) {
-		COUNT(w, purged, purged);
-		ob_metric_add(METRIC(w, purged), purged);
-		ob_info("relay.purge.done", "purged=%" PRIu64 " retention_ms=%" PRId64
-		    " batch=%" PRId64 " ms=%" PRId64, purged, c->retention_ms, c->purge_batch,
+	if (h.truncated_rows > 0) {
+		COUNT(w, purged, h.truncated_rows);
+		ob_metric_add(METRIC(w, purged), h.truncated_rows);
+	}
+	if (h.truncated_slot >= 0 || h.switched_to >= 0 || h.dead_deleted > 0)
+		ob_info("relay.housekeep.done", "truncated_slot=%d purged=%" PRId64
+		    " switched_to=%d dead_deleted=%" PRId64 " batches_deleted=%" PRId64
+		    " retention_ms=%" PRId64 " ms=%" PRId64, h.truncated_slot, h.truncated_rows,
+		    h.switched_to, h.dead_deleted, h.batches_deleted, c->retention_ms,
 		    now_ms() - t0);
-	}
+	if (h.waiting[0] != '\0')
+		ob_warn("relay.housekeep.waiting", "why=%s", ob_log_q(h.waiting, q, sizeof(q)));
 }
 
 /* Worker 0, with --metrics: the database's gauges every --metrics-interval. */
@@ -497,6 +637,28 @@ log_progress(struct worker *w, const char *event)
 	    atomic_load(&w->totals.fenced_out));
 }
 
+/* One turn of the loop: claim what fits, record what is back, wait. */
+static void
+turn(struct worker *w)
+{
+	if (!fill(w) || !collect_done(w))
+		return;
+	if (w->inflight == 0 && w->claim_dry) {
+		/* Before waiting, announce it and claim once more (see
+		 * announce_waiting): an enqueue in between notifies. */
+		announce_waiting(w);
+		w->claim_dry = false;
+		if (!fill(w) || w->inflight > 0 || !w->claim_dry)
+			return;
+		wait_for(w, w->cfg->poll_ms);
+		w->claim_dry = false;
+	} else if (w->inflight > 0) {
+		/* a finished frame frees a slot; news or the poll may bring work */
+		if (wait_for(w, w->claim_dry ? w->cfg->poll_ms : 50) || w->claim_dry)
+			w->claim_dry = false;
+	}
+}
+
 int
 relay_worker_run(const struct relay_config *cfg, int worker_index,
     volatile sig_atomic_t *stop, struct relay_shared *shared)
@@ -511,9 +673,11 @@ relay_worker_run(const struct relay_config *cfg, int worker_index,
 	w.shared = shared;
 	w.rng = ob_rand_seed();
 	w.reconnect_ms = RECONNECT_MIN_MS;
-	w.claim_max = (uint32_t)(cfg->batch * cfg->max_inflight);
-	w.next_purge_ms = now_ms();
+	w.nslots = (uint32_t)cfg->max_inflight;
+	w.next_housekeep_ms = now_ms();
 	w.next_stats_ms = now_ms();
+	ob_buf_init(&w.inc);
+	ob_buf_init(&w.exc);
 	if (shared != NULL && worker_index >= 0 && worker_index < RELAY_MAX_WORKERS) {
 		w.metrics = &shared->metrics;
 		w.live = &shared->live[worker_index];
@@ -530,29 +694,30 @@ relay_worker_run(const struct relay_config *cfg, int worker_index,
 	w.deliverer.limits.max_payload = (uint32_t)cfg->max_payload;
 	w.deliverer.limits.max_batch = (uint32_t)cfg->batch;
 	w.deliverer.timeout_ms = cfg->delivery_timeout_ms;
-	w.deliverer.max_inflight = (uint32_t)cfg->max_inflight;
 	w.deliverer.breaker_threshold = (uint32_t)cfg->breaker_threshold;
 	w.deliverer.breaker_probe_ms = cfg->breaker_probe_ms;
-	w.deliverer.stop = stop;
-	/* In-flight frames get three quarters of the grace after a stop; the
-	 * rest is for writing their outcomes before the supervisor's SIGKILL. */
-	w.deliverer.stop_cut_ms = cfg->shutdown_grace_ms - cfg->shutdown_grace_ms / 4;
-	w.outcomes = calloc(w.claim_max, sizeof(*w.outcomes));
-	w.fenced_ids = calloc(w.claim_max, sizeof(*w.fenced_ids));
-	if (w.outcomes == NULL || w.fenced_ids == NULL ||
+	w.outcomes = calloc((size_t)cfg->batch, sizeof(*w.outcomes));
+	w.slots = calloc(w.nslots, sizeof(*w.slots));
+	if (w.outcomes == NULL || w.slots == NULL ||
 	    relay_routes_parse(&w.deliverer, cfg->routes.items, cfg->routes.n, err,
 	        sizeof(err)) != OB_OK ||
 	    relay_deliverer_open(&w.deliverer, err, sizeof(err)) != OB_OK) {
 		ob_error("relay.worker.start_failed", "err=%s", err);
 		goto out;
 	}
-	ob_info("relay.worker.started", "worker=%d owner=%s claim_max=%u lease_ms=%" PRId64
-	    " fencing=%s ordering=%s on_dead_head=%s", worker_index, w.owner, w.claim_max,
-	    cfg->lease_ms, cfg->no_fencing ? "OFF(broken-mode)" : "on",
-	    cfg->no_ordering ? "OFF(broken-mode)" : "on", cfg->on_dead_head);
+	for (uint32_t i = 0; i < w.nslots; i++) {
+		if (relay_frame_init(&w.deliverer, &w.slots[i].f) != OB_OK) {
+			ob_error("relay.worker.start_failed", "err=%s", "out of memory (frames)");
+			goto out;
+		}
+	}
+	ob_info("relay.worker.started", "worker=%d owner=%s batch=%" PRId64 " max_inflight=%u"
+	    " lease_ms=%" PRId64 " fencing=%s on_dead_head=%s", worker_index, w.owner, cfg->batch,
+	    w.nslots, cfg->lease_ms, cfg->no_fencing ? "OFF(broken-mode)" : "on",
+	    cfg->on_dead_head);
 
 	int64_t next_progress = now_ms() + PROGRESS_EVERY_MS;
-	while (!*stop) {
+	while (!*stop && !w.protocol_refused) {
 		if (ob_pg_broken(w.conn)) {
 			if (w.conn != NULL) {
 				char q[600];
@@ -560,42 +725,35 @@ relay_worker_run(const struct relay_config *cfg, int worker_index,
 				    ob_log_q(PQerrorMessage(w.conn), q, sizeof(q)));
 				PQfinish(w.conn);
 				w.conn = NULL;
+				drop_inflight(&w);
 			}
 			if (!connect_db(&w))
 				continue;
 		}
-		maybe_purge(&w);
+		maybe_housekeep(&w);
 		maybe_stats(&w);
-		int n = round_once(&w);
-		if (n < 0) {
-			if (!ob_pg_broken(w.conn))
-				nap(&w, cfg->poll_ms);
-		} else if (n == 0 && !*stop) {
-			/* Claim again at once after any work: recording a head may
-			 * have made its key's next message claimable, and that
-			 * hand-over sends no notification. Before waiting, announce
-			 * it and claim once more (see announce_waiting). */
-			announce_waiting(&w);
-			if (round_once(&w) == 0 && !*stop)
-				wait_for_work(&w);
-		}
+		turn(&w);
 		if (now_ms() >= next_progress) {
 			next_progress = now_ms() + PROGRESS_EVERY_MS;
 			log_progress(&w, "relay.progress");
 		}
 	}
-	release_chained(&w);
+	drain_inflight(&w);
 	log_progress(&w, "relay.worker.stopped");
 	char prefix[64];
 	snprintf(prefix, sizeof(prefix), "worker=%d ", worker_index);
 	relay_totals_log("relay.worker.totals", prefix, &w.totals);
-	code = 0;
+	code = w.protocol_refused ? RELAY_EXIT_PROTOCOL : 0;
 out:
 	if (w.conn != NULL)
 		PQfinish(w.conn);
 	set_connected(&w, false);
+	for (uint32_t i = 0; w.slots != NULL && i < w.nslots; i++)
+		relay_frame_fini(&w.slots[i].f);
 	relay_deliverer_close(&w.deliverer);
 	free(w.outcomes);
-	free(w.fenced_ids);
+	free(w.slots);
+	ob_buf_fini(&w.inc);
+	ob_buf_fini(&w.exc);
 	return code;
 }
