@@ -140,8 +140,8 @@ ours_relay() {
 # wait_rows DB TABLE KEYCOL N TIMEOUT_S LAST_KEY PID...: returns once TABLE holds
 # >= N rows; WAIT_T1 = $EPOCHREALTIME of the poll that saw it. One psql
 # session (a coprocess, autocommit: it holds no snapshot between polls) asks
-# every POLL_MS for the last key by index, and counts the rows only once
-# that key is there. Fails if the time runs out, or if a PID has exited and
+# every POLL_S for the last key by index, and counts the rows only once
+# that key is there (LAST_KEY - : counts at every poll). Fails if the time runs out, or if a PID has exited and
 # the count is still short.
 # shellcheck disable=SC2034  # WAIT_T1, WAIT_COUNT: read by the callers
 wait_rows() {
@@ -150,6 +150,7 @@ wait_rows() {
 	deadline=$((SECONDS + timeout))
 	local probe="SELECT CASE WHEN EXISTS (SELECT 1 FROM $tbl WHERE $col = '$last')
 	             THEN (SELECT count(*) FROM $tbl) ELSE 0 END;"
+	[ "$last" != - ] || probe="SELECT count(*) FROM $tbl;"
 	probe=${probe//$'\n'/ }
 	coproc PEERS_POLL { exec psql -d "$db" -AtqX 2>&1; }
 	local ppid=$PEERS_POLL_PID out=${PEERS_POLL[1]} in=${PEERS_POLL[0]}

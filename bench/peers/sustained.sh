@@ -1,0 +1,339 @@
+#!/usr/bin/env bash
+# bench/peers/sustained.sh - two more figures for ours, on one private
+# PostgreSQL 15 with fsync on and track_commit_timestamp on:
+#
+#   bench/peers/sustained.sh [all|sustain|cost]      (default all)
+#
+# sustain  The highest offered rate of live durable enqueues at which the
+#          producer-commit -> consumer-commit p99 stays under PEERS_SUSTAIN_P99_MS
+#          (100 ms) for PEERS_SUSTAIN_SECONDS (300 s). Each step: a fresh
+#          database, consumer + relay running, pgbench -R RATE with
+#          PEERS_SUSTAIN_CLIENTS clients, each transaction one
+#          outbox.enqueue() whose key carries txid_current(). Latency per
+#          message = pg_xact_commit_timestamp(xmin) of its effect row in
+#          inbox.notifications - the commit timestamp of the producer's
+#          transaction (its xid is in the key). A step passes when pgbench
+#          achieved >= PEERS_SUSTAIN_MIN_ACHIEVED % of the rate, every
+#          message's effect arrived (exactly once) within PEERS_SUSTAIN_GRACE
+#          s of the end, and the p99 of the whole step and of every
+#          PEERS_SUSTAIN_WINDOW-second window is under the limit. Rates:
+#          PEERS_SUSTAIN_START (2000), doubled while passing, then bisected
+#          down to PEERS_SUSTAIN_RESOLUTION (250/s); or the explicit list
+#          PEERS_SUSTAIN_RATES ("2000 4000"). The total size of the outbox
+#          schema's tables (indexes and TOAST included) is printed every
+#          PEERS_SIZE_INTERVAL (30 s) of each step.
+# cost     What the outbox costs the application's own transaction: pgbench,
+#          PEERS_COST_CLIENTS (32) clients, -T PEERS_COST_SECONDS (60), a
+#          business transaction of one INSERT into a plain table, without and
+#          with outbox.enqueue() in the same transaction (relay and consumer
+#          running in the "with" case). p50/p99/p99.9 from pgbench --log
+#          (every transaction's latency, not a per-interval average), and the
+#          ratio with/without. PEERS_COST_PAIRS (1) pairs, order alternating.
+#
+# Knobs (env; each validated, a non-number exits 2): the PEERS_SUSTAIN_*,
+# PEERS_COST_* and PEERS_SIZE_INTERVAL above; PEERS_WORKERS (2) PEERS_BATCH
+# (100) PEERS_INFLIGHT (4) PEERS_CONSUMER_THREADS (4) PEERS_SUSTAIN_THREADS and
+# PEERS_COST_THREADS (pgbench -j, 2) PEERS_START_TIMEOUT (30)
+# PEERS_RELAY_ARGS (extra relay flags) OUTBOX_BIN_DIR (build/bin).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+. bench/peers/lib.sh
+
+# ---- limits ------------------------------------------------------------------
+MODE=${1:-all}
+SUSTAIN_SECONDS=${PEERS_SUSTAIN_SECONDS:-300}
+SUSTAIN_CLIENTS=${PEERS_SUSTAIN_CLIENTS:-8}
+SUSTAIN_THREADS=${PEERS_SUSTAIN_THREADS:-2}
+P99_MS=${PEERS_SUSTAIN_P99_MS:-100}
+RATE_START=${PEERS_SUSTAIN_START:-2000}
+RATE_MAX=${PEERS_SUSTAIN_MAX:-256000}
+RESOLUTION=${PEERS_SUSTAIN_RESOLUTION:-250}
+MAX_STEPS=${PEERS_SUSTAIN_MAX_STEPS:-12}
+MIN_ACHIEVED=${PEERS_SUSTAIN_MIN_ACHIEVED:-97}
+WINDOW_S=${PEERS_SUSTAIN_WINDOW:-30}
+GRACE=${PEERS_SUSTAIN_GRACE:-30}
+SIZE_INTERVAL=${PEERS_SIZE_INTERVAL:-30}
+RATES=${PEERS_SUSTAIN_RATES:-}
+COST_SECONDS=${PEERS_COST_SECONDS:-60}
+COST_CLIENTS=${PEERS_COST_CLIENTS:-32}
+COST_THREADS=${PEERS_COST_THREADS:-2}
+COST_PAIRS=${PEERS_COST_PAIRS:-1}
+COST_RATE=${PEERS_COST_RATE:-0}
+WORKERS=${PEERS_WORKERS:-2}
+BATCH=${PEERS_BATCH:-100}
+INFLIGHT=${PEERS_INFLIGHT:-4}
+CONSUMER_THREADS=${PEERS_CONSUMER_THREADS:-4}
+START_TIMEOUT=${PEERS_START_TIMEOUT:-30}
+BIN=${OUTBOX_BIN_DIR:-build/bin}
+
+case $MODE in all | sustain | cost) ;; *) echo "usage: $0 [all|sustain|cost]" >&2; exit 2 ;; esac
+need_int SUSTAIN_SECONDS 1 86400
+need_int SUSTAIN_CLIENTS 1 256
+need_int SUSTAIN_THREADS 1 64
+need_int P99_MS 1 600000
+need_int RATE_START 1 10000000
+need_int RATE_MAX 1 10000000
+need_int RESOLUTION 1 10000000
+need_int MAX_STEPS 1 100
+need_int MIN_ACHIEVED 1 100
+need_int WINDOW_S 1 86400
+need_int GRACE 1 3600
+need_int SIZE_INTERVAL 1 86400
+need_int COST_SECONDS 1 86400
+need_int COST_CLIENTS 1 256
+need_int COST_THREADS 1 64
+need_int COST_PAIRS 1 100
+need_int COST_RATE 0 10000000
+need_int WORKERS 1 64
+need_int BATCH 1 1000
+need_int INFLIGHT 1 256
+need_int CONSUMER_THREADS 1 256
+need_int START_TIMEOUT 1 3600
+read -r -a RATE_LIST <<<"$RATES"
+for ((i = 0; i < ${#RATE_LIST[@]}; i++)); do
+	PEERS_RATE=${RATE_LIST[i]}
+	need_int PEERS_RATE 1 10000000
+	RATE_LIST[i]=$PEERS_RATE
+done
+((SUSTAIN_THREADS <= SUSTAIN_CLIENTS)) || SUSTAIN_THREADS=$SUSTAIN_CLIENTS
+((COST_THREADS <= COST_CLIENTS)) || COST_THREADS=$COST_CLIENTS
+POLL_S=0.1
+ours_check_bins
+pgbin=$(pg_config --bindir 2>/dev/null || echo /usr/lib/postgresql/15/bin)
+PGBENCH=$pgbin/pgbench; [ -x "$PGBENCH" ] || PGBENCH=$(command -v pgbench) ||
+	{ echo "peers: pgbench not found (apt-get install postgresql-15)" >&2; exit 2; }
+
+PEERS_WORK=$(mktemp -d /tmp/outbox-peers-sustained.XXXXXX)
+chmod 755 "$PEERS_WORK"
+peers_traps
+
+echo "peers: PostgreSQL 15 with fsync=on, synchronous_commit=on, track_commit_timestamp=on in $PEERS_WORK/pg"
+peers_server_start "track_commit_timestamp = on"
+echo "peers: ours: relay --workers $WORKERS --batch $BATCH --max-inflight $INFLIGHT, consumer --threads $CONSUMER_THREADS"
+
+# A ~200-byte JSON payload, as a literal.
+STEPS=$(printf 's%.0s' $(seq 120))
+PAYLOAD_LIT="'{\"title\": \"sustained probe\", \"module\": \"editor\", \"severity\": \"high\", \"steps\": \"$STEPS\"}'::jsonb"
+
+# The outbox schema's size: pg_total_relation_size of each table counts its
+# indexes and TOAST; partitions are tables ('r') of their own; a partitioned
+# parent ('p') has no storage of its own, so nothing is counted twice. TOAST
+# tables live in pg_toast, not here.
+OUTBOX_SIZE_SQL="SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)
+  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+ WHERE n.nspname = 'outbox' AND c.relkind IN ('r', 'p', 'm')"
+mb() { awk -v b="$1" 'BEGIN { printf "%.1f MB", b / 1048576 }'; }
+# size_sampler DB LABEL: prints the size now and every SIZE_INTERVAL s.
+size_sampler() {
+	local db=$1 label=$2 t=0 b
+	while :; do
+		b=$(q "$db" "$OUTBOX_SIZE_SQL" 2>/dev/null) || return 0
+		echo "peers:   [$label] t=${t}s outbox tables $(mb "$b")"
+		echo "$t,$b" >>"$PEERS_WORK/$db.sizes.csv"
+		nap "$SIZE_INTERVAL"
+		t=$((t + SIZE_INTERVAL))
+	done
+}
+# pgb_processed FILE: "number of transactions actually processed: N[/M]".
+pgb_processed() { awk -F': ' '/^number of transactions actually processed/ { split($2, a, "/"); print a[1] + 0; exit }' "$1"; }
+pgb_failed() { awk -F': ' '/^number of failed transactions/ { print $2 + 0; exit }' "$1"; }
+
+# ---- sustain -------------------------------------------------------------------
+# sustain_step RATE: sets STEP_PASS (0/1) and prints one line.
+sustain_step() {
+	local rate=$1 db="s_$1" sampler processed failed achieved need r
+	local n d p50 p99 p999 pmax wp99 nwin size_end
+	fresh_db "$db"
+	ours_migrate "$db"
+	ours_consumer "$db" "$db"
+	ours_relay "$db" "$db"
+	nap 1
+	cat >"$PEERS_WORK/$db.sql" <<SQL
+SELECT outbox.enqueue('bench.topic', 'l-' || txid_current()::text || '-' || :client_id || '-' || random(), $PAYLOAD_LIT);
+SQL
+	q "$db" CHECKPOINT >/dev/null
+	echo "peers: sustain step: ${rate}/s offered for ${SUSTAIN_SECONDS}s ($SUSTAIN_CLIENTS clients)"
+	size_sampler "$db" "${rate}/s" &
+	sampler=$!; track "$sampler"
+	"$PGBENCH" -n -c "$SUSTAIN_CLIENTS" -j "$SUSTAIN_THREADS" -R "$rate" -T "$SUSTAIN_SECONDS" \
+		-f "$PEERS_WORK/$db.sql" "$db" >"$PEERS_WORK/$db.pgbench.txt" 2>&1 ||
+		peers_die "pgbench failed: see $PEERS_WORK/$db.pgbench.txt"
+	processed=$(pgb_processed "$PEERS_WORK/$db.pgbench.txt")
+	failed=$(pgb_failed "$PEERS_WORK/$db.pgbench.txt")
+	[ -n "$processed" ] || peers_die "no transaction count in $PEERS_WORK/$db.pgbench.txt"
+	# The last effects: up to GRACE seconds after the producers stopped.
+	local delivered_in_grace=1
+	( wait_rows "$db" inbox.notifications idempotency_key "$processed" "$GRACE" - "$OURS_CPID" "$OURS_RPID" ) \
+		2>>"$PEERS_WORK/$db.wait.log" || delivered_in_grace=0
+	stop_tracked "$sampler"
+	size_end=$(q "$db" "$OUTBOX_SIZE_SQL")
+	stop_tracked "$OURS_RPID"
+	stop_tracked "$OURS_CPID"
+	r=$(q "$db" "
+	  WITH m AS (
+	    SELECT pg_xact_commit_timestamp(((split_part(idempotency_key, '-', 2))::bigint % 4294967296)::text::xid) AS pc,
+	           extract(epoch FROM pg_xact_commit_timestamp(xmin)
+	                   - pg_xact_commit_timestamp(((split_part(idempotency_key, '-', 2))::bigint % 4294967296)::text::xid)) * 1000 AS ms
+	      FROM inbox.notifications WHERE idempotency_key LIKE 'l-%'),
+	  w AS (
+	    SELECT floor(extract(epoch FROM pc - (SELECT min(pc) FROM m)) / $WINDOW_S) AS win,
+	           percentile_cont(0.99) WITHIN GROUP (ORDER BY ms) AS p99
+	      FROM m GROUP BY 1 HAVING count(*) >= 100)
+	  SELECT count(*),
+	         (SELECT count(DISTINCT idempotency_key) FROM inbox.notifications WHERE idempotency_key LIKE 'l-%'),
+	         round(percentile_cont(0.5) WITHIN GROUP (ORDER BY ms)::numeric, 1),
+	         round(percentile_cont(0.99) WITHIN GROUP (ORDER BY ms)::numeric, 1),
+	         round(percentile_cont(0.999) WITHIN GROUP (ORDER BY ms)::numeric, 1),
+	         round(max(ms)::numeric, 1),
+	         coalesce((SELECT round(max(p99)::numeric, 1) FROM w), 0),
+	         (SELECT count(*) FROM w)
+	    FROM m")
+	IFS='|' read -r n d p50 p99 p999 pmax wp99 nwin <<<"$r"
+	achieved=$(awk -v n="$processed" -v s="$SUSTAIN_SECONDS" 'BEGIN { printf "%.0f", n / s }')
+	need=$(awk -v r="$rate" -v s="$SUSTAIN_SECONDS" -v p="$MIN_ACHIEVED" 'BEGIN { printf "%.0f", r * s * p / 100 }')
+	local why=()
+	((processed >= need)) || why+=("pgbench achieved ${achieved}/s < ${MIN_ACHIEVED}% of ${rate}/s")
+	((failed == 0)) || why+=("$failed failed enqueue transactions")
+	((delivered_in_grace && n == processed)) || why+=("$n of $processed effects within ${GRACE}s")
+	((n == d)) || why+=("$((n - d)) DUPLICATE effects")
+	awk -v a="$p99" -v b="$wp99" -v l="$P99_MS" 'BEGIN { exit !(a < l && b < l) }' ||
+		why+=("p99 ${p99} ms / worst ${WINDOW_S}s-window p99 ${wp99} ms >= ${P99_MS} ms")
+	if ((${#why[@]} == 0)); then STEP_PASS=1; verdict=PASS; else STEP_PASS=0; verdict="FAIL (${why[*]})"; fi
+	echo "peers: sustain $(fmt_int "$rate")/s x ${SUSTAIN_SECONDS}s: achieved $(fmt_int "$achieved")/s," \
+		"$n effects; producer-commit -> consumer-commit p50 $p50, p99 $p99, p99.9 $p999, max $pmax ms;" \
+		"worst ${WINDOW_S}s-window p99 $wp99 ms ($nwin windows); outbox tables at the end $(mb "$size_end"): $verdict"
+	echo "$rate,$SUSTAIN_SECONDS,$achieved,$n,$p50,$p99,$p999,$pmax,$wp99,$size_end,$STEP_PASS" >>"$SUSTAIN_CSV"
+	drop_db "$db"
+}
+
+run_sustain() {
+	SUSTAIN_CSV=$PEERS_WORK/sustained.csv
+	echo "rate,seconds,achieved,effects,p50_ms,p99_ms,p999_ms,max_ms,worst_window_p99_ms,outbox_bytes_end,pass" >"$SUSTAIN_CSV"
+	local best=0 lo=0 hi=0 r steps=0
+	if ((${#RATE_LIST[@]} > 0)); then
+		for r in "${RATE_LIST[@]}"; do
+			sustain_step "$r"
+			if ((STEP_PASS && r > best)); then best=$r; fi
+		done
+	else
+		r=$RATE_START
+		while ((steps < MAX_STEPS)); do
+			steps=$((steps + 1))
+			sustain_step "$r"
+			if ((STEP_PASS)); then lo=$r; else hi=$r; break; fi
+			((r * 2 <= RATE_MAX)) || break
+			r=$((r * 2))
+		done
+		# Bisect between the highest pass and the lowest failure.
+		while ((hi > 0 && hi - lo > RESOLUTION && steps < MAX_STEPS)); do
+			steps=$((steps + 1))
+			r=$(((lo + hi) / 2))
+			sustain_step "$r"
+			if ((STEP_PASS)); then lo=$r; else hi=$r; fi
+		done
+		best=$lo
+	fi
+	if ((best > 0)); then
+		SUSTAIN_LINE="peers: sustained: highest passing offered rate $(fmt_int "$best") enqueues/s (p99 < ${P99_MS} ms for ${SUSTAIN_SECONDS}s)"
+	else
+		SUSTAIN_LINE="peers: sustained: no rate tried passed (p99 < ${P99_MS} ms for ${SUSTAIN_SECONDS}s)"
+	fi
+	echo "$SUSTAIN_LINE"
+	echo "peers: sustained per-step numbers: $SUSTAIN_CSV"
+}
+
+# ---- cost ----------------------------------------------------------------------
+# cost_run with|without: sets C_P50 C_P99 C_P999 C_TPS (ms, ms, ms, /s).
+cost_run() {
+	local kind=$1 db="c_${1}_$2" logp r processed
+	fresh_db "$db"
+	q "$db" "CREATE TABLE app_rows (id bigserial PRIMARY KEY, payload text NOT NULL,
+	                                created_at timestamptz NOT NULL DEFAULT now())" >/dev/null
+	{
+		echo "BEGIN;"
+		echo "INSERT INTO app_rows (payload) VALUES (repeat('x', 200));"
+		if [ "$kind" = with ]; then
+			echo "SELECT outbox.enqueue('bench.topic', 'c-' || txid_current()::text, $PAYLOAD_LIT);"
+		fi
+		echo "END;"
+	} >"$PEERS_WORK/$db.sql"
+	if [ "$kind" = with ]; then
+		ours_migrate "$db"
+		ours_consumer "$db" "$db"
+		ours_relay "$db" "$db"
+		nap 1
+	fi
+	q "$db" CHECKPOINT >/dev/null
+	logp="$PEERS_WORK/$db.txlog"
+	local rate_args=()
+	((COST_RATE == 0)) || rate_args=(-R "$COST_RATE")
+	(cd "$PEERS_WORK" && "$PGBENCH" -n -c "$COST_CLIENTS" -j "$COST_THREADS" -T "$COST_SECONDS" "${rate_args[@]}" \
+		--log --log-prefix="$logp" -f "$PEERS_WORK/$db.sql" "$db") >"$PEERS_WORK/$db.pgbench.txt" 2>&1 ||
+		peers_die "pgbench failed: see $PEERS_WORK/$db.pgbench.txt"
+	processed=$(pgb_processed "$PEERS_WORK/$db.pgbench.txt")
+	if [ "$kind" = with ]; then
+		wait_rows "$db" inbox.notifications idempotency_key "$processed" "$GRACE" - "$OURS_CPID" "$OURS_RPID"
+		stop_tracked "$OURS_RPID"
+		stop_tracked "$OURS_CPID"
+		local n d
+		IFS='|' read -r n d <<<"$(q "$db" "SELECT count(*), count(DISTINCT idempotency_key) FROM inbox.notifications")"
+		if [ "$n" != "$processed" ] || [ "$d" != "$processed" ]; then
+			peers_die "cost: $n effects ($d distinct) for $processed enqueues"
+		fi
+	fi
+	# Per-transaction log: client_id transaction_no time script_no epoch
+	# epoch_us [schedule_lag], in us. Under -R, pgbench measures `time` from
+	# the scheduled start: minus schedule_lag it is the transaction's own
+	# BEGIN..COMMIT time.
+	r=$(cat "$logp".* | awk '{ print (NF >= 7) ? $3 - $7 : $3 }' | sort -n | awk -v secs="$COST_SECONDS" '
+		{ a[NR] = $1 }
+		END {
+			if (NR == 0) exit 1
+			i50 = int(NR * 0.50); if (i50 < 1) i50 = 1
+			i99 = int(NR * 0.99); if (i99 < 1) i99 = 1
+			i999 = int(NR * 0.999); if (i999 < 1) i999 = 1
+			printf "%.2f %.2f %.2f %.0f %d\n", a[i50] / 1000, a[i99] / 1000, a[i999] / 1000, NR / secs, NR
+		}')
+	read -r C_P50 C_P99 C_P999 C_TPS C_N <<<"$r"
+	rm -f "$logp".*
+	echo "peers: cost [$kind outbox.enqueue] $(fmt_int "$C_N") transactions, $(fmt_int "$C_TPS")/s:" \
+		"latency p50 $C_P50 ms, p99 $C_P99 ms, p99.9 $C_P999 ms"
+	echo "$kind,$2,$C_N,$C_TPS,$C_P50,$C_P99,$C_P999" >>"$COST_CSV"
+	drop_db "$db"
+}
+
+run_cost() {
+	COST_CSV=$PEERS_WORK/cost.csv
+	echo "case,pair,transactions,tps,p50_ms,p99_ms,p999_ms" >"$COST_CSV"
+	local load=unthrottled
+	((COST_RATE == 0)) || load="-R $COST_RATE"
+	echo "peers: cost: business transaction = one INSERT (pgbench, $COST_CLIENTS clients, -j $COST_THREADS, ${COST_SECONDS}s each, $load)"
+	local pair w50=() w99=() o50=() o99=() wt=() ot=()
+	for ((pair = 1; pair <= COST_PAIRS; pair++)); do
+		local order=(without with)
+		((pair % 2)) || order=(with without)
+		for k in "${order[@]}"; do
+			cost_run "$k" "$pair"
+			if [ "$k" = with ]; then w50+=("$C_P50"); w99+=("$C_P99"); wt+=("$C_TPS"); else o50+=("$C_P50"); o99+=("$C_P99"); ot+=("$C_TPS"); fi
+		done
+	done
+	local mo50 mo99 mw50 mw99 mot mwt
+	mo50=$(median "${o50[@]}"); mo99=$(median "${o99[@]}"); mot=$(median "${ot[@]}")
+	mw50=$(median "${w50[@]}"); mw99=$(median "${w99[@]}"); mwt=$(median "${wt[@]}")
+	COST_LINE=$(awk -v a50="$mo50" -v a99="$mo99" -v b50="$mw50" -v b99="$mw99" -v at="$mot" -v bt="$mwt" 'BEGIN {
+		printf "peers: cost to the application: p50 %.2f -> %.2f ms (x%.2f), p99 %.2f -> %.2f ms (x%.2f), throughput %d -> %d tx/s (x%.2f)",
+			a50, b50, b50 / a50, a99, b99, b99 / a99, at, bt, bt / at }')
+	echo "$COST_LINE (without -> with outbox.enqueue; relay + consumer running)"
+	echo "peers: cost per-run numbers: $COST_CSV"
+}
+
+SUSTAIN_LINE=""; COST_LINE=""
+case $MODE in
+all) run_sustain; run_cost ;;
+sustain) run_sustain ;;
+cost) run_cost ;;
+esac
+echo
+echo "peers: summary"
+[ -z "$SUSTAIN_LINE" ] || echo "$SUSTAIN_LINE"
+[ -z "$COST_LINE" ] || echo "$COST_LINE"
