@@ -524,7 +524,9 @@ relay_frame_send(struct relay_deliverer *d, struct relay_frame *f, int force_des
 		return false;
 	}
 	struct relay_dest *ds = &d->dests[f->dest];
-	enum relay_breaker_verdict v = relay_breaker_ask(&ds->breaker, (int64_t)nng_clock());
+	/* force_dest is the probe relay_probe_due reserved */
+	enum relay_breaker_verdict v = force_dest >= 0 ? RELAY_BREAKER_PROBE
+	    : relay_breaker_ask(&ds->breaker, (int64_t)nng_clock());
 	if (v == RELAY_BREAKER_HOLD) {
 		hold_all(d, f, out);
 		f->nsent = 0;

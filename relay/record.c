@@ -59,6 +59,13 @@ relay_record_batch(PGconn *conn, const struct relay_batch *b,
 		rc |= ob_buf_puts(&a[k], "{");
 	}
 	bool first = true;
+	if (release) { /* the batch's reason, for the record */
+		first = false;
+		rc |= ob_buf_puts(&a[0], "0") | ob_buf_puts(&a[1], "release") |
+		    ob_buf_puts(&a[2], "0");
+		rc |= ob_buf_put_pg_array_text(&a[3], o[0].error, strnlen(o[0].error,
+		    RELAY_ERROR_MAX));
+	}
 	for (uint32_t i = 0; i < b->n && !release && rc == OB_OK; i++) {
 		/* A stream batch lists its exceptions only. */
 		if (b->kind == RELAY_BATCH_STREAM && o[i].kind == RELAY_OUT_DELIVERED)

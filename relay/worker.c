@@ -48,6 +48,8 @@ struct slot {
 	bool used;
 	bool in_flight;          /* the frame is out (else: finished at send) */
 	struct relay_frame f;
+	int64_t t_claim_us;      /* when the claim call started and returned */
+	int64_t t_claimed_us;
 };
 
 struct worker {
@@ -103,11 +105,17 @@ add_inflight(struct worker *w, int64_t n)
 }
 
 static int64_t
-now_ms(void)
+now_us(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static int64_t
+now_ms(void)
+{
+	return now_us() / 1000;
 }
 
 /* Sleep up to ms, waking early when asked to stop. */
@@ -177,10 +185,26 @@ connect_db(struct worker *w)
 /* Wait up to ms for a finished frame, an enqueue notification or a stop.
  * Returns true when something arrived (not a plain timeout). */
 static bool
+drain_notifies(struct worker *w)
+{
+	PGnotify *note;
+	bool any = false;
+	while ((note = PQnotifies(w->conn)) != NULL) {
+		PQfreemem(note);
+		any = true;
+	}
+	return any;
+}
+
+static bool
 wait_for(struct worker *w, int64_t ms)
 {
 	int wfd = relay_deliverer_wake_fd(&w->deliverer);
 	int pfd = w->conn != NULL ? PQsocket(w->conn) : -1;
+	/* A notification that came in with the last query's result is in
+	 * libpq's buffer already: the socket will not say so. */
+	if (pfd >= 0 && drain_notifies(w))
+		return true;
 	fd_set rfds;
 	FD_ZERO(&rfds);
 	FD_SET(wfd, &rfds);
@@ -192,11 +216,8 @@ wait_for(struct worker *w, int64_t ms)
 		return false;
 	if (FD_ISSET(wfd, &rfds))
 		relay_deliverer_drain_wake(&w->deliverer);
-	if (pfd >= 0 && FD_ISSET(pfd, &rfds) && PQconsumeInput(w->conn)) {
-		PGnotify *note;
-		while ((note = PQnotifies(w->conn)) != NULL)
-			PQfreemem(note);
-	}
+	if (pfd >= 0 && FD_ISSET(pfd, &rfds) && PQconsumeInput(w->conn))
+		drain_notifies(w);
 	return true;
 }
 
@@ -349,8 +370,13 @@ record_slot(struct worker *w, struct slot *s)
 	char err[1024], q[1100];
 	const struct relay_batch *b = &s->f.batch;
 	bool written = false;
+	int64_t t_record = now_us();
 	int rc = relay_record_batch(w->conn, b, w->outcomes, &w->record_mode, &written, err,
 	    sizeof(err));
+	ob_debug("relay.batch", "batch=%" PRIu64 " kind=%c messages=%u claim_us=%" PRId64
+	    " out_us=%" PRId64 " record_us=%" PRId64 " written=%d", b->id, (char)b->kind, b->n,
+	    s->t_claimed_us - s->t_claim_us, t_record - s->t_claimed_us, now_us() - t_record,
+	    written);
 	if (rc == OB_EPROTO) {
 		ob_error("relay.protocol.refused", "owner=%s protocol=%d err=%s", w->owner,
 		    RELAY_PROTOCOL, ob_log_q(err, q, sizeof(q)));
@@ -461,8 +487,10 @@ static int
 claim_into(struct worker *w, struct slot *s, const struct relay_topics *topics, uint32_t max)
 {
 	char err[1024], q[1100];
+	s->t_claim_us = now_us();
 	int rc = relay_claim_batch(w->conn, w->owner, w->cfg->lease_ms, max, topics,
 	    w->retries_first, &s->f.batch, err, sizeof(err));
+	s->t_claimed_us = now_us();
 	w->retries_first = !w->retries_first;
 	if (rc == OB_EPROTO) {
 		ob_error("relay.protocol.refused", "owner=%s protocol=%d err=%s", w->owner,

@@ -119,8 +119,8 @@ for (( s = 0; s < N; s += chunk )); do
 	        'severity', 'high', 'steps', repeat('s', 120))))
 	   FROM generate_series($s, $e) g" >/dev/null
 done
-psql -d bench -qXc "VACUUM ANALYZE outbox.messages"
-q "SELECT 'bench: payload bytes avg ' || round(avg(octet_length(payload::text))) FROM outbox.messages"
+psql -d bench -qXc "VACUUM ANALYZE outbox.events"
+q "SELECT 'bench: payload bytes avg ' || round(avg(octet_length(payload::text))) FROM outbox.events"
 
 url="ipc://$work/consumer.ipc"
 "$bin/outbox-consumer" --db "$db" --listen "$url" --threads "$CTHREADS" --log-level warn \
@@ -133,14 +133,13 @@ t0=$(date +%s.%N)
 rpid=$!; pids+=("$rpid")
 sleep 0.5
 rss_start=$(rss_kb "$rpid")
-# Done = no claimable row left (an index probe on messages_claimable; a
-# count over the table would scan it ten times a second and tax the run).
+# Done = nothing left to deliver (outbox.backlog_empty: a few index probes;
+# a count over the table would scan it ten times a second and tax the run).
 # RSS is sampled at every poll; the one nearest half-time is kept.
 rss_samples=()
 while :; do
 	rss_samples+=("$(rss_kb "$rpid")")
-	[ "$(q "SELECT NOT EXISTS (SELECT 1 FROM outbox.messages
-	         WHERE status = 'pending' AND (ordering_key IS NULL OR is_head))")" = t ] && break
+	[ "$(q "SELECT outbox.backlog_empty()")" = t ] && break
 	sleep 0.1
 done
 rss_mid=${rss_samples[$(( ${#rss_samples[@]} / 2 ))]}
@@ -158,12 +157,13 @@ echo "bench: drained $N in ${elapsed}s = ${rate} msgs/s (${ratio} x a quarter of
 echo "bench: relay CPU ${us_per_msg} us/msg; RSS kB start/middle/end ${rss_start}/${rss_mid}/${rss_end}"
 
 # ---- 3. latency -----------------------------------------------------------
-# The drain left N dead row versions behind: let VACUUM and a checkpoint
-# run now rather than during the latency phase (BENCH_SETTLE=0 skips it, to
-# measure latency while autovacuum cleans up after the drain).
+# Let VACUUM (of the inbox's and the bookkeeping's dead rows) and a
+# checkpoint run now rather than during the latency phase (BENCH_SETTLE=0
+# skips it, to measure latency while autovacuum cleans up after the drain).
 if [ "${BENCH_SETTLE:-1}" = 1 ]; then
 	echo "bench: settling after the drain (VACUUM ANALYZE, CHECKPOINT)"
-	q "VACUUM (ANALYZE) outbox.messages" >/dev/null
+	q "VACUUM (ANALYZE) outbox.events" >/dev/null
+	q "VACUUM (ANALYZE) outbox.batches" >/dev/null
 	q "VACUUM (ANALYZE) inbox.processed" >/dev/null
 	q "VACUUM (ANALYZE) inbox.notifications" >/dev/null
 	q "CHECKPOINT" >/dev/null
@@ -176,10 +176,9 @@ SQL
 echo "bench: latency at ${RATE}/s offered for ${LAT_SECONDS}s (live enqueues, 4 producer clients)"
 "$pgbench" -n -c 4 -j 2 -R "$RATE" -T "$LAT_SECONDS" -f "$work/enqueue1.sql" bench \
 	>"$work/pgbench-rate.txt" 2>&1
-lat_n=$(q "SELECT count(*) FROM outbox.messages WHERE idempotency_key LIKE 'l-%'")
+lat_n=$(q "SELECT count(*) FROM outbox.events WHERE idempotency_key LIKE 'l-%'")
 for _ in $(seq 100); do
-	left=$(q "SELECT count(*) FROM outbox.messages WHERE idempotency_key LIKE 'l-%' AND status <> 'delivered'")
-	[ "$left" -eq 0 ] && break
+	[ "$(q "SELECT outbox.backlog_empty()")" = t ] && break
 	sleep 0.1
 done
 rss_lat=$(rss_kb "$rpid")
@@ -194,7 +193,7 @@ lat=$(q "SELECT round(percentile_cont(0.5) WITHIN GROUP (ORDER BY ms)::numeric, 
                               -- transaction: its commit time, from the low 32 bits
                               (substr(idempotency_key, 3)::bigint % 4294967296)::text::xid
                                   AS producer_xid
-                         FROM outbox.messages WHERE idempotency_key LIKE 'l-%') m
+                         FROM outbox.events WHERE idempotency_key LIKE 'l-%') m
                  JOIN inbox.notifications n ON n.idempotency_key = m.idempotency_key) s")
 read -r p50 p99 p999 pmax <<<"$lat"
 # The same from the producer's statement start (created_at): adds the
@@ -203,7 +202,7 @@ lat_start=$(q "SELECT round(percentile_cont(0.5) WITHIN GROUP (ORDER BY ms)::num
                 round(percentile_cont(0.99) WITHIN GROUP (ORDER BY ms)::numeric, 2)
          FROM (SELECT extract(epoch FROM pg_xact_commit_timestamp(n.xmin)
                                        - m.created_at) * 1000 AS ms
-                 FROM outbox.messages m
+                 FROM outbox.events m
                  JOIN inbox.notifications n ON n.idempotency_key = m.idempotency_key
                 WHERE m.idempotency_key LIKE 'l-%') s")
 read -r s50 s99 <<<"$lat_start"

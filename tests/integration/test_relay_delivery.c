@@ -6,7 +6,7 @@
  * dead-letters with the last error; a topic routed to two consumers keeps
  * flowing when one goes away; an outage opens the circuit breaker, burns no
  * attempts and sends a bounded number of frames; a lost LISTEN connection
- * comes back; housekeeping purges old delivered rows only.
+ * comes back; housekeeping truncates a slot only when all of it is done.
  */
 #include <signal.h>
 
@@ -250,39 +250,79 @@ START_TEST(test_listen_reconnects)
 }
 END_TEST
 
-START_TEST(test_purge_after_retention)
+/* Housekeeping drops delivered messages a whole slot at a time: the slot
+ * that took inserts is closed once current for half the retention, and
+ * truncated once closed for the retention AND every message in it is done
+ * (delivered or a dead letter, which has its own copy). A message still
+ * pending holds its slot. The slots' ages are moved back instead of
+ * waiting an hour. */
+START_TEST(test_housekeeping_truncates_done_slots)
 {
-	char db[TS_CONNINFO_MAX], url[256], route[300];
+	char db[TS_CONNINFO_MAX], url[256], urlr[256], urlh[256], route[300], rroute[300],
+	    hroute[300];
 	ts_db_create("rpurge", "outbox", db, sizeof(db));
 	PGconn *conn = ts_connect(db);
 	ts_ipc_url("purge", url, sizeof(url));
+	ts_ipc_url("purgerej", urlr, sizeof(urlr));
+	ts_ipc_url("purgeheld", urlh, sizeof(urlh));
 	snprintf(route, sizeof(route), "*=%s", url);
+	snprintf(rroute, sizeof(rroute), "rej=%s", urlr);
+	snprintf(hroute, sizeof(hroute), "held=%s", urlh);
+	struct fake_consumer fc, rej, held;
+	fake_start(&fc, url, FAKE_APPLIED);
+	fake_start(&rej, urlr, FAKE_REJECT);
 	enqueue_n(conn, "t", "old", 95);
-	enqueue_n(conn, "t", "new", 5);
-	enqueue_n(conn, "t", "dead", 3);
-	ts_exec(conn, "UPDATE outbox.messages SET status = 'delivered',"
-	    " delivered_at = now() - interval '2 hours' WHERE idempotency_key LIKE 'old-%'");
-	ts_exec(conn, "UPDATE outbox.messages SET status = 'delivered',"
-	    " delivered_at = now() - interval '50 minutes' WHERE idempotency_key LIKE 'new-%'");
-	ts_exec(conn, "UPDATE outbox.messages SET status = 'dead',"
-	    " created_at = now() - interval '3 days' WHERE idempotency_key LIKE 'dead-%'");
+	enqueue_n(conn, "rej", "dead", 3);
+	enqueue_n(conn, "held", "held", 1); /* its consumer is not up yet */
 	struct relay_run r;
-	const char *routes[] = { route, NULL };
+	const char *routes[] = { route, rroute, hroute, NULL };
 	const char *extra[] = { "--workers", "3", "--retention", "1h", "--purge-interval",
-		"200ms", "--purge-batch", "10", NULL };
+		"200ms", "--poll-ms", "100", "--delivery-timeout-ms", "300ms", "--lease-ms", "2s",
+		"--breaker-probe-interval", "300ms", NULL };
 	relay_start(&r, db, routes, extra);
+	ck_assert_int_eq(ts_wait_value(conn,
+	    "SELECT count(*) FROM outbox.messages WHERE idempotency_key LIKE 'old-%'"
+	    " AND status = 'delivered'", 95, 30 * T_SEC), 95);
+	ck_assert_int_eq(ts_wait_value(conn,
+	    "SELECT count(*) FROM outbox.messages WHERE status = 'dead'", 3, 30 * T_SEC), 3);
+
+	/* Current for longer than half the retention: switched. */
+	ts_exec(conn, "UPDATE outbox.slots SET since = now() - interval '40 minutes'"
+	    " WHERE state = 'current'");
+	ck_assert_int_eq(ts_wait_value(conn,
+	    "SELECT count(*) FROM outbox.slots WHERE state = 'closed'", 1, 30 * T_SEC), 1);
+	enqueue_n(conn, "t", "new", 5);
+	ck_assert_int_eq(ts_wait_value(conn,
+	    "SELECT count(*) FROM outbox.messages WHERE idempotency_key LIKE 'new-%'"
+	    " AND status = 'delivered'", 5, 30 * T_SEC), 5);
+
+	/* Closed for longer than the retention, but one message in it is
+	 * still pending: kept, and the relay says why. */
+	ts_exec(conn, "UPDATE outbox.slots SET since = now() - interval '2 hours'"
+	    " WHERE state = 'closed'");
+	ck_assert_int_ge(ts_log_wait(r.log, "relay.housekeep.waiting", 1, 20 * T_SEC), 1);
+	ck_assert_int_eq(ts_query_int(conn,
+	    "SELECT count(*) FROM outbox.messages WHERE idempotency_key LIKE 'old-%'"), 95);
+
+	/* Its consumer comes up: delivered, and the slot goes. */
+	fake_start(&held, urlh, FAKE_APPLIED);
 	ck_assert_int_eq(ts_wait_value(conn,
 	    "SELECT count(*) FROM outbox.messages WHERE idempotency_key LIKE 'old-%'", 0,
 	    30 * T_SEC), 0);
-	usleep(500 * 1000);
 	ck_assert_int_eq(ts_query_int(conn,
 	    "SELECT count(*) FROM outbox.messages WHERE idempotency_key LIKE 'new-%'"), 5);
 	ck_assert_int_eq(ts_query_int(conn,
 	    "SELECT count(*) FROM outbox.messages WHERE status = 'dead'"), 3);
+	ck_assert_int_eq(ts_query_int(conn,
+	    "SELECT count(*) FROM outbox.slots WHERE state = 'empty'"), 3);
+	ck_assert_int_eq(atomic_load(&held.messages), 1);
 	ck_assert_int_eq(relay_stop(&r), 0);
-	/* One process purged them all, in batches of at most 10. */
-	ck_assert_int_eq(log_last_value(r.log, "relay.totals", "purged"), 95);
-	ck_assert_int_ge(ts_log_count(r.log, "relay.purge.done purged="), 1);
+	/* One process truncated the slot: its 99 messages. */
+	ck_assert_int_eq(log_last_value(r.log, "relay.totals", "purged"), 99);
+	ck_assert_int_eq(ts_log_count(r.log, "relay.housekeep.done truncated_slot=0 purged=99"), 1);
+	fake_stop(&fc);
+	fake_stop(&rej);
+	fake_stop(&held);
 	PQfinish(conn);
 }
 END_TEST
@@ -298,7 +338,7 @@ relay_delivery_suite(void)
 	tcase_add_test(tc, test_two_consumers_one_goes_away);
 	tcase_add_test(tc, test_outage_breaker_bounds_attempts);
 	tcase_add_test(tc, test_listen_reconnects);
-	tcase_add_test(tc, test_purge_after_retention);
+	tcase_add_test(tc, test_housekeeping_truncates_done_slots);
 	suite_add_tcase(s, tc);
 	return s;
 }
