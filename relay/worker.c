@@ -42,6 +42,7 @@
 #define RECONNECT_MIN_MS 100
 #define RECONNECT_MAX_MS 5000
 #define PROGRESS_EVERY_MS 10000
+#define FENCED_IDS_LOGGED 20   /* ids listed on a relay.record.fenced_out line */
 
 /* One batch slot of the pipeline. */
 struct slot {
@@ -351,6 +352,31 @@ count_recorded(struct worker *w, const struct relay_batch *b, const struct relay
 	}
 }
 
+static int
+cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* One line per batch refused by the fence, with its first ids, sorted. */
+static void
+log_fenced(struct worker *w, const struct relay_batch *b)
+{
+	uint64_t ids[FENCED_IDS_LOGGED];
+	uint32_t shown = b->n < FENCED_IDS_LOGGED ? b->n : FENCED_IDS_LOGGED;
+	for (uint32_t i = 0; i < shown; i++)
+		ids[i] = b->msgs[i].id;
+	qsort(ids, shown, sizeof(ids[0]), cmp_u64);
+	struct ob_buf list = OB_BUF_INIT;
+	for (uint32_t i = 0; i < shown; i++)
+		ob_buf_printf(&list, "%s%" PRIu64, i ? "," : "", ids[i]);
+	ob_warn("relay.record.fenced_out", "owner=%s batch=%" PRIu64 " fence=%" PRIu64
+	    " messages=%u fenced_out=%u ids=%s%s", w->owner, b->id, b->fence, b->n, b->n,
+	    list.data != NULL ? list.data : "-", b->n > shown ? ",..." : "");
+	ob_buf_fini(&list);
+}
+
 static void
 free_slot(struct worker *w, struct slot *s)
 {
@@ -387,9 +413,7 @@ record_slot(struct worker *w, struct slot *s)
 	} else if (!written) {
 		COUNT(w, fenced_out, b->n);
 		ob_metric_add(METRIC(w, fenced_out), b->n);
-		ob_warn("relay.record.fenced_out", "owner=%s batch=%" PRIu64 " fence=%" PRIu64
-		    " messages=%u fenced_out=%u ids=%" PRIu64 "%s", w->owner, b->id, b->fence, b->n,
-		    b->n, b->msgs[0].id, b->n > 1 ? ",..." : "");
+		log_fenced(w, b);
 	} else {
 		count_recorded(w, b, w->outcomes);
 	}

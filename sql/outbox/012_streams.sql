@@ -532,12 +532,19 @@ CREATE FUNCTION outbox.stream_has_work(topic text, lane smallint, lo pg_snapshot
     LANGUAGE plpgsql STABLE AS $$
 #variable_conflict use_variable
 DECLARE
-    lo_xmax xid8 := COALESCE(pg_snapshot_xmax(lo), '0'::xid8);
-    lo_xip  xid8[] := ARRAY(SELECT pg_snapshot_xip(lo));
+    lo_xip xid8[] := ARRAY(SELECT pg_snapshot_xip(lo));
+    newest xid8;
 BEGIN
-    RETURN EXISTS (SELECT 1 FROM outbox.events e
-                    WHERE e.topic = stream_has_work.topic AND e.lane = stream_has_work.lane
-                      AND e.txid >= lo_xmax)
+    -- The stream's newest transaction: a backward walk of the index, one
+    -- entry; the planner takes it whatever it guesses of the bounds (an
+    -- EXISTS over "txid >= $1" it was seen to answer by a scan).
+    SELECT e.txid INTO newest FROM outbox.events e
+     WHERE e.topic = stream_has_work.topic AND e.lane = stream_has_work.lane
+     ORDER BY e.txid DESC LIMIT 1;
+    IF newest IS NULL THEN
+        RETURN false;
+    END IF;
+    RETURN lo IS NULL OR newest >= pg_snapshot_xmax(lo)
         OR (cardinality(lo_xip) > 0 AND EXISTS (
                 SELECT 1 FROM outbox.events e
                  WHERE e.topic = stream_has_work.topic AND e.lane = stream_has_work.lane
