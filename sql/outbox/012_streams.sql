@@ -1254,13 +1254,16 @@ BEGIN
 END
 $$;
 
--- Per topic: pending (waiting + in flight + retries), in flight (under a
--- live lease), dead, keys blocked by a dead letter, and the age of the
+-- Per topic: pending (waiting + in flight + retrying), in flight (under a
+-- live lease), retrying, delivered (still retained), dead, keys blocked by
+-- a dead letter, and the ages of the oldest pending message and of the
 -- oldest message a relay could claim now. The figures of outboxctl status
--- and of the relay's gauges.
+-- and of the relay's gauges. Counts the retained messages of a topic (an
+-- index-only scan): cheap for status, not for a hot path.
 CREATE FUNCTION outbox.topic_stats(only_topic text DEFAULT NULL)
-    RETURNS TABLE (topic text, pending bigint, in_flight bigint, retrying bigint, dead bigint,
-                   blocked_keys bigint, oldest_claimable_s double precision)
+    RETURNS TABLE (topic text, pending bigint, in_flight bigint, retrying bigint,
+                   delivered bigint, dead bigint, blocked_keys bigint,
+                   oldest_pending_s double precision, oldest_claimable_s double precision)
     LANGUAGE sql STABLE AS $$
     WITH t AS (
         SELECT DISTINCT x.topic FROM (
@@ -1273,25 +1276,67 @@ CREATE FUNCTION outbox.topic_stats(only_topic text DEFAULT NULL)
                min(b.oldest) AS oldest
           FROM outbox.streams st, LATERAL outbox.stream_backlog(st) b
          WHERE only_topic IS NULL OR st.topic = only_topic
-         GROUP BY st.topic)
+         GROUP BY st.topic),
+    r AS (
+        SELECT r.topic, count(*) AS n,
+               count(*) FILTER (WHERE b.id IS NOT NULL) AS leased,
+               count(*) FILTER (WHERE EXISTS (SELECT 1 FROM outbox.events e
+                                               WHERE e.id = r.id)) AS with_event,
+               min(r.created_at) AS oldest,
+               min(r.due_at) FILTER (WHERE b.id IS NULL AND r.due_at <= now()) AS due
+          FROM outbox.retries r
+          LEFT JOIN outbox.batches b ON b.id = r.batch_id AND b.state = 'leased'
+         GROUP BY r.topic),
+    d AS (
+        SELECT d.topic, count(*) AS n,
+               count(*) FILTER (WHERE EXISTS (SELECT 1 FROM outbox.events e
+                                               WHERE e.id = d.id)) AS with_event
+          FROM outbox.dead d GROUP BY d.topic)
     SELECT t.topic,
-           COALESCE(s.waiting, 0) + COALESCE(s.in_flight, 0)
-               + (SELECT count(*) FROM outbox.retries r WHERE r.topic = t.topic),
-           COALESCE(s.in_flight, 0)
-               + (SELECT count(*) FROM outbox.retries r JOIN outbox.batches b
-                    ON b.id = r.batch_id AND b.state = 'leased' WHERE r.topic = t.topic),
-           (SELECT count(*) FROM outbox.retries r WHERE r.topic = t.topic),
-           (SELECT count(*) FROM outbox.dead d WHERE d.topic = t.topic),
+           COALESCE(s.waiting, 0) + COALESCE(s.in_flight, 0) + COALESCE(r.n, 0),
+           COALESCE(s.in_flight, 0) + COALESCE(r.leased, 0),
+           COALESCE(r.n, 0),
+           GREATEST((SELECT count(*) FROM outbox.events e WHERE e.topic = t.topic)
+                    - COALESCE(s.waiting, 0) - COALESCE(s.in_flight, 0)
+                    - COALESCE(r.with_event, 0) - COALESCE(d.with_event, 0), 0),
+           COALESCE(d.n, 0),
            (SELECT count(*) FROM outbox.ordering_blocks k
              WHERE k.topic = t.topic AND k.state = 'dead'),
+           COALESCE(extract(epoch FROM now() - LEAST(s.oldest, r.oldest))::float8, 0),
            COALESCE(extract(epoch FROM now() - LEAST(
-               s.oldest,
-               (SELECT min(r.due_at) FROM outbox.retries r
-                 WHERE r.topic = t.topic AND r.batch_id IS NULL AND r.due_at <= now()),
+               s.oldest, r.due,
                (SELECT min(b.lease_until) FROM outbox.batches b
                  WHERE b.topic = t.topic AND b.state = 'leased' AND b.lease_until < now())))::float8, 0)
-      FROM t LEFT JOIN s ON s.topic = t.topic
+      FROM t LEFT JOIN s ON s.topic = t.topic LEFT JOIN r ON r.topic = t.topic
+      LEFT JOIN d ON d.topic = t.topic
      ORDER BY t.topic
+$$;
+
+-- requeue_dead: dead letters back to pending, as retries due now with
+-- attempts 0 (the fence moves on at their next claim). An ordering key
+-- such a message belongs to waits behind it again (a block 'retry'), so a
+-- key's later messages are not delivered before it. Returns the ids
+-- requeued (ids not dead are left alone).
+CREATE FUNCTION outbox.requeue_dead(ids bigint[]) RETURNS SETOF bigint
+    LANGUAGE plpgsql AS $$
+BEGIN
+    RETURN QUERY
+    WITH d AS (
+        DELETE FROM outbox.dead d WHERE d.id = ANY(ids) RETURNING d.*),
+    r AS (
+        INSERT INTO outbox.retries (id, topic, idempotency_key, payload, ordering_key,
+                                    ordering_seq, created_at, attempts, claims, due_at,
+                                    last_error, fence)
+        SELECT d.id, d.topic, d.idempotency_key, d.payload, d.ordering_key, d.ordering_seq,
+               d.created_at, 0, d.claims, now(), d.last_error, d.fence
+          FROM d
+        RETURNING outbox.retries.id, outbox.retries.topic, outbox.retries.ordering_key),
+    k AS (
+        INSERT INTO outbox.ordering_blocks (topic, ordering_key, state)
+        SELECT DISTINCT r.topic, r.ordering_key, 'retry' FROM r WHERE r.ordering_key IS NOT NULL
+        ON CONFLICT (topic, ordering_key) DO UPDATE SET state = 'retry')
+    SELECT r.id FROM r ORDER BY r.id;
+END
 $$;
 
 -- ---------------------------------------------------------------------------
