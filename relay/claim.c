@@ -11,12 +11,13 @@
 #include "outbox/pg.h"
 
 /* outbox.claim(protocol, owner, lease_ms, max_n, include, exclude, others,
- * retries_first): one batch's rows, columns in outbox.claimed order. */
+ * retries_first, ordering): one batch's rows, columns in outbox.claimed
+ * order. */
 static const char claim_sql[] =
     "SELECT batch_id, kind, fence, attempt, takeover, id, created_us, topic,"
     " idempotency_key, payload, ordering_key, ordering_seq"
     " FROM outbox.claim($1::int, $2, $3::bigint, $4::int, $5::text[], $6::text[],"
-    " $7::boolean, $8::boolean)";
+    " $7::boolean, $8::boolean, $9::boolean)";
 
 enum {
 	COL_BATCH, COL_KIND, COL_FENCE, COL_ATTEMPT, COL_TAKEOVER, COL_ID, COL_CREATED,
@@ -65,19 +66,20 @@ map_rows(PGresult *res, struct relay_batch *out, char *err, size_t errlen)
 
 int
 relay_claim_batch(PGconn *conn, const char *owner, int64_t lease_ms, uint32_t max,
-    const struct relay_topics *topics, bool retries_first, struct relay_batch *out,
-    char *err, size_t errlen)
+    const struct relay_topics *topics, bool retries_first, bool ordering,
+    struct relay_batch *out, char *err, size_t errlen)
 {
 	char proto[16], lease[24], limit[16];
 	snprintf(proto, sizeof(proto), "%d", RELAY_PROTOCOL);
 	snprintf(lease, sizeof(lease), "%" PRId64, lease_ms);
 	snprintf(limit, sizeof(limit), "%" PRIu32, max);
-	const char *params[8] = { proto, owner, lease, limit,
+	const char *params[9] = { proto, owner, lease, limit,
 		topics->include != NULL ? topics->include : "{}",
 		topics->exclude != NULL ? topics->exclude : "{}",
-		topics->others ? "true" : "false", retries_first ? "true" : "false" };
+		topics->others ? "true" : "false", retries_first ? "true" : "false",
+		ordering ? "true" : "false" };
 	memset(out, 0, sizeof(*out));
-	PGresult *res = PQexecParams(conn, claim_sql, 8, NULL, params, NULL, NULL, 0);
+	PGresult *res = PQexecParams(conn, claim_sql, 9, NULL, params, NULL, NULL, 0);
 	int rc = ob_pg_check(res, PGRES_TUPLES_OK, "claim", err, errlen);
 	if (rc != OB_OK) {
 		if (strcmp(ob_pg_sqlstate(res), PROTOCOL_SQLSTATE) == 0)

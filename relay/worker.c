@@ -513,7 +513,7 @@ claim_into(struct worker *w, struct slot *s, const struct relay_topics *topics, 
 	char err[1024], q[1100];
 	s->t_claim_us = now_us();
 	int rc = relay_claim_batch(w->conn, w->owner, w->cfg->lease_ms, max, topics,
-	    w->retries_first, &s->f.batch, err, sizeof(err));
+	    w->retries_first, !w->cfg->no_ordering, &s->f.batch, err, sizeof(err));
 	s->t_claimed_us = now_us();
 	w->retries_first = !w->retries_first;
 	if (rc == OB_EPROTO) {
@@ -764,9 +764,9 @@ relay_worker_run(const struct relay_config *cfg, int worker_index,
 		}
 	}
 	ob_info("relay.worker.started", "worker=%d owner=%s batch=%" PRId64 " max_inflight=%u"
-	    " lease_ms=%" PRId64 " fencing=%s on_dead_head=%s", worker_index, w.owner, cfg->batch,
-	    w.nslots, cfg->lease_ms, cfg->no_fencing ? "OFF(broken-mode)" : "on",
-	    cfg->on_dead_head);
+	    " lease_ms=%" PRId64 " fencing=%s ordering=%s on_dead_head=%s", worker_index, w.owner,
+	    cfg->batch, w.nslots, cfg->lease_ms, cfg->no_fencing ? "OFF(broken-mode)" : "on",
+	    cfg->no_ordering ? "OFF(broken-mode)" : "on", cfg->on_dead_head);
 
 	int64_t next_progress = now_ms() + PROGRESS_EVERY_MS;
 	while (!*stop && !w.protocol_refused) {

@@ -626,9 +626,12 @@ $$;
 -- outbox.fences, attempts + 1), then due retries and a cut of a stream,
 -- retries first when retries_first. No rows: nothing to do. Every claimed
 -- message of a batch carries the batch's id, fence and attempt.
+-- ordering = false is the BROKEN --no-ordering mode: lanes are cut like
+-- lane 0 (several batches out, several messages of a key in one, nothing
+-- parked) and every retry of a key is claimable.
 CREATE FUNCTION outbox.claim(protocol integer, owner text, lease_ms bigint, max_n integer,
                              include text[], exclude text[], others boolean,
-                             retries_first boolean)
+                             retries_first boolean, ordering boolean DEFAULT true)
     RETURNS SETOF outbox.claimed
     LANGUAGE plpgsql AS $$
 #variable_conflict use_column
@@ -717,7 +720,7 @@ BEGIN
             WITH picked AS (
                 SELECT r.id FROM outbox.retries r
                  WHERE r.topic = rtopic AND r.batch_id IS NULL AND r.due_at <= now()
-                   AND (r.ordering_key IS NULL OR (
+                   AND (r.ordering_key IS NULL OR NOT ordering OR (
                         NOT EXISTS (SELECT 1 FROM outbox.retries p
                                      WHERE p.topic = r.topic AND p.ordering_key = r.ordering_key
                                        AND p.ordering_seq < r.ordering_seq)
@@ -751,7 +754,7 @@ BEGIN
         LOOP
             SELECT * INTO st FROM outbox.streams s
              WHERE outbox.topic_claimable(s.topic, include, exclude, others)
-               AND (s.lane = 0 OR s.inflight IS NULL)
+               AND (s.lane = 0 OR s.inflight IS NULL OR NOT ordering)
                AND NOT ((s.topic || '/' || s.lane) = ANY(tried))
                AND outbox.stream_has_work(s.topic, s.lane, s.snap_lo)
              ORDER BY s.cut_at NULLS FIRST LIMIT 1
@@ -790,7 +793,7 @@ BEGIN
                 END IF;
             END IF;
 
-            IF st.lane = 0 THEN
+            IF st.lane = 0 OR NOT ordering THEN
                 taken := cand;
                 parked := NULL;
                 last := cand[cardinality(cand)];
@@ -854,7 +857,7 @@ BEGIN
             END IF;
             UPDATE outbox.streams s
                SET snap_lo = lo, snap_hi = hi, pos_txid = last.txid, pos_id = last.id,
-                   cut_at = now(), inflight = CASE WHEN st.lane > 0 THEN bid END
+                   cut_at = now(), inflight = CASE WHEN st.lane > 0 AND ordering THEN bid END
              WHERE s.topic = st.topic AND s.lane = st.lane;
             IF bid IS NOT NULL THEN
                 RETURN QUERY

@@ -85,12 +85,13 @@ policy_failing_head(struct script *s, const struct ob_wire_msg *m)
 	return OB_WIRE_APPLIED;
 }
 
-/* The head "a-1" is rejected (dead-lettered) until requeued. */
+/* The heads "a-1" and "z-1" are rejected (dead-lettered) until requeued. */
 static _Atomic bool reject_head = true;
 static int
 policy_reject_head(struct script *s, const struct ob_wire_msg *m)
 {
-	if (m->key_len == 3 && memcmp(m->key, "a-1", 3) == 0 && atomic_load(&reject_head))
+	if (m->key_len == 3 && (memcmp(m->key, "a-1", 3) == 0 || memcmp(m->key, "z-1", 3) == 0) &&
+	    atomic_load(&reject_head))
 		return OB_WIRE_REJECT;
 	return OB_WIRE_APPLIED;
 }
@@ -201,8 +202,10 @@ failing_head_overtaken(bool broken)
 	script_stop(&s);
 	ck_assert_int_eq(done, 25);
 	/* The head really failed: it was retried while B flowed. */
-	ck_assert_int_gt(ts_query_int(c,
-	    "SELECT attempts FROM outbox.messages WHERE idempotency_key = 'a-1'"), 1);
+	int a1_arrivals = 0;
+	for (int i = 0; i < s.n; i++)
+		a1_arrivals += strcmp(s.log[i].key, "a-1") == 0;
+	ck_assert_int_gt(a1_arrivals, 1);
 	int a1_applied = applied_at(&s, "a-1");
 	ck_assert_int_ge(a1_applied, 0);
 	/* B was never held back by A's failing head. */
@@ -283,13 +286,14 @@ START_TEST(test_dead_head_block_then_requeue_and_skip)
 
 	/* skip: a dead head no longer blocks its key. */
 	atomic_store(&reject_head, true);
-	ts_exec(c, "TRUNCATE outbox.messages");
-	enqueue_keyed(c, "a", "Z", 3);
+	enqueue_keyed(c, "z", "Z", 3);
 	relay = start_relay(db, url, "--on-dead-head", "skip");
 	ck_assert_int_eq(ts_wait_value(c, "SELECT count(*) FROM outbox.messages"
-	    " WHERE status = 'delivered'", 2, 30000), 2);
+	    " WHERE ordering_key = 'Z' AND status = 'delivered'", 2, 30000), 2);
 	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM outbox.messages"
-	    " WHERE idempotency_key = 'a-1' AND status = 'dead'"), 1);
+	    " WHERE idempotency_key = 'z-1' AND status = 'dead'"), 1);
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM outbox.ordering_blocks"
+	    " WHERE ordering_key = 'Z'"), 0);
 	ts_stop(relay, SIGTERM);
 	script_stop(&s);
 	PQfinish(c);
@@ -361,80 +365,160 @@ START_TEST(test_takeover_keeps_order_at_real_consumer)
 }
 END_TEST
 
-/* Recording a head hands the key's next message to the same worker, already
- * claimed (sql/outbox/011_chain_heads.sql): one key, one worker, and every
- * round after the first delivers a chained message without claiming it.
- * A worker stopped while holding a chained message gives it back (no
- * lease left behind), and a second relay finishes the key in order. */
-START_TEST(test_next_message_chained_to_the_worker)
+/* A lane has one batch out at a time and a batch holds at most one message
+ * of a key (sql/outbox/012_streams.sql): one hot key goes one message per
+ * batch, in order, and a worker stopped in the middle leaves no lease
+ * behind (a released batch is taken again at once); a second relay
+ * finishes the key in order. Shown broken first: with --no-ordering a
+ * batch carries several messages of the key. */
+static int64_t
+hot_key_batches(const char *name, bool broken, int64_t *multi)
 {
 	char db[TS_CONNINFO_MAX], url[256], route[300], log[256];
-	ts_db_create("ord_chain", "all", db, sizeof(db));
-	ts_ipc_url("ordc", url, sizeof(url));
+	ts_db_create(name, "all", db, sizeof(db));
+	ts_ipc_url(name, url, sizeof(url));
 	snprintf(route, sizeof(route), "*=%s", url);
 	PGconn *c = ts_connect(db);
 	enqueue_keyed(c, "c", "C", 300);
 	char *consumer[] = { "outbox-consumer", "--db", db, "--listen", url, NULL };
 	pid_t cpid = ts_spawn(consumer, NULL, NULL);
 	char *relay_argv[] = { "outbox-relay", "--db", db, "--route", route, "--workers", "1",
-		"--poll-ms", "50", "--log-level", "debug", NULL };
+		"--poll-ms", "50", "--log-level", "debug", broken ? "--no-ordering" : NULL, NULL };
 	pid_t rpid = ts_spawn(relay_argv, NULL, log);
 	ck_assert_int_ge(ts_wait_value(c,
 	    "SELECT least(count(*), 30) FROM outbox.messages WHERE status = 'delivered'", 30, 60000),
 	    30);
 	ts_stop(rpid, SIGTERM);
-	int64_t delivered = ts_query_int(c,
-	    "SELECT count(*) FROM outbox.messages WHERE status = 'delivered'");
-	/* Each round after the first carried the key's next message, chained. */
-	ck_assert_int_ge(ts_log_count(log, "event=relay.round claimed=1 chained=1 "), 29);
-	ck_assert_int_eq(ts_log_count(log, "event=relay.round claimed=1 chained=0 "), 1);
-	/* Every message chained to the worker was delivered in a later round
-	 * or, when the stop came between rounds, released: no lease is left. */
-	ck_assert_int_eq(ts_log_count(log, "next_chained=1"),
-	    ts_log_count(log, "event=relay.round claimed=1 chained=1 ") +
-	    ts_log_count(log, "event=relay.chained.released"));
-	ck_assert_int_eq(ts_query_int(c,
-	    "SELECT count(*) FROM outbox.messages WHERE lease_owner IS NOT NULL"), 0);
-	ck_assert_int_eq(ts_query_int(c,
-	    "SELECT count(*) FROM outbox.messages WHERE is_head AND status = 'pending'"),
-	    delivered < 300 ? 1 : 0);
-
-	rpid = ts_spawn(relay_argv, NULL, NULL);
-	ck_assert_int_eq(ts_wait_value(c,
-	    "SELECT count(*) FROM outbox.messages WHERE status = 'delivered'", 300, 60000), 300);
-	ts_stop(rpid, SIGTERM);
+	int64_t batches = ts_log_count(log, "event=relay.batch ");
+	*multi = batches - ts_log_count(log, " kind=s messages=1 ");
+	if (!broken) {
+		ck_assert_int_eq(ts_query_int(c,
+		    "SELECT count(*) FROM outbox.batches WHERE state = 'leased' AND owner IS NOT NULL"), 0);
+		rpid = ts_spawn(relay_argv, NULL, NULL);
+		ck_assert_int_eq(ts_wait_value(c,
+		    "SELECT count(*) FROM outbox.messages WHERE status = 'delivered'", 300, 60000), 300);
+		ts_stop(rpid, SIGTERM);
+		ck_assert_int_eq(ts_query_int(c,
+		    "SELECT count(DISTINCT idempotency_key) FROM inbox.notifications"), 300);
+		ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM inbox.notifications"), 300);
+		ck_assert_int_eq(out_of_order_keys(c), 0);
+	}
 	ts_stop(cpid, SIGTERM);
-	ck_assert_int_eq(ts_query_int(c,
-	    "SELECT count(DISTINCT idempotency_key) FROM inbox.notifications"), 300);
-	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM inbox.notifications"), 300);
-	ck_assert_int_eq(out_of_order_keys(c), 0);
 	PQfinish(c);
+	return batches;
+}
+
+START_TEST(test_hot_key_one_message_per_batch)
+{
+	int64_t multi;
+	ck_assert_int_gt(hot_key_batches("ord_hot_broken", true, &multi), 0);
+	ck_assert_msg(multi > 0, "--no-ordering should put several messages of the key in a batch");
+	ck_assert_int_ge(hot_key_batches("ord_hot", false, &multi), 30);
+	ck_assert_msg(multi == 0, "%lld batches carried more than one message of the key",
+	    (long long)multi);
 }
 END_TEST
 
-/* The race between a head's hand-over and an enqueue on the same key, in
- * both orders, with two connections and explicit waits (no timing luck).
- * The key has one message, its head, claimed. If the hand-over cannot see
- * the new message (not committed yet) while the enqueue sees the head
- * still pending, the new message would be nobody's head: the key stuck. */
+/* The race between freeing a key and parking behind it, in both orders,
+ * with two connections and explicit lock waits (no timing luck). Key K
+ * waits behind its retry h-1 (outbox.ordering_blocks); h-2 is in the
+ * stream. If the lane cut did not see the block (still there) while the
+ * record of h-1 did not see h-2 parked (not committed yet), h-2 would wait
+ * behind a block nobody frees: the key stuck. */
+static bool send_until_blocked(PGconn *watch, PGconn *conn, const char *sql);
+static void finish_sent(PGconn *conn);
+
+/* K's head h-1 made a retry and claimed again in a retry batch; h-2
+ * enqueued. Returns the retry batch's "id, fence". */
 static void
-claim_heads(PGconn *c)
+key_waits_behind_retry(PGconn *c, char *batch, size_t len)
 {
-	ts_exec(c, "UPDATE outbox.messages SET fence = fence + 1, attempts = attempts + 1,"
-	    " lease_owner = 'test', lease_until = now() + interval '1 minute'"
-	    " WHERE status = 'pending' AND is_head");
+	ts_exec(c, "SELECT outbox.enqueue('t', 'h-1', '{}', 'K')");
+	PGresult *r = PQexec(c, "SELECT batch_id, fence FROM outbox.claim(2, 'test', 60000, 10,"
+	    " '{t}', '{}', false, false)");
+	ck_assert_int_eq(PQntuples(r), 1);
+	char sql[256];
+	snprintf(sql, sizeof(sql), "SELECT outbox.record(2, %s, %s, true, 'done', 0, false,"
+	    " ARRAY[(SELECT id FROM outbox.events WHERE idempotency_key = 'h-1')], '{retry}',"
+	    " '{0}', '{busy}', false)::int", PQgetvalue(r, 0, 0), PQgetvalue(r, 0, 1));
+	PQclear(r);
+	ck_assert_int_eq(ts_query_int(c, sql), 1);
+	r = PQexec(c, "SELECT batch_id, fence FROM outbox.claim(2, 'test', 60000, 10,"
+	    " '{t}', '{}', false, true)");
+	ck_assert_int_eq(PQntuples(r), 1);
+	snprintf(batch, len, "%s, %s", PQgetvalue(r, 0, 0), PQgetvalue(r, 0, 1));
+	PQclear(r);
+	ts_exec(c, "SELECT outbox.enqueue('t', 'h-2', '{}', 'K')");
 }
 
-/* The relay's outcome write for message key, delivered (no chaining). */
 static const char *
-record_delivered(const char *key, char *sql, size_t len)
+record_h1_delivered(const char *batch, char *sql, size_t len)
 {
-	snprintf(sql, len, "SELECT count(*) FROM outbox.record_outcomes_chain("
-	    " ARRAY[(SELECT id FROM outbox.messages WHERE idempotency_key = '%s')],"
-	    " ARRAY[(SELECT fence FROM outbox.messages WHERE idempotency_key = '%s')],"
-	    " '{delivered}', '{0}', '{0}', '{\"\"}', true, false, NULL, 0, 0)", key, key);
+	snprintf(sql, len, "SELECT outbox.record(2, %s, true, 'done', 0, false,"
+	    " ARRAY[(SELECT id FROM outbox.events WHERE idempotency_key = 'h-1')],"
+	    " '{delivered}', '{0}', '{\"\"}', false)::int", batch);
 	return sql;
 }
+
+static const char cut_lane[] =
+    "SELECT count(*) FROM outbox.claim(2, 'test', 60000, 10, '{t}', '{}', false, false)";
+
+START_TEST(test_unblock_and_park_race_both_orders)
+{
+	char db[TS_CONNINFO_MAX], sql[512], batch[64];
+	ts_db_create("ord_race", "outbox", db, sizeof(db));
+	PGconn *watch = ts_connect(db), *relay = ts_connect(db), *cutter = ts_connect(db);
+
+	/* 1. The record of h-1 first: the cut must wait for it, then see the
+	 *    key free and take h-2 itself. */
+	key_waits_behind_retry(watch, batch, sizeof(batch));
+	ts_exec(relay, "BEGIN");
+	ck_assert_int_eq(ts_query_int(relay, record_h1_delivered(batch, sql, sizeof(sql))), 1);
+	bool blocked = send_until_blocked(watch, cutter, cut_lane);
+	ts_exec(relay, "COMMIT");
+	finish_sent(cutter);
+	ck_assert_msg(blocked, "the lane cut did not wait for the key's unblock");
+	ck_assert_int_eq(ts_query_int(watch, "SELECT count(*) FROM outbox.ordering_blocks"), 0);
+	ck_assert_int_eq(ts_query_int(watch, "SELECT count(*) FROM outbox.retries"), 0);
+	ck_assert_int_eq(ts_query_int(watch, "SELECT count(*) FROM outbox.messages"
+	    " WHERE idempotency_key = 'h-2' AND status = 'pending' AND lease_owner = 'test'"), 1);
+
+	/* 2. The cut first (it parks h-2 behind h-1, uncommitted): the record
+	 *    must wait for it, then see h-2 waiting and keep the key blocked;
+	 *    h-2 is next, as a retry of its own. */
+	ts_exec(watch, "UPDATE outbox.batches SET state = 'done' WHERE state = 'leased'");
+	ts_exec(watch, "UPDATE outbox.streams SET inflight = NULL");
+	ts_exec(watch, "UPDATE outbox.ordering_seqs SET last_seq = 0");
+	ts_exec(watch, "TRUNCATE outbox.events_0");
+	ts_exec(watch, "DELETE FROM outbox.streams");
+	key_waits_behind_retry(watch, batch, sizeof(batch));
+	ts_exec(cutter, "BEGIN");
+	ck_assert_int_eq(ts_query_int(cutter, cut_lane), 0); /* h-2 parked, nothing to send */
+	blocked = send_until_blocked(watch, relay, record_h1_delivered(batch, sql, sizeof(sql)));
+	ts_exec(cutter, "COMMIT");
+	finish_sent(relay);
+	ck_assert_msg(blocked, "the unblock did not wait for the lane cut");
+	ck_assert_int_eq(ts_query_int(watch, "SELECT count(*) FROM outbox.ordering_blocks"
+	    " WHERE ordering_key = 'K' AND state = 'retry'"), 1);
+	ck_assert_int_eq(ts_query_int(watch, "SELECT count(*) FROM outbox.retries"
+	    " WHERE idempotency_key = 'h-2' AND batch_id IS NULL"), 1);
+	/* and the key is not stuck: h-2 is claimable, and then the key is free */
+	PGresult *r = PQexec(watch, "SELECT batch_id, fence, idempotency_key FROM outbox.claim(2,"
+	    " 'test', 60000, 10, '{t}', '{}', false, true)");
+	ck_assert_int_eq(PQntuples(r), 1);
+	ck_assert_str_eq(PQgetvalue(r, 0, 2), "h-2");
+	snprintf(sql, sizeof(sql), "SELECT outbox.record(2, %s, %s, true, 'done', 0, false,"
+	    " ARRAY[(SELECT id FROM outbox.events WHERE idempotency_key = 'h-2')],"
+	    " '{delivered}', '{0}', '{\"\"}', false)::int", PQgetvalue(r, 0, 0),
+	    PQgetvalue(r, 0, 1));
+	PQclear(r);
+	ck_assert_int_eq(ts_query_int(watch, sql), 1);
+	ck_assert_int_eq(ts_query_int(watch, "SELECT count(*) FROM outbox.ordering_blocks"), 0);
+	PQfinish(watch);
+	PQfinish(relay);
+	PQfinish(cutter);
+}
+END_TEST
 
 /* Send sql on conn without waiting, then wait until conn's backend waits
  * for a lock held by the other transaction (true), or sql finished (false). */
@@ -466,64 +550,7 @@ finish_sent(PGconn *conn)
 	}
 }
 
-START_TEST(test_handover_and_enqueue_race_both_orders)
-{
-	char db[TS_CONNINFO_MAX], sql[512];
-	ts_db_create("ord_race", "outbox", db, sizeof(db));
-	PGconn *watch = ts_connect(db), *relay = ts_connect(db), *producer = ts_connect(db);
-
-	/* 1. The hand-over first: the enqueue must wait for it, then see the
-	 *    head gone and make its message the head. */
-	enqueue_keyed(watch, "h", "K1", 1);
-	claim_heads(watch);
-	ts_exec(relay, "BEGIN");
-	ck_assert_int_eq(ts_query_int(relay, record_delivered("h-1", sql, sizeof(sql))), 1);
-	bool blocked = send_until_blocked(watch, producer,
-	    "SELECT outbox.enqueue('t', 'h-2', '{}', 'K1')");
-	ts_exec(relay, "COMMIT");
-	finish_sent(producer);
-	ck_assert_int_eq(ts_query_int(watch, "SELECT count(*) FROM outbox.messages"
-	    " WHERE ordering_key = 'K1' AND status = 'pending' AND is_head"), 1);
-	ck_assert_msg(blocked, "the enqueue did not wait for the hand-over");
-
-	/* 2. The enqueue first: the hand-over must wait for it, then see its
-	 *    message and make it the head. */
-	ts_exec(watch, "DELETE FROM outbox.messages WHERE ordering_key = 'K1'");
-	ts_exec(watch, "DELETE FROM outbox.ordering_keys WHERE ordering_key = 'K1'");
-	enqueue_keyed(watch, "h", "K1", 1);
-	claim_heads(watch);
-	ts_exec(producer, "BEGIN");
-	ts_exec(producer, "SELECT outbox.enqueue('t', 'h-2', '{}', 'K1')");
-	blocked = send_until_blocked(watch, relay, record_delivered("h-1", sql, sizeof(sql)));
-	ts_exec(producer, "COMMIT");
-	finish_sent(relay);
-	ck_assert_int_eq(ts_query_int(watch, "SELECT count(*) FROM outbox.messages"
-	    " WHERE idempotency_key = 'h-2' AND status = 'pending' AND is_head"), 1);
-	ck_assert_msg(blocked, "the hand-over did not wait for the enqueue");
-
-	/* 3. A next message already there: the hand-over makes it head without
-	 *    locking the key, and an enqueue meanwhile neither waits nor makes
-	 *    its own message a second head. */
-	enqueue_keyed(watch, "g", "K2", 2);
-	claim_heads(watch);
-	ts_exec(relay, "BEGIN");
-	ck_assert_int_eq(ts_query_int(relay, record_delivered("g-1", sql, sizeof(sql))), 1);
-	blocked = send_until_blocked(watch, producer,
-	    "SELECT outbox.enqueue('t', 'g-3', '{}', 'K2')");
-	ts_exec(relay, "COMMIT");
-	finish_sent(producer);
-	ck_assert_msg(!blocked, "the enqueue waited although the key had a next message");
-	ck_assert_int_eq(ts_query_int(watch, "SELECT count(*) FROM outbox.messages"
-	    " WHERE ordering_key = 'K2' AND status = 'pending' AND is_head"), 1);
-	ck_assert_int_eq(ts_query_int(watch, "SELECT count(*) FROM outbox.messages"
-	    " WHERE idempotency_key = 'g-2' AND is_head"), 1);
-	PQfinish(watch);
-	PQfinish(relay);
-	PQfinish(producer);
-}
-END_TEST
-
-START_TEST(test_enqueue_numbers_and_heads)
+START_TEST(test_enqueue_numbers_and_lanes)
 {
 	char db[TS_CONNINFO_MAX];
 	ts_db_create("ord_enq", "outbox", db, sizeof(db));
@@ -531,13 +558,19 @@ START_TEST(test_enqueue_numbers_and_heads)
 	enqueue_keyed(c, "a", "A", 3);
 	enqueue_keyed(c, "b", "B", 1);
 	enqueue_keyed(c, "n", NULL, 2);
-	/* One head per key; sequence 1..n per key; a repeated enqueue adds no number. */
-	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM outbox.messages WHERE is_head"), 2);
+	/* A key's messages share one lane (1..16); unordered ones are lane 0;
+	 * sequence 1..n per key; a repeated enqueue adds no number. */
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(DISTINCT lane) FROM outbox.events"
+	    " WHERE ordering_key = 'A'"), 1);
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM outbox.events"
+	    " WHERE ordering_key IS NOT NULL AND lane BETWEEN 1 AND outbox.ordering_lanes()"), 4);
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM outbox.events"
+	    " WHERE ordering_key IS NULL AND lane = 0"), 2);
 	ck_assert_int_eq(ts_query_int(c, "SELECT ordering_seq FROM outbox.messages"
 	    " WHERE idempotency_key = 'a-3'"), 3);
 	enqueue_keyed(c, "a", "A", 3);
-	ck_assert_int_eq(ts_query_int(c, "SELECT last_seq FROM outbox.ordering_keys"
-	    " WHERE ordering_key = 'A'"), 3);
+	ck_assert_int_eq(ts_query_int(c, "SELECT last_seq FROM outbox.ordering_seqs"
+	    " WHERE topic = 't' AND ordering_key = 'A'"), 3);
 	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM outbox.messages"
 	    " WHERE ordering_key IS NULL AND ordering_seq IS NOT NULL"), 0);
 	PQfinish(c);
@@ -550,12 +583,12 @@ main(void)
 	Suite *s = suite_create("ordering");
 	TCase *tc = tcase_create("ordering");
 	tcase_set_timeout(tc, 240);
-	tcase_add_test(tc, test_enqueue_numbers_and_heads);
+	tcase_add_test(tc, test_enqueue_numbers_and_lanes);
 	tcase_add_test(tc, test_failing_head_blocks_only_its_key);
 	tcase_add_test(tc, test_dead_head_block_then_requeue_and_skip);
 	tcase_add_test(tc, test_takeover_keeps_order_at_real_consumer);
-	tcase_add_test(tc, test_next_message_chained_to_the_worker);
-	tcase_add_test(tc, test_handover_and_enqueue_race_both_orders);
+	tcase_add_test(tc, test_hot_key_one_message_per_batch);
+	tcase_add_test(tc, test_unblock_and_park_race_both_orders);
 	suite_add_tcase(s, tc);
 	return ts_run_suite(s);
 }

@@ -274,8 +274,7 @@ START_TEST(test_blocked_key_and_breaker)
 	ck_assert_int_eq(ts_wait_metric(port, "outbox_relay_pending", 2, 30 * T_SEC), 2);
 	/* Requeued and accepted: unblocked. */
 	atomic_store(&fc.mode, FAKE_APPLIED);
-	ts_exec(conn, "UPDATE outbox.messages SET status = 'pending', attempts = 0,"
-	    " available_at = now() WHERE status = 'dead'");
+	ts_exec(conn, "SELECT outbox.requeue_dead(ARRAY(SELECT id FROM outbox.dead))");
 	ck_assert_int_eq(ts_wait_metric(port, "outbox_relay_blocked_keys", 0, 30 * T_SEC), 0);
 	ck_assert_int_eq(ts_wait_metric(port, "outbox_relay_pending", 0, 30 * T_SEC), 0);
 
