@@ -8,16 +8,18 @@ export LC_ALL=C        # '.' decimal point in $EPOCHREALTIME, awk and printf
 
 peers_die() { echo "peers: FAIL: $*" >&2; exit 1; }
 
-# need_int NAME MIN MAX: $NAME must be an integer (optionally negative when
-# MIN < 0) in MIN..MAX, else exit 2 with one line.
+# need_int NAME MIN MAX [LABEL]: $NAME must be an integer (optionally
+# negative when MIN < 0) in MIN..MAX, else exit 2 with one line naming LABEL
+# (the environment variable it came from; default NAME).
 need_int() {
-	local name=$1 min=$2 max=$3 v=${!1-}
+	local name=$1 min=$2 max=$3 label=${4:-$1} v=${!1-}
 	if ! [[ $v =~ ^-?[0-9]{1,12}$ ]]; then
-		echo "peers: $name must be an integer in $min..$max, got '$v'" >&2; exit 2
+		echo "peers: $label must be an integer in $min..$max, got '$v'" >&2; exit 2
 	fi
-	local n=$((v < 0 ? -(10#${v#-}) : 10#$v))
+	local n=$((10#${v#-}))
+	[[ $v != -* ]] || n=$((-n))
 	if ((n < min || n > max)); then
-		echo "peers: $name must be an integer in $min..$max, got '$v'" >&2; exit 2
+		echo "peers: $label must be an integer in $min..$max, got '$v'" >&2; exit 2
 	fi
 	printf -v "$name" '%d' "$n"
 }
@@ -51,6 +53,17 @@ untrack() {
 	PIDS=("${keep[@]}")
 }
 stop_tracked() { stop_pid "$1"; untrack "$1"; }
+# fg CMD...: runs CMD in the background and waits for it, so that a signal
+# to this script runs the cleanup at once, not after CMD ends (bash defers
+# traps while a foreground command runs). Returns CMD's status.
+fg() {
+	local p rc=0
+	"$@" &
+	p=$!; track "$p"
+	wait "$p" || rc=$?
+	untrack "$p"
+	return "$rc"
+}
 stop_all() {
 	local p
 	for p in "${PIDS[@]}"; do stop_pid "$p" 10; done
@@ -61,11 +74,14 @@ stop_all() {
 # is always removed at exit.
 peers_cleanup() {
 	local rc=$?
+	set +e
 	trap - EXIT INT TERM
 	stop_all
-	[ -n "${PEERS_WORK:-}" ] && scripts/pg-tmp.sh stop "$PEERS_WORK/pg" >/dev/null 2>&1
-	rm -f "$PEERS_WORK"/*.ipc 2>/dev/null
-	[ -n "${PEERS_WORK:-}" ] && echo "peers: logs in $PEERS_WORK" >&2
+	if [ -n "${PEERS_WORK:-}" ]; then
+		scripts/pg-tmp.sh stop "$PEERS_WORK/pg" >/dev/null 2>&1
+		rm -f "$PEERS_WORK"/*.ipc
+		echo "peers: logs in $PEERS_WORK" >&2
+	fi
 	exit "$rc"
 }
 peers_traps() {
@@ -74,9 +90,9 @@ peers_traps() {
 	trap 'exit 143' TERM
 }
 
-# A sleep that forks nothing: read with a timeout on a pipe nobody writes.
-exec {PEERS_SLEEP_FD}<> <(:)
-nap() { read -r -t "$1" -u "$PEERS_SLEEP_FD" _ || true; }
+# Short waits only (a trap runs once the sleep is over). No `read -t` as a
+# sleep: bash 5.2 corrupts its memory when a trapped signal lands in one.
+nap() { sleep "$1"; }
 
 # ---- PostgreSQL -------------------------------------------------------------
 # peers_server_start [CONF_LINE...]: one private server, fsync=on,
@@ -140,8 +156,9 @@ ours_relay() {
 # wait_rows DB TABLE KEYCOL N TIMEOUT_S LAST_KEY PID...: returns once TABLE holds
 # >= N rows; WAIT_T1 = $EPOCHREALTIME of the poll that saw it. One psql
 # session (a coprocess, autocommit: it holds no snapshot between polls) asks
-# every POLL_S for the last key by index, and counts the rows only once
-# that key is there (LAST_KEY - : counts at every poll). Fails if the time runs out, or if a PID has exited and
+# every POLL_S (a pg_sleep in the same session) for the last key by index,
+# and counts the rows only once that key is there (LAST_KEY - : counts at
+# every poll). Fails if the time runs out, or if a PID has exited and
 # the count is still short.
 # shellcheck disable=SC2034  # WAIT_T1, WAIT_COUNT: read by the callers
 wait_rows() {
@@ -163,7 +180,10 @@ wait_rows() {
 		((dead)) && peers_die "$tbl has $c of $n rows and a process it needs has exited"
 		for p in "$@"; do kill -0 "$p" 2>/dev/null || dead=1; done
 		((SECONDS < deadline)) || peers_die "$tbl has $c of $n rows after ${timeout}s"
-		((dead)) || nap "$POLL_S"
+		if ((!dead)); then
+			# The pause is the server's (no process forked per poll); zero rows: no output.
+			printf 'SELECT 1 FROM pg_sleep(%s) WHERE false;\n' "$POLL_S" >&"$out"
+		fi
 	done
 	printf '\\q\n' >&"$out"
 	wait "$ppid" 2>/dev/null || true

@@ -67,32 +67,32 @@ START_TIMEOUT=${PEERS_START_TIMEOUT:-30}
 BIN=${OUTBOX_BIN_DIR:-build/bin}
 
 case $MODE in all | sustain | cost) ;; *) echo "usage: $0 [all|sustain|cost]" >&2; exit 2 ;; esac
-need_int SUSTAIN_SECONDS 1 86400
-need_int SUSTAIN_CLIENTS 1 256
-need_int SUSTAIN_THREADS 1 64
-need_int P99_MS 1 600000
-need_int RATE_START 1 10000000
-need_int RATE_MAX 1 10000000
-need_int RESOLUTION 1 10000000
-need_int MAX_STEPS 1 100
-need_int MIN_ACHIEVED 1 100
-need_int WINDOW_S 1 86400
-need_int GRACE 1 3600
-need_int SIZE_INTERVAL 1 86400
-need_int COST_SECONDS 1 86400
-need_int COST_CLIENTS 1 256
-need_int COST_THREADS 1 64
-need_int COST_PAIRS 1 100
-need_int COST_RATE 0 10000000
-need_int WORKERS 1 64
-need_int BATCH 1 1000
-need_int INFLIGHT 1 256
-need_int CONSUMER_THREADS 1 256
-need_int START_TIMEOUT 1 3600
+need_int SUSTAIN_SECONDS 1 86400 PEERS_SUSTAIN_SECONDS
+need_int SUSTAIN_CLIENTS 1 256 PEERS_SUSTAIN_CLIENTS
+need_int SUSTAIN_THREADS 1 64 PEERS_SUSTAIN_THREADS
+need_int P99_MS 1 600000 PEERS_SUSTAIN_P99_MS
+need_int RATE_START 1 10000000 PEERS_SUSTAIN_START
+need_int RATE_MAX 1 10000000 PEERS_SUSTAIN_MAX
+need_int RESOLUTION 1 10000000 PEERS_SUSTAIN_RESOLUTION
+need_int MAX_STEPS 1 100 PEERS_SUSTAIN_MAX_STEPS
+need_int MIN_ACHIEVED 1 100 PEERS_SUSTAIN_MIN_ACHIEVED
+need_int WINDOW_S 1 86400 PEERS_SUSTAIN_WINDOW
+need_int GRACE 1 3600 PEERS_SUSTAIN_GRACE
+need_int SIZE_INTERVAL 1 86400 PEERS_SIZE_INTERVAL
+need_int COST_SECONDS 1 86400 PEERS_COST_SECONDS
+need_int COST_CLIENTS 1 256 PEERS_COST_CLIENTS
+need_int COST_THREADS 1 64 PEERS_COST_THREADS
+need_int COST_PAIRS 1 100 PEERS_COST_PAIRS
+need_int COST_RATE 0 10000000 PEERS_COST_RATE
+need_int WORKERS 1 64 PEERS_WORKERS
+need_int BATCH 1 1000 PEERS_BATCH
+need_int INFLIGHT 1 256 PEERS_INFLIGHT
+need_int CONSUMER_THREADS 1 256 PEERS_CONSUMER_THREADS
+need_int START_TIMEOUT 1 3600 PEERS_START_TIMEOUT
 read -r -a RATE_LIST <<<"$RATES"
 for ((i = 0; i < ${#RATE_LIST[@]}; i++)); do
 	PEERS_RATE=${RATE_LIST[i]}
-	need_int PEERS_RATE 1 10000000
+	need_int PEERS_RATE 1 10000000 "PEERS_SUSTAIN_RATES (each)"
 	RATE_LIST[i]=$PEERS_RATE
 done
 ((SUSTAIN_THREADS <= SUSTAIN_CLIENTS)) || SUSTAIN_THREADS=$SUSTAIN_CLIENTS
@@ -123,16 +123,18 @@ OUTBOX_SIZE_SQL="SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)
   FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
  WHERE n.nspname = 'outbox' AND c.relkind IN ('r', 'p', 'm')"
 mb() { awk -v b="$1" 'BEGIN { printf "%.1f MB", b / 1048576 }'; }
-# size_sampler DB LABEL: prints the size now and every SIZE_INTERVAL s.
+# size_sampler DB LABEL COUNT: one psql in the background that prints the
+# size now and then every SIZE_INTERVAL s, COUNT times (its pauses are
+# pg_sleep: one process, stopped by id at the end of the step).
 size_sampler() {
-	local db=$1 label=$2 t=0 b
-	while :; do
-		b=$(q "$db" "$OUTBOX_SIZE_SQL" 2>/dev/null) || return 0
-		echo "peers:   [$label] t=${t}s outbox tables $(mb "$b")"
-		echo "$t,$b" >>"$PEERS_WORK/$db.sizes.csv"
-		nap "$SIZE_INTERVAL"
-		t=$((t + SIZE_INTERVAL))
-	done
+	local db=$1 label=$2 count=$3 i
+	for ((i = 0; i < count; i++)); do
+		echo "SELECT format('peers:   [%s] t=%ss outbox tables %s MB', '$label', $((i * SIZE_INTERVAL)),
+		        round(b / 1048576.0, 1)) FROM ($OUTBOX_SIZE_SQL) AS s(b);"
+		echo "SELECT 1 FROM pg_sleep($SIZE_INTERVAL) WHERE false;"
+	done >"$PEERS_WORK/$db.sizes.sql"
+	psql -d "$db" -AtqX -f "$PEERS_WORK/$db.sizes.sql" &
+	SAMPLER_PID=$!; track "$SAMPLER_PID"
 }
 # pgb_processed FILE: "number of transactions actually processed: N[/M]".
 pgb_processed() { awk -F': ' '/^number of transactions actually processed/ { split($2, a, "/"); print a[1] + 0; exit }' "$1"; }
@@ -153,9 +155,9 @@ SELECT outbox.enqueue('bench.topic', 'l-' || txid_current()::text || '-' || :cli
 SQL
 	q "$db" CHECKPOINT >/dev/null
 	echo "peers: sustain step: ${rate}/s offered for ${SUSTAIN_SECONDS}s ($SUSTAIN_CLIENTS clients)"
-	size_sampler "$db" "${rate}/s" &
-	sampler=$!; track "$sampler"
-	"$PGBENCH" -n -c "$SUSTAIN_CLIENTS" -j "$SUSTAIN_THREADS" -R "$rate" -T "$SUSTAIN_SECONDS" \
+	size_sampler "$db" "${rate}/s" $(((SUSTAIN_SECONDS + GRACE) / SIZE_INTERVAL + 1))
+	sampler=$SAMPLER_PID
+	fg "$PGBENCH" -n -c "$SUSTAIN_CLIENTS" -j "$SUSTAIN_THREADS" -R "$rate" -T "$SUSTAIN_SECONDS" \
 		-f "$PEERS_WORK/$db.sql" "$db" >"$PEERS_WORK/$db.pgbench.txt" 2>&1 ||
 		peers_die "pgbench failed: see $PEERS_WORK/$db.pgbench.txt"
 	processed=$(pgb_processed "$PEERS_WORK/$db.pgbench.txt")
@@ -267,8 +269,8 @@ cost_run() {
 	logp="$PEERS_WORK/$db.txlog"
 	local rate_args=()
 	((COST_RATE == 0)) || rate_args=(-R "$COST_RATE")
-	(cd "$PEERS_WORK" && "$PGBENCH" -n -c "$COST_CLIENTS" -j "$COST_THREADS" -T "$COST_SECONDS" "${rate_args[@]}" \
-		--log --log-prefix="$logp" -f "$PEERS_WORK/$db.sql" "$db") >"$PEERS_WORK/$db.pgbench.txt" 2>&1 ||
+	fg "$PGBENCH" -n -c "$COST_CLIENTS" -j "$COST_THREADS" -T "$COST_SECONDS" "${rate_args[@]}" \
+		--log --log-prefix="$logp" -f "$PEERS_WORK/$db.sql" "$db" >"$PEERS_WORK/$db.pgbench.txt" 2>&1 ||
 		peers_die "pgbench failed: see $PEERS_WORK/$db.pgbench.txt"
 	processed=$(pgb_processed "$PEERS_WORK/$db.pgbench.txt")
 	if [ "$kind" = with ]; then

@@ -113,7 +113,8 @@ async function work() {
 		try { await runner.stop(); } catch (e) { console.error(`gw: stop: ${e}`); }
 		await appPool.end();
 		await pgPool.end();
-		console.error(`gw: stopped in ${Date.now() - t} ms`);
+		const u = process.cpuUsage();
+		console.error(`gw: stopped in ${Date.now() - t} ms; node CPU user ${(u.user / 1000).toFixed(0)} ms, system ${(u.system / 1000).toFixed(0)} ms`);
 		process.exit(0);
 	};
 	process.on('SIGTERM', stop);
