@@ -654,6 +654,7 @@ DECLARE
     parked  bigint[];
     last    outbox.events;
     rtopic  text;
+    picked  bigint[];
     bid     bigint;
 BEGIN
     PERFORM outbox.check_protocol('relay', protocol);
@@ -710,14 +711,7 @@ BEGIN
                AND outbox.topic_claimable(r.topic, include, exclude, others)
              ORDER BY r.due_at LIMIT 1;
             CONTINUE WHEN rtopic IS NULL;
-            bid := nextval('outbox.batch_ids');
-            INSERT INTO outbox.batches (id, kind, topic, size, fence, attempts, claims, owner,
-                                        lease_until, state)
-            VALUES (bid, 'r', rtopic, 0, nextval('outbox.fences'), 1, 1, owner,
-                    now() + lease, 'leased')
-            RETURNING * INTO b;
-            RETURN QUERY
-            WITH picked AS (
+            picked := ARRAY(
                 SELECT r.id FROM outbox.retries r
                  WHERE r.topic = rtopic AND r.batch_id IS NULL AND r.due_at <= now()
                    AND (r.ordering_key IS NULL OR NOT ordering OR (
@@ -729,24 +723,25 @@ BEGIN
                                            AND k.ordering_key = r.ordering_key
                                            AND k.state = 'dead')))
                  ORDER BY r.due_at, r.id LIMIT max_n
-                 FOR UPDATE SKIP LOCKED),
-            r AS (
-                UPDATE outbox.retries r SET batch_id = bid, fence = b.fence,
+                 FOR UPDATE SKIP LOCKED);
+            -- a fence only for a claim that takes something
+            CONTINUE WHEN cardinality(picked) = 0;
+            INSERT INTO outbox.batches (kind, topic, size, fence, attempts, claims, owner,
+                                        lease_until, state)
+            VALUES ('r', rtopic, cardinality(picked), nextval('outbox.fences'), 1, 1, owner,
+                    now() + lease, 'leased')
+            RETURNING * INTO b;
+            RETURN QUERY
+            WITH r AS (
+                UPDATE outbox.retries r SET batch_id = b.id, fence = b.fence,
                        attempts = r.attempts + 1, claims = r.claims + 1
-                  FROM picked WHERE r.id = picked.id
+                 WHERE r.id = ANY(picked)
                 RETURNING r.*)
-            SELECT bid, b.kind, b.fence, r.attempts, false, r.id,
+            SELECT b.id, b.kind, b.fence, r.attempts, false, r.id,
                    (extract(epoch FROM r.created_at) * 1000000)::bigint, r.topic,
                    r.idempotency_key, r.payload::text, r.ordering_key, r.ordering_seq
               FROM r ORDER BY r.id;
-            IF FOUND THEN
-                UPDATE outbox.batches x SET size = (SELECT count(*) FROM outbox.retries r
-                                                     WHERE r.batch_id = bid)
-                 WHERE x.id = bid;
-                RETURN;
-            END IF;
-            DELETE FROM outbox.batches x WHERE x.id = bid;
-            CONTINUE;
+            RETURN;
         END IF;
 
         -- 3. A cut of a stream that may have new messages, least recently
