@@ -181,8 +181,11 @@ wait_rows() {
 		for p in "$@"; do kill -0 "$p" 2>/dev/null || dead=1; done
 		((SECONDS < deadline)) || peers_die "$tbl has $c of $n rows after ${timeout}s"
 		if ((!dead)); then
-			# The pause is the server's (no process forked per poll); zero rows: no output.
-			printf 'SELECT 1 FROM pg_sleep(%s) WHERE false;\n' "$POLL_S" >&"$out"
+			# The pause is the server's (no process forked per poll); its
+			# answer is one empty line.
+			printf 'SELECT pg_sleep(%s);\n' "$POLL_S" >&"$out"
+			IFS= read -r c <&"$in" || peers_die "the poller's psql died"
+			[ -z "$c" ] || peers_die "poller: $c"
 		fi
 	done
 	printf '\\q\n' >&"$out"

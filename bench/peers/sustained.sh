@@ -131,7 +131,7 @@ size_sampler() {
 	for ((i = 0; i < count; i++)); do
 		echo "SELECT format('peers:   [%s] t=%ss outbox tables %s MB', '$label', $((i * SIZE_INTERVAL)),
 		        round(b / 1048576.0, 1)) FROM ($OUTBOX_SIZE_SQL) AS s(b);"
-		echo "SELECT 1 FROM pg_sleep($SIZE_INTERVAL) WHERE false;"
+		printf '%s\n' '\o /dev/null' "SELECT pg_sleep($SIZE_INTERVAL);" '\o'
 	done >"$PEERS_WORK/$db.sizes.sql"
 	psql -d "$db" -AtqX -f "$PEERS_WORK/$db.sizes.sql" &
 	SAMPLER_PID=$!; track "$SAMPLER_PID"
