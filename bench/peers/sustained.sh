@@ -13,7 +13,8 @@
 #          message = pg_xact_commit_timestamp(xmin) of its effect row in
 #          inbox.notifications - the commit timestamp of the producer's
 #          transaction (its xid is in the key). A step passes when pgbench
-#          achieved >= PEERS_SUSTAIN_MIN_ACHIEVED % of the rate, every
+#          achieved >= PEERS_SUSTAIN_MIN_ACHIEVED (97) % of the rate (less
+#          3 sigma of pgbench's Poisson arrivals), every
 #          message's effect arrived (exactly once) within PEERS_SUSTAIN_GRACE
 #          s of the end, and the p99 of the whole step and of every
 #          PEERS_SUSTAIN_WINDOW-second window is under the limit. Rates:
@@ -162,6 +163,8 @@ SQL
 		peers_die "pgbench failed: see $PEERS_WORK/$db.pgbench.txt"
 	processed=$(pgb_processed "$PEERS_WORK/$db.pgbench.txt")
 	failed=$(pgb_failed "$PEERS_WORK/$db.pgbench.txt")
+	local lag
+	lag=$(awk '/^rate limit schedule lag/ { gsub(/[()]/, ""); print $6 " ms, max " $8 " ms"; exit }' "$PEERS_WORK/$db.pgbench.txt")
 	[ -n "$processed" ] || peers_die "no transaction count in $PEERS_WORK/$db.pgbench.txt"
 	# The last effects: up to GRACE seconds after the producers stopped.
 	local delivered_in_grace=1
@@ -192,7 +195,11 @@ SQL
 	    FROM m")
 	IFS='|' read -r n d p50 p99 p999 pmax wp99 nwin <<<"$r"
 	achieved=$(awk -v n="$processed" -v s="$SUSTAIN_SECONDS" 'BEGIN { printf "%.0f", n / s }')
-	need=$(awk -v r="$rate" -v s="$SUSTAIN_SECONDS" -v p="$MIN_ACHIEVED" 'BEGIN { printf "%.0f", r * s * p / 100 }')
+	# pgbench -R draws exponential gaps: the count is Poisson, so allow 3
+	# sigma (sqrt of the mean) below the percentage (it matters only in
+	# short runs: 3 sigma is 0.4 % of 2,000/s x 300 s).
+	need=$(awk -v r="$rate" -v s="$SUSTAIN_SECONDS" -v p="$MIN_ACHIEVED" \
+		'BEGIN { m = r * s; printf "%.0f", m * p / 100 - 3 * sqrt(m) }')
 	local why=()
 	((processed >= need)) || why+=("pgbench achieved ${achieved}/s < ${MIN_ACHIEVED}% of ${rate}/s")
 	((failed == 0)) || why+=("$failed failed enqueue transactions")
@@ -201,7 +208,7 @@ SQL
 	awk -v a="$p99" -v b="$wp99" -v l="$P99_MS" 'BEGIN { exit !(a < l && b < l) }' ||
 		why+=("p99 ${p99} ms / worst ${WINDOW_S}s-window p99 ${wp99} ms >= ${P99_MS} ms")
 	if ((${#why[@]} == 0)); then STEP_PASS=1; verdict=PASS; else STEP_PASS=0; verdict="FAIL (${why[*]})"; fi
-	echo "peers: sustain $(fmt_int "$rate")/s x ${SUSTAIN_SECONDS}s: achieved $(fmt_int "$achieved")/s," \
+	echo "peers: sustain $(fmt_int "$rate")/s x ${SUSTAIN_SECONDS}s: achieved $(fmt_int "$achieved")/s (pgbench schedule lag avg ${lag:-?})," \
 		"$n effects; producer-commit -> consumer-commit p50 $p50, p99 $p99, p99.9 $p999, max $pmax ms;" \
 		"worst ${WINDOW_S}s-window p99 $wp99 ms ($nwin windows); outbox tables at the end $(mb "$size_end"): $verdict"
 	echo "$rate,$SUSTAIN_SECONDS,$achieved,$n,$p50,$p99,$p999,$pmax,$wp99,$size_end,$STEP_PASS" >>"$SUSTAIN_CSV"
