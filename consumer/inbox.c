@@ -24,6 +24,7 @@
 #include "inbox.h"
 #include "outbox/err.h"
 #include "outbox/pg.h"
+#include "outbox/protocol.h"
 
 #define OID_BYTEA 17
 #define OID_INT8 20
@@ -113,6 +114,11 @@ inbox_conn_setup(PGconn *conn, const struct inbox_options *opt, char *err,
     size_t errlen)
 {
 	char sql[64];
+	/* The inbox schema must serve this consumer's protocol (at start and
+	 * after every reconnect: a migration may have run meanwhile). */
+	int rc = ob_protocol_check(conn, "inbox", "consumer", OB_PROTOCOL_CONSUMER, err, errlen);
+	if (rc != OB_OK)
+		return rc;
 	snprintf(sql, sizeof(sql), "SET lock_timeout = %" PRId64, opt->lock_timeout_ms);
 	return ob_pg_exec(conn, sql, "set lock_timeout", err, errlen);
 }

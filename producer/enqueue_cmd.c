@@ -11,6 +11,7 @@
 #include "outbox/config.h"
 #include "outbox/err.h"
 #include "outbox/pg.h"
+#include "outbox/protocol.h"
 #include "outbox/wire.h"
 #include "producer.h"
 
@@ -82,7 +83,9 @@ producer_cmd_enqueue(int argc, char **argv)
 		    OB_WIRE_MAX_KEY - (cfg.count > 1 ? 9 : 0));
 		goto out;
 	}
-	if (ob_pg_connect(cfg.db, "outbox-producer", &conn, err, sizeof(err)) != OB_OK) {
+	if (ob_pg_connect(cfg.db, "outbox-producer", &conn, err, sizeof(err)) != OB_OK ||
+	    ob_protocol_check(conn, "outbox", "producer", OB_PROTOCOL_PRODUCER, err,
+	        sizeof(err)) != OB_OK) {
 		fprintf(stderr, "outbox-producer enqueue: %s\n", err);
 		goto out;
 	}

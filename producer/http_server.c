@@ -27,6 +27,7 @@
 #include "outbox/err.h"
 #include "outbox/log.h"
 #include "outbox/pg.h"
+#include "outbox/protocol.h"
 
 /* Largest body nng collects for a GET (ignored, but read so that the
  * connection stays in sync). */
@@ -239,9 +240,14 @@ ensure_conn(struct http_server *s, int i)
 		PQfinish(s->conns[i]);
 	s->conns[i] = NULL;
 	/* err names the conninfo with its password redacted (ob_pg_connect). */
-	if (ob_pg_connect(s->cfg.db, "outbox-producer", &s->conns[i], err, sizeof(err)) != OB_OK) {
+	if (ob_pg_connect(s->cfg.db, "outbox-producer", &s->conns[i], err, sizeof(err)) != OB_OK ||
+	    ob_protocol_check(s->conns[i], "outbox", "producer", OB_PROTOCOL_PRODUCER, err,
+	        sizeof(err)) != OB_OK) {
 		ob_warn("producer.db.connect_failed", "thread=%d err=%s", i,
 		    ob_log_q(err, q, sizeof(q)));
+		if (s->conns[i] != NULL)
+			PQfinish(s->conns[i]);
+		s->conns[i] = NULL;
 		return false;
 	}
 	set_up(s, i, true);
@@ -361,7 +367,10 @@ http_server_start(const struct http_server_config *cfg, struct http_server **out
 		goto fail;
 	}
 	for (int i = 0; i < cfg->threads; i++) {
-		if (ob_pg_connect(cfg->db, "outbox-producer", &s->conns[i], err, errlen) != OB_OK)
+		/* the outbox schema must serve this producer (protocol.h) */
+		if (ob_pg_connect(cfg->db, "outbox-producer", &s->conns[i], err, errlen) != OB_OK ||
+		    ob_protocol_check(s->conns[i], "outbox", "producer", OB_PROTOCOL_PRODUCER, err,
+		        errlen) != OB_OK)
 			goto fail;
 		set_up(s, i, true);
 	}

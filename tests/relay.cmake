@@ -8,3 +8,6 @@ outbox_test(test_relay_process SOURCES integration/test_relay_process.c
   LABELS integration PG TIMEOUT 600)
 outbox_test(test_relay_dbloss SOURCES integration/test_relay_dbloss.c
   LABELS integration PG TIMEOUT 300)
+# Every program refuses a schema that does not serve its protocol version.
+outbox_test(test_protocol SOURCES integration/test_protocol.c
+  LABELS integration PG TIMEOUT 300)

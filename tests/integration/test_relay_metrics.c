@@ -33,7 +33,7 @@ promtool_check(int port)
 /* Start the relay with --metrics on port 0 (wait_serving reads the port
  * its metrics process bound). */
 static pid_t
-relay_spawn(char *log, const char *db, const char *route, const char *const *extra)
+metrics_relay_spawn(char *log, const char *db, const char *route, const char *const *extra)
 {
 	char *argv[64];
 	int n = 0;
@@ -119,7 +119,7 @@ START_TEST(test_endpoint_and_counters_move)
 	const char *extra[] = { "--workers", "2", "--batch", "5", "--max-inflight", "1",
 		"--max-attempts", "2", "--backoff-base-ms", "10ms", "--backoff-cap-ms", "50ms",
 		NULL };
-	pid_t sup = relay_spawn(log, db, route, extra);
+	pid_t sup = metrics_relay_spawn(log, db, route, extra);
 	int port = wait_serving(log);
 
 	/* The endpoint: health, readiness, other paths and methods. */
@@ -218,7 +218,7 @@ START_TEST(test_fenced_out_and_takeovers)
 		"--fault-stall-after-claim", "1", "--fault-stall-ms", "4s",
 		"--delivery-timeout-ms", "300ms", "--lease-ms", "1500ms",
 		"--batch", "10", "--max-inflight", "1", NULL };
-	pid_t sup = relay_spawn(log, db, route, extra);
+	pid_t sup = metrics_relay_spawn(log, db, route, extra);
 	int port = wait_serving(log);
 	ck_assert_int_eq(ts_log_wait(log, "relay.db.connected", 2, 30 * T_SEC), 2);
 	enqueue_n(conn, "t", "s", 4);
@@ -263,7 +263,7 @@ START_TEST(test_blocked_key_and_breaker)
 	const char *extra[] = { "--workers", "2", "--delivery-timeout-ms", "300ms",
 		"--lease-ms", "2s", "--breaker-threshold", "2", "--breaker-probe-interval", "200ms",
 		"--backoff-base-ms", "10ms", "--backoff-cap-ms", "100ms", NULL };
-	pid_t sup = relay_spawn(log, db, route, extra);
+	pid_t sup = metrics_relay_spawn(log, db, route, extra);
 	int port = wait_serving(log);
 
 	/* A dead head blocks its key (--on-dead-head block, the default). */
@@ -321,7 +321,7 @@ START_TEST(test_readyz_follows_db)
 	ts_ipc_url("mready", url, sizeof(url));
 	snprintf(route, sizeof(route), "*=%s", url);
 	const char *extra[] = { "--workers", "2", NULL };
-	pid_t sup = relay_spawn(log, db, route, extra);
+	pid_t sup = metrics_relay_spawn(log, db, route, extra);
 	int port = wait_serving(log);
 	ck_assert_int_eq(ts_http_wait_status(port, "GET", "/readyz", 200, 30 * T_SEC), 200);
 	PGconn *srv = ts_connect(ts_server_conninfo());
@@ -403,7 +403,7 @@ START_TEST(test_password_never_logged)
 	fake_start(&fc, url, FAKE_APPLIED);
 	const char *extra[] = { "--workers", "2", "--log-format", "json", "--log-level",
 		"debug", NULL };
-	pid_t sup = relay_spawn(log, pw, route, extra);
+	pid_t sup = metrics_relay_spawn(log, pw, route, extra);
 	(void)wait_serving(log);
 	enqueue_n(conn, "t", "p", 5);
 	ck_assert_int_eq(ts_wait_value(conn,

@@ -13,22 +13,6 @@
 
 #define T_SEC 1000
 
-static pid_t
-relay_spawn(char *log, const char *db, const char *route, const char *const *extra)
-{
-	char *argv[64];
-	int n = 0;
-	argv[n++] = "outbox-relay";
-	argv[n++] = "--db";
-	argv[n++] = (char *)db;
-	argv[n++] = "--route";
-	argv[n++] = (char *)route;
-	for (int i = 0; extra != NULL && extra[i] != NULL && n < 62; i++)
-		argv[n++] = (char *)extra[i];
-	argv[n] = NULL;
-	return ts_spawn(argv, NULL, log);
-}
-
 /* The pid of the worker with this index, from its last relay.worker.forked line. */
 static pid_t
 worker_pid(const char *log, int index)

@@ -127,6 +127,24 @@ log_last_value(const char *path, const char *event, const char *key)
 	return v;
 }
 
+/* Start outbox-relay on db with one route and extra flags (NULL-ended);
+ * its output goes to log. */
+static __attribute__((unused)) pid_t
+relay_spawn(char *log, const char *db, const char *route, const char *const *extra)
+{
+	char *argv[64];
+	int n = 0;
+	argv[n++] = "outbox-relay";
+	argv[n++] = "--db";
+	argv[n++] = (char *)db;
+	argv[n++] = "--route";
+	argv[n++] = (char *)route;
+	for (int i = 0; extra != NULL && extra[i] != NULL && n < 62; i++)
+		argv[n++] = (char *)extra[i];
+	argv[n] = NULL;
+	return ts_spawn(argv, NULL, log);
+}
+
 /* Enqueue n messages on topic with keys prefix-0..n-1. */
 static __attribute__((unused)) void
 enqueue_n(PGconn *conn, const char *topic, const char *prefix, int n)
