@@ -18,6 +18,7 @@
 #include "ctl_util.h"
 #include "outbox/err.h"
 #include "outbox/pg.h"
+#include "outbox/protocol.h"
 
 /* PostgreSQL type OIDs (pg_type.h is server-side only). */
 #define OID_BOOL 16
@@ -113,6 +114,13 @@ ctl_connect(const struct ctl_cmd *cmd, const char *conninfo)
 	/* timestamps in UTC, ISO 8601 */
 	if (ob_pg_exec(conn, "SET TimeZone = 'UTC'; SET DateStyle = 'ISO'",
 	    "set session", err, sizeof err) != OB_OK) {
+		fprintf(stderr, "outboxctl %s: %s\n", cmd->name, err);
+		PQfinish(conn);
+		return NULL;
+	}
+	/* a schema built for another outboxctl: one line, nothing read */
+	if (ob_protocol_check(conn, "outbox", "admin", OB_PROTOCOL_ADMIN, err, sizeof err) !=
+	    OB_OK) {
 		fprintf(stderr, "outboxctl %s: %s\n", cmd->name, err);
 		PQfinish(conn);
 		return NULL;

@@ -28,7 +28,10 @@ struct ctl_cmd {
 int ctl_parse(const struct ctl_cmd *cmd, void *cfg, int argc, char **argv,
     char ***pos, int *npos);
 
-/* Connect or print "outboxctl NAME: reason" and return NULL. */
+/* Connect, set UTC/ISO timestamps and check that the schema serves this
+ * build's admin protocol (outbox.check_protocol 'admin', OB_PROTOCOL_ADMIN);
+ * or print "outboxctl NAME: reason" (one line) and return NULL. Returns
+ * owned, release with PQfinish. */
 PGconn *ctl_connect(const struct ctl_cmd *cmd, const char *conninfo);
 
 /* A message id: decimal digits only, 1..INT64_MAX. */
