@@ -1,12 +1,15 @@
 /*
  * dead_cmd.c - `outboxctl dead list|show|requeue`: see dead letters and
- * re-drive them.
+ * re-drive them. Dead letters live in outbox.dead, each with its own copy
+ * of the message (sql/outbox/012_streams.sql); the status of a message that
+ * is not dead comes from the outbox.messages view.
  *
- * Requeue puts a dead message back to pending with attempts 0, due now, no
- * lease, and its fence bumped (fences only grow; a dead row has no holder,
- * so the bump fences out nobody, but it keeps "every change of hands bumps
- * the fence" true). It is all or nothing: every id is checked inside one
- * transaction (exists, is dead, young enough) before any row changes.
+ * Requeue moves dead letters back to pending with outbox.requeue_dead: a
+ * retry due now, attempts 0, no lease; its fence moves on at its next claim
+ * (every claim takes a new one from outbox.fences); an ordering key it
+ * belongs to waits behind it again. It is all or nothing: every id is
+ * checked inside one transaction (exists, is dead, young enough), with the
+ * dead rows locked, before any row changes.
  *
  * The dedup-retention rule: the consumer forgets an idempotency key after
  * its dedup retention. A message created longer ago than that may have been
@@ -92,10 +95,11 @@ static const struct ctl_cmd show_cmd = {
 static const struct ctl_cmd requeue_cmd = {
 	"dead requeue",
 	"outboxctl dead requeue --db CONNINFO [--force] [--dedup-retention D] (ID... | --all [--topic T])",
-	"Put dead messages back to pending: attempts 0, due now, fence bumped."
-	" All or nothing: an unknown id, a message that is not dead, or one"
-	" created longer ago than the consumer's dedup retention (unless --force)"
-	" changes nothing.",
+	"Put dead messages back to pending, as retries: attempts 0, due now, no"
+	" lease, a new fence at their next claim; an ordering key waits behind its"
+	" message again. All or nothing: an unknown id, a message that is not dead,"
+	" or one created longer ago than the consumer's dedup retention (unless"
+	" --force) changes nothing.",
 	ctl_dead_requeue_options,
 };
 
@@ -113,7 +117,7 @@ dead_list(PGconn *conn, struct dead_config *cfg)
 	    "SELECT id, topic, idempotency_key AS key, attempts, " MSG_TS("created_at") ","
 	    " round(extract(epoch FROM now() - created_at)::numeric, 3) AS age_seconds,"
 	    " left(last_error, 80) AS last_error"
-	    " FROM outbox.messages WHERE status = 'dead' AND ($1::text IS NULL OR topic = $1)"
+	    " FROM outbox.dead WHERE $1::text IS NULL OR topic = $1"
 	    " ORDER BY id LIMIT $2::bigint",
 	    2, NULL, params, NULL, NULL, 0);
 	if (ob_pg_check(res, PGRES_TUPLES_OK, "dead list", err, sizeof err) != 0) {
@@ -130,6 +134,17 @@ dead_list(PGconn *conn, struct dead_config *cfg)
 	return CTL_EXIT_OK;
 }
 
+/* One dead letter; available_at, lease_until and lease_owner are what the
+ * outbox.messages view shows for one (when it died; no lease). */
+#define SHOW_SQL(payload) \
+	"SELECT id, topic, idempotency_key AS key, 'dead' AS status, attempts, fence," \
+	" ordering_key, last_error, " MSG_TS("created_at") ", " MSG_TS("died_at") "," \
+	" to_char(died_at, 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') AS available_at," \
+	" NULL::text AS lease_until, NULL::text AS lease_owner," \
+	" round(extract(epoch FROM now() - created_at)::numeric, 3) AS age_seconds," \
+	" octet_length(payload::text) AS payload_bytes, " payload " AS payload" \
+	" FROM outbox.dead WHERE id = $1::bigint"
+
 static int
 dead_show(PGconn *conn, struct dead_config *cfg, const char *idtext)
 {
@@ -138,43 +153,29 @@ dead_show(PGconn *conn, struct dead_config *cfg, const char *idtext)
 	PGresult *res;
 	int code = CTL_EXIT_FAIL;
 
-	res = PQexecParams(conn,
-	    "SELECT id, topic, idempotency_key AS key, status, attempts, fence,"
-	    " ordering_key, last_error, " MSG_TS("created_at") ", " MSG_TS("available_at") ","
-	    " " MSG_TS("lease_until") ", lease_owner,"
-	    " round(extract(epoch FROM now() - created_at)::numeric, 3) AS age_seconds,"
-	    " octet_length(payload::text) AS payload_bytes, payload"
-	    " FROM outbox.messages WHERE id = $1::bigint",
+	/* a readable payload for people; --json embeds it as JSON */
+	res = PQexecParams(conn, cfg->json ? SHOW_SQL("payload") : SHOW_SQL("jsonb_pretty(payload)"),
 	    1, NULL, params, NULL, NULL, 0);
 	if (ob_pg_check(res, PGRES_TUPLES_OK, "dead show", err, sizeof err) != 0) {
 		fprintf(stderr, "outboxctl dead show: %s\n", err);
-	} else if (PQntuples(res) == 0) {
-		fprintf(stderr, "outboxctl dead show: no message with id %s\n", idtext);
-	} else if (strcmp(PQgetvalue(res, 0, 3), "dead") != 0) {
-		fprintf(stderr, "outboxctl dead show: message %s is %s, not dead"
-		    " (see outboxctl inspect)\n", idtext, PQgetvalue(res, 0, 3));
-	} else {
-		if (!cfg->json) {
-			/* a readable payload for people; --json embeds it as JSON */
-			PQclear(res);
-			res = PQexecParams(conn,
-			    "SELECT id, topic, idempotency_key AS key, status, attempts, fence,"
-			    " ordering_key, last_error, " MSG_TS("created_at") ","
-			    " " MSG_TS("available_at") ", " MSG_TS("lease_until") ", lease_owner,"
-			    " round(extract(epoch FROM now() - created_at)::numeric, 3) AS age_seconds,"
-			    " octet_length(payload::text) AS payload_bytes,"
-			    " jsonb_pretty(payload) AS payload"
-			    " FROM outbox.messages WHERE id = $1::bigint",
-			    1, NULL, params, NULL, NULL, 0);
-			if (ob_pg_check(res, PGRES_TUPLES_OK, "dead show", err, sizeof err) != 0 ||
-			    PQntuples(res) != 1) {
-				fprintf(stderr, "outboxctl dead show: %s\n", err);
-				goto out;
-			}
-		}
+		goto out;
+	}
+	if (PQntuples(res) == 1) {
 		ctl_print_record(res, 0, cfg->json);
 		code = CTL_EXIT_OK;
+		goto out;
 	}
+	/* not dead: say what it is */
+	PQclear(res);
+	res = PQexecParams(conn, "SELECT status FROM outbox.messages WHERE id = $1::bigint LIMIT 1",
+	    1, NULL, params, NULL, NULL, 0);
+	if (ob_pg_check(res, PGRES_TUPLES_OK, "dead show", err, sizeof err) != 0)
+		fprintf(stderr, "outboxctl dead show: %s\n", err);
+	else if (PQntuples(res) == 0)
+		fprintf(stderr, "outboxctl dead show: no message with id %s\n", idtext);
+	else
+		fprintf(stderr, "outboxctl dead show: message %s is %s, not dead"
+		    " (see outboxctl inspect)\n", idtext, PQgetvalue(res, 0, 0));
 out:
 	PQclear(res);
 	return code;
@@ -197,9 +198,12 @@ id_array(char **ids, int n)
 }
 
 /*
- * Lock the candidate rows, check them all, then update them all, in one
- * transaction. The check query returns one row per requested id (or per
- * dead message with --all) with what is wrong with it, if anything.
+ * Lock the candidate dead rows, check them all, then requeue them all, in
+ * one transaction. The check query returns one row per requested id (or
+ * per dead message with --all) with what is wrong with it, if anything:
+ * status is 'dead' for a row locked here, else what the outbox.messages
+ * view says (NULL: no such message). The view cannot be locked; the dead
+ * rows can, and they are what changes.
  */
 static int
 dead_requeue(PGconn *conn, struct dead_config *cfg, char **ids, int nids)
@@ -219,19 +223,23 @@ dead_requeue(PGconn *conn, struct dead_config *cfg, char **ids, int nids)
 		return CTL_EXIT_FAIL;
 	}
 	const char *params[3] = { arr, cfg->topic, retention };
-	/* $1 NULL means --all */
+	/* $1 NULL means --all; an id given twice is one */
 	res = PQexecParams(conn,
 	    "WITH want AS ("
-	    "  SELECT w.id, w.ord FROM unnest($1::bigint[]) WITH ORDINALITY AS w(id, ord)"
+	    "  SELECT w.id, min(w.ord) AS ord"
+	    "   FROM unnest($1::bigint[]) WITH ORDINALITY AS w(id, ord) GROUP BY w.id"
 	    "  UNION ALL"
-	    "  SELECT m.id, m.id FROM outbox.messages m"
-	    "   WHERE $1 IS NULL AND m.status = 'dead' AND ($2::text IS NULL OR m.topic = $2)),"
+	    "  SELECT d.id, d.id FROM outbox.dead d"
+	    "   WHERE $1 IS NULL AND ($2::text IS NULL OR d.topic = $2)),"
 	    " locked AS ("
-	    "  SELECT m.id, m.status, m.created_at FROM outbox.messages m"
-	    "   WHERE m.id IN (SELECT id FROM want) FOR UPDATE)"
-	    " SELECT w.id, l.status,"
+	    "  SELECT d.id, d.created_at FROM outbox.dead d"
+	    "   WHERE d.id IN (SELECT id FROM want) FOR UPDATE)"
+	    " SELECT w.id,"
+	    "  CASE WHEN l.id IS NOT NULL THEN 'dead'"
+	    "   ELSE (SELECT m.status FROM outbox.messages m WHERE m.id = w.id LIMIT 1) END,"
 	    "  l.created_at < now() - $3::bigint * interval '1 millisecond' AS too_old,"
-	    "  round(extract(epoch FROM now() - l.created_at)::numeric, 3) AS age_s"
+	    "  round(extract(epoch FROM now() - l.created_at)::numeric, 3) AS age_s,"
+	    "  l.id IS NOT NULL AS is_locked"
 	    " FROM want w LEFT JOIN locked l ON l.id = w.id ORDER BY w.ord",
 	    3, NULL, params, NULL, NULL, 0);
 	if (ob_pg_check(res, PGRES_TUPLES_OK, "dead requeue check", err, sizeof err) != 0) {
@@ -248,6 +256,12 @@ dead_requeue(PGconn *conn, struct dead_config *cfg, char **ids, int nids)
 		} else if (strcmp(PQgetvalue(res, r, 1), "dead") != 0) {
 			fprintf(stderr, "outboxctl dead requeue: message %s is %s, not dead:"
 			    " not requeued\n", id, PQgetvalue(res, r, 1));
+			bad++;
+		} else if (PQgetvalue(res, r, 4)[0] != 't') {
+			/* dead in this snapshot, gone before the lock (expired by a
+			 * relay's dead retention, or requeued by someone else) */
+			fprintf(stderr, "outboxctl dead requeue: message %s changed while it was"
+			    " checked: not requeued (run it again)\n", id);
 			bad++;
 		} else if (PQgetvalue(res, r, 2)[0] == 't' && !cfg->force) {
 			char ret[64];
@@ -276,7 +290,7 @@ dead_requeue(PGconn *conn, struct dead_config *cfg, char **ids, int nids)
 		free(arr);
 		return CTL_EXIT_OK;
 	}
-	/* update exactly the rows checked and locked above (with --all, a
+	/* requeue exactly the rows checked and locked above (with --all, a
 	 * message dead-lettered meanwhile was not checked: left alone) */
 	char **checked = malloc((size_t)n * sizeof *checked);
 	if (checked == NULL) {
@@ -295,23 +309,8 @@ dead_requeue(PGconn *conn, struct dead_config *cfg, char **ids, int nids)
 		goto fail;
 	}
 	params[0] = arr;
-	res = PQexecParams(conn,
-	    "UPDATE outbox.messages m SET status = 'pending', attempts = 0,"
-	    " available_at = now(), lease_owner = NULL, lease_until = NULL,"
-	    " fence = fence + 1,"
-	    /* A head kept dead (--on-dead-head block) is still its key's head.
-	     * One skipped earlier becomes the head again if its key is idle;
-	     * otherwise it is next in line behind the current head. */
-	    /* Pending and dead heads are looked up apart, each by its index
-	     * (messages_key_order, messages_dead_heads). */
-	    " is_head = m.is_head OR (m.ordering_key IS NOT NULL AND NOT EXISTS ("
-	    "   SELECT 1 FROM outbox.messages h WHERE h.ordering_key = m.ordering_key"
-	    "      AND h.status = 'pending' AND h.is_head) AND NOT EXISTS ("
-	    "   SELECT 1 FROM outbox.messages h WHERE h.ordering_key = m.ordering_key"
-	    "      AND h.status = 'dead' AND h.is_head))"
-	    " WHERE status = 'dead' AND id = ANY($1::bigint[])"
-	    " RETURNING id",
-	    1, NULL, params, NULL, NULL, 0);
+	res = PQexecParams(conn, "SELECT outbox.requeue_dead($1::bigint[])", 1, NULL, params, NULL,
+	    NULL, 0);
 	if (ob_pg_check(res, PGRES_TUPLES_OK, "dead requeue", err, sizeof err) != 0) {
 		fprintf(stderr, "outboxctl dead requeue: %s\n", err);
 		goto fail;
@@ -319,6 +318,12 @@ dead_requeue(PGconn *conn, struct dead_config *cfg, char **ids, int nids)
 	int done = PQntuples(res);
 	PQclear(res);
 	res = NULL;
+	if (done != n) {
+		/* cannot happen: the rows are locked and were dead */
+		fprintf(stderr, "outboxctl dead requeue: %d of %d locked dead messages requeued:"
+		    " nothing requeued\n", done, n);
+		goto fail;
+	}
 	/* wake the relays now rather than at their next poll */
 	if (ob_pg_exec(conn, "SELECT pg_notify('outbox_enqueued', '')", "notify", err,
 	    sizeof err) != 0 || ob_pg_commit(conn, err, sizeof err) != 0) {
