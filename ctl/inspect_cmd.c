@@ -1,8 +1,10 @@
 /*
  * inspect_cmd.c - `outboxctl inspect --key K [--topic T]`: where one
- * message is. The state is derived from the row: claimable (pending, due,
- * no live lease), leased (pending under a live lease: a relay has it),
- * waiting_retry (pending, due later), delivered, dead. Read-only.
+ * message is, from the outbox.messages view (sql/outbox/012_streams.sql:
+ * derived from the log, its batches, the retries and the dead letters).
+ * The state: claimable (pending, due, no live lease), leased (in a batch a
+ * relay holds under a live lease), waiting_retry (pending, due later: a
+ * retry, or a batch released until later), delivered, dead. Read-only.
  */
 #include <stddef.h>
 #include <stdio.h>
@@ -36,20 +38,22 @@ const struct ob_cfg_opt ctl_inspect_options[] = {
 static const struct ctl_cmd cmd = {
 	"inspect", "outboxctl inspect --db CONNINFO --key K [--topic T] [--json]",
 	"Show where the message with idempotency key K is: state, attempts, fence,"
-	" lease owner and expiry, due time, delivered time, last error.",
+	" lease owner and expiry, due time, batch, last error.",
 	ctl_inspect_options,
 };
 
 #define TS(col) "to_char(" col ", 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') AS " col
 
+/* A batch released until later has no owner and a lease_until ahead: it
+ * waits, nobody holds it. */
 static const char inspect_sql[] =
     "SELECT id, topic, idempotency_key AS key,"
     " CASE WHEN status <> 'pending' THEN status"
-    "      WHEN lease_until > now() THEN 'leased'"
+    "      WHEN lease_owner IS NOT NULL AND lease_until > now() THEN 'leased'"
     "      WHEN available_at > now() THEN 'waiting_retry'"
     "      ELSE 'claimable' END AS state,"
     " attempts, fence, lease_owner, " TS("lease_until") ", " TS("available_at") ","
-    " " TS("created_at") ", " TS("delivered_at") ", ordering_key, last_error"
+    " " TS("created_at") ", batch_id, ordering_key, last_error"
     " FROM outbox.messages WHERE idempotency_key = $1 AND ($2::text IS NULL OR topic = $2)"
     " ORDER BY topic";
 
