@@ -19,7 +19,7 @@ static const struct subcommand subcommands[] = {
 	{ "status", ctl_status, "per topic: pending, leased, delivered, dead; lag" },
 	{ "dead", ctl_dead, "dead letters: list, show ID, requeue ID... | --all" },
 	{ "inspect", ctl_inspect, "where the message with --key K is" },
-	{ "purge", ctl_purge, "delete delivered messages older than --older-than" },
+	{ "purge", ctl_purge, "drop delivered messages, a slot at a time (--older-than)" },
 	{ NULL, NULL, NULL },
 };
 
