@@ -51,78 +51,21 @@ static const struct ctl_cmd cmd = {
 	ctl_status_options,
 };
 
-/*
- * One row per topic, then the total (is_total).
- *
- * WORKAROUND, to go once outbox.topic_stats answers these itself: it counts
- * every batch in state 'leased' as in flight, also one whose lease ran out
- * or that was released until later, and takes the ages from the first
- * message of a stream's open window, which may be delivered or leased
- * already (and misses the messages of a batch still out once the floor
- * moved); it also answers 0 rather than NULL when there is no such message.
- * So leased and the two ages are computed here, with the functions the
- * relays read by (outbox.stream_read, outbox.batch_events):
- *  u: per stream, the oldest message not yet assigned to a batch (after the
- *     cut position in the open window, or not in it at all; as
- *     outbox.backlog_empty reads); claimable unless its lane has a batch out;
- *  b: batches out: messages under a live lease, the oldest expired lease;
- *  f: the oldest message of a stream batch still out;
- *  r: retries: the oldest, and the oldest due claimable one (no live batch,
- *     the head of its key, the key not blocked by a dead letter: the
- *     conditions of outbox.claim).
- */
+/* One row per topic, then the total (is_total), from outbox.topic_stats
+ * (sql/outbox/012_streams.sql): the oldest of the total is the largest
+ * age; an age is NULL when there is no such message. */
 static const char status_sql[] =
-    "WITH ts AS (SELECT * FROM outbox.topic_stats($1::text)),"
-    " u AS ("
-    "  SELECT s.topic, min(x.oldest) AS oldest,"
-    "   min(x.oldest) FILTER (WHERE s.lane = 0 OR s.inflight IS NULL) AS claimable"
-    "  FROM outbox.streams s, LATERAL (SELECT LEAST("
-    "   (SELECT min(e.created_at) FROM outbox.stream_read(s.topic, s.lane, s.snap_lo,"
-    "     s.snap_hi, s.pos_txid, s.pos_id, 1) e),"
-    "   (SELECT min(e.created_at) FROM outbox.stream_read(s.topic, s.lane,"
-    "     COALESCE(s.snap_hi, s.snap_lo), pg_current_snapshot(), NULL, NULL, 1) e))"
-    "   AS oldest) x"
-    "  WHERE $1::text IS NULL OR s.topic = $1 GROUP BY s.topic),"
-    " b AS ("
-    "  SELECT b.topic,"
-    "   sum(b.size) FILTER (WHERE b.owner IS NOT NULL AND b.lease_until > now()) AS leased,"
-    "   min(b.lease_until) FILTER (WHERE b.lease_until <= now()) AS expired"
-    "  FROM outbox.batches b WHERE b.state = 'leased' AND ($1::text IS NULL OR b.topic = $1)"
-    "  GROUP BY b.topic),"
-    " f AS ("
-    "  SELECT b.topic, min(e.created_at) AS oldest"
-    "  FROM outbox.batches b, LATERAL outbox.batch_events(b) e"
-    "  WHERE b.state = 'leased' AND b.kind = 's' AND ($1::text IS NULL OR b.topic = $1)"
-    "  GROUP BY b.topic),"
-    " r AS ("
-    "  SELECT r.topic, min(r.created_at) AS oldest,"
-    "   min(r.due_at) FILTER (WHERE r.batch_id IS NULL AND r.due_at <= now()"
-    "    AND (r.ordering_key IS NULL OR (NOT EXISTS ("
-    "      SELECT 1 FROM outbox.retries p WHERE p.topic = r.topic"
-    "       AND p.ordering_key = r.ordering_key AND p.ordering_seq < r.ordering_seq)"
-    "     AND NOT EXISTS (SELECT 1 FROM outbox.ordering_blocks k WHERE k.topic = r.topic"
-    "       AND k.ordering_key = r.ordering_key AND k.state = 'dead')))) AS claimable"
-    "  FROM outbox.retries r WHERE $1::text IS NULL OR r.topic = $1 GROUP BY r.topic),"
-    " per AS ("
-    "  SELECT ts.topic, ts.pending, COALESCE(b.leased, 0) AS leased, ts.delivered, ts.dead,"
-    "   ts.blocked_keys, ts.retrying,"
-    "   LEAST(u.oldest, f.oldest, r.oldest) AS oldest_pending,"
-    "   LEAST(u.claimable, r.claimable, b.expired) AS oldest_claimable"
-    "  FROM ts LEFT JOIN u ON u.topic = ts.topic LEFT JOIN b ON b.topic = ts.topic"
-    "  LEFT JOIN f ON f.topic = ts.topic LEFT JOIN r ON r.topic = ts.topic)"
-    " SELECT topic, GROUPING(topic) = 1 AS is_total,"
+    "SELECT topic, GROUPING(topic) = 1 AS is_total,"
     " COALESCE(sum(pending), 0)::bigint AS pending,"
-    " COALESCE(sum(leased), 0)::bigint AS leased,"
+    " COALESCE(sum(in_flight), 0)::bigint AS leased,"
     " COALESCE(sum(delivered), 0)::bigint AS delivered,"
     " COALESCE(sum(dead), 0)::bigint AS dead,"
     /* An ordering key held behind a dead letter (--on-dead-head block). */
     " COALESCE(sum(blocked_keys), 0)::bigint AS blocked_keys,"
-    " round(extract(epoch FROM now() - min(oldest_pending))::numeric, 3)"
-    "   AS oldest_pending_age_seconds,"
-    " round(extract(epoch FROM now() - min(oldest_claimable))::numeric, 3)"
-    "   AS oldest_claimable_age_seconds,"
+    " round(max(oldest_pending_s)::numeric, 3) AS oldest_pending_age_seconds,"
+    " round(max(oldest_claimable_s)::numeric, 3) AS oldest_claimable_age_seconds,"
     " COALESCE(sum(retrying), 0)::bigint AS retrying"
-    " FROM per GROUP BY GROUPING SETS ((topic), ())";
+    " FROM outbox.topic_stats($1::text) GROUP BY GROUPING SETS ((topic), ())";
 
 /* retrying is last: scripts that read the table by position keep working */
 #define STATUS_COLS "pending, leased, delivered, dead, blocked_keys, oldest_pending_age_seconds," \

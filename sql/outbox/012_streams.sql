@@ -230,6 +230,7 @@ CREATE INDEX retries_due ON outbox.retries (topic, due_at) WHERE batch_id IS NUL
 CREATE INDEX retries_batch ON outbox.retries (batch_id) WHERE batch_id IS NOT NULL;
 CREATE INDEX retries_key ON outbox.retries (topic, ordering_key, ordering_seq)
     WHERE ordering_key IS NOT NULL;
+CREATE UNIQUE INDEX retries_idempotency ON outbox.retries (topic, idempotency_key);
 
 -- Dead letters, with their own copy of the message and their own retention.
 CREATE TABLE outbox.dead (
@@ -247,7 +248,7 @@ CREATE TABLE outbox.dead (
     died_at         timestamptz NOT NULL DEFAULT now()
 );
 CREATE INDEX dead_died_at ON outbox.dead (died_at);
-CREATE INDEX dead_key ON outbox.dead (topic, idempotency_key);
+CREATE UNIQUE INDEX dead_key ON outbox.dead (topic, idempotency_key);
 
 -- A key whose messages wait behind a retry ('retry') or a dead letter kept
 -- blocking it ('dead', --on-dead-head block). Its later messages are parked
@@ -351,13 +352,16 @@ SELECT 0, m.id, pg_current_xact_id(), outbox.lane_of(m.ordering_key), m.topic,
   FROM outbox.messages m
  WHERE m.status = 'pending' AND m.id NOT IN (SELECT id FROM outbox.retries)
  ORDER BY m.id;
--- Delivered ones: history in lane -1 (idempotency of enqueue, outboxctl
--- inspect), truncated with their slot like any delivered message.
+-- Every other message is history in lane -1 (never read by a relay): the
+-- delivered ones, and the dead ones and retries (those have their own
+-- copies), so that a message has an event row until its slot goes, like
+-- any other (idempotency of enqueue, outboxctl inspect, the view).
 INSERT INTO outbox.events (slot, id, txid, lane, topic, idempotency_key, payload,
                            ordering_key, ordering_seq, created_at)
 SELECT 0, m.id, pg_current_xact_id(), -1, m.topic, m.idempotency_key, m.payload,
        m.ordering_key, m.ordering_seq, m.created_at
-  FROM outbox.messages m WHERE m.status = 'delivered';
+  FROM outbox.messages m
+ WHERE m.status IN ('delivered', 'dead') OR m.id IN (SELECT id FROM outbox.retries);
 
 INSERT INTO outbox.streams (topic, lane)
 SELECT DISTINCT topic, lane FROM outbox.events WHERE lane >= 0;
@@ -411,9 +415,15 @@ BEGIN
             USING ERRCODE = '54000';
     END IF;
 
-    SELECT (SELECT e.id FROM outbox.events e
-             WHERE e.topic = enqueue.topic AND e.idempotency_key = enqueue.idempotency_key
-             LIMIT 1),
+    -- A retry or a dead letter outlives its slot: the key is still taken.
+    SELECT COALESCE(
+               (SELECT e.id FROM outbox.events e
+                 WHERE e.topic = enqueue.topic AND e.idempotency_key = enqueue.idempotency_key
+                 LIMIT 1),
+               (SELECT r.id FROM outbox.retries r
+                 WHERE r.topic = enqueue.topic AND r.idempotency_key = enqueue.idempotency_key),
+               (SELECT d.id FROM outbox.dead d
+                 WHERE d.topic = enqueue.topic AND d.idempotency_key = enqueue.idempotency_key)),
            (SELECT s.slot FROM outbox.slots s WHERE s.state = 'current')
       INTO new_id, seen_slot;
     IF new_id IS NOT NULL THEN
@@ -601,13 +611,14 @@ CREATE FUNCTION outbox.split_batch(b outbox.batches) RETURNS void
     LANGUAGE plpgsql AS $$
 BEGIN
     INSERT INTO outbox.retries (id, topic, idempotency_key, payload, ordering_key,
-                                ordering_seq, created_at, attempts, claims, due_at, last_error)
+                                ordering_seq, created_at, attempts, claims, due_at, last_error,
+                                fence)
     SELECT e.id, e.topic, e.idempotency_key, e.payload, e.ordering_key, e.ordering_seq,
            e.created_at, b.attempts - 1, b.claims, now(),
            format('batch %s taken over %s times: split into single messages', b.id,
-                  b.takeovers)
+                  b.takeovers), b.fence
       FROM outbox.batch_events(b) e
-    ON CONFLICT (id) DO NOTHING;
+    ON CONFLICT DO NOTHING;
     INSERT INTO outbox.ordering_blocks (topic, ordering_key, state)
     SELECT DISTINCT b.topic, e.ordering_key, 'retry' FROM outbox.batch_events(b) e
      WHERE e.ordering_key IS NOT NULL
@@ -618,6 +629,20 @@ BEGIN
          WHERE s.topic = b.topic AND s.lane = b.lane AND s.inflight = b.id;
     END IF;
 END
+$$;
+
+-- Whether a free, due retry r may go now: an unordered one always; of an
+-- ordering key only the lowest waiting message, and not while the key
+-- waits on a dead letter (ordering false: the BROKEN --no-ordering mode).
+CREATE FUNCTION outbox.retry_claimable(r outbox.retries, ordering boolean) RETURNS boolean
+    LANGUAGE sql STABLE AS $$
+    SELECT r.ordering_key IS NULL OR NOT ordering OR (
+        NOT EXISTS (SELECT 1 FROM outbox.retries p
+                     WHERE p.topic = r.topic AND p.ordering_key = r.ordering_key
+                       AND p.ordering_seq < r.ordering_seq)
+        AND NOT EXISTS (SELECT 1 FROM outbox.ordering_blocks k
+                         WHERE k.topic = r.topic AND k.ordering_key = r.ordering_key
+                           AND k.state = 'dead'))
 $$;
 
 -- claim: up to max_n messages of ONE batch for owner, leased for lease_ms,
@@ -709,19 +734,13 @@ BEGIN
             SELECT r.topic INTO rtopic FROM outbox.retries r
              WHERE r.batch_id IS NULL AND r.due_at <= now()
                AND outbox.topic_claimable(r.topic, include, exclude, others)
+               AND outbox.retry_claimable(r, ordering)
              ORDER BY r.due_at LIMIT 1;
             CONTINUE WHEN rtopic IS NULL;
             picked := ARRAY(
                 SELECT r.id FROM outbox.retries r
                  WHERE r.topic = rtopic AND r.batch_id IS NULL AND r.due_at <= now()
-                   AND (r.ordering_key IS NULL OR NOT ordering OR (
-                        NOT EXISTS (SELECT 1 FROM outbox.retries p
-                                     WHERE p.topic = r.topic AND p.ordering_key = r.ordering_key
-                                       AND p.ordering_seq < r.ordering_seq)
-                        AND NOT EXISTS (SELECT 1 FROM outbox.ordering_blocks k
-                                         WHERE k.topic = r.topic
-                                           AND k.ordering_key = r.ordering_key
-                                           AND k.state = 'dead')))
+                   AND outbox.retry_claimable(r, ordering)
                  ORDER BY r.due_at, r.id LIMIT max_n
                  FOR UPDATE SKIP LOCKED);
             -- a fence only for a claim that takes something
@@ -833,7 +852,7 @@ BEGIN
                            c.ordering_seq, c.created_at, 0, 0, now(),
                            'waits behind an earlier message of its ordering key'
                       FROM unnest(cand) c WHERE c.id = ANY(parked)
-                    ON CONFLICT (id) DO NOTHING;
+                    ON CONFLICT DO NOTHING;
                 ELSE
                     parked := NULL;
                 END IF;
@@ -929,14 +948,14 @@ BEGIN
     IF b.kind = 's' THEN
         INSERT INTO outbox.retries (id, topic, idempotency_key, payload, ordering_key,
                                     ordering_seq, created_at, attempts, claims, due_at,
-                                    last_error)
+                                    last_error, fence)
         SELECT e.id, e.topic, e.idempotency_key, e.payload, e.ordering_key, e.ordering_seq,
                e.created_at, b.attempts, b.claims,
-               now() + o.delay_ms * interval '1 millisecond', NULLIF(o.error, '')
+               now() + o.delay_ms * interval '1 millisecond', NULLIF(o.error, ''), b.fence
           FROM unnest(ids, kinds, delays, errors) o(id, kind, delay_ms, error)
           JOIN outbox.events e ON e.id = o.id
          WHERE o.kind = 'retry'
-        ON CONFLICT (id) DO NOTHING;
+        ON CONFLICT DO NOTHING;
         INSERT INTO outbox.dead (id, topic, idempotency_key, payload, ordering_key,
                                  ordering_seq, created_at, attempts, claims, fence, last_error)
         SELECT e.id, e.topic, e.idempotency_key, e.payload, e.ordering_key, e.ordering_seq,
@@ -944,7 +963,7 @@ BEGIN
           FROM unnest(ids, kinds, errors) o(id, kind, error)
           JOIN outbox.events e ON e.id = o.id
          WHERE o.kind = 'dead'
-        ON CONFLICT (id) DO NOTHING;
+        ON CONFLICT DO NOTHING;
         IF b.lane > 0 THEN
             INSERT INTO outbox.ordering_blocks (topic, ordering_key, state)
             SELECT DISTINCT e.topic, e.ordering_key,
@@ -970,7 +989,7 @@ BEGIN
                    COALESCE(NULLIF(o.error, ''), r.last_error)
               FROM o JOIN outbox.retries r ON r.id = o.id AND r.batch_id = b.id
              WHERE o.kind = 'dead'
-            ON CONFLICT (id) DO NOTHING
+            ON CONFLICT DO NOTHING
             RETURNING id)
         UPDATE outbox.retries r
            SET batch_id = NULL, due_at = now() + o.delay_ms * interval '1 millisecond',
@@ -1188,7 +1207,7 @@ BEGIN
         IF b.state = 'leased' THEN
             status := 'pending';
             lease_owner := b.owner;
-            lease_until := b.lease_until;
+            lease_until := CASE WHEN b.owner IS NOT NULL THEN b.lease_until END;
             available_at := CASE WHEN b.owner IS NULL THEN b.lease_until ELSE b.created_at END;
         END IF;
     END IF;
@@ -1207,7 +1226,7 @@ SELECT e.id, e.topic, e.idempotency_key, e.payload, e.ordering_key, e.ordering_s
    AND NOT EXISTS (SELECT 1 FROM outbox.dead d WHERE d.id = e.id)
 UNION ALL
 SELECT r.id, r.topic, r.idempotency_key, r.payload, r.ordering_key, r.ordering_seq,
-       'pending', r.attempts, r.fence, b.owner, b.lease_until,
+       'pending', r.attempts, r.fence, b.owner, CASE WHEN b.owner IS NOT NULL THEN b.lease_until END,
        CASE WHEN b.id IS NULL THEN r.due_at ELSE b.created_at END, r.created_at,
        r.last_error, r.batch_id
   FROM outbox.retries r LEFT JOIN outbox.batches b ON b.id = r.batch_id AND b.state = 'leased'
@@ -1216,21 +1235,46 @@ SELECT d.id, d.topic, d.idempotency_key, d.payload, d.ordering_key, d.ordering_s
        'dead', d.attempts, d.fence, NULL, NULL, d.died_at, d.created_at, d.last_error, NULL
   FROM outbox.dead d;
 
--- Messages not yet delivered in stream (topic, lane): never assigned,
--- or in a batch still open. Counts the backlog (an index range scan).
+-- The backlog of stream st: messages never assigned to a batch (waiting),
+-- with the oldest of them, and the batches still open (in flight: held
+-- under a live lease; held: released until later, or whose holder's lease
+-- ran out), with the oldest message they hold. An index range scan over
+-- the backlog, a read of each open batch: for status, not for a hot path.
 CREATE FUNCTION outbox.stream_backlog(st outbox.streams, OUT waiting bigint,
-                                      OUT in_flight bigint, OUT oldest timestamptz)
-    LANGUAGE sql STABLE AS $$
-    SELECT (SELECT count(*) FROM outbox.stream_read(st.topic, st.lane, st.snap_lo,
-                                                    pg_current_snapshot(), NULL, NULL,
-                                                    2147483647) e
-             WHERE NOT (st.snap_hi IS NOT NULL AND pg_visible_in_snapshot(e.txid, st.snap_hi)
-                        AND (e.txid, e.id) <= (st.pos_txid, st.pos_id))),
-           (SELECT COALESCE(sum(b.size), 0) FROM outbox.batches b
-             WHERE b.state = 'leased' AND b.kind = 's' AND b.topic = st.topic
-               AND b.lane = st.lane),
-           (SELECT min(e.created_at) FROM outbox.stream_read(st.topic, st.lane, st.snap_lo,
-                                                    pg_current_snapshot(), NULL, NULL, 1) e)
+                                      OUT oldest_waiting timestamptz, OUT in_flight bigint,
+                                      OUT held bigint, OUT oldest_open timestamptz,
+                                      OUT due_since timestamptz)
+    LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    now_snap pg_snapshot := pg_current_snapshot();
+    w1 bigint := 0;
+    o1 timestamptz;
+BEGIN
+    -- the rest of the open window, then what came after it
+    IF st.snap_hi IS NOT NULL THEN
+        SELECT count(*), min(e.created_at) INTO w1, o1
+          FROM outbox.stream_read(st.topic, st.lane, st.snap_lo, st.snap_hi, st.pos_txid,
+                                  st.pos_id, 2147483647) e;
+    END IF;
+    SELECT w1 + count(*), LEAST(o1, min(e.created_at)) INTO waiting, oldest_waiting
+      FROM outbox.stream_read(st.topic, st.lane, COALESCE(st.snap_hi, st.snap_lo), now_snap,
+                              NULL, NULL, 2147483647) e;
+    SELECT COALESCE(sum(b.size) FILTER (WHERE b.owner IS NOT NULL AND b.lease_until > now()), 0),
+           COALESCE(sum(b.size) FILTER (WHERE b.owner IS NULL OR b.lease_until <= now()), 0),
+           min(b.lease_until) FILTER (WHERE b.lease_until <= now())
+      INTO in_flight, held, due_since
+      FROM outbox.batches b
+     WHERE b.state = 'leased' AND b.kind = 's' AND b.topic = st.topic AND b.lane = st.lane;
+    SELECT min(e.created_at) INTO oldest_open
+      FROM outbox.batches b, LATERAL outbox.batch_events(b) e
+     WHERE b.state = 'leased' AND b.kind = 's' AND b.topic = st.topic AND b.lane = st.lane;
+    -- a lane with a batch out cannot be cut: its waiting messages are not
+    -- claimable yet
+    IF st.lane > 0 AND st.inflight IS NOT NULL THEN
+        oldest_waiting := CASE WHEN oldest_waiting IS NULL THEN NULL
+                               ELSE 'infinity'::timestamptz END;
+    END IF;
+END
 $$;
 
 -- Whether nothing is left to deliver: no stream has a message not yet
@@ -1252,12 +1296,13 @@ BEGIN
 END
 $$;
 
--- Per topic: pending (waiting + in flight + retrying), in flight (under a
--- live lease), retrying, delivered (still retained), dead, keys blocked by
--- a dead letter, and the ages of the oldest pending message and of the
--- oldest message a relay could claim now. The figures of outboxctl status
--- and of the relay's gauges. Counts the retained messages of a topic (an
--- index-only scan): cheap for status, not for a hot path.
+-- Per topic: pending (waiting + in open batches + retrying), in flight
+-- (under a live lease), retrying, delivered (still retained), dead, keys
+-- blocked by a dead letter, and the ages of the oldest pending message and
+-- of the oldest message a relay could claim now (NULL: none). The figures
+-- of outboxctl status and of the relay's gauges. Counts the retained
+-- messages of a topic (an index-only scan): cheap for status, not for a
+-- hot path.
 CREATE FUNCTION outbox.topic_stats(only_topic text DEFAULT NULL)
     RETURNS TABLE (topic text, pending bigint, in_flight bigint, retrying bigint,
                    delivered bigint, dead bigint, blocked_keys bigint,
@@ -1271,17 +1316,21 @@ CREATE FUNCTION outbox.topic_stats(only_topic text DEFAULT NULL)
          WHERE only_topic IS NULL OR x.topic = only_topic),
     s AS (
         SELECT st.topic, sum(b.waiting) AS waiting, sum(b.in_flight) AS in_flight,
-               min(b.oldest) AS oldest
+               sum(b.held) AS held, LEAST(min(b.oldest_waiting), min(b.oldest_open)) AS oldest,
+               LEAST(min(b.oldest_waiting) FILTER (WHERE b.oldest_waiting < 'infinity'),
+                     min(b.due_since)) AS claimable_since
           FROM outbox.streams st, LATERAL outbox.stream_backlog(st) b
          WHERE only_topic IS NULL OR st.topic = only_topic
          GROUP BY st.topic),
     r AS (
         SELECT r.topic, count(*) AS n,
-               count(*) FILTER (WHERE b.id IS NOT NULL) AS leased,
+               count(*) FILTER (WHERE b.owner IS NOT NULL AND b.lease_until > now()) AS leased,
                count(*) FILTER (WHERE EXISTS (SELECT 1 FROM outbox.events e
                                                WHERE e.id = r.id)) AS with_event,
                min(r.created_at) AS oldest,
-               min(r.due_at) FILTER (WHERE b.id IS NULL AND r.due_at <= now()) AS due
+               LEAST(min(r.due_at) FILTER (WHERE b.id IS NULL AND r.due_at <= now()
+                                             AND outbox.retry_claimable(r, true)),
+                     min(b.lease_until) FILTER (WHERE b.lease_until <= now())) AS claimable_since
           FROM outbox.retries r
           LEFT JOIN outbox.batches b ON b.id = r.batch_id AND b.state = 'leased'
          GROUP BY r.topic),
@@ -1291,20 +1340,18 @@ CREATE FUNCTION outbox.topic_stats(only_topic text DEFAULT NULL)
                                                WHERE e.id = d.id)) AS with_event
           FROM outbox.dead d GROUP BY d.topic)
     SELECT t.topic,
-           COALESCE(s.waiting, 0) + COALESCE(s.in_flight, 0) + COALESCE(r.n, 0),
+           COALESCE(s.waiting, 0) + COALESCE(s.in_flight, 0) + COALESCE(s.held, 0)
+               + COALESCE(r.n, 0),
            COALESCE(s.in_flight, 0) + COALESCE(r.leased, 0),
            COALESCE(r.n, 0),
            GREATEST((SELECT count(*) FROM outbox.events e WHERE e.topic = t.topic)
-                    - COALESCE(s.waiting, 0) - COALESCE(s.in_flight, 0)
+                    - COALESCE(s.waiting, 0) - COALESCE(s.in_flight, 0) - COALESCE(s.held, 0)
                     - COALESCE(r.with_event, 0) - COALESCE(d.with_event, 0), 0),
            COALESCE(d.n, 0),
            (SELECT count(*) FROM outbox.ordering_blocks k
              WHERE k.topic = t.topic AND k.state = 'dead'),
-           COALESCE(extract(epoch FROM now() - LEAST(s.oldest, r.oldest))::float8, 0),
-           COALESCE(extract(epoch FROM now() - LEAST(
-               s.oldest, r.due,
-               (SELECT min(b.lease_until) FROM outbox.batches b
-                 WHERE b.topic = t.topic AND b.state = 'leased' AND b.lease_until < now())))::float8, 0)
+           extract(epoch FROM now() - LEAST(s.oldest, r.oldest))::float8,
+           extract(epoch FROM now() - LEAST(s.claimable_since, r.claimable_since))::float8
       FROM t LEFT JOIN s ON s.topic = t.topic LEFT JOIN r ON r.topic = t.topic
       LEFT JOIN d ON d.topic = t.topic
      ORDER BY t.topic
