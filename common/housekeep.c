@@ -3,6 +3,7 @@
  */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "outbox/err.h"
@@ -11,7 +12,8 @@
 
 static const char housekeep_sql[] =
     "SELECT ran, batches_deleted, dead_deleted, truncated_slot, truncated_rows, switched_to,"
-    " waiting FROM outbox.housekeep($1::bigint, $2::bigint, $3::bigint, $4::int, $5::boolean)";
+    " waiting, oldest_xact_pid, oldest_xact_application, oldest_xact_age_s"
+    " FROM outbox.housekeep($1::bigint, $2::bigint, $3::bigint, $4::int, $5::boolean)";
 
 int
 ob_housekeep(PGconn *conn, int64_t retention_ms, int64_t dead_retention_ms,
@@ -39,6 +41,10 @@ ob_housekeep(PGconn *conn, int64_t retention_ms, int64_t dead_retention_ms,
 		out->switched_to = PQgetisnull(res, 0, 5) ? -1 : (int)ob_pg_int64(res, 0, 5);
 		snprintf(out->waiting, sizeof(out->waiting), "%s",
 		    PQgetisnull(res, 0, 6) ? "" : PQgetvalue(res, 0, 6));
+		out->oldest_xact_pid = PQgetisnull(res, 0, 7) ? 0 : (int)ob_pg_int64(res, 0, 7);
+		snprintf(out->oldest_xact_application, sizeof(out->oldest_xact_application), "%s",
+		    PQgetisnull(res, 0, 8) ? "" : PQgetvalue(res, 0, 8));
+		out->oldest_xact_age_s = PQgetisnull(res, 0, 9) ? 0 : strtod(PQgetvalue(res, 0, 9), NULL);
 	}
 	PQclear(res);
 	return rc;

@@ -72,6 +72,9 @@ static const struct ob_cfg_opt relay_options[] = {
 	    " are deleted (0 = never; keep it longer than --retention)"),
 	OPT("purge-interval", "OUTBOX_PURGE_INTERVAL", OB_CFG_DURATION, "60s", 10, 86400000,
 	    NULL, false, purge_interval_ms, "how often worker 0 runs a housekeeping pass"),
+	OPT("long-xact-warn", "OUTBOX_LONG_XACT_WARN", OB_CFG_DURATION, "5m", 1000,
+	    86400000, NULL, false, long_xact_warn_ms, "a transaction open this long in the"
+	    " database (it holds vacuum back) is logged by name at each housekeeping pass"),
 	OPT("on-dead-head", "OUTBOX_ON_DEAD_HEAD", OB_CFG_ENUM, "block", 0, 0, "block|skip",
 	    false, on_dead_head, "a dead-lettered head of an ordering key: block the key"
 	    " until requeued, or skip to its next message"),

@@ -25,19 +25,19 @@ relay_metrics_init(struct relay_metrics *rm, const char *const *dests, int ndest
 	rm->fenced_out = ob_metrics_counter(r, "outbox_relay_fenced_out_total",
 	    "Outcome writes refused because the claim's fence moved on (a stalled worker)", NULL);
 	rm->takeovers = ob_metrics_counter(r, "outbox_relay_lease_takeovers_total",
-	    "Claims of a message whose previous lease had expired unrecorded", NULL);
+	    "Messages claimed in a batch taken over from a holder whose lease expired", NULL);
 	rm->released = ob_metrics_counter(r, "outbox_relay_released_total",
 	    "Claimed messages handed back unsent (breaker open, shutdown); not an attempt",
 	    NULL);
 	rm->inflight = ob_metrics_gauge(r, "outbox_relay_inflight",
 	    "Messages claimed by a live worker whose outcome is not recorded yet", NULL);
 	rm->pending = ob_metrics_gauge(r, "outbox_relay_pending",
-	    "Pending messages in the outbox (leased and waiting for a retry included)", NULL);
+	    "Messages not yet delivered (waiting, in a batch out, or retrying)", NULL);
 	rm->oldest_claimable = ob_metrics_gauge(r, "outbox_relay_oldest_claimable_age_seconds",
-	    "Seconds the oldest claimable message (pending, due, unleased, a key's head)"
-	    " has been due; 0 when none", NULL);
+	    "Seconds the oldest message a relay could claim now has been waiting; 0 when"
+	    " none", NULL);
 	rm->blocked_keys = ob_metrics_gauge(r, "outbox_relay_blocked_keys",
-	    "Ordering keys whose head is dead-lettered (blocked until requeued)", NULL);
+	    "Ordering keys waiting behind a dead letter (blocked until requeued)", NULL);
 	rm->delivery_seconds = ob_metrics_histogram(r, "outbox_relay_delivery_seconds",
 	    "Round trip of a request frame that got a reply (send, consumer commit, reply)",
 	    NULL, delivery_buckets, sizeof(delivery_buckets) / sizeof(delivery_buckets[0]));
@@ -46,7 +46,13 @@ relay_metrics_init(struct relay_metrics *rm, const char *const *dests, int ndest
 	rm->frames_failed = ob_metrics_counter(r, "outbox_relay_frames_failed_total",
 	    "Request frames sent that got no reply (timeout, transport error)", NULL);
 	rm->purged = ob_metrics_counter(r, "outbox_relay_purged_total",
-	    "Delivered records deleted by the retention purge", NULL);
+	    "Messages dropped with their slot by the retention housekeeping", NULL);
+	rm->oldest_xact_age = ob_metrics_gauge(r, "outbox_relay_oldest_xact_age_seconds",
+	    "Age of the oldest open transaction holding vacuum back in the database (the"
+	    " bookkeeping's dead rows wait for it); 0 when none", NULL);
+	rm->oldest_xact_pid = ob_metrics_gauge(r, "outbox_relay_oldest_xact_pid",
+	    "Backend pid of that transaction's session (pg_stat_activity.pid); 0 when none",
+	    NULL);
 	for (int i = 0; i < ndests && i < RELAY_METRICS_MAX_DESTS; i++) {
 		const char *labels[] = { "destination", dests[i], NULL };
 		rm->breaker_open[i] = ob_metrics_gauge(r, "outbox_relay_breaker_open",

@@ -47,6 +47,8 @@ struct relay_metrics {
 	struct ob_metric *frames_sent;
 	struct ob_metric *frames_failed;
 	struct ob_metric *purged;
+	struct ob_metric *oldest_xact_age;
+	struct ob_metric *oldest_xact_pid;
 	struct ob_metric *breaker_open[RELAY_METRICS_MAX_DESTS];
 	int ndests;                    /* destinations with a breaker gauge */
 };

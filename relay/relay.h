@@ -42,6 +42,7 @@ struct relay_config {
 	int64_t retention_ms;     /* delivered messages kept; 0 = forever */
 	int64_t dead_retention_ms; /* dead letters kept; 0 = forever */
 	int64_t purge_interval_ms; /* housekeeping every */
+	int64_t long_xact_warn_ms; /* an open transaction this old is logged */
 	bool no_fencing;          /* BROKEN mode */
 	bool no_ordering;         /* BROKEN mode: ignore ordering keys when claiming */
 	char *on_dead_head;       /* block | skip */

@@ -75,6 +75,7 @@ struct worker {
 	int64_t reconnect_ms;
 	int64_t next_housekeep_ms;
 	int64_t next_stats_ms;
+	int64_t next_discover_ms;
 	struct relay_totals totals;      /* this process's; shared->totals has all */
 	struct relay_metrics *metrics;   /* NULL without shared state */
 	struct relay_worker_live *live;  /* this worker slot's row, or NULL */
@@ -657,6 +658,28 @@ maybe_housekeep(struct worker *w)
 		    now_ms() - t0);
 	if (h.waiting[0] != '\0')
 		ob_warn("relay.housekeep.waiting", "why=%s", ob_log_q(h.waiting, q, sizeof(q)));
+	ob_metric_set(METRIC(w, oldest_xact_age), h.oldest_xact_age_s);
+	ob_metric_set(METRIC(w, oldest_xact_pid), (double)h.oldest_xact_pid);
+	if (h.oldest_xact_pid != 0 && h.oldest_xact_age_s * 1000 >= (double)c->long_xact_warn_ms)
+		ob_warn("relay.db.long_transaction", "pid=%d application_name=%s xact_age_s=%.1f"
+		    " hint=\"vacuum waits for it: the outbox's bookkeeping grows until it ends\"",
+		    h.oldest_xact_pid, ob_log_q(h.oldest_xact_application, q, sizeof(q)),
+		    h.oldest_xact_age_s);
+}
+
+/* Worker 0, every --poll-ms: streams that have no row yet (a new topic or
+ * lane) get one. A claim that finds no work does it too; this is for a
+ * relay that always finds work elsewhere. */
+static void
+maybe_discover(struct worker *w)
+{
+	if (w->index != 0 || now_ms() < w->next_discover_ms)
+		return;
+	w->next_discover_ms = now_ms() + w->cfg->poll_ms;
+	char err[512], q[600];
+	if (ob_pg_exec(w->conn, "SELECT outbox.discover_streams()", "discover streams", err,
+	        sizeof(err)) != OB_OK)
+		ob_warn("relay.streams.discover_failed", "err=%s", ob_log_q(err, q, sizeof(q)));
 }
 
 /* Worker 0, with --metrics: the database's gauges every --metrics-interval. */
@@ -784,6 +807,7 @@ relay_worker_run(const struct relay_config *cfg, int worker_index,
 		}
 		maybe_housekeep(&w);
 		maybe_stats(&w);
+		maybe_discover(&w);
 		turn(&w);
 		if (now_ms() >= next_progress) {
 			next_progress = now_ms() + PROGRESS_EVERY_MS;

@@ -11,3 +11,6 @@ outbox_test(test_relay_dbloss SOURCES integration/test_relay_dbloss.c
 # Every program refuses a schema that does not serve its protocol version.
 outbox_test(test_protocol SOURCES integration/test_protocol.c
   LABELS integration PG TIMEOUT 300)
+# The log's reading and keeping rules (late commits, slot switch, truncate).
+outbox_test(test_streams SOURCES integration/test_streams.c
+  LABELS integration PG TIMEOUT 120)

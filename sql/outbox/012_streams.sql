@@ -438,13 +438,6 @@ BEGIN
         RETURNING k.last_seq INTO seq;
     END IF;
 
-    -- A stream gets its row with its first message.
-    IF NOT EXISTS (SELECT 1 FROM outbox.streams st
-                    WHERE st.topic = enqueue.topic AND st.lane = outbox.lane_of(ordering_key)) THEN
-        INSERT INTO outbox.streams (topic, lane) VALUES (topic, outbox.lane_of(ordering_key))
-        ON CONFLICT DO NOTHING;
-    END IF;
-
     INSERT INTO outbox.events AS e (slot, id, txid, lane, topic, idempotency_key, payload,
                                     ordering_key, ordering_seq)
     VALUES ((SELECT s.slot FROM outbox.slots s WHERE s.state = 'current'),
@@ -559,6 +552,34 @@ BEGIN
                 SELECT 1 FROM outbox.events e
                  WHERE e.topic = stream_has_work.topic AND e.lane = stream_has_work.lane
                    AND e.txid = ANY(lo_xip)));
+END
+$$;
+
+-- Give every (topic, lane) that has messages a stream row; returns how
+-- many were new. The relays do it (each claim that finds no stream with
+-- work, and every poll interval), not enqueue: a producer's transaction
+-- must never wait on another's for the first message of a topic. A loose
+-- index scan: one probe per stream and partition, however many messages.
+CREATE FUNCTION outbox.discover_streams() RETURNS integer
+    LANGUAGE plpgsql AS $$
+DECLARE
+    added integer;
+BEGIN
+    WITH RECURSIVE s AS (
+        (SELECT e.topic, e.lane FROM outbox.events e
+          WHERE e.lane >= 0 ORDER BY e.topic, e.lane LIMIT 1)
+        UNION ALL
+        SELECT n.topic, n.lane FROM s, LATERAL (
+            SELECT e.topic, e.lane FROM outbox.events e
+             WHERE (e.topic, e.lane) > (s.topic, s.lane) AND e.lane >= 0
+             ORDER BY e.topic, e.lane LIMIT 1) n)
+    INSERT INTO outbox.streams (topic, lane)
+    SELECT s.topic, s.lane FROM s
+     WHERE NOT EXISTS (SELECT 1 FROM outbox.streams x
+                        WHERE x.topic = s.topic AND x.lane = s.lane)
+    ON CONFLICT DO NOTHING;
+    GET DIAGNOSTICS added = ROW_COUNT;
+    RETURN added;
 END
 $$;
 
@@ -680,6 +701,8 @@ DECLARE
     last    outbox.events;
     rtopic  text;
     picked  bigint[];
+    found_any  boolean;
+    discovered boolean := false;
     bid     bigint;
 BEGIN
     PERFORM outbox.check_protocol('relay', protocol);
@@ -764,7 +787,10 @@ BEGIN
         END IF;
 
         -- 3. A cut of a stream that may have new messages, least recently
-        -- cut first; a lane only while it has no batch out.
+        -- cut first; a lane only while it has no batch out. When none has
+        -- any, look for streams that have no row yet (a new topic or lane),
+        -- once.
+        found_any := false;
         LOOP
             SELECT * INTO st FROM outbox.streams s
              WHERE outbox.topic_claimable(s.topic, include, exclude, others)
@@ -773,7 +799,13 @@ BEGIN
                AND outbox.stream_has_work(s.topic, s.lane, s.snap_lo)
              ORDER BY s.cut_at NULLS FIRST LIMIT 1
              FOR UPDATE SKIP LOCKED;
-            EXIT WHEN NOT FOUND;
+            IF NOT FOUND THEN
+                EXIT WHEN found_any OR discovered;
+                discovered := true;
+                CONTINUE WHEN outbox.discover_streams() > 0;
+                EXIT;
+            END IF;
+            found_any := true;
             tried := tried || (st.topic || '/' || st.lane);
 
             -- New statements from here: their snapshots are taken after the
@@ -1030,23 +1062,44 @@ $$;
 -- Housekeeping
 -- ---------------------------------------------------------------------------
 
--- Whether every message in slot s is done: for each stream, its newest
--- message there is below the xmin of the stream's floor (snap_lo) and of
--- every open batch's floor, so it is assigned and its batch finished.
--- Conservative: a transaction with an xid held open elsewhere holds every
--- later slot back (its xid stays the xmin of every new snapshot).
+-- Whether a message of stream (topic, lane) in slot s is NOT visible in
+-- snapshot lo (NULL: none is): PgQ's split again, two index probes.
+CREATE FUNCTION outbox.slot_has_after(s smallint, topic text, lane smallint, lo pg_snapshot)
+    RETURNS boolean
+    LANGUAGE plpgsql STABLE AS $$
+#variable_conflict use_variable
+DECLARE
+    lo_xip xid8[] := ARRAY(SELECT pg_snapshot_xip(lo));
+BEGIN
+    IF lo IS NULL THEN
+        RETURN EXISTS (SELECT 1 FROM outbox.events e
+                        WHERE e.slot = s AND e.topic = slot_has_after.topic
+                          AND e.lane = slot_has_after.lane);
+    END IF;
+    RETURN EXISTS (SELECT 1 FROM outbox.events e
+                    WHERE e.slot = s AND e.topic = slot_has_after.topic
+                      AND e.lane = slot_has_after.lane AND e.txid >= pg_snapshot_xmax(lo))
+        OR (cardinality(lo_xip) > 0 AND EXISTS (
+                SELECT 1 FROM outbox.events e
+                 WHERE e.slot = s AND e.topic = slot_has_after.topic
+                   AND e.lane = slot_has_after.lane AND e.txid = ANY(lo_xip)));
+END
+$$;
+
+-- Whether every message in slot s is done: for each stream, all of its
+-- messages there are visible in its floor (snap_lo: assigned to a batch)
+-- and in the floor of each of its batches still open (so none of those
+-- holds one). A transaction held open elsewhere does not hold a slot back
+-- (only one still writing into it does: housekeep waits for its lock).
 CREATE FUNCTION outbox.slot_done(s smallint) RETURNS boolean
     LANGUAGE sql STABLE AS $$
     SELECT NOT EXISTS (
-        SELECT 1 FROM outbox.streams st,
-               LATERAL (SELECT max(e.txid) AS mx FROM outbox.events e
-                         WHERE e.slot = s AND e.topic = st.topic AND e.lane = st.lane) m
-         WHERE m.mx IS NOT NULL
-           AND (st.snap_lo IS NULL OR m.mx >= pg_snapshot_xmin(st.snap_lo)
-                OR EXISTS (SELECT 1 FROM outbox.batches b
-                            WHERE b.state = 'leased' AND b.kind = 's'
-                              AND b.topic = st.topic AND b.lane = st.lane
-                              AND (b.snap_lo IS NULL OR m.mx >= pg_snapshot_xmin(b.snap_lo)))))
+        SELECT 1 FROM outbox.streams st
+         WHERE outbox.slot_has_after(s, st.topic, st.lane, st.snap_lo)
+            OR EXISTS (SELECT 1 FROM outbox.batches b
+                        WHERE b.state = 'leased' AND b.kind = 's'
+                          AND b.topic = st.topic AND b.lane = st.lane
+                          AND outbox.slot_has_after(s, st.topic, st.lane, b.snap_lo)))
 $$;
 
 -- The oldest transaction holding back the xmin horizon of this database:
@@ -1061,6 +1114,18 @@ CREATE FUNCTION outbox.oldest_xmin_holder(OUT pid integer, OUT application_name 
      WHERE a.datname = current_database() AND a.pid <> pg_backend_pid()
        AND (a.backend_xid IS NOT NULL OR a.backend_xmin IS NOT NULL)
      ORDER BY a.xact_start NULLS LAST LIMIT 1
+$$;
+
+-- ": held by pid P (application, state, open Ns), ..." for the sessions
+-- holding a lock on table rel, oldest transaction first ('' when none).
+CREATE FUNCTION outbox.lock_holders(rel text) RETURNS text
+    LANGUAGE sql STABLE AS $$
+    SELECT COALESCE(': held by ' || string_agg(format('pid %s (%s, %s, open %ss)', a.pid,
+                        COALESCE(NULLIF(a.application_name, ''), '?'), a.state,
+                        round(extract(epoch FROM now() - a.xact_start)::numeric, 1)),
+                    ', ' ORDER BY a.xact_start), '')
+      FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+     WHERE l.relation = rel::regclass AND l.granted AND l.pid <> pg_backend_pid()
 $$;
 
 -- housekeep: one pass of the retention work, safe to run from any number
@@ -1078,14 +1143,17 @@ $$;
 --     every transaction that inserted into the old slot, so enqueue can
 --     never store one key in two slots (outbox.enqueue).
 -- retention_ms 0 = never truncate. Returns what it did, and why a slot
--- could not go.
+-- could not go, and the session whose open transaction holds vacuum back
+-- the longest (pid, application, age; NULL when none).
 CREATE FUNCTION outbox.housekeep(retention_ms bigint, dead_retention_ms bigint,
                                  done_retention_ms bigint, lock_ms integer,
                                  force_switch boolean DEFAULT false,
                                  OUT ran boolean, OUT batches_deleted bigint,
                                  OUT dead_deleted bigint, OUT truncated_slot smallint,
                                  OUT truncated_rows bigint, OUT switched_to smallint,
-                                 OUT waiting text)
+                                 OUT waiting text, OUT oldest_xact_pid integer,
+                                 OUT oldest_xact_application text,
+                                 OUT oldest_xact_age_s double precision)
     LANGUAGE plpgsql AS $$
 DECLARE
     s      outbox.slots;
@@ -1098,6 +1166,11 @@ BEGIN
     IF NOT ran THEN
         RETURN;
     END IF;
+    -- What vacuum waits for in this database: the bookkeeping's dead rows
+    -- (batches, streams) stay until it ends.
+    SELECT h.pid, h.application_name, h.xact_age_s
+      INTO oldest_xact_pid, oldest_xact_application, oldest_xact_age_s
+      FROM outbox.oldest_xmin_holder() h;
     DELETE FROM outbox.batches b WHERE b.state = 'done'
        AND b.done_at < now() - done_retention_ms * interval '1 millisecond';
     GET DIAGNOSTICS batches_deleted = ROW_COUNT;
@@ -1133,8 +1206,8 @@ BEGIN
                             ELSE '' END;
             END IF;
         EXCEPTION WHEN lock_not_available THEN
-            waiting := format('slot %s is in use by another transaction (lock timeout %sms)',
-                              s.slot, lock_ms);
+            waiting := format('slot %s is in use by another transaction (lock timeout %sms)%s',
+                              s.slot, lock_ms, outbox.lock_holders(format('outbox.events_%s', s.slot)));
         END;
     END IF;
 
@@ -1150,8 +1223,8 @@ BEGIN
                 switched_to := nxt;
             EXCEPTION WHEN lock_not_available THEN
                 waiting := concat_ws('; ', waiting, format(
-                    'slot switch waits for a transaction writing outbox.events (lock timeout %sms)',
-                    lock_ms));
+                    'slot switch waits for a transaction writing outbox.events (lock timeout %sms)%s',
+                    lock_ms, outbox.lock_holders(format('outbox.events_%s', s.slot))));
             END;
         ELSE
             waiting := concat_ws('; ', waiting, 'no empty slot to switch to');
@@ -1281,8 +1354,9 @@ $$;
 -- assigned, no batch is open, no retry waits. A few index probes per
 -- stream: cheap enough to poll (the benchmarks and the scenario do).
 CREATE FUNCTION outbox.backlog_empty() RETURNS boolean
-    LANGUAGE plpgsql STABLE AS $$
+    LANGUAGE plpgsql AS $$
 BEGIN
+    PERFORM outbox.discover_streams();
     RETURN NOT EXISTS (SELECT 1 FROM outbox.retries)
        AND NOT EXISTS (SELECT 1 FROM outbox.batches b WHERE b.state = 'leased')
        AND NOT EXISTS (

@@ -29,6 +29,11 @@ struct ob_housekeep {
 	int64_t truncated_rows;
 	int switched_to;           /* -1: no switch */
 	char waiting[512];         /* why a slot could not go ("" = nothing) */
+	/* the session whose open transaction holds vacuum back the longest
+	 * (pid 0: none; its application name and how long it has been open) */
+	int oldest_xact_pid;
+	char oldest_xact_application[64];
+	double oldest_xact_age_s;
 };
 
 /* One pass. retention_ms: delivered messages are kept at least this long

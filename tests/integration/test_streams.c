@@ -1,0 +1,230 @@
+/*
+ * test_streams.c - the log's reading and keeping rules, played with
+ * explicit interleavings on several connections (sql/outbox/012_streams.sql):
+ * a transaction that commits late with a low id is read when it commits,
+ * where a naive "delivered up to id N" reader loses it (shown first); a
+ * rolled-back one is never read; a slot switch waits for the transactions
+ * still inserting into the old slot, and a key stored in one slot is found
+ * from the next (enqueue stays idempotent across slots); housekeeping never
+ * truncates a slot a transaction still holds, and names that transaction.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "testsupport.h"
+
+/* One claim of the whole topic 't' by owner 'test'; its ids (comma
+ * separated, in order) into ids, the batch and fence into batch ("B, F");
+ * returns how many. */
+static int
+claim_all(PGconn *c, char *ids, size_t idlen, char *batch, size_t blen)
+{
+	PGresult *r = PQexec(c, "SELECT batch_id, fence, string_agg(id::text, ',' ORDER BY id),"
+	    " count(*) FROM outbox.claim(2, 'test', 60000, 1000, '{t}', '{}', false, false)"
+	    " GROUP BY 1, 2");
+	ck_assert_int_eq(PQresultStatus(r), PGRES_TUPLES_OK);
+	int n = 0;
+	ids[0] = '\0';
+	if (PQntuples(r) == 1) {
+		snprintf(ids, idlen, "%s", PQgetvalue(r, 0, 2));
+		snprintf(batch, blen, "%s, %s", PQgetvalue(r, 0, 0), PQgetvalue(r, 0, 1));
+		n = atoi(PQgetvalue(r, 0, 3));
+	}
+	PQclear(r);
+	return n;
+}
+
+static void
+record_done(PGconn *c, const char *batch)
+{
+	char sql[256];
+	snprintf(sql, sizeof(sql), "SELECT outbox.record(2, %s, true, 'done', 0, false,"
+	    " '{}', '{}', '{}', '{}', false)::int", batch);
+	ck_assert_int_eq(ts_query_int(c, sql), 1);
+}
+
+START_TEST(test_stream_reads_a_late_commit)
+{
+	char db[TS_CONNINFO_MAX], ids[4096], batch[64];
+	ts_db_create("streams_late", "outbox", db, sizeof(db));
+	PGconn *late = ts_connect(db), *other = ts_connect(db), *relay = ts_connect(db);
+
+	/* The late transaction takes the lowest id and stays open... */
+	ts_exec(late, "BEGIN");
+	ts_exec(late, "SELECT outbox.enqueue('t', 'late', '{}')");
+	int64_t late_id = ts_query_int(late,
+	    "SELECT id FROM outbox.events WHERE idempotency_key = 'late'");
+	/* ...one more that will roll back... */
+	PGconn *rolled = ts_connect(db);
+	ts_exec(rolled, "BEGIN");
+	ts_exec(rolled, "SELECT outbox.enqueue('t', 'rolled-back', '{}')");
+	/* ...while higher ids commit and are delivered. */
+	ts_exec(other, "SELECT count(outbox.enqueue('t', 'e-' || g, '{}'))"
+	    " FROM generate_series(1, 4) g");
+	int64_t high = ts_query_int(other, "SELECT max(id) FROM outbox.events");
+	ck_assert_int_gt(high, late_id);
+
+	/* A naive reader: everything above the last id it delivered. */
+	int64_t naive_seen = ts_query_int(relay, "SELECT count(*) FROM outbox.events"
+	    " WHERE id > 0 AND lane = 0");
+	ck_assert_int_eq(naive_seen, 4);
+	/* The relay's claim: the four committed ones. */
+	ck_assert_int_eq(claim_all(relay, ids, sizeof(ids), batch, sizeof(batch)), 4);
+	record_done(relay, batch);
+
+	ts_exec(late, "COMMIT");
+	ts_exec(rolled, "ROLLBACK");
+
+	/* The naive reader resumes after id `high`: the late message is lost. */
+	char sql[256];
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM outbox.events WHERE id > %lld",
+	    (long long)high);
+	ck_assert_int_eq(ts_query_int(relay, sql), 0);
+	/* The claim reads it, because it commits after the last cut. */
+	ck_assert_int_eq(claim_all(relay, ids, sizeof(ids), batch, sizeof(batch)), 1);
+	char want[32];
+	snprintf(want, sizeof(want), "%lld", (long long)late_id);
+	ck_assert_str_eq(ids, want);
+	record_done(relay, batch);
+	/* and nothing else, ever: the rolled-back message does not exist */
+	ck_assert_int_eq(claim_all(relay, ids, sizeof(ids), batch, sizeof(batch)), 0);
+	ck_assert_int_eq(ts_query_int(relay, "SELECT outbox.backlog_empty()::int"), 1);
+	ck_assert_int_eq(ts_query_int(relay, "SELECT count(*) FROM outbox.messages"
+	    " WHERE status = 'delivered'"), 5);
+	PQfinish(late);
+	PQfinish(other);
+	PQfinish(relay);
+	PQfinish(rolled);
+}
+END_TEST
+
+/* Does conn's backend wait for a lock (after sending sql)? */
+static bool
+waits_for_lock(PGconn *watch, PGconn *conn)
+{
+	char q[200];
+	snprintf(q, sizeof(q), "SELECT count(*) FROM pg_stat_activity WHERE pid = %d"
+	    " AND wait_event_type = 'Lock'", PQbackendPID(conn));
+	for (int64_t end = ts_now_ms() + 5000; ts_now_ms() < end; usleep(20 * 1000)) {
+		if (ts_query_int(watch, q) == 1)
+			return true;
+		ck_assert_int_eq(PQconsumeInput(conn), 1);
+		if (!PQisBusy(conn))
+			return false;
+	}
+	return false;
+}
+
+static int64_t
+result_int(PGconn *conn)
+{
+	int64_t v = -1;
+	PGresult *r;
+	while ((r = PQgetResult(conn)) != NULL) {
+		ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK || PQresultStatus(r) == PGRES_COMMAND_OK,
+		    "%s", PQresultErrorMessage(r));
+		if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 && !PQgetisnull(r, 0, 0))
+			v = atoll(PQgetvalue(r, 0, 0));
+		PQclear(r);
+	}
+	return v;
+}
+
+/* The slot switch waits for a transaction still inserting into the old
+ * slot; once it committed, the key it stored there is found from the new
+ * slot: the same id, no second message. A pass whose lock times out says
+ * who held it. */
+START_TEST(test_slot_switch_keeps_keys_unique)
+{
+	char db[TS_CONNINFO_MAX];
+	ts_db_create("streams_slot", "outbox", db, sizeof(db));
+	PGconn *app = ts_connect(db), *keeper = ts_connect(db), *watch = ts_connect(db);
+	ts_exec(app, "SET application_name = 'the-app'");
+
+	ts_exec(app, "BEGIN");
+	int64_t first = ts_query_int(app, "SELECT outbox.enqueue('t', 'K', '{}')");
+	/* A pass with a short lock wait: the switch cannot happen yet, and
+	 * the pass says why and who. */
+	PGresult *r = PQexec(keeper, "SELECT switched_to, waiting FROM outbox.housekeep("
+	    "3600000, 0, 600000, 200, true)");
+	ck_assert_int_eq(PQresultStatus(r), PGRES_TUPLES_OK);
+	ck_assert_msg(PQgetisnull(r, 0, 0), "switched while a writer was open");
+	ck_assert_msg(strstr(PQgetvalue(r, 0, 1), "slot switch waits") != NULL &&
+	    strstr(PQgetvalue(r, 0, 1), "the-app") != NULL, "%s", PQgetvalue(r, 0, 1));
+	PQclear(r);
+	/* A pass that waits longer: it waits for the writer, then switches. */
+	ck_assert_int_eq(PQsendQuery(keeper, "SELECT switched_to FROM outbox.housekeep("
+	    "3600000, 0, 600000, 20000, true)"), 1);
+	ck_assert_msg(waits_for_lock(watch, keeper), "the switch did not wait for the writer");
+	ts_exec(app, "COMMIT");
+	ck_assert_int_eq(result_int(keeper), 1);
+	ck_assert_int_eq(ts_query_int(watch, "SELECT slot FROM outbox.slots WHERE state = 'current'"),
+	    1);
+	/* The key, enqueued again after the switch: the first message. */
+	ck_assert_int_eq(ts_query_int(app, "SELECT outbox.enqueue('t', 'K', '{}')"), first);
+	ck_assert_int_eq(ts_query_int(watch, "SELECT count(*) FROM outbox.events"
+	    " WHERE idempotency_key = 'K'"), 1);
+	/* A new key goes to the new slot. */
+	ts_exec(app, "SELECT outbox.enqueue('t', 'L', '{}')");
+	ck_assert_int_eq(ts_query_int(watch, "SELECT slot FROM outbox.events"
+	    " WHERE idempotency_key = 'L'"), 1);
+	PQfinish(app);
+	PQfinish(keeper);
+	PQfinish(watch);
+}
+END_TEST
+
+/* A closed, done, old slot is truncated, unless a transaction still holds
+ * it (an application transaction that enqueued and sits idle): then the
+ * pass skips it and names the holder; the held messages are never lost. */
+START_TEST(test_truncate_waits_for_a_holder)
+{
+	char db[TS_CONNINFO_MAX], ids[4096], batch[64];
+	ts_db_create("streams_trunc", "outbox", db, sizeof(db));
+	PGconn *c = ts_connect(db), *app = ts_connect(db);
+	ts_exec(app, "SET application_name = 'idle-app'");
+	ts_exec(c, "SELECT count(outbox.enqueue('t', 'old-' || g, '{}')) FROM generate_series(1, 5) g");
+	ck_assert_int_eq(claim_all(c, ids, sizeof(ids), batch, sizeof(batch)), 5);
+	record_done(c, batch);
+	ck_assert_int_eq(ts_query_int(c, "SELECT switched_to FROM outbox.housekeep(3600000, 0,"
+	    " 600000, 1000, true)"), 1);
+	ts_exec(c, "UPDATE outbox.slots SET since = now() - interval '2 hours'"
+	    " WHERE state = 'closed'");
+	/* An application transaction enqueues (it reads every slot) and idles. */
+	ts_exec(app, "BEGIN");
+	ts_exec(app, "SELECT outbox.enqueue('t', 'new-1', '{}')");
+	PGresult *r = PQexec(c, "SELECT truncated_slot, waiting FROM outbox.housekeep(3600000, 0,"
+	    " 600000, 200, false)");
+	ck_assert_int_eq(PQresultStatus(r), PGRES_TUPLES_OK);
+	ck_assert_msg(PQgetisnull(r, 0, 0), "truncated a slot a transaction holds");
+	ck_assert_msg(strstr(PQgetvalue(r, 0, 1), "slot 0 is in use") != NULL &&
+	    strstr(PQgetvalue(r, 0, 1), "idle-app") != NULL, "%s", PQgetvalue(r, 0, 1));
+	PQclear(r);
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM outbox.events_0"), 5);
+	ts_exec(app, "COMMIT");
+	/* a relay's next claim moves the stream's floor past the slot */
+	ck_assert_int_eq(claim_all(c, ids, sizeof(ids), batch, sizeof(batch)), 1);
+	ck_assert_int_eq(ts_query_int(c, "SELECT truncated_rows FROM outbox.housekeep(3600000, 0,"
+	    " 600000, 1000, false)"), 5);
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM outbox.events"), 1);
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM outbox.messages"
+	    " WHERE idempotency_key = 'new-1' AND status = 'pending'"), 1);
+	PQfinish(c);
+	PQfinish(app);
+}
+END_TEST
+
+int
+main(void)
+{
+	Suite *s = suite_create("streams");
+	TCase *tc = tcase_create("streams");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_stream_reads_a_late_commit);
+	tcase_add_test(tc, test_slot_switch_keeps_keys_unique);
+	tcase_add_test(tc, test_truncate_waits_for_a_holder);
+	suite_add_tcase(s, tc);
+	return ts_run_suite(s);
+}
