@@ -66,6 +66,7 @@ struct worker {
 	struct slot *slots;
 	uint32_t nslots;
 	uint32_t inflight;       /* slots in use */
+	uint32_t window;         /* slots it may use now: see adapt_window */
 	struct relay_outcome *outcomes;  /* --batch of them */
 	struct relay_record_mode record_mode;
 	struct ob_buf inc, exc;  /* the claim's topic arrays */
@@ -422,6 +423,25 @@ record_slot(struct worker *w, struct slot *s)
 	return rc == OB_OK;
 }
 
+/* The pipeline's depth follows the consumer: a frame that a connected
+ * consumer did not answer within the delivery timeout halves the batches
+ * this worker keeps out (at least one); every answered frame adds one back,
+ * up to --max-inflight. Frames queued at a consumer that is slower than the
+ * pipeline would otherwise time out while it still applies them, be sent
+ * again, and load it further. */
+static void
+adapt_window(struct worker *w, enum relay_frame_result res, bool had_pipe)
+{
+	uint32_t before = w->window;
+	if (res == RELAY_FRAME_FAILED && had_pipe)
+		w->window = w->window > 1 ? w->window / 2 : 1;
+	else if (res == RELAY_FRAME_REPLIED && w->window < w->nslots)
+		w->window++;
+	if (w->window != before)
+		ob_debug("relay.window", "owner=%s batches_out=%u (was %u)", w->owner, w->window,
+		    before);
+}
+
 /* A finished frame: its outcomes, the die-after-send fault, the record. */
 static bool
 collect_slot(struct worker *w, struct slot *s)
@@ -429,7 +449,10 @@ collect_slot(struct worker *w, struct slot *s)
 	struct relay_frame *f = &s->f;
 	bool sent = f->sent;
 	uint64_t failed_before = w->deliverer.frames_failed;
+	bool had_pipe = f->had_pipe;
 	enum relay_frame_result res = relay_frame_finish(&w->deliverer, f, w->outcomes);
+	if (sent)
+		adapt_window(w, res, had_pipe);
 	COUNT(w, frames_failed, w->deliverer.frames_failed - failed_before);
 	ob_metric_add(METRIC(w, frames_failed), w->deliverer.frames_failed - failed_before);
 	if (res == RELAY_FRAME_FAILED) {
@@ -540,7 +563,7 @@ claim_into(struct worker *w, struct slot *s, const struct relay_topics *topics, 
 static bool
 fill(struct worker *w)
 {
-	while (!*w->stop && !w->claim_dry && w->inflight < w->nslots) {
+	while (!*w->stop && !w->claim_dry && w->inflight < w->window) {
 		struct slot *s = free_slot_find(w);
 		struct relay_topics topics;
 		int dest = -1;
@@ -749,6 +772,7 @@ relay_worker_run(const struct relay_config *cfg, int worker_index,
 	w.rng = ob_rand_seed();
 	w.reconnect_ms = RECONNECT_MIN_MS;
 	w.nslots = (uint32_t)cfg->max_inflight;
+	w.window = w.nslots;
 	w.next_housekeep_ms = now_ms();
 	w.next_stats_ms = now_ms();
 	ob_buf_init(&w.inc);

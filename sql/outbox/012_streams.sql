@@ -208,6 +208,7 @@ CREATE TABLE outbox.batches (
 );
 CREATE INDEX batches_open ON outbox.batches (lease_until) WHERE state = 'leased';
 CREATE INDEX batches_done ON outbox.batches (done_at) WHERE state = 'done';
+CREATE INDEX batches_stream ON outbox.batches (topic, lane, id);
 
 -- A message the consumer asked to retry (or of a key blocked behind one),
 -- with its own copy of the message, so its slot can be truncated.
@@ -623,6 +624,16 @@ BEGIN
      WHERE (e.txid, e.id) <= (b.to_txid, b.to_id)
        AND NOT (e.id = ANY(COALESCE(b.skip_ids, '{}')));
 END
+$$;
+
+-- Whether stream batch b holds message e (its range, minus what it parked).
+CREATE FUNCTION outbox.batch_holds(b outbox.batches, e outbox.events) RETURNS boolean
+    LANGUAGE sql IMMUTABLE AS $$
+    SELECT (b.snap_lo IS NULL OR NOT pg_visible_in_snapshot(e.txid, b.snap_lo))
+       AND pg_visible_in_snapshot(e.txid, b.snap_hi)
+       AND (b.from_txid IS NULL OR (e.txid, e.id) > (b.from_txid, b.from_id))
+       AND (e.txid, e.id) <= (b.to_txid, b.to_id)
+       AND NOT (e.id = ANY(COALESCE(b.skip_ids, '{}')))
 $$;
 
 -- A stream batch taken over too often goes to outbox.retries, one row per
@@ -1238,7 +1249,9 @@ $$;
 -- ---------------------------------------------------------------------------
 
 -- Where message e stands. Not for hot paths: each call looks at its
--- stream and its batch.
+-- stream row and at the stream's open batches (few); for a delivered
+-- message, the attempt and fence of the batch that delivered it when it is
+-- among the stream's last done batches still kept (NULL otherwise).
 CREATE FUNCTION outbox.event_state(e outbox.events,
                                    OUT status text, OUT attempts integer, OUT fence bigint,
                                    OUT lease_owner text, OUT lease_until timestamptz,
@@ -1250,8 +1263,6 @@ DECLARE
     b  outbox.batches;
 BEGIN
     status := 'delivered';
-    attempts := 1;
-    fence := 0;
     available_at := e.created_at;
     IF e.lane < 0 THEN
         RETURN;
@@ -1262,27 +1273,32 @@ BEGIN
                  AND (e.txid, e.id) <= (st.pos_txid, st.pos_id))) THEN
         status := 'pending';
         attempts := 0;
+        fence := 0;
         RETURN;
     END IF;
+    -- in a batch still open? (batches_open: only the leased ones)
     SELECT * INTO b FROM outbox.batches x
-     WHERE x.kind = 's' AND x.topic = e.topic AND x.lane = e.lane
-       AND (x.snap_lo IS NULL OR NOT pg_visible_in_snapshot(e.txid, x.snap_lo))
-       AND pg_visible_in_snapshot(e.txid, x.snap_hi)
-       AND (x.from_txid IS NULL OR (e.txid, e.id) > (x.from_txid, x.from_id))
-       AND (e.txid, e.id) <= (x.to_txid, x.to_id)
-       AND NOT (e.id = ANY(COALESCE(x.skip_ids, '{}')))
-     ORDER BY x.id DESC LIMIT 1;
+     WHERE x.state = 'leased' AND x.kind = 's' AND x.topic = e.topic AND x.lane = e.lane
+       AND outbox.batch_holds(x, e)
+     LIMIT 1;
     IF FOUND THEN
+        status := 'pending';
+        lease_owner := b.owner;
+        lease_until := CASE WHEN b.owner IS NOT NULL THEN b.lease_until END;
+        available_at := CASE WHEN b.owner IS NULL THEN b.lease_until ELSE b.created_at END;
+    ELSE
+        SELECT * INTO b FROM (
+            SELECT * FROM outbox.batches x
+             WHERE x.kind = 's' AND x.topic = e.topic AND x.lane = e.lane
+             ORDER BY x.id DESC LIMIT 50) x
+         WHERE x.state = 'done' AND outbox.batch_holds(x, e)
+         LIMIT 1;
+    END IF;
+    IF b.id IS NOT NULL THEN
         attempts := b.attempts;
         fence := b.fence;
         batch_id := b.id;
         last_error := b.last_error;
-        IF b.state = 'leased' THEN
-            status := 'pending';
-            lease_owner := b.owner;
-            lease_until := CASE WHEN b.owner IS NOT NULL THEN b.lease_until END;
-            available_at := CASE WHEN b.owner IS NULL THEN b.lease_until ELSE b.created_at END;
-        END IF;
     END IF;
 END
 $$;
