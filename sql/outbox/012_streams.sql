@@ -561,21 +561,40 @@ $$;
 -- work, and every poll interval), not enqueue: a producer's transaction
 -- must never wait on another's for the first message of a topic. A loose
 -- index scan: one probe per stream and partition, however many messages.
+-- The (topic, lane) pairs that have messages in outbox.events: a loose
+-- index scan, one index probe per slot and (topic, lane), however many
+-- messages (history, lane -1, is stepped over like a stream).
+CREATE FUNCTION outbox.event_streams(OUT topic text, OUT lane smallint) RETURNS SETOF record
+    LANGUAGE sql STABLE ROWS 20 AS $$
+    WITH RECURSIVE s AS (
+        (SELECT e.topic, e.lane FROM outbox.events e ORDER BY e.topic, e.lane LIMIT 1)
+        UNION ALL
+        SELECT n.topic, n.lane FROM s, LATERAL (
+            SELECT e.topic, e.lane FROM outbox.events e
+             WHERE (e.topic, e.lane) > (s.topic, s.lane)
+             ORDER BY e.topic, e.lane LIMIT 1) n)
+    SELECT s.topic, s.lane FROM s WHERE s.lane >= 0
+$$;
+
+-- Every stream: the rows of outbox.streams, and for a (topic, lane) no
+-- relay has read yet, the row it will get (nothing assigned yet).
+CREATE FUNCTION outbox.all_streams() RETURNS SETOF outbox.streams
+    LANGUAGE sql STABLE ROWS 20 AS $$
+    SELECT * FROM outbox.streams
+    UNION ALL
+    SELECT e.topic, e.lane, NULL, NULL, NULL, NULL, NULL, NULL
+      FROM outbox.event_streams() e
+     WHERE NOT EXISTS (SELECT 1 FROM outbox.streams x
+                        WHERE x.topic = e.topic AND x.lane = e.lane)
+$$;
+
 CREATE FUNCTION outbox.discover_streams() RETURNS integer
     LANGUAGE plpgsql AS $$
 DECLARE
     added integer;
 BEGIN
-    WITH RECURSIVE s AS (
-        (SELECT e.topic, e.lane FROM outbox.events e
-          WHERE e.lane >= 0 ORDER BY e.topic, e.lane LIMIT 1)
-        UNION ALL
-        SELECT n.topic, n.lane FROM s, LATERAL (
-            SELECT e.topic, e.lane FROM outbox.events e
-             WHERE (e.topic, e.lane) > (s.topic, s.lane) AND e.lane >= 0
-             ORDER BY e.topic, e.lane LIMIT 1) n)
     INSERT INTO outbox.streams (topic, lane)
-    SELECT s.topic, s.lane FROM s
+    SELECT s.topic, s.lane FROM outbox.event_streams() s
      WHERE NOT EXISTS (SELECT 1 FROM outbox.streams x
                         WHERE x.topic = s.topic AND x.lane = s.lane)
     ON CONFLICT DO NOTHING;
@@ -1097,7 +1116,8 @@ BEGIN
 END
 $$;
 
--- Whether every message in slot s is done: for each stream, all of its
+-- Whether every message in slot s is done (of the streams that have a row:
+-- housekeep discovers the others first): for each stream, all of its
 -- messages there are visible in its floor (snap_lo: assigned to a batch)
 -- and in the floor of each of its batches still open (so none of those
 -- holds one). A transaction held open elsewhere does not hold a slot back
@@ -1201,6 +1221,10 @@ BEGIN
     IF FOUND THEN
         BEGIN
             EXECUTE format('LOCK TABLE outbox.events_%s IN ACCESS EXCLUSIVE MODE', s.slot);
+            -- slot_done judges the streams it knows: a topic or lane no
+            -- relay has read yet (none ran since it was enqueued) gets
+            -- its row first, and its messages count as not done.
+            PERFORM outbox.discover_streams();
             IF outbox.slot_done(s.slot) THEN
                 EXECUTE format('SELECT count(*) FROM outbox.events_%s', s.slot)
                    INTO truncated_rows;
@@ -1370,13 +1394,12 @@ $$;
 -- assigned, no batch is open, no retry waits. A few index probes per
 -- stream: cheap enough to poll (the benchmarks and the scenario do).
 CREATE FUNCTION outbox.backlog_empty() RETURNS boolean
-    LANGUAGE plpgsql AS $$
+    LANGUAGE plpgsql STABLE AS $$
 BEGIN
-    PERFORM outbox.discover_streams();
     RETURN NOT EXISTS (SELECT 1 FROM outbox.retries)
        AND NOT EXISTS (SELECT 1 FROM outbox.batches b WHERE b.state = 'leased')
        AND NOT EXISTS (
-            SELECT 1 FROM outbox.streams st
+            SELECT 1 FROM outbox.all_streams() st
              WHERE EXISTS (SELECT 1 FROM outbox.stream_read(st.topic, st.lane,
                                      COALESCE(st.snap_hi, st.snap_lo), pg_current_snapshot(),
                                      NULL, NULL, 1))
@@ -1400,7 +1423,7 @@ CREATE FUNCTION outbox.topic_stats(only_topic text DEFAULT NULL)
     LANGUAGE sql STABLE AS $$
     WITH t AS (
         SELECT DISTINCT x.topic FROM (
-            SELECT s.topic FROM outbox.streams s UNION ALL
+            SELECT s.topic FROM outbox.all_streams() s UNION ALL
             SELECT r.topic FROM outbox.retries r UNION ALL
             SELECT d.topic FROM outbox.dead d) x
          WHERE only_topic IS NULL OR x.topic = only_topic),
@@ -1409,7 +1432,7 @@ CREATE FUNCTION outbox.topic_stats(only_topic text DEFAULT NULL)
                sum(b.held) AS held, LEAST(min(b.oldest_waiting), min(b.oldest_open)) AS oldest,
                LEAST(min(b.oldest_waiting) FILTER (WHERE b.oldest_waiting < 'infinity'),
                      min(b.due_since)) AS claimable_since
-          FROM outbox.streams st, LATERAL outbox.stream_backlog(st) b
+          FROM outbox.all_streams() st, LATERAL outbox.stream_backlog(st) b
          WHERE only_topic IS NULL OR st.topic = only_topic
          GROUP BY st.topic),
     r AS (

@@ -216,6 +216,37 @@ START_TEST(test_truncate_waits_for_a_holder)
 }
 END_TEST
 
+/* A message of a stream no relay has read yet (no relay ran since it was
+ * enqueued) is pending: counted by topic_stats and backlog_empty, and
+ * however old its slot, housekeeping keeps it. */
+START_TEST(test_undiscovered_stream_is_kept)
+{
+	char db[TS_CONNINFO_MAX];
+	ts_db_create("streams_undisc", "outbox", db, sizeof(db));
+	PGconn *c = ts_connect(db);
+	int64_t id = ts_query_int(c, "SELECT outbox.enqueue('never-read', 'k1', '{}')");
+	/* counted before any relay read it */
+	ck_assert_int_eq(ts_query_int(c, "SELECT pending FROM outbox.topic_stats('never-read')"), 1);
+	ck_assert_int_eq(ts_query_int(c, "SELECT outbox.backlog_empty()::int"), 0);
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM outbox.streams"), 0);
+	ck_assert_int_eq(ts_query_int(c, "SELECT switched_to FROM outbox.housekeep(3600000, 0,"
+	    " 600000, 1000, true)"), 1);
+	ts_exec(c, "UPDATE outbox.slots SET since = now() - interval '2 hours'"
+	    " WHERE state = 'closed'");
+	PGresult *r = PQexec(c, "SELECT truncated_slot, waiting FROM outbox.housekeep(3600000, 0,"
+	    " 600000, 1000, false)");
+	ck_assert_int_eq(PQresultStatus(r), PGRES_TUPLES_OK);
+	ck_assert_msg(PQgetisnull(r, 0, 0), "truncated a slot with an undelivered message");
+	ck_assert_msg(strstr(PQgetvalue(r, 0, 1), "slot 0 has messages not yet done") != NULL,
+	    "%s", PQgetvalue(r, 0, 1));
+	PQclear(r);
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM outbox.messages"
+	    " WHERE idempotency_key = 'k1' AND status = 'pending'"), 1);
+	ck_assert_int_eq(ts_query_int(c, "SELECT outbox.enqueue('never-read', 'k1', '{}')"), id);
+	PQfinish(c);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -225,6 +256,7 @@ main(void)
 	tcase_add_test(tc, test_stream_reads_a_late_commit);
 	tcase_add_test(tc, test_slot_switch_keeps_keys_unique);
 	tcase_add_test(tc, test_truncate_waits_for_a_holder);
+	tcase_add_test(tc, test_undiscovered_stream_is_kept);
 	suite_add_tcase(s, tc);
 	return ts_run_suite(s);
 }
