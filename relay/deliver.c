@@ -183,7 +183,10 @@ relay_deliverer_open(struct relay_deliverer *d, char *err, size_t errlen)
 		nng_socket_set_ms(ds->sock, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
 		nng_socket_set_ms(ds->sock, NNG_OPT_RECONNMINT, 50);
 		nng_socket_set_ms(ds->sock, NNG_OPT_RECONNMAXT, 2000);
-		nng_socket_set_size(ds->sock, NNG_OPT_RECVMAXSZ, 1024 * 1024);
+		/* the largest reply to the largest frame this relay sends */
+		nng_socket_set_size(ds->sock, NNG_OPT_RECVMAXSZ,
+		    OB_WIRE_REPLY_MAX_BYTES(d->limits.max_batch));
+		ds->window = d->window_max > 0 ? d->window_max : 1;
 		nng_pipe_notify(ds->sock, NNG_PIPE_EV_ADD_POST, pipe_event, ds);
 		nng_pipe_notify(ds->sock, NNG_PIPE_EV_REM_POST, pipe_event, ds);
 		if ((rv = nng_dial(ds->sock, ds->url, NULL, NNG_FLAG_NONBLOCK)) != 0) {
@@ -222,6 +225,13 @@ relay_deliverer_close(struct relay_deliverer *d)
 	ob_buf_fini(&d->encode);
 }
 
+/* Closed breaker and room in the window: a frame may go now. */
+static bool
+dest_sendable(const struct relay_dest *ds)
+{
+	return ds->breaker.state == RELAY_BREAKER_CLOSED && ds->inflight < ds->window;
+}
+
 int
 relay_route_pick(struct relay_deliverer *d, const char *topic, size_t len)
 {
@@ -239,20 +249,22 @@ relay_route_pick(struct relay_deliverer *d, const char *topic, size_t len)
 		r = def;
 	if (r == NULL)
 		return -1;
-	/* Round-robin, best class first: live and closed; closed (maybe
-	 * still connecting); open with its probe due; anything. A destination
-	 * that is down never holds messages back while another is up. */
+	/* Round-robin, best class first: live, closed, with room in its
+	 * window; closed with room (maybe still connecting); closed; open
+	 * with its probe due; anything. A destination that is down or full
+	 * never holds messages back while another can take them. */
 	nng_time now = nng_clock();
-	for (int cls = 0; cls < 4; cls++) {
+	for (int cls = 0; cls < 5; cls++) {
 		for (int k = 0; k < r->ndests; k++) {
 			int di = r->dests[(r->next + (unsigned)k) % (unsigned)r->ndests];
 			const struct relay_dest *ds = &d->dests[di];
 			bool closed = ds->breaker.state == RELAY_BREAKER_CLOSED;
 			bool ok;
 			switch (cls) {
-			case 0: ok = closed && atomic_load(&ds->pipes) > 0; break;
-			case 1: ok = closed; break;
-			case 2: ok = !ds->breaker.probing &&
+			case 0: ok = dest_sendable(ds) && atomic_load(&ds->pipes) > 0; break;
+			case 1: ok = dest_sendable(ds); break;
+			case 2: ok = closed; break;
+			case 3: ok = !ds->breaker.probing &&
 			            (int64_t)now >= ds->breaker.next_probe_ms; break;
 			default: ok = true; break;
 			}
@@ -262,17 +274,12 @@ relay_route_pick(struct relay_deliverer *d, const char *topic, size_t len)
 			}
 		}
 	}
-	return -1; /* not reached: class 3 takes any */
+	return -1; /* not reached: class 4 takes any */
 }
 
 
 /* ---- which topics to claim ------------------------------------------------ */
 
-static bool
-dest_sendable(const struct relay_dest *ds)
-{
-	return ds->breaker.state == RELAY_BREAKER_CLOSED;
-}
 
 static bool
 route_sendable(const struct relay_deliverer *d, const struct relay_route *r)
@@ -419,6 +426,7 @@ frame_cb(void *arg)
 			return;
 		}
 		nng_mtx_lock(f->d->mtx);
+		f->reached = true; /* on a connection now: it may be applied */
 		f->state = RELAY_FRAME_RECV;
 		nng_mtx_unlock(f->d->mtx);
 		/* what is left of the delivery timeout */
@@ -552,11 +560,15 @@ relay_frame_send(struct relay_deliverer *d, struct relay_frame *f, int force_des
 		return false;
 	}
 	free(chunk);
-	f->had_pipe = atomic_load(&ds->pipes) > 0;
+	f->reached = false;
 	f->sent = true;
 	f->state = RELAY_FRAME_SEND;
+	ds->inflight++;
 	nng_aio_set_msg(f->aio, msg);
-	nng_aio_set_timeout(f->aio, d->timeout_ms);
+	/* REQ holds a request until a connection comes up: a destination
+	 * with none gets RELAY_CONNECT_WAIT_MS of the delivery timeout */
+	nng_aio_set_timeout(f->aio, atomic_load(&ds->pipes) > 0 || d->timeout_ms < RELAY_CONNECT_WAIT_MS
+	    ? d->timeout_ms : RELAY_CONNECT_WAIT_MS);
 	d->frames_sent++;
 	clock_gettime(CLOCK_MONOTONIC, &f->t_sent);
 	nng_ctx_send(f->ctx, f->aio);
@@ -666,6 +678,28 @@ breaker_result(struct relay_deliverer *d, int dest, bool ok)
 	}
 }
 
+/* A destination's window after one of its frames: halved (at least one)
+ * when the frame failed, one more (up to window_max) when it was answered.
+ * Frames queued at a consumer slower than the pipeline would otherwise
+ * time out while it still applies them, be sent again, and load it
+ * further; and a destination that is gone would keep every slot of the
+ * worker, one delivery timeout each, from the others. */
+static void
+window_result(struct relay_deliverer *d, int dest, enum relay_frame_result res)
+{
+	struct relay_dest *ds = &d->dests[dest];
+	uint32_t before = ds->window;
+	if (ds->inflight > 0)
+		ds->inflight--;
+	if (res == RELAY_FRAME_FAILED)
+		ds->window = ds->window > 1 ? ds->window / 2 : 1;
+	else if (res == RELAY_FRAME_REPLIED && ds->window < d->window_max)
+		ds->window++;
+	if (ds->window != before)
+		ob_debug("relay.window", "dest=%s frames_out=%u (was %u)", ds->url, ds->window,
+		    before);
+}
+
 enum relay_frame_result
 relay_frame_finish(struct relay_deliverer *d, struct relay_frame *f, struct relay_outcome *out)
 {
@@ -682,8 +716,8 @@ relay_frame_finish(struct relay_deliverer *d, struct relay_frame *f, struct rela
 					continue;
 				set_outcome(&out[i], &b->msgs[i], RELAY_OUT_RETRY, "%.*s", why,
 				    strlen(why));
-				/* No consumer was connected: the attempt never reached one. */
-				out[i].refund_attempt = !f->had_pipe;
+				/* never on a connection: the attempt reached no consumer */
+				out[i].refund_attempt = !f->reached;
 			}
 			if (f->sent)
 				d->frames_failed++;
@@ -701,6 +735,8 @@ relay_frame_finish(struct relay_deliverer *d, struct relay_frame *f, struct rela
 			breaker_result(d, f->dest, ok);
 		else if (f->sent && f->probe)
 			d->dests[f->dest].breaker.probing = false;
+		if (f->sent)
+			window_result(d, f->dest, result);
 	}
 	if (nng_ctx_id(f->ctx) > 0)
 		nng_ctx_close(f->ctx);

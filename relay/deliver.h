@@ -29,12 +29,18 @@
 #include "outbox/wire.h"
 #include "record.h"
 
-/* One consumer URL: a REQ socket that dials it (and redials forever). */
+/* One consumer URL: a REQ socket that dials it (and redials forever).
+ * Its window bounds the frames this worker keeps out to it (additive
+ * increase, multiplicative decrease: relay_frame_finish), so that a
+ * destination that is slow or gone holds at most a slot or two of the
+ * worker's pipeline, never all of it. */
 struct relay_dest {
 	char *url;             /* owned */
 	nng_socket sock;
 	_Atomic int pipes;     /* live connections: 0 = the consumer is down */
 	struct relay_breaker breaker;
+	uint32_t inflight;     /* frames out to it now */
+	uint32_t window;       /* frames it may have out: 1..window_max */
 };
 
 /* Topic -> destinations. topic "*" is the default route. */
@@ -45,6 +51,12 @@ struct relay_route {
 	unsigned next;         /* round-robin cursor */
 };
 
+/* How long a frame waits for a connection to a destination that has none
+ * when it is sent (then it fails, attempt refunded): a consumer that is
+ * starting is waited for, one that is gone fails the frame in time to open
+ * the breaker quickly rather than after a whole delivery timeout. */
+#define RELAY_CONNECT_WAIT_MS 1000
+
 struct relay_deliverer {
 	struct relay_dest *dests;
 	int ndests;
@@ -52,6 +64,7 @@ struct relay_deliverer {
 	int nroutes;
 	struct ob_wire_limits limits;
 	int64_t timeout_ms;
+	uint32_t window_max;   /* a destination's largest window (--max-inflight) */
 	uint32_t breaker_threshold;
 	int64_t breaker_probe_ms;
 	/* counters, read by the caller */
@@ -89,7 +102,8 @@ struct relay_frame {
 	int dest;                 /* -1 until sent */
 	bool probe;               /* the breaker's probe for its destination */
 	bool sent;                /* handed to nng */
-	bool had_pipe;            /* a consumer was connected when it was sent */
+	bool reached;             /* handed to a connection: a consumer may have
+	                           * applied it (set by the callback) */
 	bool *skip;               /* n: not part of the frame (outcome decided) */
 	uint32_t nsent;
 	struct timespec t_sent;
@@ -123,9 +137,10 @@ void relay_deliverer_close(struct relay_deliverer *d);
 int relay_route_pick(struct relay_deliverer *d, const char *topic, size_t len);
 
 /* The topics a claim may take now (claim.h): explicitly routed topics
- * with a destination whose breaker is closed; every other topic when the
- * default route has one (or there is no default route: those are
- * dead-lettered "no route"). The arrays are written into inc and exc. */
+ * with a destination whose breaker is closed and whose window has room;
+ * every other topic when the default route has one (or there is no
+ * default route: those are dead-lettered "no route"). The arrays are
+ * written into inc and exc. */
 int relay_topics_now(struct relay_deliverer *d, struct ob_buf *inc, struct ob_buf *exc,
     struct relay_topics *out);
 
@@ -144,9 +159,10 @@ void relay_frame_fini(struct relay_frame *f);
 /* Send f->batch as one frame to force_dest (>= 0: a probe) or to its
  * route's pick. Messages that cannot go (no route, over --max-payload)
  * get their outcome in out now; a destination held by an open breaker
- * holds the whole frame. Returns true when the frame is in flight (wait
- * for relay_frame_done), false when it finished at once (call
- * relay_frame_finish all the same). */
+ * holds the whole frame. A frame sent while its destination has no
+ * connection waits at most RELAY_CONNECT_WAIT_MS for one. Returns true
+ * when the frame is in flight (wait for relay_frame_done), false when it
+ * finished at once (call relay_frame_finish all the same). */
 bool relay_frame_send(struct relay_deliverer *d, struct relay_frame *f, int force_dest,
     struct relay_outcome *out);
 
@@ -157,10 +173,11 @@ bool relay_frame_done(struct relay_deliverer *d, struct relay_frame *f);
 void relay_frame_cancel(struct relay_frame *f);
 
 /* After DONE (or a false send): the outcomes of the sent messages, the
- * breaker's verdict, the counters; the frame's context is closed. A failed
- * frame's messages are RETRY with refund_attempt set when no consumer was
- * connected; the caller decides between a retry per message and a RELEASE
- * of the batch. */
+ * breaker's verdict, the destination's window, the counters; the frame's
+ * context is closed. A failed frame's messages are RETRY with
+ * refund_attempt set when the frame never reached a connection; the
+ * caller decides between a retry per message and a RELEASE of the
+ * batch. */
 enum relay_frame_result relay_frame_finish(struct relay_deliverer *d, struct relay_frame *f,
     struct relay_outcome *out);
 

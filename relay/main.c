@@ -40,7 +40,8 @@ static const struct ob_cfg_opt relay_options[] = {
 	OPT("batch", "OUTBOX_BATCH", OB_CFG_INT, "100", 1, OB_WIRE_MAX_BATCH, NULL, false,
 	    batch, "messages per request frame"),
 	OPT("max-inflight", "OUTBOX_MAX_INFLIGHT", OB_CFG_INT, "4", 1, 256, NULL, false,
-	    max_inflight, "request frames in flight per worker (a claim takes batch x this)"),
+	    max_inflight, "batches (one request frame each) in flight per worker; to one"
+	    " destination at most this many, fewer while its frames fail"),
 	OPT("lease-ms", "OUTBOX_LEASE_MS", OB_CFG_DURATION, "30s", 100, 86400000, NULL,
 	    false, lease_ms, "how long a claim is held; must exceed --delivery-timeout-ms + 1s"),
 	OPT("delivery-timeout-ms", "OUTBOX_DELIVERY_TIMEOUT_MS", OB_CFG_DURATION, "10s",
@@ -93,8 +94,8 @@ static const struct ob_cfg_opt relay_options[] = {
 	    "fault: a worker SIGKILLs itself right after a claim, N times in the whole relay"),
 	OPT("fault-die-after-send", "OUTBOX_FAULT_DIE_AFTER_SEND", OB_CFG_INT, "0", 0,
 	    1000000000, NULL, false, fault_die_after_send,
-	    "fault: a worker SIGKILLs itself after its frames were sent and answered,"
-	    " before recording the outcomes, N times"),
+	    "fault: a worker SIGKILLs itself after a batch's frame was sent and answered,"
+	    " before recording its outcome, N times"),
 	OPT("fault-stall-after-claim", "OUTBOX_FAULT_STALL_AFTER_CLAIM", OB_CFG_INT, "0", 0,
 	    1000000000, NULL, false, fault_stall_after_claim,
 	    "fault: a worker sleeps --fault-stall-ms after a claim, before sending, N times"),

@@ -27,7 +27,8 @@ relay_metrics_init(struct relay_metrics *rm, const char *const *dests, int ndest
 	rm->takeovers = ob_metrics_counter(r, "outbox_relay_lease_takeovers_total",
 	    "Messages claimed in a batch taken over from a holder whose lease expired", NULL);
 	rm->released = ob_metrics_counter(r, "outbox_relay_released_total",
-	    "Claimed messages handed back unsent (breaker open, shutdown); not an attempt",
+	    "Claimed messages handed back as a batch, due again later: unsent (breaker open,"
+	    " shutdown; attempt refunded) or after a failed frame (attempt counted)",
 	    NULL);
 	rm->inflight = ob_metrics_gauge(r, "outbox_relay_inflight",
 	    "Messages claimed by a live worker whose outcome is not recorded yet", NULL);
@@ -82,7 +83,8 @@ relay_metrics_topic(struct relay_metrics *rm, struct relay_topic_cache *c,
 	e->delivered = ob_metrics_counter(rm->reg, "outbox_relay_delivered_total",
 	    "Messages recorded as delivered (applied or duplicate at the consumer)", labels);
 	e->retried = ob_metrics_counter(rm->reg, "outbox_relay_retried_total",
-	    "Attempts recorded as failed and scheduled again with backoff", labels);
+	    "Messages recorded as retries (a retry answer, or a failed frame decided"
+	    " message by message), due again after a backoff", labels);
 	e->dead = ob_metrics_counter(rm->reg, "outbox_relay_dead_lettered_total",
 	    "Messages recorded as dead (rejected, no route, too large, attempts or age used up)",
 	    labels);

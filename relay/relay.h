@@ -75,7 +75,7 @@ struct relay_totals {
 	_Atomic uint64_t delivered;
 	_Atomic uint64_t retried;
 	_Atomic uint64_t dead;
-	_Atomic uint64_t released;     /* handed back unsent (breaker, shutdown) */
+	_Atomic uint64_t released;     /* handed back as a batch: unsent, or its frame failed */
 	_Atomic uint64_t fenced_out;   /* outcome writes refused by the fence */
 	_Atomic uint64_t frames_sent;  /* request frames handed to nng */
 	_Atomic uint64_t frames_failed;/* of those: no reply / transport error */

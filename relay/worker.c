@@ -42,6 +42,9 @@
 #define RECONNECT_MIN_MS 100
 #define RECONNECT_MAX_MS 5000
 #define PROGRESS_EVERY_MS 10000
+/* Of --shutdown-grace, kept at least this long (a busy database) for
+ * recording the frames cut at shutdown and exiting. */
+#define SHUTDOWN_RECORD_MS 1000
 #define FENCED_IDS_LOGGED 20   /* ids listed on a relay.record.fenced_out line */
 
 /* One batch slot of the pipeline. */
@@ -66,7 +69,6 @@ struct worker {
 	struct slot *slots;
 	uint32_t nslots;
 	uint32_t inflight;       /* slots in use */
-	uint32_t window;         /* slots it may use now: see adapt_window */
 	struct relay_outcome *outcomes;  /* --batch of them */
 	struct relay_record_mode record_mode;
 	struct ob_buf inc, exc;  /* the claim's topic arrays */
@@ -76,6 +78,7 @@ struct worker {
 	int64_t reconnect_ms;
 	int64_t next_housekeep_ms;
 	int64_t next_stats_ms;
+	int64_t announced_until_ms; /* announce_waiting's row stands until then */
 	int64_t next_discover_ms;
 	struct relay_totals totals;      /* this process's; shared->totals has all */
 	struct relay_metrics *metrics;   /* NULL without shared state */
@@ -147,6 +150,7 @@ connect_db(struct worker *w)
 	 * be used afterwards; the batch is delivered again and the consumer's
 	 * durable dedup record answers duplicate (docs/relay.md). */
 	snprintf(sync, sizeof(sync), "SET synchronous_commit = %s", w->cfg->synchronous_commit);
+	w->announced_until_ms = 0; /* announce again on the new connection */
 	int rc = ob_pg_connect(w->cfg->db, "outbox-relay", &w->conn, err, sizeof(err));
 	if (rc == OB_OK)
 		rc = ob_protocol_check(w->conn, "outbox", "relay", RELAY_PROTOCOL, err, sizeof(err));
@@ -196,6 +200,8 @@ drain_notifies(struct worker *w)
 		PQfreemem(note);
 		any = true;
 	}
+	if (any)
+		w->announced_until_ms = 0; /* the enqueue that notified took it */
 	return any;
 }
 
@@ -236,6 +242,8 @@ announce_waiting(struct worker *w)
 	    2, NULL, params, NULL, NULL, 0);
 	if (ob_pg_check(res, PGRES_TUPLES_OK, "announce waiting", err, sizeof(err)) != OB_OK)
 		ob_warn("relay.wait.announce_failed", "err=%s", ob_log_q(err, q, sizeof(q)));
+	else /* it stands for poll_ms in the database's clock: trust half */
+		w->announced_until_ms = now_ms() + w->cfg->poll_ms / 2;
 	PQclear(res);
 }
 
@@ -423,25 +431,6 @@ record_slot(struct worker *w, struct slot *s)
 	return rc == OB_OK;
 }
 
-/* The pipeline's depth follows the consumer: a frame that a connected
- * consumer did not answer within the delivery timeout halves the batches
- * this worker keeps out (at least one); every answered frame adds one back,
- * up to --max-inflight. Frames queued at a consumer that is slower than the
- * pipeline would otherwise time out while it still applies them, be sent
- * again, and load it further. */
-static void
-adapt_window(struct worker *w, enum relay_frame_result res, bool had_pipe)
-{
-	uint32_t before = w->window;
-	if (res == RELAY_FRAME_FAILED && had_pipe)
-		w->window = w->window > 1 ? w->window / 2 : 1;
-	else if (res == RELAY_FRAME_REPLIED && w->window < w->nslots)
-		w->window++;
-	if (w->window != before)
-		ob_debug("relay.window", "owner=%s batches_out=%u (was %u)", w->owner, w->window,
-		    before);
-}
-
 /* A finished frame: its outcomes, the die-after-send fault, the record. */
 static bool
 collect_slot(struct worker *w, struct slot *s)
@@ -449,10 +438,7 @@ collect_slot(struct worker *w, struct slot *s)
 	struct relay_frame *f = &s->f;
 	bool sent = f->sent;
 	uint64_t failed_before = w->deliverer.frames_failed;
-	bool had_pipe = f->had_pipe;
 	enum relay_frame_result res = relay_frame_finish(&w->deliverer, f, w->outcomes);
-	if (sent)
-		adapt_window(w, res, had_pipe);
 	COUNT(w, frames_failed, w->deliverer.frames_failed - failed_before);
 	ob_metric_add(METRIC(w, frames_failed), w->deliverer.frames_failed - failed_before);
 	if (res == RELAY_FRAME_FAILED) {
@@ -563,7 +549,7 @@ claim_into(struct worker *w, struct slot *s, const struct relay_topics *topics, 
 static bool
 fill(struct worker *w)
 {
-	while (!*w->stop && !w->claim_dry && w->inflight < w->window) {
+	while (!*w->stop && !w->claim_dry && w->inflight < w->nslots) {
 		struct slot *s = free_slot_find(w);
 		struct relay_topics topics;
 		int dest = -1;
@@ -600,12 +586,18 @@ fill(struct worker *w)
 	return true;
 }
 
-/* Stopping: no new claims; frames out get the shutdown cut (three
- * quarters of the grace), then are cancelled and recorded as failed. */
+/* Stopping: no new claims; frames out get the shutdown cut, the grace
+ * less the time kept for recording them and exiting (a quarter of it, at
+ * least SHUTDOWN_RECORD_MS, at most half), then are cancelled and recorded
+ * as failed. */
 static void
 drain_inflight(struct worker *w)
 {
-	int64_t cut = now_ms() + (w->cfg->shutdown_grace_ms - w->cfg->shutdown_grace_ms / 4);
+	int64_t grace = w->cfg->shutdown_grace_ms;
+	int64_t keep = grace / 4 > SHUTDOWN_RECORD_MS ? grace / 4 : SHUTDOWN_RECORD_MS;
+	if (keep > grace / 2)
+		keep = grace / 2;
+	int64_t cut = now_ms() + grace - keep;
 	bool cancelled = false;
 	while (w->inflight > 0) {
 		if (!ob_pg_broken(w->conn) && !collect_done(w))
@@ -741,19 +733,23 @@ turn(struct worker *w)
 {
 	if (!fill(w) || !collect_done(w))
 		return;
-	if (w->inflight == 0 && w->claim_dry) {
-		/* Before waiting, announce it and claim once more (see
-		 * announce_waiting): an enqueue in between notifies. */
-		announce_waiting(w);
-		w->claim_dry = false;
-		if (!fill(w) || w->inflight > 0 || !w->claim_dry)
-			return;
+	if (w->claim_dry) {
+		/* Nothing to claim. Before waiting, announce it (unless the last
+		 * announcement still stands) and claim once more (see
+		 * announce_waiting): an enqueue in between notifies. With frames
+		 * out too: a worker whose frames wait on a slow destination must
+		 * still hear of new messages for the others. */
+		if (now_ms() >= w->announced_until_ms) {
+			announce_waiting(w);
+			w->claim_dry = false;
+			if (!fill(w) || !w->claim_dry)
+				return;
+		}
+		/* a finished frame frees a slot; news or the poll may bring work */
 		wait_for(w, w->cfg->poll_ms);
 		w->claim_dry = false;
 	} else if (w->inflight > 0) {
-		/* a finished frame frees a slot; news or the poll may bring work */
-		if (wait_for(w, w->claim_dry ? w->cfg->poll_ms : 50) || w->claim_dry)
-			w->claim_dry = false;
+		wait_for(w, 50);
 	}
 }
 
@@ -772,7 +768,6 @@ relay_worker_run(const struct relay_config *cfg, int worker_index,
 	w.rng = ob_rand_seed();
 	w.reconnect_ms = RECONNECT_MIN_MS;
 	w.nslots = (uint32_t)cfg->max_inflight;
-	w.window = w.nslots;
 	w.next_housekeep_ms = now_ms();
 	w.next_stats_ms = now_ms();
 	ob_buf_init(&w.inc);
@@ -793,6 +788,7 @@ relay_worker_run(const struct relay_config *cfg, int worker_index,
 	w.deliverer.limits.max_payload = (uint32_t)cfg->max_payload;
 	w.deliverer.limits.max_batch = (uint32_t)cfg->batch;
 	w.deliverer.timeout_ms = cfg->delivery_timeout_ms;
+	w.deliverer.window_max = w.nslots;
 	w.deliverer.breaker_threshold = (uint32_t)cfg->breaker_threshold;
 	w.deliverer.breaker_probe_ms = cfg->breaker_probe_ms;
 	w.outcomes = calloc((size_t)cfg->batch, sizeof(*w.outcomes));

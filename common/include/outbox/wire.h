@@ -35,6 +35,13 @@
  * frame_err 1, reserved 1, detail_len 2, count 4. The detail_len bytes of
  * frame detail sit between detail_len and count (offset 12). */
 #define OB_WIRE_REP_HEADER 16
+/* Fixed bytes of one result: id 8, status 1, detail_len 2. */
+#define OB_WIRE_REP_RESULT 11
+/* A bound on the size of any reply to a request of n messages (every
+ * detail at its maximum; an error reply is smaller): what a relay must
+ * accept. */
+#define OB_WIRE_REPLY_MAX_BYTES(n) ((size_t)OB_WIRE_REP_HEADER + OB_WIRE_MAX_DETAIL + \
+	(size_t)(n) * (OB_WIRE_REP_RESULT + OB_WIRE_MAX_DETAIL))
 
 /* Limits the decoder enforces; the configured ones, not above the hard ones. */
 struct ob_wire_limits {
