@@ -20,7 +20,8 @@
 #   4. the old relay is stopped; everything drains;
 #   5. psql: one effect per key, every key in sequence order, all
 #      delivered; the old relay's claims failed after the migration (it
-#      took nothing new) and its outcome writes were accepted.
+#      took nothing new) and its outcome writes were accepted (but the
+#      one each worker may have had running as the migration committed).
 # Exit 0 pass (with --broken: the loss was caught), 1 an assertion failed,
 # 77 skipped (no git history), 2/3 could not run.
 set -uo pipefail
@@ -38,6 +39,7 @@ PREV_DIR=${OUTBOX_UPGRADE_PREV_DIR:-$BIN/../upgrade-prev}
 BACKLOG=4000                  # messages before the migration (half ordered)
 AFTER=2000                    # messages after it
 KEYS=20                       # ordering keys
+OLD_WORKERS=2                 # the previous relay's worker processes
 DEADLINE_S=120
 
 say() { echo "mixed_relays: $*"; }
@@ -112,7 +114,7 @@ enqueue() { # enqueue PREFIX N: half unordered, half over KEYS ordering keys
 	     CASE WHEN g % 2 = 0 THEN 'key-' || (g % $KEYS) END)) FROM generate_series(1, $2) g" >/dev/null
 }
 enqueue before "$BACKLOG"
-setsid "$OLD/outbox-relay" --db "$DB" --route "*=$URL" --workers 2 --batch 20 --lease-ms 3s \
+setsid "$OLD/outbox-relay" --db "$DB" --route "*=$URL" --workers "$OLD_WORKERS" --batch 20 --lease-ms 3s \
 	--delivery-timeout-ms 1s --poll-ms 100 >"$WORK/relay-old.log" 2>&1 &
 OLDPID=$!
 PIDS+=($OLDPID)
@@ -168,8 +170,12 @@ check "leases were in flight when the schema changed ($inflight; $carried carrie
 	test "$inflight" -gt 0 -a "$carried" -gt 0
 check "the old relay took nothing after the migration (its claims failed)" \
 	log_has "$WORK/relay-old.log" "relay.claim.failed"
-check "the old relay's outcome writes were accepted (no record failure)" \
-	bash -c "! grep -q relay.record.failed '$WORK/relay-old.log'"
+# An outcome write that was running as the migration committed fails (it
+# was planned against the dropped table): at most one per old worker, and
+# harmless, as what it held was carried over and is delivered again.
+record_failures=$(grep -c relay.record.failed "$WORK/relay-old.log")
+check "the old relay's outcome writes were accepted (failed: $record_failures, at most $OLD_WORKERS in flight at the migration)" \
+	test "$record_failures" -le "$OLD_WORKERS"
 if [ $BROKEN = 1 ]; then
 	# the control: the deleted claims must show as lost
 	if [ "$lost" -gt 0 ]; then say "ok: the broken run lost $lost messages, as it must"; fail=0; exit 0; fi
