@@ -24,6 +24,7 @@
 #include "outbox/err.h"
 #include "outbox/log.h"
 #include "outbox/pg.h"
+#include "outbox/protocol.h"
 #include "metrics.h"
 #include "server.h"
 
@@ -268,8 +269,18 @@ purge_loop(void *arg)
 			conn = NULL;
 		}
 		int64_t n = 0;
-		int rc = conn != NULL ? OB_OK : ob_pg_connect(s->cfg.db, "outbox-consumer-purge",
-		    &conn, err, sizeof(err));
+		int rc = OB_OK;
+		if (conn == NULL) {
+			/* a schema that refuses this consumer is not purged either */
+			rc = ob_pg_connect(s->cfg.db, "outbox-consumer-purge", &conn, err, sizeof(err));
+			if (rc == OB_OK)
+				rc = ob_protocol_check(conn, "inbox", "consumer", OB_PROTOCOL_CONSUMER,
+				    err, sizeof(err));
+			if (rc != OB_OK && conn != NULL) {
+				PQfinish(conn);
+				conn = NULL;
+			}
+		}
 		if (rc == OB_OK)
 			rc = inbox_purge(conn, s->cfg.inbox.retention_ms, s->cfg.purge_batch,
 			    CONSUMER_PURGE_MAX_ROUNDS, &n, err, sizeof(err));

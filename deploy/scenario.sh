@@ -835,7 +835,7 @@ compose_main() {
 		wait_for "$SCEN_DRAIN_DEADLINE_S" "outbox drained" nothing_pending
 		sleep 1 # replies of the last frames
 	else
-		echo "+ wait until no outbox.messages row is pending (deadline ${SCEN_DRAIN_DEADLINE_S}s)"
+		echo "+ wait until outbox.backlog_empty() (deadline ${SCEN_DRAIN_DEADLINE_S}s)"
 	fi
 	if [ $DRY = 1 ]; then
 		echo "+ assertions: psql in the postgres container (${DC[*]} exec -T postgres psql -U $PGUSER_C -d $PGDB_C -XAtqc SQL):"

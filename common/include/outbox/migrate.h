@@ -1,8 +1,9 @@
 /*
  * migrate.h - numbered, forward-only schema migrations, embedded from sql/.
  *
- * Sets: "outbox" (producer side: outbox.messages, outbox.enqueue, app.*) and
- * "inbox" (consumer side: inbox.processed, inbox.notifications). Applied
+ * Sets: "outbox" (producer side: outbox.events and the relays'
+ * bookkeeping, outbox.enqueue, app.*) and "inbox" (consumer side:
+ * inbox.processed, inbox.notifications). Applied
  * versions are recorded in public.outbox_schema_migrations; one run holds a
  * transaction-level advisory lock, so concurrent runs apply each migration
  * once.

@@ -52,7 +52,7 @@ struct ob_wire_limits {
 /* One message. Strings are NOT NUL-terminated; after decoding they point into
  * the decoded buffer (borrowed: valid while that buffer lives). */
 struct ob_wire_msg {
-	uint64_t id;           /* outbox.messages.id */
+	uint64_t id;           /* the message id: outbox.events.id */
 	uint64_t fence;        /* fencing token of the claim that sent it */
 	uint32_t attempt;      /* delivery attempt, 1-based */
 	int64_t created_at_us; /* enqueue time, Unix microseconds */
