@@ -489,7 +489,14 @@ CREATE TRIGGER events_notify AFTER INSERT ON outbox.events
 CREATE FUNCTION outbox.stream_read(topic text, lane smallint, lo pg_snapshot, hi pg_snapshot,
                                    after_txid xid8, after_id bigint, n integer)
     RETURNS SETOF outbox.events
-    LANGUAGE plpgsql STABLE AS $$
+    LANGUAGE plpgsql STABLE
+    -- The planner judges "(txid, id) > (t, i)" by txid alone: in a stream
+    -- enqueued by one transaction (a backfill) it expects no row past the
+    -- position and would sort the whole rest of the stream for each batch
+    -- (test_claim_reads_a_batch_of_a_backfill). Read in index order; and
+    -- never by a scan (see outbox.stream_has_work).
+    SET enable_sort = off SET enable_seqscan = off
+    AS $$
 #variable_conflict use_variable
 -- plpgsql, not sql: its plans are kept for the session, a sql function's
 -- are made anew on every call (1.5 ms each over the partitions).
@@ -533,7 +540,14 @@ $$;
 -- to its end still answers true once, until the next cut moves snap_lo.
 CREATE FUNCTION outbox.stream_has_work(topic text, lane smallint, lo pg_snapshot)
     RETURNS boolean
-    LANGUAGE plpgsql STABLE AS $$
+    LANGUAGE plpgsql STABLE
+    -- Index probes only. The session's generic plan, made for any topic,
+    -- judges "some message of (topic, lane) with txid = ANY(xip)" by the
+    -- biggest topic in the statistics and picks a scan that stops at the
+    -- first match: over a big history of another topic it reads it all
+    -- (test_drain_never_scans_a_big_table).
+    SET enable_seqscan = off
+    AS $$
 #variable_conflict use_variable
 DECLARE
     lo_xip xid8[] := ARRAY(SELECT pg_snapshot_xip(lo));
@@ -1096,7 +1110,9 @@ $$;
 -- snapshot lo (NULL: none is): PgQ's split again, two index probes.
 CREATE FUNCTION outbox.slot_has_after(s smallint, topic text, lane smallint, lo pg_snapshot)
     RETURNS boolean
-    LANGUAGE plpgsql STABLE AS $$
+    LANGUAGE plpgsql STABLE
+    SET enable_seqscan = off -- index probes only (see outbox.stream_has_work)
+    AS $$
 #variable_conflict use_variable
 DECLARE
     lo_xip xid8[] := ARRAY(SELECT pg_snapshot_xip(lo));

@@ -155,6 +155,44 @@ START_TEST(test_drain_never_scans_a_big_table)
 }
 END_TEST
 
+/* A backlog enqueued in one transaction (a backfill), analysed: every
+ * message has the same txid, so the planner, which judges "(txid, id) >
+ * (t, i)" by txid alone, expects no rows past the stream's position, and
+ * would sort the whole rest of the stream to take the next batch. A claim
+ * must read about a batch of messages, however long the backlog. */
+#define BACKFILL 20000
+#define BACKFILL_BATCH 100
+START_TEST(test_claim_reads_a_batch_of_a_backfill)
+{
+	char db[TS_CONNINFO_MAX], sql[256];
+	ts_db_create("scanfill", "outbox", db, sizeof(db));
+	PGconn *conn = ts_connect(db);
+	snprintf(sql, sizeof(sql), "SELECT count(outbox.enqueue('fill', 'f-' || g, '{}'))"
+	    " FROM generate_series(1, %d) g", BACKFILL);
+	ck_assert_int_eq(ts_query_int(conn, sql), BACKFILL);
+	ts_exec(conn, "VACUUM (ANALYZE) outbox.events"); /* what autovacuum does in time */
+	ts_exec(conn, "SELECT outbox.discover_streams()");
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM outbox.claim(2, 'test', 60000, %d,"
+	    " '{}', '{}', true, false)", BACKFILL_BATCH);
+	/* this session's reads of the partition not yet flushed to the
+	 * shared counters (they add up across transactions until then) */
+	static const char reads_sql[] = "SELECT COALESCE(idx_tup_fetch, 0)"
+	    " + COALESCE(seq_tup_read, 0) FROM pg_stat_xact_user_tables"
+	    " WHERE relid = '" EVENTS_SLOT "'::regclass";
+	for (int round = 0; round < 5; round++) {
+		ts_exec(conn, "BEGIN");
+		int64_t before = ts_query_int(conn, reads_sql);
+		ck_assert_int_eq(ts_query_int(conn, sql), BACKFILL_BATCH);
+		int64_t fetched = ts_query_int(conn, reads_sql) - before;
+		ts_exec(conn, "COMMIT");
+		ck_assert_msg(fetched <= 4 * BACKFILL_BATCH,
+		    "claim %d of %d messages read %lld rows of %s", round, BACKFILL_BATCH,
+		    (long long)fetched, EVENTS_SLOT);
+	}
+	PQfinish(conn);
+}
+END_TEST
+
 /* Plans arrive as NOTICEs (auto_explain.log_level); keep them all. */
 static void
 keep_notice(void *arg, const char *message)
@@ -284,6 +322,7 @@ main(void)
 	tcase_set_timeout(tc, 240);
 	tcase_add_test(tc, test_drain_never_scans_a_big_table);
 	tcase_add_test(tc, test_claim_and_record_plans_use_indexes);
+	tcase_add_test(tc, test_claim_reads_a_batch_of_a_backfill);
 	tcase_add_test(tc, test_producer_requests_never_scan);
 	suite_add_tcase(s, tc);
 	return ts_run_suite(s);
