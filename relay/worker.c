@@ -731,8 +731,18 @@ log_progress(struct worker *w, const char *event)
 static void
 turn(struct worker *w)
 {
-	if (!fill(w) || !collect_done(w))
+	if (!fill(w))
 		return;
+	uint32_t out = w->inflight;
+	if (!collect_done(w))
+		return;
+	if (w->inflight < out) {
+		/* A batch came back: its record may have freed its lane (the next
+		 * message of a key) or let a retry come due. Claim again now
+		 * rather than after a wait. */
+		w->claim_dry = false;
+		return;
+	}
 	if (w->claim_dry) {
 		/* Nothing to claim. Before waiting, announce it (unless the last
 		 * announcement still stands) and claim once more (see

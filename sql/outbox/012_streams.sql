@@ -710,6 +710,42 @@ CREATE FUNCTION outbox.retry_claimable(r outbox.retries, ordering boolean) RETUR
                            AND k.state = 'dead'))
 $$;
 
+-- The stream a claim cuts next, its row locked (FOR UPDATE SKIP LOCKED: a
+-- stream another claim is cutting is left to it), or NULL: of the streams
+-- the claim may take (its topics; a lane only while it has no batch out;
+-- not tried yet in this claim), the least recently cut that may have new
+-- messages. The probe for new messages (two index probes) is made in that
+-- order and stops at the first stream that has some, rather than for every
+-- stream before sorting them.
+CREATE FUNCTION outbox.lock_next_stream(include text[], exclude text[], others boolean,
+                                        ordering boolean, tried text[])
+    RETURNS outbox.streams
+    LANGUAGE plpgsql AS $$
+DECLARE
+    c  record;
+    st outbox.streams;
+BEGIN
+    FOR c IN SELECT s.topic, s.lane, s.snap_lo FROM outbox.streams s
+              WHERE outbox.topic_claimable(s.topic, include, exclude, others)
+                AND (s.lane = 0 OR s.inflight IS NULL OR NOT ordering)
+                AND NOT ((s.topic || '/' || s.lane) = ANY(tried))
+              ORDER BY s.cut_at NULLS FIRST
+    LOOP
+        -- snap_lo read unlocked can only be older than the row's: the probe
+        -- may say yes once too often (the cut then finds nothing), never no
+        CONTINUE WHEN NOT outbox.stream_has_work(c.topic, c.lane, c.snap_lo);
+        SELECT * INTO st FROM outbox.streams s
+         WHERE s.topic = c.topic AND s.lane = c.lane
+           AND (s.lane = 0 OR s.inflight IS NULL OR NOT ordering)
+           FOR UPDATE SKIP LOCKED;
+        IF FOUND THEN
+            RETURN st;
+        END IF;
+    END LOOP;
+    RETURN NULL;
+END
+$$;
+
 -- claim: up to max_n messages of ONE batch for owner, leased for lease_ms,
 -- from the topics the relay may send now (outbox.topic_claimable), in this
 -- order: a batch whose lease ran out (taken over: new fence from
@@ -836,14 +872,8 @@ BEGIN
         -- once.
         found_any := false;
         LOOP
-            SELECT * INTO st FROM outbox.streams s
-             WHERE outbox.topic_claimable(s.topic, include, exclude, others)
-               AND (s.lane = 0 OR s.inflight IS NULL OR NOT ordering)
-               AND NOT ((s.topic || '/' || s.lane) = ANY(tried))
-               AND outbox.stream_has_work(s.topic, s.lane, s.snap_lo)
-             ORDER BY s.cut_at NULLS FIRST LIMIT 1
-             FOR UPDATE SKIP LOCKED;
-            IF NOT FOUND THEN
+            st := outbox.lock_next_stream(include, exclude, others, ordering, tried);
+            IF st.topic IS NULL THEN
                 EXIT WHEN found_any OR discovered;
                 discovered := true;
                 CONTINUE WHEN outbox.discover_streams() > 0;
