@@ -193,6 +193,62 @@ START_TEST(test_claim_reads_a_batch_of_a_backfill)
 }
 END_TEST
 
+/* A stream with a long history already cut, and a producer transaction
+ * held open in it while others commit: every new window's floor then lists
+ * that transaction in progress. Reading "messages of transactions in
+ * progress at the floor" with "txid = ANY(xip)" in an ordered index scan
+ * cannot bound the scan by the array, and a new window's read from no
+ * position bounded itself by the position alone: both filtered the whole
+ * history of the stream on every claim (a relay's session runs the generic
+ * plans, forced here). A claim must read about what it takes; the held
+ * message is delivered once its transaction commits. */
+#define OPEN_HISTORY 20000
+#define OPEN_ROUNDS 5
+START_TEST(test_claim_with_a_transaction_held_open_reads_no_history)
+{
+	char db[TS_CONNINFO_MAX], sql[256];
+	ts_db_create("scanopen", "outbox", db, sizeof(db));
+	PGconn *conn = ts_connect(db);
+	PGconn *held = ts_connect(db);
+	snprintf(sql, sizeof(sql), "SELECT count(outbox.enqueue('live', 'h-' || g, '{}'))"
+	    " FROM generate_series(1, %d) g", OPEN_HISTORY);
+	ck_assert_int_eq(ts_query_int(conn, sql), OPEN_HISTORY);
+	ts_exec(conn, "VACUUM (ANALYZE) outbox.events");
+	ts_exec(conn, "SELECT outbox.discover_streams()");
+	ts_exec(conn, "SET plan_cache_mode = force_generic_plan");
+	static const char claim_sql[] = "SELECT count(*) FROM outbox.claim(2, 'test', 60000,"
+	    " 1000, '{}', '{}', true, false)";
+	int64_t cut = 0;
+	for (int64_t got; (got = ts_query_int(conn, claim_sql)) > 0;)
+		cut += got;
+	ck_assert_int_eq(cut, OPEN_HISTORY);
+
+	ts_exec(held, "BEGIN");
+	ck_assert_int_gt(ts_query_int(held, "SELECT outbox.enqueue('live', 'held', '{}')"), 0);
+	static const char reads_sql[] = "SELECT COALESCE(idx_tup_fetch, 0)"
+	    " + COALESCE(seq_tup_read, 0) FROM pg_stat_xact_user_tables"
+	    " WHERE relid = '" EVENTS_SLOT "'::regclass";
+	for (int round = 0; round < OPEN_ROUNDS; round++) {
+		snprintf(sql, sizeof(sql), "SELECT outbox.enqueue('live', 'n-%d', '{}')", round);
+		ts_exec(conn, sql);
+		ts_exec(conn, "BEGIN");
+		int64_t before = ts_query_int(conn, reads_sql);
+		ck_assert_int_eq(ts_query_int(conn, claim_sql), 1);
+		ck_assert_int_eq(ts_query_int(conn, claim_sql), 0); /* window used up */
+		int64_t fetched = ts_query_int(conn, reads_sql) - before;
+		ts_exec(conn, "COMMIT");
+		ck_assert_msg(fetched <= 100, "round %d: two claims of one message read %lld"
+		    " rows of %s (history %d)", round, (long long)fetched, EVENTS_SLOT,
+		    OPEN_HISTORY);
+	}
+	ts_exec(held, "COMMIT");
+	ck_assert_int_eq(ts_query_int(conn, "SELECT count(*) FROM outbox.claim(2, 'test', 60000,"
+	    " 1000, '{}', '{}', true, false) WHERE idempotency_key = 'held'"), 1);
+	PQfinish(held);
+	PQfinish(conn);
+}
+END_TEST
+
 /* Plans arrive as NOTICEs (auto_explain.log_level); keep them all. */
 static void
 keep_notice(void *arg, const char *message)
@@ -323,6 +379,7 @@ main(void)
 	tcase_add_test(tc, test_drain_never_scans_a_big_table);
 	tcase_add_test(tc, test_claim_and_record_plans_use_indexes);
 	tcase_add_test(tc, test_claim_reads_a_batch_of_a_backfill);
+	tcase_add_test(tc, test_claim_with_a_transaction_held_open_reads_no_history);
 	tcase_add_test(tc, test_producer_requests_never_scan);
 	suite_add_tcase(s, tc);
 	return ts_run_suite(s);
