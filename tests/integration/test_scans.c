@@ -155,6 +155,23 @@ START_TEST(test_drain_never_scans_a_big_table)
 }
 END_TEST
 
+/* A database of its own with a backlog of n messages of topic (keys
+ * topic-1..topic-n) enqueued in one transaction, analysed as autovacuum
+ * would in time, its stream discovered; its connection returned. */
+static PGconn *
+one_stream_backlog(const char *name, const char *topic, int n, char *db, size_t dblen)
+{
+	char sql[256];
+	ts_db_create(name, "outbox", db, dblen);
+	PGconn *conn = ts_connect(db);
+	snprintf(sql, sizeof(sql), "SELECT count(outbox.enqueue('%s', '%s-' || g, '{}'))"
+	    " FROM generate_series(1, %d) g", topic, topic, n);
+	ck_assert_int_eq(ts_query_int(conn, sql), n);
+	ts_exec(conn, "VACUUM (ANALYZE) outbox.events");
+	ts_exec(conn, "SELECT outbox.discover_streams()");
+	return conn;
+}
+
 /* A backlog enqueued in one transaction (a backfill), analysed: every
  * message has the same txid, so the planner, which judges "(txid, id) >
  * (t, i)" by txid alone, expects no rows past the stream's position, and
@@ -165,13 +182,7 @@ END_TEST
 START_TEST(test_claim_reads_a_batch_of_a_backfill)
 {
 	char db[TS_CONNINFO_MAX], sql[256];
-	ts_db_create("scanfill", "outbox", db, sizeof(db));
-	PGconn *conn = ts_connect(db);
-	snprintf(sql, sizeof(sql), "SELECT count(outbox.enqueue('fill', 'f-' || g, '{}'))"
-	    " FROM generate_series(1, %d) g", BACKFILL);
-	ck_assert_int_eq(ts_query_int(conn, sql), BACKFILL);
-	ts_exec(conn, "VACUUM (ANALYZE) outbox.events"); /* what autovacuum does in time */
-	ts_exec(conn, "SELECT outbox.discover_streams()");
+	PGconn *conn = one_stream_backlog("scanfill", "fill", BACKFILL, db, sizeof(db));
 	snprintf(sql, sizeof(sql), "SELECT count(*) FROM outbox.claim(2, 'test', 60000, %d,"
 	    " '{}', '{}', true, false)", BACKFILL_BATCH);
 	/* this session's reads of the partition not yet flushed to the
@@ -207,14 +218,8 @@ END_TEST
 START_TEST(test_claim_with_a_transaction_held_open_reads_no_history)
 {
 	char db[TS_CONNINFO_MAX], sql[256];
-	ts_db_create("scanopen", "outbox", db, sizeof(db));
-	PGconn *conn = ts_connect(db);
+	PGconn *conn = one_stream_backlog("scanopen", "live", OPEN_HISTORY, db, sizeof(db));
 	PGconn *held = ts_connect(db);
-	snprintf(sql, sizeof(sql), "SELECT count(outbox.enqueue('live', 'h-' || g, '{}'))"
-	    " FROM generate_series(1, %d) g", OPEN_HISTORY);
-	ck_assert_int_eq(ts_query_int(conn, sql), OPEN_HISTORY);
-	ts_exec(conn, "VACUUM (ANALYZE) outbox.events");
-	ts_exec(conn, "SELECT outbox.discover_streams()");
 	ts_exec(conn, "SET plan_cache_mode = force_generic_plan");
 	static const char claim_sql[] = "SELECT count(*) FROM outbox.claim(2, 'test', 60000,"
 	    " 1000, '{}', '{}', true, false)";
