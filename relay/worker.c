@@ -74,6 +74,8 @@ struct worker {
 	struct ob_buf inc, exc;  /* the claim's topic arrays */
 	bool retries_first;      /* alternates, so neither starves the other */
 	bool claim_dry;          /* the last claim found nothing: wait for news */
+	bool expect_dry;         /* the next claim likely finds nothing: announce first */
+	bool record_freed;       /* a record may have made work claimable */
 	uint64_t rng;
 	int64_t reconnect_ms;
 	int64_t next_housekeep_ms;
@@ -189,23 +191,36 @@ connect_db(struct worker *w)
 	return true;
 }
 
-/* Wait up to ms for a finished frame, an enqueue notification or a stop.
- * Returns true when something arrived (not a plain timeout). */
+/* The notifications that came in: true when one is for this worker. The
+ * enqueue trigger wakes one waiting worker, named in the payload
+ * (sql/outbox/013_wake_one.sql); an empty payload is for every worker
+ * (outboxctl dead requeue, and schemas before 013). A notification for
+ * another worker is no news here. */
 static bool
 drain_notifies(struct worker *w)
 {
 	PGnotify *note;
-	bool any = false;
+	bool mine = false;
 	while ((note = PQnotifies(w->conn)) != NULL) {
+		if (note->extra[0] == '\0' || strcmp(note->extra, w->owner) == 0)
+			mine = true;
 		PQfreemem(note);
-		any = true;
 	}
-	if (any)
+	if (mine)
 		w->announced_until_ms = 0; /* the enqueue that notified took it */
-	return any;
+	return mine;
 }
 
-static bool
+/* What ended a wait. */
+enum wait_end {
+	WAIT_TIMEOUT, /* nothing came */
+	WAIT_FRAME,   /* a frame finished */
+	WAIT_NEWS,    /* a notification for this worker, a signal, a lost connection */
+};
+
+/* Wait up to ms for a finished frame, a notification for this worker, a
+ * lost connection or a stop. */
+static enum wait_end
 wait_for(struct worker *w, int64_t ms)
 {
 	int wfd = relay_deliverer_wake_fd(&w->deliverer);
@@ -213,21 +228,32 @@ wait_for(struct worker *w, int64_t ms)
 	/* A notification that came in with the last query's result is in
 	 * libpq's buffer already: the socket will not say so. */
 	if (pfd >= 0 && drain_notifies(w))
-		return true;
-	fd_set rfds;
-	FD_ZERO(&rfds);
-	FD_SET(wfd, &rfds);
-	if (pfd >= 0)
-		FD_SET(pfd, &rfds);
-	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
-	int n = select((wfd > pfd ? wfd : pfd) + 1, &rfds, NULL, NULL, &tv);
-	if (n <= 0)
-		return false;
-	if (FD_ISSET(wfd, &rfds))
-		relay_deliverer_drain_wake(&w->deliverer);
-	if (pfd >= 0 && FD_ISSET(pfd, &rfds) && PQconsumeInput(w->conn))
-		drain_notifies(w);
-	return true;
+		return WAIT_NEWS;
+	int64_t end = now_ms() + ms;
+	for (;;) {
+		int64_t left = end - now_ms();
+		if (left <= 0)
+			return WAIT_TIMEOUT;
+		if (*w->stop)
+			return WAIT_NEWS;
+		fd_set rfds;
+		FD_ZERO(&rfds);
+		FD_SET(wfd, &rfds);
+		if (pfd >= 0)
+			FD_SET(pfd, &rfds);
+		struct timeval tv = { left / 1000, (left % 1000) * 1000 };
+		int n = select((wfd > pfd ? wfd : pfd) + 1, &rfds, NULL, NULL, &tv);
+		if (n < 0)
+			return WAIT_NEWS; /* a signal: let the loop look at the stop flag */
+		if (n == 0)
+			return WAIT_TIMEOUT;
+		if (FD_ISSET(wfd, &rfds)) {
+			relay_deliverer_drain_wake(&w->deliverer);
+			return WAIT_FRAME;
+		}
+		if (PQconsumeInput(w->conn) != 1 || drain_notifies(w))
+			return WAIT_NEWS; /* or a broken connection for the loop to see */
+	}
 }
 
 /* Announce that this worker is about to wait (sql/outbox/006_wakeup.sql):
@@ -400,6 +426,21 @@ free_slot(struct worker *w, struct slot *s)
 /* Write the outcomes of a slot's batch (in w->outcomes) and free the slot.
  * false when the database failed (the lease will expire: the batch comes
  * back and is delivered again; the consumer deduplicates). */
+/* Whether recording b may have made work claimable that was not before:
+ * a lane freed for a key's next message, a retry or a released batch due,
+ * a retry batch's rows handed back. A stream batch of lane 0 delivered
+ * whole frees nothing: no claim needs to follow it. */
+static bool
+record_may_free(const struct relay_batch *b, const struct relay_outcome *o)
+{
+	if (b->kind != RELAY_BATCH_STREAM)
+		return true;
+	for (uint32_t i = 0; i < b->n; i++)
+		if (b->msgs[i].ordering_key != NULL || o[i].kind != RELAY_OUT_DELIVERED)
+			return true;
+	return false;
+}
+
 static bool
 record_slot(struct worker *w, struct slot *s)
 {
@@ -427,6 +468,8 @@ record_slot(struct worker *w, struct slot *s)
 	} else {
 		count_recorded(w, b, w->outcomes);
 	}
+	if (!written || record_may_free(b, w->outcomes))
+		w->record_freed = true;
 	free_slot(w, s);
 	return rc == OB_OK;
 }
@@ -573,6 +616,11 @@ fill(struct worker *w)
 			w->claim_dry = true; /* every route is down */
 			return true;
 		}
+		/* A claim that likely finds nothing is the last before a wait:
+		 * announce first (see announce_waiting), so that it need not be
+		 * made twice, once before and once after the announcement. */
+		if (w->expect_dry && now_ms() >= w->announced_until_ms)
+			announce_waiting(w);
 		int got = claim_into(w, s, &topics, (uint32_t)w->cfg->batch);
 		if (got < 0)
 			return false;
@@ -580,6 +628,8 @@ fill(struct worker *w)
 			w->claim_dry = true;
 			return true;
 		}
+		/* a cut short of --batch took all its stream had */
+		w->expect_dry = s->f.batch.n < (uint32_t)w->cfg->batch;
 		if (!start_slot(w, s, -1))
 			return false;
 	}
@@ -734,13 +784,15 @@ turn(struct worker *w)
 	if (!fill(w))
 		return;
 	uint32_t out = w->inflight;
+	w->record_freed = false;
 	if (!collect_done(w))
 		return;
 	if (w->inflight < out) {
-		/* A batch came back: its record may have freed its lane (the next
-		 * message of a key) or let a retry come due. Claim again now
-		 * rather than after a wait. */
-		w->claim_dry = false;
+		/* A batch came back. Its record may have freed its lane (the next
+		 * message of a key) or let a retry come due: then claim again now
+		 * rather than after a wait. A window that was full has room. */
+		if (w->record_freed)
+			w->claim_dry = false;
 		return;
 	}
 	if (w->claim_dry) {
@@ -755,9 +807,14 @@ turn(struct worker *w)
 			if (!fill(w) || !w->claim_dry)
 				return;
 		}
-		/* a finished frame frees a slot; news or the poll may bring work */
-		wait_for(w, w->cfg->poll_ms);
-		w->claim_dry = false;
+		/* News or the poll may bring work; after a plain timeout the
+		 * poll's claim likely finds nothing. A finished frame is for the
+		 * next turn's record to judge (record_may_free). */
+		enum wait_end why = wait_for(w, w->cfg->poll_ms);
+		if (why != WAIT_FRAME) {
+			w->claim_dry = false;
+			w->expect_dry = why == WAIT_TIMEOUT;
+		}
 	} else if (w->inflight > 0) {
 		wait_for(w, 50);
 	}

@@ -7,6 +7,8 @@
  * still inserting into the old slot, and a key stored in one slot is found
  * from the next (enqueue stays idempotent across slots); housekeeping never
  * truncates a slot a transaction still holds, and names that transaction.
+ * And an enqueue wakes one waiting relay worker, by name
+ * (sql/outbox/013_wake_one.sql).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -247,6 +249,56 @@ START_TEST(test_undiscovered_stream_is_kept)
 }
 END_TEST
 
+/* The payload of the one notification that arrived on c ("" when it was
+ * empty), or NULL when none did; fails on a second one. */
+static char *
+one_notification(PGconn *c)
+{
+	ts_exec(c, "SELECT 1"); /* notifications arrive before its answer */
+	PGnotify *n = PQnotifies(c);
+	if (n == NULL)
+		return NULL;
+	char *payload = strdup(n->extra);
+	PQfreemem(n);
+	PGnotify *more = PQnotifies(c);
+	ck_assert_msg(more == NULL, "a second notification: '%s'", more ? more->extra : "");
+	return payload;
+}
+
+/* An enqueue wakes one waiting worker, the one that announced last, and
+ * names it (sql/outbox/013_wake_one.sql): 012's trigger took every
+ * announcement and sent an empty payload, which woke every worker. */
+START_TEST(test_enqueue_wakes_one_waiter)
+{
+	char db[TS_CONNINFO_MAX];
+	ts_db_create("streams_wake", "outbox", db, sizeof(db));
+	PGconn *relay = ts_connect(db), *app = ts_connect(db);
+	ts_exec(relay, "LISTEN outbox_enqueued");
+	/* the later announcement stands longer: 2 x wait + 1 s */
+	ts_exec(relay, "SELECT outbox.relay_waiting('host:1:0', 1000)");
+	ts_exec(relay, "SELECT outbox.relay_waiting('host:1:1', 5000)");
+	ts_exec(app, "SELECT outbox.enqueue('t', 'w1', '{}')");
+	char *p = one_notification(relay);
+	ck_assert_msg(p != NULL, "no notification");
+	ck_assert_str_eq(p, "host:1:1");
+	free(p);
+	ck_assert_int_eq(ts_query_int(relay, "SELECT count(*) FROM outbox.relay_waiters"
+	    " WHERE owner = 'host:1:0'"), 1);
+	ck_assert_int_eq(ts_query_int(relay, "SELECT count(*) FROM outbox.relay_waiters"), 1);
+	/* the next enqueue wakes the other; then nobody waits: no notification */
+	ts_exec(app, "SELECT outbox.enqueue('t', 'w2', '{}')");
+	p = one_notification(relay);
+	ck_assert_msg(p != NULL, "no notification");
+	ck_assert_str_eq(p, "host:1:0");
+	free(p);
+	ts_exec(app, "SELECT outbox.enqueue('t', 'w3', '{}')");
+	ck_assert_ptr_null(one_notification(relay));
+	ck_assert_int_eq(ts_query_int(relay, "SELECT count(*) FROM outbox.relay_waiters"), 0);
+	PQfinish(relay);
+	PQfinish(app);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -257,6 +309,7 @@ main(void)
 	tcase_add_test(tc, test_slot_switch_keeps_keys_unique);
 	tcase_add_test(tc, test_truncate_waits_for_a_holder);
 	tcase_add_test(tc, test_undiscovered_stream_is_kept);
+	tcase_add_test(tc, test_enqueue_wakes_one_waiter);
 	suite_add_tcase(s, tc);
 	return ts_run_suite(s);
 }
