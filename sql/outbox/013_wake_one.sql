@@ -1,5 +1,6 @@
 -- 013_wake_one.sql: an enqueue wakes one waiting relay worker, not all of
--- them; and the claim's search for a stream keeps one plan.
+-- them; the claim's search for a stream keeps one plan; the oldest xmin
+-- holder is never an autovacuum worker.
 --
 -- Measured at a steady 200 enqueues/s (2 workers, pg_stat_statements with
 -- track = all): 3.0 to 3.2 claims per message, of which all but one found
@@ -42,3 +43,22 @@ $$;
 -- keeps one. The generic plan reads the same few rows.
 ALTER FUNCTION outbox.lock_next_stream(text[], text[], boolean, boolean, text[])
     SET plan_cache_mode = force_generic_plan;
+
+-- The oldest transaction holding back vacuum: not an autovacuum worker. A
+-- vacuum's own snapshot holds back no other vacuum (PostgreSQL leaves it
+-- out of the horizon), and naming one made housekeeping report "oldest
+-- transaction: pid N (, active) open 0.0s" whenever autovacuum was busy
+-- on the database (test_ctl's purge check failed so on a busy machine).
+CREATE OR REPLACE FUNCTION outbox.oldest_xmin_holder(OUT pid integer, OUT application_name text,
+                                                     OUT state text,
+                                                     OUT xact_age_s double precision,
+                                                     OUT has_xid boolean)
+    LANGUAGE sql STABLE AS $$
+    SELECT a.pid, a.application_name, a.state,
+           extract(epoch FROM now() - a.xact_start)::float8, a.backend_xid IS NOT NULL
+      FROM pg_stat_activity a
+     WHERE a.datname = current_database() AND a.pid <> pg_backend_pid()
+       AND a.backend_type <> 'autovacuum worker'
+       AND (a.backend_xid IS NOT NULL OR a.backend_xmin IS NOT NULL)
+     ORDER BY a.xact_start NULLS LAST LIMIT 1
+$$;
