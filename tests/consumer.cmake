@@ -1,5 +1,5 @@
-# Consumer tests (issue 4): the idempotency contract, batch apply, bad input,
-# the webhook handler, and the fuzz run of the request front end.
+# consumer/: the idempotency contract, batch apply, bad input, the webhook
+# handler, the metrics endpoint, and the fuzz run of the request front end.
 outbox_test(test_consumer_dedup SOURCES integration/test_consumer_dedup.c
   LABELS integration PG TIMEOUT 300 LIBS outbox_consumer)
 outbox_test(test_consumer_badinput SOURCES integration/test_consumer_badinput.c
@@ -50,7 +50,7 @@ else()
   message(STATUS "fuzz_request: clang with libFuzzer not found; the fuzz test is skipped")
 endif()
 
-# The consumer's metrics endpoint (issue 6 items 2/3, issue 4 item 7):
+# The consumer's metrics endpoint:
 # /metrics, /healthz, /readyz, numbers that move exactly, promtool check
 # (SKIPPED for that check without promtool: scripts/get-promtool.sh),
 # readiness following the database, passwords never logged.
@@ -63,8 +63,3 @@ if(TEST test_consumer_metrics)
     "OUTBOX_PROMTOOL=${CMAKE_BINARY_DIR}/tools/promtool")
   add_dependencies(test_consumer_metrics outbox-consumer)
 endif()
-
-# The hot paths of relay and consumer stay index lookups on big tables
-# (pg_stat_user_tables.seq_scan does not move during a drain).
-outbox_test(test_scans SOURCES integration/test_scans.c
-  LABELS integration PG TIMEOUT 300)

@@ -47,3 +47,12 @@ add_test(NAME systemd_units_verify COMMAND ${CMAKE_SOURCE_DIR}/tests/deploy/unit
   ${CMAKE_BINARY_DIR})
 set_tests_properties(systemd_units_verify PROPERTIES LABELS "deploy" TIMEOUT 120
   SKIP_RETURN_CODE 77)
+
+# deploy/: compose files validate offline (docker-compose config -q), every
+# variable is documented, Dockerfile COPY paths exist, systemd units carry
+# Restart=/KillSignal/stop timeout/hardening; and the lint itself goes red on
+# each kind of breakage (negative test).
+add_test(NAME lint_deploy COMMAND ${CMAKE_SOURCE_DIR}/scripts/lint-deploy.sh)
+add_test(NAME lint_deploy_negative COMMAND ${CMAKE_SOURCE_DIR}/tests/ops/lint_deploy_negative.sh)
+set_tests_properties(lint_deploy lint_deploy_negative PROPERTIES LABELS "ops" TIMEOUT 300
+  ENVIRONMENT "OUTBOX_PROMTOOL=${CMAKE_BINARY_DIR}/tools/promtool")

@@ -1,4 +1,4 @@
-# The producer's HTTP API, agent-side client and fault matrix (issue 5).
+# producer/: the HTTP API, the agent-side client and the fault matrix.
 outbox_test(test_producer_input SOURCES unit/test_producer_input.c LABELS unit
   LIBS outbox_producer)
 outbox_test(test_producer_api SOURCES integration/test_producer_api.c LABELS integration PG

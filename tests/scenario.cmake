@@ -4,6 +4,10 @@
 # tests/CMakeLists.txt. The scenario starts its own throwaway PostgreSQL
 # (scripts/pg-tmp.sh), so it does NOT use the shared pg fixture.
 set(SCENARIO_SH ${CMAKE_SOURCE_DIR}/deploy/scenario.sh)
+
+# Producer -> relay -> consumer in one process tree, and outboxctl migrate.
+outbox_test(test_e2e SOURCES integration/test_e2e.c LABELS integration PG TIMEOUT 300
+  LIBS outbox_producer)
 set(SCENARIO_ENV "OUTBOX_BIN_DIR=${CMAKE_BINARY_DIR}/bin")
 
 # The real modes: every assertion must hold (the local-process mode).

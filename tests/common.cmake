@@ -1,0 +1,31 @@
+# common/: the shared library's units (buffers, wire codec, config engine,
+# log, ready file, backoff, metrics registry), the key-claim state machine
+# against PostgreSQL, the protocol checks of every program, and the
+# generated configuration reference.
+outbox_test(test_buf SOURCES unit/test_buf.c LABELS unit)
+outbox_test(test_wire SOURCES unit/test_wire.c LABELS unit)
+outbox_test(test_config SOURCES unit/test_config.c LABELS unit)
+outbox_test(test_log SOURCES unit/test_log.c LABELS unit)
+outbox_test(test_ready_file SOURCES unit/test_ready_file.c LABELS unit)
+outbox_test(test_backoff SOURCES unit/test_backoff.c LABELS unit)
+
+# promtool comes from scripts/get-promtool.sh (into <build>/tools); the
+# metrics test says SKIPPED for that one case when it is absent.
+outbox_test(test_metrics SOURCES unit/test_metrics.c LABELS unit TIMEOUT 120)
+if(TEST test_metrics)
+  set_property(TEST test_metrics APPEND PROPERTY ENVIRONMENT
+    "OUTBOX_PROMTOOL=${CMAKE_BINARY_DIR}/tools/promtool")
+endif()
+
+# The key-claim state machine (common/keyclaim.c) against PostgreSQL.
+outbox_test(test_keyclaim SOURCES integration/test_keyclaim.c LABELS integration PG TIMEOUT 120)
+# Every program refuses a schema that does not serve its protocol version.
+outbox_test(test_protocol SOURCES integration/test_protocol.c
+  LABELS integration PG TIMEOUT 300)
+
+# docs/configuration.md is what the programs' --help-markdown prints now.
+# Exit 77 = Skipped (shown by ctest, with the reason) while a program lacks
+# --help-markdown.
+add_test(NAME config_doc_fresh
+  COMMAND ${CMAKE_SOURCE_DIR}/scripts/gen-config-doc.sh --check ${CMAKE_BINARY_DIR}/bin)
+set_tests_properties(config_doc_fresh PROPERTIES LABELS "ops" TIMEOUT 60 SKIP_RETURN_CODE 77)
