@@ -7,7 +7,10 @@
  * in the caller's buffer and the caller decides (exit 2 at start-up). The
  * one exception is ob_cfg_load, the shared start of every main, which
  * prints --help, --help-markdown and that one line itself and hands back
- * the exit code. Precedence is flag > environment > default.
+ * the exit code. Precedence is flag > --config file > environment >
+ * default: a table with a "config" option reads that file of KEY=VALUE
+ * lines (the options' variables), which a reload (SIGHUP) reads again,
+ * so it beats the environment, which a running process cannot re-read.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -26,6 +29,10 @@ enum src { SRC_FLAG, SRC_ENV, SRC_DEF };
 
 /* Number parsers tell a malformed value from one that does not fit. */
 enum { NUM_OK = 0, NUM_SYNTAX, NUM_RANGE };
+
+/* The --config file: at most this big, lines at most this long. */
+#define FILE_MAX (64 * 1024)
+#define FILE_LINE_MAX 4096
 
 /* ob_cfg_load's one error line (what every main used to allocate). */
 #define LOAD_ERR_MAX 1024
@@ -430,6 +437,112 @@ parse_flag(const struct ob_cfg_opt *table, void *cfg, bool *seen, int argc,
 	return apply(o, cfg, SRC_FLAG, v, err, errlen);
 }
 
+static char *
+trim(char *s)
+{
+	while (isspace((unsigned char)*s))
+		s++;
+	size_t n = strlen(s);
+	while (n > 0 && isspace((unsigned char)s[n - 1]))
+		s[--n] = '\0';
+	return s;
+}
+
+/* Apply the KEY=VALUE lines of the --config file at path (blank lines and
+ * "#" comments skipped, "export " and matching quotes allowed, as in an
+ * environment file) to the options not given as flags; each one applied is
+ * marked in seen. An unknown key, a key twice or a bad value is an error
+ * that names the file and the line. */
+static int
+read_file(const struct ob_cfg_opt *table, void *cfg, bool *seen, const bool *flagged,
+    const char *path, char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "r");
+	if (f == NULL) {
+		snprintf(err, errlen, "--config %s: %s", path, strerror(errno));
+		return OB_EINVAL;
+	}
+	size_t n = 0;
+	for (; table[n].name != NULL; n++)
+		;
+	bool *in_file = calloc(n + 1, sizeof(*in_file));
+	char *line = malloc(FILE_LINE_MAX + 2);
+	int rv = OB_OK;
+	if (in_file == NULL || line == NULL) {
+		rv = no_memory(err, errlen);
+		goto out;
+	}
+	long total = 0;
+	for (int lineno = 1; fgets(line, FILE_LINE_MAX + 2, f) != NULL; lineno++) {
+		size_t len = strlen(line);
+		total += (long)len;
+		if (total > FILE_MAX) {
+			snprintf(err, errlen, "--config %s: larger than %d bytes", path, FILE_MAX);
+			rv = OB_EINVAL;
+			goto out;
+		}
+		if (len > FILE_LINE_MAX && line[len - 1] != '\n') {
+			snprintf(err, errlen, "%s:%d: line longer than %d bytes", path, lineno,
+			    FILE_LINE_MAX);
+			rv = OB_EINVAL;
+			goto out;
+		}
+		char *t = trim(line);
+		if (*t == '\0' || *t == '#')
+			continue;
+		if (strncmp(t, "export ", 7) == 0)
+			t = trim(t + 7);
+		char *eq = strchr(t, '=');
+		if (eq == NULL) {
+			snprintf(err, errlen, "%s:%d: not KEY=VALUE", path, lineno);
+			rv = OB_EINVAL;
+			goto out;
+		}
+		*eq = '\0';
+		char *key = trim(t), *v = trim(eq + 1);
+		size_t vl = strlen(v);
+		if (vl >= 2 && (v[0] == '"' || v[0] == '\'') && v[vl - 1] == v[0]) {
+			v[vl - 1] = '\0';
+			v++;
+		}
+		size_t k;
+		for (k = 0; k < n; k++)
+			if (table[k].env != NULL && strcmp(table[k].env, key) == 0 &&
+			    strcmp(table[k].name, "config") != 0)
+				break;
+		if (k == n) {
+			snprintf(err, errlen, "%s:%d: unknown setting '%s' (see --help)", path, lineno,
+			    key);
+			rv = OB_EINVAL;
+			goto out;
+		}
+		if (in_file[k]) {
+			snprintf(err, errlen, "%s:%d: %s is set twice", path, lineno, key);
+			rv = OB_EINVAL;
+			goto out;
+		}
+		in_file[k] = true;
+		if (flagged[k] || *v == '\0') /* a flag beats the file; empty = unset */
+			continue;
+		if ((rv = apply(&table[k], cfg, SRC_ENV, v, err, errlen)) != OB_OK) {
+			char why[512];
+			snprintf(why, sizeof(why), "%s", err);
+			snprintf(err, errlen, "%s:%d: %s", path, lineno, why);
+			goto out;
+		}
+		seen[k] = true;
+	}
+	if (ferror(f)) {
+		snprintf(err, errlen, "--config %s: %s", path, strerror(errno));
+		rv = OB_EINVAL;
+	}
+out:
+	free(line);
+	free(in_file);
+	fclose(f);
+	return rv;
+}
+
 int
 ob_cfg_parse(const struct ob_cfg_opt *table, void *cfg, int argc,
     char **argv, int *first_arg, bool *want_help, char *err, size_t errlen)
@@ -463,6 +576,31 @@ ob_cfg_parse(const struct ob_cfg_opt *table, void *cfg, int argc,
 		if ((rv = parse_flag(table, cfg, seen, argc, argv, &i, err,
 		    errlen)) != OB_OK)
 			goto done;
+	}
+
+	/* The --config file, named by the flag or its variable. */
+	int ck = find_opt(table, "config", 6);
+	if (ck >= 0 && table[ck].type == OB_CFG_STRING) {
+		const char *v;
+		if (!seen[ck] && table[ck].env != NULL && (v = getenv(table[ck].env)) != NULL &&
+		    *v != '\0') {
+			if ((rv = apply(&table[ck], cfg, SRC_ENV, v, err, errlen)) != OB_OK)
+				goto done;
+			seen[ck] = true;
+		}
+		const char *path = *FIELD(cfg, &table[ck], char *);
+		if (seen[ck] && path != NULL && *path != '\0') {
+			bool *flagged = malloc((n + 1) * sizeof(*flagged));
+			if (flagged == NULL) {
+				rv = no_memory(err, errlen);
+				goto done;
+			}
+			memcpy(flagged, seen, (n + 1) * sizeof(*flagged));
+			rv = read_file(table, cfg, seen, flagged, path, err, errlen);
+			free(flagged);
+			if (rv != OB_OK)
+				goto done;
+		}
 	}
 
 	for (size_t k = 0; k < n; k++) {
@@ -805,4 +943,52 @@ ob_cfg_load(const struct ob_cfg_program *p, void *cfg, int argc,
 	if (first_arg != NULL)
 		*first_arg = first;
 	return -1;
+}
+
+static bool
+same_str(const char *a, const char *b)
+{
+	return (a == NULL && b == NULL) || (a != NULL && b != NULL && strcmp(a, b) == 0);
+}
+
+void
+ob_cfg_changed(const struct ob_cfg_opt *table, const void *a, const void *b, char *out,
+    size_t outlen)
+{
+	size_t used = 0;
+	if (outlen > 0)
+		out[0] = '\0';
+	for (const struct ob_cfg_opt *o = table; o->name != NULL; o++) {
+		bool same = true;
+		switch (o->type) {
+		case OB_CFG_STRING:
+		case OB_CFG_ENUM:
+			same = same_str(*FIELD(a, o, char *const), *FIELD(b, o, char *const));
+			break;
+		case OB_CFG_BOOL:
+			same = *FIELD(a, o, const bool) == *FIELD(b, o, const bool);
+			break;
+		case OB_CFG_INT:
+		case OB_CFG_DURATION:
+		case OB_CFG_SIZE:
+			same = *FIELD(a, o, const int64_t) == *FIELD(b, o, const int64_t);
+			break;
+		case OB_CFG_LIST: {
+			const struct ob_cfg_list *la = FIELD(a, o, const struct ob_cfg_list);
+			const struct ob_cfg_list *lb = FIELD(b, o, const struct ob_cfg_list);
+			same = la->n == lb->n;
+			for (size_t i = 0; same && i < la->n; i++)
+				same = strcmp(la->items[i], lb->items[i]) == 0;
+			break;
+		}
+		}
+		if (same)
+			continue;
+		int w = snprintf(out + used, outlen > used ? outlen - used : 0, "%s%s",
+		    used > 0 ? "," : "", o->name);
+		if (w > 0)
+			used += (size_t)w;
+		if (used >= outlen)
+			break;
+	}
 }

@@ -30,6 +30,14 @@ static pid_t log_pid; /* 0 until first read */
 static const char *const level_names[] = { "debug", "info", "warn", "error" };
 static const char *const format_names[] = { "text", "json" };
 
+/* A reload (SIGHUP) changes the level while other threads log: one
+ * aligned int store, which they read as old or new. */
+void
+ob_log_set_level(enum ob_log_level level)
+{
+	__atomic_store_n(&ob_log_min_level, level, __ATOMIC_RELAXED);
+}
+
 void
 ob_log_init(const char *program, enum ob_log_level level,
     enum ob_log_format format)

@@ -19,6 +19,8 @@
 #include "outbox/http_endpoint.h"
 #include "outbox/log.h"
 #include "outbox/ready_file.h"
+#include "outbox/reload.h"
+#include "outbox/sig.h"
 #include "handler_webhook.h"
 #include "metrics.h"
 #include "server.h"
@@ -41,6 +43,7 @@ struct consumer_config {
 	bool no_dedup;
 	char *log_level;
 	char *log_format;
+	char *config;
 	char *metrics;
 	char *ready_file;
 	int64_t fault_drop_reply;
@@ -97,6 +100,8 @@ static const struct ob_cfg_opt consumer_options[] = {
 	    "debug|info|warn|error", false, log_level, "least severe level logged"),
 	OPT("log-format", "OUTBOX_LOG_FORMAT", OB_CFG_ENUM, "text", 0, 0, "text|json",
 	    false, log_format, "log line format"),
+	OPT("config", "OUTBOX_CONFIG", OB_CFG_STRING, NULL, 0, 0, NULL, false, config,
+	    OB_CFG_CONFIG_HELP),
 	OPT("metrics", "OUTBOX_METRICS", OB_CFG_STRING, NULL, 0, 0, NULL, false, metrics,
 	    "serve /metrics, /healthz and /readyz on HOST:PORT (or :PORT, [::1]:PORT,"
 	    " http://HOST:PORT); empty = off (docs/metrics.md)"),
@@ -234,12 +239,12 @@ main(int argc, char **argv)
 		.metrics = cm,
 	};
 
-	/* Block the stop signals in every thread; main waits for them. */
-	sigset_t stop;
-	sigemptyset(&stop);
-	sigaddset(&stop, SIGTERM);
-	sigaddset(&stop, SIGINT);
-	pthread_sigmask(SIG_BLOCK, &stop, NULL);
+	/* Before any thread starts: a signal only counts and wakes main. */
+	if (ob_sig_init("outbox-consumer", err, sizeof(err)) != OB_OK) {
+		fprintf(stderr, "outbox-consumer: %s\n", err);
+		goto out;
+	}
+	ob_sig_exit_on_second_stop();
 
 	if (consumer_server_start(&scfg, &srv, err, sizeof(err)) != OB_OK) {
 		fprintf(stderr, "outbox-consumer: %s\n", err);
@@ -269,9 +274,16 @@ main(int argc, char **argv)
 	    ob_log_q(url, q, sizeof(q)), (int)cfg.threads,
 	    cfg.no_dedup ? "OFF(broken-mode)" : "on", cfg.handler);
 
-	int sig = 0;
-	sigwait(&stop, &sig);
-	ob_info("consumer.stopping", "signal=%d", sig);
+	struct ob_reload reload = { &program, &cfg, sizeof(cfg), argc, argv, "consumer", NULL };
+	unsigned reloads = 0;
+	while (ob_sig_stops() == 0) {
+		ob_sig_wait(-1);
+		if (ob_sig_reloads() != reloads) { /* SIGHUPs that came together: one reload */
+			reloads = ob_sig_reloads();
+			(void)ob_reload_run(&reload);
+		}
+	}
+	ob_info("consumer.stopping", "signal=%d", (int)*ob_sig_stop_flag());
 	const struct consumer_counters *c = consumer_server_counters(srv);
 	ob_info("consumer.stopped", "requests=%llu applied=%llu duplicate=%llu retried=%llu"
 	    " rejected=%llu fingerprint_mismatch=%llu bad_frames=%llu purged=%llu"

@@ -24,6 +24,8 @@
 #include "outbox/err.h"
 #include "outbox/log.h"
 #include "outbox/ready_file.h"
+#include "outbox/reload.h"
+#include "outbox/sig.h"
 #include "producer.h"
 
 #define SERVE_MAX_FAULT 1000000000
@@ -45,6 +47,7 @@ struct serve_config {
 	char *ready_file;
 	char *log_level;
 	char *log_format;
+	char *config;
 	char *metrics;
 	int64_t fault_lose_response;
 	int64_t fault_crash;
@@ -93,6 +96,8 @@ static const struct ob_cfg_opt serve_options[] = {
 	    "debug|info|warn|error", false, log_level, "least severe level logged"),
 	OPT("log-format", "OUTBOX_LOG_FORMAT", OB_CFG_ENUM, "text", 0, 0, "text|json", false,
 	    log_format, "log line format"),
+	OPT("config", "OUTBOX_CONFIG", OB_CFG_STRING, NULL, 0, 0, NULL, false, config,
+	    OB_CFG_CONFIG_HELP),
 	OPT("metrics", "OUTBOX_METRICS", OB_CFG_STRING, NULL, 0, 0, NULL, false, metrics,
 	    "serve /metrics, /healthz and /readyz on HOST:PORT (or :PORT, [::1]:PORT,"
 	    " http://HOST:PORT); empty = off (docs/metrics.md)"),
@@ -196,13 +201,13 @@ producer_cmd_serve(int argc, char **argv)
 	}
 	hcfg.api.metrics = pm;
 
-	sigset_t stop;
-	sigemptyset(&stop);
-	sigaddset(&stop, SIGTERM);
-	sigaddset(&stop, SIGINT);
-	pthread_sigmask(SIG_BLOCK, &stop, NULL);
-
+	/* Before any thread starts: a signal only counts and wakes main. */
 	code = 1;
+	if (ob_sig_init("outbox-producer serve", err, sizeof(err)) != OB_OK) {
+		fprintf(stderr, "outbox-producer serve: %s\n", err);
+		goto out;
+	}
+	ob_sig_exit_on_second_stop();
 	if (http_server_start(&hcfg, &srv, err, sizeof(err)) != OB_OK) {
 		fprintf(stderr, "outbox-producer serve: %s\n", err);
 		goto out;
@@ -237,9 +242,16 @@ producer_cmd_serve(int argc, char **argv)
 	if (cfg.no_fencing)
 		ob_warn("producer.fencing_off", "mode=%s", "TEST-ONLY");
 
-	int sig = 0;
-	sigwait(&stop, &sig);
-	ob_info("producer.stopping", "signal=%d", sig);
+	struct ob_reload reload = { &program, &cfg, sizeof(cfg), argc, argv, "producer", NULL };
+	unsigned reloads = 0;
+	while (ob_sig_stops() == 0) {
+		ob_sig_wait(-1);
+		if (ob_sig_reloads() != reloads) { /* SIGHUPs that came together: one reload */
+			reloads = ob_sig_reloads();
+			(void)ob_reload_run(&reload);
+		}
+	}
+	ob_info("producer.stopping", "signal=%d", (int)*ob_sig_stop_flag());
 	code = 0;
 out:
 	/* The endpoint's ready callback reads srv: stop it first. */

@@ -106,6 +106,8 @@ static const struct ob_cfg_opt relay_options[] = {
 	    "debug|info|warn|error", false, log_level, "least severe level logged"),
 	OPT("log-format", "OUTBOX_LOG_FORMAT", OB_CFG_ENUM, "text", 0, 0, "text|json",
 	    false, log_format, "log line format"),
+	OPT("config", "OUTBOX_CONFIG", OB_CFG_STRING, NULL, 0, 0, NULL, false, config,
+	    OB_CFG_CONFIG_HELP),
 	OPT("metrics", "OUTBOX_METRICS", OB_CFG_STRING, NULL, 0, 0, NULL, false, metrics,
 	    "serve /metrics, /healthz and /readyz on HOST:PORT (or :PORT, [::1]:PORT,"
 	    " http://HOST:PORT) from a separate process; empty = off (docs/metrics.md)"),
@@ -168,6 +170,13 @@ check_config(const struct relay_config *c, char *err, size_t errlen)
 	return rc;
 }
 
+/* check_config for a reload (ob_reload's check). */
+static int
+check_reload(const void *cfg, char *err, size_t errlen)
+{
+	return check_config(cfg, err, errlen);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -210,7 +219,9 @@ main(int argc, char **argv)
 		code = 1;
 		goto out;
 	}
-	signal(SIGPIPE, SIG_IGN);
+	struct ob_reload reload = { &program, &cfg, sizeof(cfg), argc, argv, "relay",
+		check_reload };
+	cfg.reload = &reload;
 	code = relay_supervise(&cfg, shared);
 	relay_shared_free(shared);
 out:

@@ -17,13 +17,14 @@
 #include "outbox/err.h"
 #include "outbox/http_endpoint.h"
 #include "outbox/log.h"
+#include "outbox/sig.h"
 #include "supervise.h"
 
 #define SERVE_TICK_MS 50
 
 int
 relay_metrics_serve(const char *addr, struct ob_metrics *reg,
-    volatile sig_atomic_t *stop, int report_fd)
+    const struct ob_reload *reload, int report_fd)
 {
 	char err[512], q[600], line[600];
 	struct ob_http_endpoint *ep = NULL;
@@ -43,9 +44,13 @@ relay_metrics_serve(const char *addr, struct ob_metrics *reg,
 	}
 	if (rc != OB_OK)
 		return 1;
-	while (!*stop) {
-		struct timespec ts = { 0, SERVE_TICK_MS * 1000000L };
-		nanosleep(&ts, NULL);
+	unsigned reloads = 0;
+	while (ob_sig_stops() == 0) {
+		ob_sig_wait(SERVE_TICK_MS);
+		if (ob_sig_reloads() != reloads) {
+			reloads = ob_sig_reloads();
+			(void)ob_reload_run(reload);
+		}
 	}
 	ob_http_endpoint_stop(ep);
 	ob_info("relay.metrics.stopped", "addr=%s", addr);

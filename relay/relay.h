@@ -20,6 +20,7 @@
 #include "claim.h"
 #include "outbox/config.h"
 #include "outbox/fault.h"
+#include "outbox/reload.h"
 #include "metrics.h"
 
 struct relay_config {
@@ -53,8 +54,12 @@ struct relay_config {
 	int64_t fault_stall_ms;
 	char *log_level;
 	char *log_format;
+	char *config;             /* --config FILE, re-read on SIGHUP */
 	char *metrics;            /* --metrics ADDR; NULL or "" = no endpoint */
 	int64_t metrics_interval_ms; /* worker 0's refresh of the database gauges */
+	/* not a setting: how SIGHUP re-reads the settings (main.c); NULL in
+	 * tests that run a worker without main */
+	const struct ob_reload *reload;
 };
 
 /* The margin the lease must keep over the delivery timeout: time to write

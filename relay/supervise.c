@@ -3,13 +3,16 @@
  *
  * NOTES
  *
- * Signals. The handlers only count signals in volatile sig_atomic_t flags
- * and write one byte to a self-pipe; the loop wakes on the pipe (or every
- * LOOP_TICK_MS) and handles, in this order: shutdown requests, then child
- * exits, then restarts that are due. Nothing is logged from a handler.
+ * Signals (common/sig.c). The handlers only count signals and write one
+ * byte to a self-pipe; the loop wakes on the pipe (or every LOOP_TICK_MS)
+ * and handles, in this order: shutdown requests, reloads (SIGHUP: the
+ * supervisor's own, then forwarded to every worker and the metrics
+ * process, each of which reloads and logs relay.reload), child exits, then
+ * restarts that are due. Nothing is logged from a handler.
  *
  * Fork. stdio is flushed before fork; signals are blocked across it so the
- * child installs the worker's handler before any signal can reach it. A
+ * child makes its own signal pipe and counts (ob_sig_init) before any
+ * signal can reach it. A
  * worker asks the kernel for SIGTERM when the supervisor dies
  * (PR_SET_PDEATHSIG), so a killed supervisor does not leave workers behind.
  *
@@ -41,7 +44,10 @@
 
 #include <nng/nng.h>
 
+#include "outbox/err.h"
 #include "outbox/log.h"
+#include "outbox/reload.h"
+#include "outbox/sig.h"
 #include "supervise.h"
 
 #define LOOP_TICK_MS 100
@@ -54,43 +60,6 @@ struct slot {
 	unsigned restarts;
 };
 
-static volatile sig_atomic_t stop_signals;   /* supervisor: count */
-static volatile sig_atomic_t child_exited;
-static volatile sig_atomic_t worker_stop;    /* in a worker or the metrics process */
-static int wake_pipe[2] = { -1, -1 };
-
-static void
-wake(void)
-{
-	int saved = errno;
-	if (wake_pipe[1] >= 0)
-		(void)!write(wake_pipe[1], "x", 1);
-	errno = saved;
-}
-
-static void
-on_stop(int sig)
-{
-	(void)sig;
-	if (stop_signals < 100)
-		stop_signals++;
-	wake();
-}
-
-static void
-on_child(int sig)
-{
-	(void)sig;
-	child_exited = 1;
-	wake();
-}
-
-static void
-on_worker_stop(int sig)
-{
-	worker_stop = sig;
-}
-
 static int64_t
 now_ms(void)
 {
@@ -99,14 +68,30 @@ now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* In a child just forked: its own signal pipe and counts, then the
+ * signals the supervisor blocked across the fork. */
 static void
-set_handler(int sig, void (*fn)(int))
+child_signals(const sigset_t *old)
 {
-	struct sigaction sa;
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = fn;
-	sigemptyset(&sa.sa_mask);
-	sigaction(sig, &sa, NULL);
+	char err[256];
+	if (ob_sig_init("outbox-relay", err, sizeof(err)) != OB_OK) {
+		ob_error("relay.child.signals_failed", "err=%s", err);
+		_exit(1);
+	}
+	sigprocmask(SIG_SETMASK, old, NULL);
+}
+
+/* Signals blocked across a fork. */
+static void
+block_for_fork(sigset_t *old)
+{
+	sigset_t block;
+	sigemptyset(&block);
+	sigaddset(&block, SIGTERM);
+	sigaddset(&block, SIGINT);
+	sigaddset(&block, SIGHUP);
+	sigaddset(&block, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &block, old);
 }
 
 /* In the child: become a worker and never return. */
@@ -114,18 +99,12 @@ static _Noreturn void
 worker_main(const struct relay_config *cfg, int index, struct relay_shared *shared,
     pid_t supervisor, const sigset_t *old)
 {
-	close(wake_pipe[0]);
-	close(wake_pipe[1]);
-	wake_pipe[0] = wake_pipe[1] = -1;
 	ob_log_set_pid();
-	set_handler(SIGTERM, on_worker_stop);
-	set_handler(SIGINT, on_worker_stop);
-	set_handler(SIGCHLD, SIG_DFL);
+	child_signals(old);
 	prctl(PR_SET_PDEATHSIG, SIGTERM);
-	sigprocmask(SIG_SETMASK, old, NULL);
 	if (getppid() != supervisor)
-		worker_stop = SIGTERM; /* the supervisor died while we forked */
-	int code = relay_worker_run(cfg, index, &worker_stop, shared);
+		kill(getpid(), SIGTERM); /* the supervisor died while we forked */
+	int code = relay_worker_run(cfg, index, ob_sig_stop_flag(), shared);
 	nng_fini();
 	fflush(NULL);
 	exit(code);
@@ -138,18 +117,12 @@ static _Noreturn void
 metrics_main(const struct relay_config *cfg, struct relay_shared *shared,
     pid_t supervisor, const sigset_t *old, int report_fd)
 {
-	close(wake_pipe[0]);
-	close(wake_pipe[1]);
-	wake_pipe[0] = wake_pipe[1] = -1;
 	ob_log_set_pid();
-	set_handler(SIGTERM, on_worker_stop);
-	set_handler(SIGINT, on_worker_stop);
-	set_handler(SIGCHLD, SIG_DFL);
+	child_signals(old);
 	prctl(PR_SET_PDEATHSIG, SIGTERM);
-	sigprocmask(SIG_SETMASK, old, NULL);
 	if (getppid() != supervisor)
-		worker_stop = SIGTERM;
-	int code = relay_metrics_serve(cfg->metrics, shared->metrics.reg, &worker_stop,
+		kill(getpid(), SIGTERM);
+	int code = relay_metrics_serve(cfg->metrics, shared->metrics.reg, cfg->reload,
 	    report_fd);
 	nng_fini();
 	fflush(NULL);
@@ -167,12 +140,8 @@ start_metrics(const struct relay_config *cfg, struct slot *s,
 		ob_error("relay.metrics.fork_failed", "err=%s", strerror(errno));
 		return false;
 	}
-	sigset_t block, old;
-	sigemptyset(&block);
-	sigaddset(&block, SIGTERM);
-	sigaddset(&block, SIGINT);
-	sigaddset(&block, SIGCHLD);
-	sigprocmask(SIG_BLOCK, &block, &old);
+	sigset_t old;
+	block_for_fork(&old);
 	fflush(NULL);
 	pid_t supervisor = getpid();
 	pid_t pid = fork();
@@ -256,12 +225,8 @@ static bool
 start_worker(const struct relay_config *cfg, struct slot *s, int index,
     struct relay_shared *shared)
 {
-	sigset_t block, old;
-	sigemptyset(&block);
-	sigaddset(&block, SIGTERM);
-	sigaddset(&block, SIGINT);
-	sigaddset(&block, SIGCHLD);
-	sigprocmask(SIG_BLOCK, &block, &old);
+	sigset_t old;
+	block_for_fork(&old);
 	fflush(NULL);
 	pid_t supervisor = getpid();
 	pid_t pid = fork();
@@ -313,27 +278,23 @@ relay_supervise(const struct relay_config *cfg, struct relay_shared *shared)
 {
 	int n = (int)cfg->workers;
 	struct slot *slots = calloc((size_t)n, sizeof(*slots));
-	if (slots == NULL || pipe(wake_pipe) != 0) {
-		ob_error("relay.supervisor.failed", "err=%s", "out of memory or pipes");
+	char err[256];
+	if (slots == NULL) {
+		ob_error("relay.supervisor.failed", "err=%s", "out of memory");
+		return 1;
+	}
+	if (ob_sig_init("outbox-relay", err, sizeof(err)) != OB_OK ||
+	    ob_sig_watch(SIGCHLD, err, sizeof(err)) != OB_OK) {
+		ob_error("relay.supervisor.failed", "err=%s", err);
 		free(slots);
 		return 1;
 	}
-	for (int k = 0; k < 2; k++) {
-		fcntl(wake_pipe[k], F_SETFL, fcntl(wake_pipe[k], F_GETFL) | O_NONBLOCK);
-		fcntl(wake_pipe[k], F_SETFD, FD_CLOEXEC);
-	}
-	set_handler(SIGTERM, on_stop);
-	set_handler(SIGINT, on_stop);
-	set_handler(SIGCHLD, on_child);
 
 	ob_info("relay.supervisor.started", "workers=%d shutdown_grace_ms=%" PRId64, n,
 	    cfg->shutdown_grace_ms);
 	bool metrics_on = cfg->metrics != NULL && cfg->metrics[0] != '\0';
 	struct slot msl = { 0, 0, 0, RELAY_RESTART_MIN_MS, 0 };
 	if (metrics_on && !start_metrics(cfg, &msl, shared, RELAY_METRICS_START_MS)) {
-		close(wake_pipe[0]);
-		close(wake_pipe[1]);
-		wake_pipe[0] = wake_pipe[1] = -1;
 		free(slots);
 		return 1;
 	}
@@ -345,13 +306,11 @@ relay_supervise(const struct relay_config *cfg, struct relay_shared *shared)
 
 	bool shutting_down = false, killed = false, unclean = false, protocol_stop = false;
 	int64_t deadline = 0;
+	unsigned reloads = 0;
 	for (;;) {
-		struct pollfd pfd = { wake_pipe[0], POLLIN, 0 };
-		poll(&pfd, 1, LOOP_TICK_MS);
-		char drain[64];
-		while (read(wake_pipe[0], drain, sizeof(drain)) > 0)
-			;
+		ob_sig_wait(LOOP_TICK_MS);
 		int64_t now = now_ms();
+		unsigned stop_signals = ob_sig_stops();
 
 		/* 1. Shutdown requests. */
 		if (stop_signals > 0 && !shutting_down) {
@@ -369,8 +328,16 @@ relay_supervise(const struct relay_config *cfg, struct relay_shared *shared)
 			killed = unclean = true;
 		}
 
-		/* 2. Child exits. */
-		child_exited = 0;
+		/* 2. Reloads: the supervisor's own, then each child's. */
+		if (ob_sig_reloads() != reloads) {
+			reloads = ob_sig_reloads();
+			(void)ob_reload_run(cfg->reload);
+			signal_all(slots, n, SIGHUP);
+			if (msl.pid > 0)
+				kill(msl.pid, SIGHUP);
+		}
+
+		/* 3. Child exits. */
 		pid_t pid;
 		int st;
 		while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
@@ -434,7 +401,7 @@ relay_supervise(const struct relay_config *cfg, struct relay_shared *shared)
 				msl.restart_at_ms = now + msl.backoff_ms;
 		}
 
-		/* 3. Restarts that are due. */
+		/* 4. Restarts that are due. */
 		for (int i = 0; i < n; i++) {
 			struct slot *s = &slots[i];
 			if (s->pid == 0 && now >= s->restart_at_ms) {
@@ -448,9 +415,6 @@ relay_supervise(const struct relay_config *cfg, struct relay_shared *shared)
 	stop_metrics(&msl);
 	relay_totals_log("relay.totals", "", &shared->totals);
 	ob_info("relay.supervisor.stopped", "clean=%d", unclean ? 0 : 1);
-	close(wake_pipe[0]);
-	close(wake_pipe[1]);
-	wake_pipe[0] = wake_pipe[1] = -1;
 	free(slots);
 	return protocol_stop ? RELAY_EXIT_PROTOCOL : unclean ? 1 : 0;
 }

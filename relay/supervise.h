@@ -34,10 +34,11 @@
  * every worker stopped cleanly within the grace, 1 otherwise. */
 int relay_supervise(const struct relay_config *cfg, struct relay_shared *shared);
 
-/* The metrics process's body (metrics_serve.c): serve reg on addr until
- * *stop; reports "OK <port>" or "ERR <reason>" as one line on report_fd
+/* The metrics process's body (metrics_serve.c): serve reg on addr until a
+ * stop signal (common/sig.c), reloading on SIGHUP with reload (NULL =
+ * none); reports "OK <port>" or "ERR <reason>" as one line on report_fd
  * (-1 = none) once bound. Returns the exit code. */
 int relay_metrics_serve(const char *addr, struct ob_metrics *reg,
-    volatile sig_atomic_t *stop, int report_fd);
+    const struct ob_reload *reload, int report_fd);
 
 #endif

@@ -35,6 +35,7 @@
 #include "outbox/log.h"
 #include "outbox/pg.h"
 #include "outbox/protocol.h"
+#include "outbox/sig.h"
 #include "record.h"
 #include "relay.h"
 #include "stats.h"
@@ -879,7 +880,12 @@ relay_worker_run(const struct relay_config *cfg, int worker_index,
 	    cfg->no_ordering ? "OFF(broken-mode)" : "on", cfg->on_dead_head);
 
 	int64_t next_progress = now_ms() + PROGRESS_EVERY_MS;
+	unsigned reloads = ob_sig_reloads();
 	while (!*stop && !w.protocol_refused) {
+		if (ob_sig_reloads() != reloads) { /* SIGHUP, forwarded by the supervisor */
+			reloads = ob_sig_reloads();
+			(void)ob_reload_run(cfg->reload);
+		}
 		if (ob_pg_broken(w.conn)) {
 			if (w.conn != NULL) {
 				char q[600];

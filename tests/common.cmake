@@ -29,3 +29,11 @@ outbox_test(test_protocol SOURCES integration/test_protocol.c
 add_test(NAME config_doc_fresh
   COMMAND ${CMAKE_SOURCE_DIR}/scripts/gen-config-doc.sh --check ${CMAKE_BINARY_DIR}/bin)
 set_tests_properties(config_doc_fresh PROPERTIES LABELS "ops" TIMEOUT 60 SKIP_RETURN_CODE 77)
+
+# The signal layer in every long-running program: SIGHUP reloads (the
+# --config file) and leaves each process running, a bad reload keeps the
+# old level, a second SIGTERM ends a stop that hangs.
+outbox_test(test_signals SOURCES integration/test_signals.c LABELS integration PG TIMEOUT 300)
+if(TEST test_signals)
+  add_dependencies(test_signals outbox-relay outbox-consumer outbox-producer)
+endif()

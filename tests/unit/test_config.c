@@ -1127,6 +1127,141 @@ START_TEST(test_load_markdown)
 }
 END_TEST
 
+
+/* The --config file: a table with a "config" option. */
+struct filecfg {
+	char *db;
+	int64_t workers;
+	char *log_level;
+	struct ob_cfg_list topics;
+	char *config;
+};
+
+#define FOFF(f) offsetof(struct filecfg, f)
+
+static const struct ob_cfg_opt ftable[] = {
+	{ "db", "OUTBOX_DB", OB_CFG_STRING, NULL, 0, 0, NULL, true, false, FOFF(db), "db" },
+	{ "workers", "OUTBOX_WORKERS", OB_CFG_INT, "4", 1, 64, NULL, false, false,
+	    FOFF(workers), "workers" },
+	{ "log-level", "OUTBOX_LOG_LEVEL", OB_CFG_ENUM, "info", 0, 0, "debug|info|warn|error",
+	    false, false, FOFF(log_level), "level" },
+	{ "topic", "OUTBOX_TOPICS", OB_CFG_LIST, NULL, 0, 0, NULL, false, false, FOFF(topics),
+	    "topics" },
+	{ "config", "OUTBOX_CONFIG", OB_CFG_STRING, NULL, 0, 0, NULL, false, false,
+	    FOFF(config), OB_CFG_CONFIG_HELP },
+	OB_CFG_END
+};
+
+/* Write text to a file in the temp dir; its path into path. */
+static void
+config_file(const char *text, char *path, size_t len)
+{
+	static int n;
+	snprintf(path, len, "%s/cfg-%d-%d.conf", ts_tmpdir(), (int)getpid(), ++n);
+	FILE *f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+static int
+fparse(struct filecfg *c, const char **argv)
+{
+	memset(c, 0, sizeof(*c));
+	return parse_with(ftable, c, argv);
+}
+
+START_TEST(test_config_file_precedence)
+{
+	char path[512], flag[600];
+	struct filecfg c;
+	unsetenv("OUTBOX_CONFIG");
+	unsetenv("OUTBOX_LOG_LEVEL");
+	config_file("# the relay's settings\n\n  export OUTBOX_DB = \"host=file\"\n"
+	    "OUTBOX_WORKERS=6\nOUTBOX_TOPICS='a,b'\n", path, sizeof(path));
+	snprintf(flag, sizeof(flag), "--config=%s", path);
+	/* the file beats the environment and the default */
+	setenv("OUTBOX_WORKERS", "8", 1);
+	setenv("OUTBOX_LOG_LEVEL", "warn", 1);
+	ck_assert_int_eq(fparse(&c, (const char *[]){ "prog", flag, NULL }), OB_OK);
+	ck_assert_str_eq(c.db, "host=file");
+	ck_assert_int_eq(c.workers, 6);
+	ck_assert_uint_eq(c.topics.n, 2);
+	ck_assert_str_eq(c.topics.items[1], "b");
+	ck_assert_str_eq(c.log_level, "warn"); /* not in the file: the environment */
+	ob_cfg_free(ftable, &c);
+	/* a flag beats the file */
+	ck_assert_int_eq(fparse(&c, (const char *[]){ "prog", flag, "--workers", "2", NULL }),
+	    OB_OK);
+	ck_assert_int_eq(c.workers, 2);
+	ob_cfg_free(ftable, &c);
+	/* the file named by its variable */
+	setenv("OUTBOX_CONFIG", path, 1);
+	ck_assert_int_eq(fparse(&c, (const char *[]){ "prog", NULL }), OB_OK);
+	ck_assert_int_eq(c.workers, 6);
+	ck_assert_str_eq(c.config, path);
+	ob_cfg_free(ftable, &c);
+	unsetenv("OUTBOX_CONFIG");
+	unsetenv("OUTBOX_WORKERS");
+	unsetenv("OUTBOX_LOG_LEVEL");
+}
+END_TEST
+
+/* Every bad file is one line naming the file and the line; nothing else
+ * counts. */
+START_TEST(test_config_file_errors)
+{
+	static const struct {
+		const char *text;
+		const char *want; /* after "<path>:" */
+	} cases[] = {
+		{ "OUTBOX_DB=x\nOUTBOX_WORKRES=3\n", "2: unknown setting 'OUTBOX_WORKRES' (see --help)" },
+		{ "OUTBOX_DB=x\nOUTBOX_DB=y\n", "2: OUTBOX_DB is set twice" },
+		{ "OUTBOX_WORKERS=0\n", "1: OUTBOX_WORKERS=0: below the minimum 1" },
+		{ "OUTBOX_LOG_LEVEL=loud\n",
+		    "1: OUTBOX_LOG_LEVEL=loud: not one of debug|info|warn|error" },
+		{ "just words\n", "1: not KEY=VALUE" },
+		{ "OUTBOX_CONFIG=/other\n", "1: unknown setting 'OUTBOX_CONFIG' (see --help)" },
+	};
+	char path[512], flag[600], want[700];
+	struct filecfg c;
+	unsetenv("OUTBOX_CONFIG");
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		config_file(cases[i].text, path, sizeof(path));
+		snprintf(flag, sizeof(flag), "--config=%s", path);
+		int rv = fparse(&c, (const char *[]){ "prog", "--db", "x", flag, NULL });
+		snprintf(want, sizeof(want), "%s:%s", path, cases[i].want);
+		ck_assert_msg(rv == OB_EINVAL, "case %zu: parsed", i);
+		ck_assert_str_eq(err, want);
+		ob_cfg_free(ftable, &c);
+	}
+	int rv = fparse(&c, (const char *[]){ "prog", "--db", "x", "--config", "/nonexistent/x.conf",
+	    NULL });
+	ck_fails_with(rv, "--config /nonexistent/x.conf: No such file or directory");
+	ob_cfg_free(ftable, &c);
+}
+END_TEST
+
+START_TEST(test_config_changed)
+{
+	struct filecfg a, b;
+	char out[256];
+	ck_assert_int_eq(fparse(&a, (const char *[]){ "prog", "--db", "x", "--topic", "t", NULL }),
+	    OB_OK);
+	ck_assert_int_eq(fparse(&b, (const char *[]){ "prog", "--db", "x", "--topic", "t", NULL }),
+	    OB_OK);
+	ob_cfg_changed(ftable, &a, &b, out, sizeof(out));
+	ck_assert_str_eq(out, "");
+	ob_cfg_free(ftable, &b);
+	ck_assert_int_eq(fparse(&b, (const char *[]){ "prog", "--db", "y", "--workers", "5",
+	    "--log-level", "debug", "--topic", "t", "--topic", "u", NULL }), OB_OK);
+	ob_cfg_changed(ftable, &a, &b, out, sizeof(out));
+	ck_assert_str_eq(out, "db,workers,log-level,topic");
+	ob_cfg_free(ftable, &a);
+	ob_cfg_free(ftable, &b);
+}
+END_TEST
+
 static Suite *
 config_suite(void)
 {
@@ -1177,6 +1312,9 @@ config_suite(void)
 	tcase_add_test(tc, test_load_stray_argument);
 	tcase_add_test(tc, test_load_positional);
 	tcase_add_test(tc, test_load_markdown);
+	tcase_add_test(tc, test_config_file_precedence);
+	tcase_add_test(tc, test_config_file_errors);
+	tcase_add_test(tc, test_config_changed);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -3,7 +3,11 @@
  * bounds, help.
  *
  * Every flag also reads an environment variable; a flag beats the variable,
- * the variable beats the default. --help is generated from the table, and so
+ * the variable beats the default. A table with an option named "config"
+ * (OB_CFG_STRING) also reads that file of KEY=VALUE lines, the options'
+ * variables: a flag beats the file, the file beats the environment (a
+ * reload re-reads the file; the environment cannot change under a running
+ * process). --help is generated from the table, and so
  * is the configuration reference in docs/ (ob_cfg_markdown). Invalid config
  * is reported as one line in the caller's buffer before anything is opened.
  */
@@ -53,6 +57,17 @@ struct ob_cfg_opt {
  * filled and must still be released with ob_cfg_free. Reads getenv(). */
 int ob_cfg_parse(const struct ob_cfg_opt *table, void *cfg, int argc,
     char **argv, int *first_arg, bool *want_help, char *err, size_t errlen);
+
+/* The names of the options whose values differ between a and b, comma
+ * separated, into out ("" when none). */
+void ob_cfg_changed(const struct ob_cfg_opt *table, const void *a, const void *b, char *out,
+    size_t outlen);
+
+/* The help of every program's --config option. */
+#define OB_CFG_CONFIG_HELP \
+    "a file of KEY=VALUE lines, the variables of these options; a flag beats it, it beats" \
+    " the environment. SIGHUP re-reads it (and the flags and environment): the log level" \
+    " changes at once, other changes are logged as needing a restart"
 
 /* Free every owned STRING / ENUM / LIST field of cfg named by table. */
 void ob_cfg_free(const struct ob_cfg_opt *table, void *cfg);

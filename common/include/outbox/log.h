@@ -21,6 +21,8 @@ void ob_log_init(const char *program, enum ob_log_level level,
 
 /* Parse "debug|info|warn|error" / "text|json". OB_OK or OB_EINVAL. */
 int ob_log_level_parse(const char *s, enum ob_log_level *out);
+/* Change the least severe level logged (a reload). */
+void ob_log_set_level(enum ob_log_level level);
 int ob_log_format_parse(const char *s, enum ob_log_format *out);
 
 /* Refresh the pid field (call in a child after fork). */
