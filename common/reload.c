@@ -10,6 +10,7 @@
 #include "outbox/err.h"
 #include "outbox/log.h"
 #include "outbox/reload.h"
+#include "outbox/sig.h"
 
 #define CHANGED_MAX 512
 #define LOG_LEVEL_OPT "log-level"
@@ -100,4 +101,17 @@ ob_reload_run(const struct ob_reload *r)
 	ob_cfg_free(table, fresh);
 	free(fresh);
 	return OB_OK;
+}
+
+void
+ob_reload_until_stop(const struct ob_reload *r)
+{
+	unsigned reloads = ob_sig_reloads();
+	while (ob_sig_stops() == 0) {
+		ob_sig_wait(-1);
+		if (ob_sig_reloads() != reloads) { /* SIGHUPs that came together: one reload */
+			reloads = ob_sig_reloads();
+			(void)ob_reload_run(r);
+		}
+	}
 }

@@ -275,14 +275,7 @@ main(int argc, char **argv)
 	    cfg.no_dedup ? "OFF(broken-mode)" : "on", cfg.handler);
 
 	struct ob_reload reload = { &program, &cfg, sizeof(cfg), argc, argv, "consumer", NULL };
-	unsigned reloads = 0;
-	while (ob_sig_stops() == 0) {
-		ob_sig_wait(-1);
-		if (ob_sig_reloads() != reloads) { /* SIGHUPs that came together: one reload */
-			reloads = ob_sig_reloads();
-			(void)ob_reload_run(&reload);
-		}
-	}
+	ob_reload_until_stop(&reload);
 	ob_info("consumer.stopping", "signal=%d", (int)*ob_sig_stop_flag());
 	const struct consumer_counters *c = consumer_server_counters(srv);
 	ob_info("consumer.stopped", "requests=%llu applied=%llu duplicate=%llu retried=%llu"

@@ -243,14 +243,7 @@ producer_cmd_serve(int argc, char **argv)
 		ob_warn("producer.fencing_off", "mode=%s", "TEST-ONLY");
 
 	struct ob_reload reload = { &program, &cfg, sizeof(cfg), argc, argv, "producer", NULL };
-	unsigned reloads = 0;
-	while (ob_sig_stops() == 0) {
-		ob_sig_wait(-1);
-		if (ob_sig_reloads() != reloads) { /* SIGHUPs that came together: one reload */
-			reloads = ob_sig_reloads();
-			(void)ob_reload_run(&reload);
-		}
-	}
+	ob_reload_until_stop(&reload);
 	ob_info("producer.stopping", "signal=%d", (int)*ob_sig_stop_flag());
 	code = 0;
 out:

@@ -11,16 +11,12 @@
  */
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "outbox/err.h"
 #include "outbox/http_endpoint.h"
 #include "outbox/log.h"
-#include "outbox/sig.h"
 #include "supervise.h"
-
-#define SERVE_TICK_MS 50
 
 int
 relay_metrics_serve(const char *addr, struct ob_metrics *reg,
@@ -44,14 +40,7 @@ relay_metrics_serve(const char *addr, struct ob_metrics *reg,
 	}
 	if (rc != OB_OK)
 		return 1;
-	unsigned reloads = 0;
-	while (ob_sig_stops() == 0) {
-		ob_sig_wait(SERVE_TICK_MS);
-		if (ob_sig_reloads() != reloads) {
-			reloads = ob_sig_reloads();
-			(void)ob_reload_run(reload);
-		}
-	}
+	ob_reload_until_stop(reload);
 	ob_http_endpoint_stop(ep);
 	ob_info("relay.metrics.stopped", "addr=%s", addr);
 	return 0;

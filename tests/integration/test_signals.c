@@ -73,6 +73,21 @@ reload_rounds(pid_t pid, const char *log, const char *conf, const char *prog, in
 	ck_assert(alive(pid));
 }
 
+/* pid's graceful stop hangs: SIGTERM (it logs stopping and waits), then a
+ * second one, which ends it at once. */
+static void
+second_stop_exits(pid_t pid, const char *log, const char *stopping)
+{
+	kill(pid, SIGTERM);
+	ck_assert_int_eq(ts_log_wait(log, stopping, 1, 10 * T_SEC), 1);
+	ck_assert_int_eq(ts_wait_exit(pid, 500), -1); /* the graceful stop waits */
+	int64_t t0 = ts_now_ms();
+	kill(pid, SIGTERM);
+	ck_assert_int_eq(ts_wait_exit(pid, 10 * T_SEC), OB_SIG_EXIT_SECOND);
+	ck_assert_int_lt(ts_now_ms() - t0, 5 * T_SEC);
+	ck_assert_int_eq(ts_log_count(log, "a second stop signal: exiting now"), 1);
+}
+
 START_TEST(test_relay_reloads)
 {
 	char db[TS_CONNINFO_MAX], route[300], log[256], conf[300];
@@ -120,14 +135,7 @@ START_TEST(test_consumer_reloads_and_second_stop_exits)
 	struct ob_wire_msg m = cc_msg(1, "t", "k-slow", "{}");
 	cc_send(&c, &m, 1);
 	ck_assert_int_eq(ts_log_wait(log, "fault=consumer.slow", 1, 30 * T_SEC), 1);
-	kill(pid, SIGTERM);
-	ck_assert_int_eq(ts_log_wait(log, "consumer.stopping", 1, 10 * T_SEC), 1);
-	ck_assert_int_eq(ts_wait_exit(pid, 500), -1); /* the graceful stop waits */
-	int64_t t0 = ts_now_ms();
-	kill(pid, SIGTERM);
-	ck_assert_int_eq(ts_wait_exit(pid, 10 * T_SEC), OB_SIG_EXIT_SECOND);
-	ck_assert_int_lt(ts_now_ms() - t0, 5 * T_SEC);
-	ck_assert_int_eq(ts_log_count(log, "a second stop signal: exiting now"), 1);
+	second_stop_exits(pid, log, "consumer.stopping");
 	cc_close(&c);
 }
 END_TEST
@@ -177,14 +185,7 @@ START_TEST(test_producer_reloads_and_second_stop_exits)
 	ck_assert_int_eq(ts_wait_value(watch, "SELECT count(*) FROM pg_locks l"
 	    " JOIN pg_class c ON c.oid = l.relation WHERE c.relname = 'bug_reports'"
 	    " AND NOT l.granted", 1, 30 * T_SEC), 1);
-	kill(pid, SIGTERM);
-	ck_assert_int_eq(ts_log_wait(log, "producer.stopping", 1, 10 * T_SEC), 1);
-	ck_assert_int_eq(ts_wait_exit(pid, 500), -1); /* the graceful stop waits */
-	int64_t t0 = ts_now_ms();
-	kill(pid, SIGTERM);
-	ck_assert_int_eq(ts_wait_exit(pid, 10 * T_SEC), OB_SIG_EXIT_SECOND);
-	ck_assert_int_lt(ts_now_ms() - t0, 5 * T_SEC);
-	ck_assert_int_eq(ts_log_count(log, "a second stop signal: exiting now"), 1);
+	second_stop_exits(pid, log, "producer.stopping");
 	ts_exec(holder, "ROLLBACK");
 	pthread_join(p.t, NULL);
 	free(p.res.body);

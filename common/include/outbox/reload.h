@@ -30,4 +30,9 @@ struct ob_reload {
 /* One reload; logs one of the two events. OB_OK when it was applied. */
 int ob_reload_run(const struct ob_reload *r);
 
+/* The main thread of a program whose work runs in other threads: wait for
+ * signals (common/sig.c) until a stop signal, one reload for each burst of
+ * SIGHUPs. */
+void ob_reload_until_stop(const struct ob_reload *r);
+
 #endif
