@@ -26,6 +26,7 @@
 
 #include "handler_webhook.h"
 #include "inbox.h"
+#include "outbox/clock.h"
 #include "outbox/err.h"
 #include "outbox/keyclaim.h"
 #include "outbox/log.h"
@@ -86,14 +87,6 @@ header_safe(const char *s, size_t n)
 			return false;
 	}
 	return true;
-}
-
-static void
-sleep_ms(int64_t ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-	while (nanosleep(&ts, &ts) != 0)
-		;
 }
 
 /* One POST. Returns 0 and *status, or an nng error. Stores the body into
@@ -282,7 +275,7 @@ call_downstream(struct webhook *w, const struct ob_wire_msg *m, const char *key,
 	if (w->cfg.die_after_call != NULL && ob_fault_fire(w->cfg.die_after_call))
 		ob_fault_die("consumer.webhook.after_call");
 	if (w->cfg.stall_after_call != NULL && ob_fault_fire(w->cfg.stall_after_call))
-		sleep_ms(w->cfg.stall_ms);
+		ob_sleep_ms(w->cfg.stall_ms);
 	if (rv == NNG_ETIMEDOUT) {
 		COUNT(w, timeouts);
 		MCOUNT(w, calls_timeout);

@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "inbox.h"
+#include "outbox/clock.h"
 #include "outbox/err.h"
 #include "outbox/pg.h"
 #include "outbox/protocol.h"
@@ -231,21 +232,13 @@ is_lock_error(const char *sqlstate)
 	return strcmp(sqlstate, "55P03") == 0 || strcmp(sqlstate, "40P01") == 0;
 }
 
-static void
-sleep_ms(int64_t ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-	while (nanosleep(&ts, &ts) != 0)
-		;
-}
-
 /* Fault points and COMMIT: the last step of both paths. */
 static int
 commit(PGconn *conn, const struct inbox_options *opt, char *err, size_t errlen)
 {
 	struct inbox_faults *f = opt->faults;
 	if (f != NULL && ob_fault_fire(&f->slow))
-		sleep_ms(f->slow_ms);
+		ob_sleep_ms(f->slow_ms);
 	if (f != NULL && ob_fault_fire(&f->die_before_commit))
 		ob_fault_die("consumer.before_commit");
 	int rc = ob_pg_commit(conn, err, errlen);

@@ -21,6 +21,7 @@
 #include <nng/protocol/reqrep0/rep.h>
 
 #include "outbox/buf.h"
+#include "outbox/clock.h"
 #include "outbox/err.h"
 #include "outbox/log.h"
 #include "outbox/pg.h"
@@ -59,22 +60,6 @@ struct consumer_server {
 	pthread_cond_t cv;
 	bool stopping;
 };
-
-static void
-sleep_ms(int64_t ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-		;
-}
-
-static double
-now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* Readiness and the connections gauge follow what the thread last saw. */
 static void
@@ -120,14 +105,14 @@ ensure_conn(struct serve_thread *t)
 	if (ob_pg_connect(t->srv->cfg.db, "outbox-consumer", &t->conn, err,
 	        sizeof(err)) != OB_OK) {
 		reconnect_failed(t, "consumer.db.reconnect_failed", err);
-		sleep_ms(200);
+		ob_sleep_ms(200);
 		return false;
 	}
 	if (inbox_conn_setup(t->conn, &t->srv->cfg.inbox, err, sizeof(err)) != OB_OK) {
 		reconnect_failed(t, "consumer.db.setup_failed", err);
 		PQfinish(t->conn);
 		t->conn = NULL;
-		sleep_ms(200);
+		ob_sleep_ms(200);
 		return false;
 	}
 	ob_info("consumer.db.reconnected", "thread=%d after_failures=%u", t->index,
@@ -176,10 +161,10 @@ handle(struct serve_thread *t, const void *body, size_t len)
 		}
 		rc = OB_EDB;
 	} else {
-		double t0 = now_s();
+		double t0 = ob_mono_s();
 		rc = inbox_apply_batch(t->conn, &s->cfg.inbox, &req, &t->batch, err,
 		    sizeof(err));
-		took = now_s() - t0;
+		took = ob_mono_s() - t0;
 		reached_db = true;
 		if (rc != OB_OK) {
 			atomic_fetch_add(&s->counters->db_failures, 1);
@@ -295,14 +280,7 @@ purge_loop(void *arg)
 				ob_metric_add(s->cfg.metrics->purged, (uint64_t)n);
 			ob_info("consumer.purge.done", "deleted=%lld", (long long)n);
 		}
-		struct timespec until;
-		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_sec += s->cfg.purge_interval_ms / 1000;
-		until.tv_nsec += (s->cfg.purge_interval_ms % 1000) * 1000000L;
-		if (until.tv_nsec >= 1000000000L) {
-			until.tv_sec++;
-			until.tv_nsec -= 1000000000L;
-		}
+		struct timespec until = ob_wall_deadline(s->cfg.purge_interval_ms);
 		pthread_mutex_lock(&s->mtx);
 		while (!s->stopping &&
 		    pthread_cond_timedwait(&s->cv, &s->mtx, &until) != ETIMEDOUT)

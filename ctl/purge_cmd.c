@@ -28,6 +28,7 @@
 
 #include "ctl.h"
 #include "ctl_util.h"
+#include "outbox/clock.h"
 #include "outbox/err.h"
 #include "outbox/housekeep.h"
 #include "outbox/pg.h"
@@ -149,13 +150,6 @@ current_slot(PGconn *conn, int *slot, bool *has_rows, char *err, size_t errlen)
 	return rc;
 }
 
-static void
-sleep_ms(int ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-	nanosleep(&ts, NULL);
-}
-
 /* One pass; another process's pass (a relay's) holds the advisory lock for
  * a moment: wait for it a little. hk->ran false: it never let go. */
 static int
@@ -164,7 +158,7 @@ pass(PGconn *conn, int64_t older_ms, bool force, struct ob_housekeep *hk, char *
 {
 	for (int i = 0; i < PURGE_BUSY_TRIES; i++) {
 		if (i > 0)
-			sleep_ms(PURGE_BUSY_SLEEP_MS);
+			ob_sleep_ms(PURGE_BUSY_SLEEP_MS);
 		/* 0: dead letters are kept (outboxctl purge never drops them) */
 		int rc = ob_housekeep(conn, older_ms, 0, force, hk, err, errlen);
 		if (rc != OB_OK || hk->ran)

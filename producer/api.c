@@ -31,6 +31,7 @@
 #include "api.h"
 #include "enqueue.h"
 #include "metrics.h"
+#include "outbox/clock.h"
 #include "outbox/err.h"
 #include "outbox/keyclaim.h"
 #include "outbox/log.h"
@@ -97,18 +98,10 @@ unavailable(struct api_response *res, const char *what, const char *err)
 }
 
 static void
-sleep_ms(int64_t ms)
-{
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-		;
-}
-
-static void
 fault_slow(const struct api_config *cfg)
 {
 	if (cfg->faults != NULL && ob_fault_fire(&cfg->faults->slow))
-		sleep_ms(cfg->faults->slow_ms);
+		ob_sleep_ms(cfg->faults->slow_ms);
 }
 
 static void

@@ -23,6 +23,7 @@
 #include "client.h"
 #include "ledger.h"
 #include "outbox/backoff.h"
+#include "outbox/clock.h"
 #include "outbox/err.h"
 #include "report_input.h"
 
@@ -42,22 +43,6 @@ struct http_reply {
 	char why[128];
 };
 
-static int64_t
-now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void
-sleep_ms(int64_t ms)
-{
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-		;
-}
-
 /* One HTTP exchange on a fresh connection. */
 static void
 http_call(const char *base, const char *method, const char *pathq, const char *key,
@@ -74,7 +59,7 @@ http_call(const char *base, const char *method, const char *pathq, const char *k
 	memset(out, 0, sizeof(*out));
 	out->outcome = ATTEMPT_NOT_SENT;
 	snprintf(urlbuf, sizeof(urlbuf), "%s%s", base, pathq);
-	int64_t start = now_ms();
+	int64_t start = ob_mono_ms();
 	if ((rv = nng_url_parse(&url, urlbuf)) != 0 || (rv = nng_http_client_alloc(&cli, url)) != 0 ||
 	    (rv = nng_aio_alloc(&aio, NULL, NULL)) != 0) {
 		snprintf(out->why, sizeof(out->why), "bad URL %s: %s", base, nng_strerror(rv));
@@ -98,7 +83,7 @@ http_call(const char *base, const char *method, const char *pathq, const char *k
 		snprintf(out->why, sizeof(out->why), "request: %s", nng_strerror(rv));
 		goto done;
 	}
-	int64_t left = timeout_ms - (now_ms() - start);
+	int64_t left = timeout_ms - (ob_mono_ms() - start);
 	nng_aio_set_timeout(aio, (nng_duration)(left > 1 ? left : 1));
 	/* From here on the request may reach the server. */
 	out->outcome = ATTEMPT_LOST;
@@ -442,7 +427,7 @@ client_submit(const struct client_opts *o, struct client_result *res)
 		if (r.retry_after_ms > wait)
 			wait = r.retry_after_ms < o->max_retry_after_ms ? r.retry_after_ms
 			                                                  : o->max_retry_after_ms;
-		sleep_ms(wait);
+		ob_sleep_ms(wait);
 	}
 	if (maybe_applied) {
 		snprintf(msg, sizeof(msg), "submit_bug_report was sent but its outcome is unknown after"

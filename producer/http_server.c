@@ -24,6 +24,7 @@
 
 #include "http_server.h"
 #include "metrics.h"
+#include "outbox/clock.h"
 #include "outbox/err.h"
 #include "outbox/log.h"
 #include "outbox/pg.h"
@@ -59,21 +60,13 @@ struct worker_arg {
 	int index;
 };
 
-static int64_t
-now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* Count an answered request (metrics off: no-op). */
 static void
 count(struct http_server *s, const char *method, const char *path, int status, bool replayed,
     int64_t t0_ns)
 {
 	producer_metrics_request(s->cfg.api.metrics, method, producer_route_of(path), status,
-	    replayed, (double)(now_ns() - t0_ns) / 1e9);
+	    replayed, (double)(ob_mono_ns() - t0_ns) / 1e9);
 }
 
 /* Serving thread i's connection went up or down (only thread i calls). */
@@ -135,7 +128,7 @@ handle_cb(nng_aio *aio)
 {
 	nng_http_handler *h = nng_aio_get_input(aio, 1);
 	struct http_server *s = nng_http_handler_get_data(h);
-	int64_t t0 = now_ns();
+	int64_t t0 = ob_mono_ns();
 	pthread_mutex_lock(&s->mtx);
 	if (s->stopping || s->qlen >= s->cfg.max_queue) {
 		bool stopping = s->stopping;

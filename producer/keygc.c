@@ -15,6 +15,7 @@
 #include "api.h"
 #include "keygc.h"
 #include "metrics.h"
+#include "outbox/clock.h"
 #include "outbox/err.h"
 #include "outbox/keyclaim.h"
 #include "outbox/log.h"
@@ -78,14 +79,7 @@ gc_main(void *arg)
 		pthread_mutex_unlock(&g->mtx);
 		gc_pass(g, &conn);
 		pthread_mutex_lock(&g->mtx);
-		struct timespec until;
-		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_sec += g->interval_ms / 1000;
-		until.tv_nsec += (g->interval_ms % 1000) * 1000000L;
-		if (until.tv_nsec >= 1000000000L) {
-			until.tv_sec++;
-			until.tv_nsec -= 1000000000L;
-		}
+		struct timespec until = ob_wall_deadline(g->interval_ms);
 		while (!g->stopping &&
 		    pthread_cond_timedwait(&g->cv, &g->mtx, &until) != ETIMEDOUT)
 			;

@@ -33,6 +33,7 @@
 
 #include "client.h"
 #include "outbox/backoff.h"
+#include "outbox/clock.h"
 #include "outbox/config.h"
 #include "outbox/err.h"
 #include "outbox/pg.h"
@@ -103,22 +104,6 @@ struct cell_server {
 	char log[600];
 };
 
-static int64_t
-mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void
-nap(int64_t ms)
-{
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-		;
-}
-
 /* Start `serve` for a cell; port 0 picks one, a restart reuses it. */
 static int
 server_start(const char *db, const char *workdir, const char *mode, char *const faults[],
@@ -155,8 +140,8 @@ server_start(const char *db, const char *workdir, const char *mode, char *const 
 		_exit(127);
 	}
 	s->pid = pid;
-	int64_t deadline = mono_ms() + MATRIX_START_TIMEOUT_MS;
-	while (mono_ms() < deadline) {
+	int64_t deadline = ob_mono_ms() + MATRIX_START_TIMEOUT_MS;
+	while (ob_mono_ms() < deadline) {
 		FILE *f = fopen(ready, "r");
 		if (f != NULL) {
 			bool ok = fgets(s->url, sizeof(s->url), f) != NULL;
@@ -172,7 +157,7 @@ server_start(const char *db, const char *workdir, const char *mode, char *const 
 			s->pid = 0;
 			return -1;
 		}
-		nap(10);
+		ob_sleep_ms(10);
 	}
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
@@ -186,13 +171,13 @@ server_stop(struct cell_server *s)
 	if (s->pid <= 0)
 		return;
 	kill(s->pid, SIGTERM);
-	int64_t deadline = mono_ms() + MATRIX_STOP_TIMEOUT_MS;
-	while (mono_ms() < deadline) {
+	int64_t deadline = ob_mono_ms() + MATRIX_STOP_TIMEOUT_MS;
+	while (ob_mono_ms() < deadline) {
 		if (waitpid(s->pid, NULL, WNOHANG) == s->pid) {
 			s->pid = 0;
 			return;
 		}
-		nap(10);
+		ob_sleep_ms(10);
 	}
 	kill(s->pid, SIGKILL);
 	waitpid(s->pid, NULL, 0);
@@ -284,7 +269,7 @@ play_cell(const char *db, const char *workdir, int row, int col, const char *run
 		bool died = false;
 		while (!died && !atomic_load(&a.done)) {
 			died = waitpid(s.pid, NULL, WNOHANG) == s.pid;
-			nap(5);
+			ob_sleep_ms(5);
 		}
 		if (died) {
 			s.pid = 0;
@@ -302,9 +287,9 @@ play_cell(const char *db, const char *workdir, int row, int col, const char *run
 		 * starts while the first sits in the slow point after its claim. */
 		call_init(&b, row, s.url, run, module, title, "toolu_01");
 		pthread_create(&a.thread, NULL, call_main, &a);
-		int64_t deadline = mono_ms() + MATRIX_START_TIMEOUT_MS;
-		while (!log_has_slow(s.log, 1) && mono_ms() < deadline)
-			nap(5);
+		int64_t deadline = ob_mono_ms() + MATRIX_START_TIMEOUT_MS;
+		while (!log_has_slow(s.log, 1) && ob_mono_ms() < deadline)
+			ob_sleep_ms(5);
 		pthread_create(&b.thread, NULL, call_main, &b);
 		pthread_join(a.thread, NULL);
 		pthread_join(b.thread, NULL);
@@ -397,7 +382,7 @@ producer_cmd_matrix(int argc, char **argv)
 			char cellrun[96];
 			snprintf(cellrun, sizeof(cellrun), "%s-r%dc%d", run, r + 1, c + 1);
 			snprintf(module, sizeof(module), "matrix-%s", cellrun);
-			int64_t t0 = mono_ms();
+			int64_t t0 = ob_mono_ms();
 			if (play_cell(cfg.db, dir, r, c, cellrun, module, &serial) != 0) {
 				fprintf(stderr, "outbox-producer matrix: cell %s x %s could not be set up;"
 				    " server logs in %s\n", rows[r].label, col_labels[c], dir);
@@ -419,7 +404,7 @@ producer_cmd_matrix(int argc, char **argv)
 			if (!cfg.quiet)
 				fprintf(stderr, "matrix: %-26s %-18s -> %d (article: %d) in %" PRId64 " ms\n",
 				    rows[r].label, col_labels[c], got[r][c],
-				    producer_matrix_expected[r][c], mono_ms() - t0);
+				    producer_matrix_expected[r][c], ob_mono_ms() - t0);
 		}
 	}
 	printf("cells = business rows in app.bug_reports (expected 1); run %s\n\n", run);

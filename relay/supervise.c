@@ -44,6 +44,7 @@
 
 #include <nng/nng.h>
 
+#include "outbox/clock.h"
 #include "outbox/err.h"
 #include "outbox/log.h"
 #include "outbox/reload.h"
@@ -59,14 +60,6 @@ struct slot {
 	int64_t backoff_ms;
 	unsigned restarts;
 };
-
-static int64_t
-now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* In a child just forked: its own signal pipe and counts, then the
  * signals the supervisor blocked across the fork. */
@@ -158,7 +151,7 @@ start_metrics(const struct relay_config *cfg, struct slot *s,
 		return false;
 	}
 	s->pid = pid;
-	s->started_ms = now_ms();
+	s->started_ms = ob_mono_ms();
 	ob_info("relay.metrics.forked", "pid=%d addr=%s restarts=%u", (int)pid, cfg->metrics,
 	    s->restarts);
 	if (wait_ms <= 0) {
@@ -167,9 +160,9 @@ start_metrics(const struct relay_config *cfg, struct slot *s,
 	}
 	char line[600] = "";
 	size_t got = 0;
-	int64_t end = now_ms() + wait_ms;
+	int64_t end = ob_mono_ms() + wait_ms;
 	while (got < sizeof(line) - 1 && strchr(line, '\n') == NULL) {
-		int64_t left = end - now_ms();
+		int64_t left = end - ob_mono_ms();
 		struct pollfd pfd = { rep[0], POLLIN, 0 };
 		if (left <= 0 || poll(&pfd, 1, (int)left) == 0)
 			break;
@@ -203,10 +196,10 @@ stop_metrics(struct slot *s)
 		return;
 	kill(s->pid, SIGTERM);
 	kill(s->pid, SIGCONT); /* a stopped one could not handle SIGTERM */
-	int64_t end = now_ms() + RELAY_METRICS_STOP_MS;
+	int64_t end = ob_mono_ms() + RELAY_METRICS_STOP_MS;
 	int st = 0;
 	pid_t r;
-	while ((r = waitpid(s->pid, &st, WNOHANG)) == 0 && now_ms() < end) {
+	while ((r = waitpid(s->pid, &st, WNOHANG)) == 0 && ob_mono_ms() < end) {
 		struct timespec ts = { 0, 20 * 1000000L };
 		nanosleep(&ts, NULL);
 	}
@@ -239,7 +232,7 @@ start_worker(const struct relay_config *cfg, struct slot *s, int index,
 		return false;
 	}
 	s->pid = pid;
-	s->started_ms = now_ms();
+	s->started_ms = ob_mono_ms();
 	ob_info("relay.worker.forked", "worker=%d pid=%d restarts=%u", index, (int)pid,
 	    s->restarts);
 	return true;
@@ -301,7 +294,7 @@ relay_supervise(const struct relay_config *cfg, struct relay_shared *shared)
 	for (int i = 0; i < n; i++) {
 		slots[i].backoff_ms = RELAY_RESTART_MIN_MS;
 		if (!start_worker(cfg, &slots[i], i, shared))
-			slots[i].restart_at_ms = now_ms() + slots[i].backoff_ms;
+			slots[i].restart_at_ms = ob_mono_ms() + slots[i].backoff_ms;
 	}
 
 	bool shutting_down = false, killed = false, unclean = false, protocol_stop = false;
@@ -309,7 +302,7 @@ relay_supervise(const struct relay_config *cfg, struct relay_shared *shared)
 	unsigned reloads = 0;
 	for (;;) {
 		ob_sig_wait(LOOP_TICK_MS);
-		int64_t now = now_ms();
+		int64_t now = ob_mono_ms();
 		unsigned stop_signals = ob_sig_stops();
 
 		/* 1. Shutdown requests. */

@@ -30,6 +30,7 @@
 #include "deliver.h"
 #include "outbox/backoff.h"
 #include "outbox/buf.h"
+#include "outbox/clock.h"
 #include "outbox/err.h"
 #include "outbox/housekeep.h"
 #include "outbox/log.h"
@@ -113,26 +114,12 @@ add_inflight(struct worker *w, int64_t n)
 		atomic_fetch_add(&w->live->inflight, n);
 }
 
-static int64_t
-now_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-static int64_t
-now_ms(void)
-{
-	return now_us() / 1000;
-}
-
 /* Sleep up to ms, waking early when asked to stop. */
 static void
 nap(struct worker *w, int64_t ms)
 {
-	int64_t end = now_ms() + ms, left;
-	while (!*w->stop && (left = end - now_ms()) > 0) {
+	int64_t end = ob_mono_ms() + ms, left;
+	while (!*w->stop && (left = end - ob_mono_ms()) > 0) {
 		struct timespec ts = { 0, (left < 20 ? left : 20) * 1000000L };
 		nanosleep(&ts, NULL);
 	}
@@ -230,9 +217,9 @@ wait_for(struct worker *w, int64_t ms)
 	 * libpq's buffer already: the socket will not say so. */
 	if (pfd >= 0 && drain_notifies(w))
 		return WAIT_NEWS;
-	int64_t end = now_ms() + ms;
+	int64_t end = ob_mono_ms() + ms;
 	for (;;) {
-		int64_t left = end - now_ms();
+		int64_t left = end - ob_mono_ms();
 		if (left <= 0)
 			return WAIT_TIMEOUT;
 		if (*w->stop)
@@ -270,7 +257,7 @@ announce_waiting(struct worker *w)
 	if (ob_pg_check(res, PGRES_TUPLES_OK, "announce waiting", err, sizeof(err)) != OB_OK)
 		ob_warn("relay.wait.announce_failed", "err=%s", ob_log_q(err, q, sizeof(q)));
 	else /* it stands for poll_ms in the database's clock: trust half */
-		w->announced_until_ms = now_ms() + w->cfg->poll_ms / 2;
+		w->announced_until_ms = ob_mono_ms() + w->cfg->poll_ms / 2;
 	PQclear(res);
 }
 
@@ -448,12 +435,12 @@ record_slot(struct worker *w, struct slot *s)
 	char err[1024], q[1100];
 	const struct relay_batch *b = &s->f.batch;
 	bool written = false;
-	int64_t t_record = now_us();
+	int64_t t_record = ob_mono_us();
 	int rc = relay_record_batch(w->conn, b, w->outcomes, &w->record_mode, &written, err,
 	    sizeof(err));
 	ob_debug("relay.batch", "batch=%" PRIu64 " kind=%c messages=%u claim_us=%" PRId64
 	    " out_us=%" PRId64 " record_us=%" PRId64 " written=%d", b->id, (char)b->kind, b->n,
-	    s->t_claimed_us - s->t_claim_us, t_record - s->t_claimed_us, now_us() - t_record,
+	    s->t_claimed_us - s->t_claim_us, t_record - s->t_claimed_us, ob_mono_us() - t_record,
 	    written);
 	if (rc == OB_EPROTO) {
 		ob_error("relay.protocol.refused", "owner=%s protocol=%d err=%s", w->owner,
@@ -565,10 +552,10 @@ static int
 claim_into(struct worker *w, struct slot *s, const struct relay_topics *topics, uint32_t max)
 {
 	char err[1024], q[1100];
-	s->t_claim_us = now_us();
+	s->t_claim_us = ob_mono_us();
 	int rc = relay_claim_batch(w->conn, w->owner, w->cfg->lease_ms, max, topics,
 	    w->retries_first, !w->cfg->no_ordering, &s->f.batch, err, sizeof(err));
-	s->t_claimed_us = now_us();
+	s->t_claimed_us = ob_mono_us();
 	w->retries_first = !w->retries_first;
 	if (rc == OB_EPROTO) {
 		ob_error("relay.protocol.refused", "owner=%s protocol=%d err=%s", w->owner,
@@ -620,7 +607,7 @@ fill(struct worker *w)
 		/* A claim that likely finds nothing is the last before a wait:
 		 * announce first (see announce_waiting), so that it need not be
 		 * made twice, once before and once after the announcement. */
-		if (w->expect_dry && now_ms() >= w->announced_until_ms)
+		if (w->expect_dry && ob_mono_ms() >= w->announced_until_ms)
 			announce_waiting(w);
 		int got = claim_into(w, s, &topics, (uint32_t)w->cfg->batch);
 		if (got < 0)
@@ -648,7 +635,7 @@ drain_inflight(struct worker *w)
 	int64_t keep = grace / 4 > SHUTDOWN_RECORD_MS ? grace / 4 : SHUTDOWN_RECORD_MS;
 	if (keep > grace / 2)
 		keep = grace / 2;
-	int64_t cut = now_ms() + grace - keep;
+	int64_t cut = ob_mono_ms() + grace - keep;
 	bool cancelled = false;
 	while (w->inflight > 0) {
 		if (!ob_pg_broken(w->conn) && !collect_done(w))
@@ -657,7 +644,7 @@ drain_inflight(struct worker *w)
 			break;
 		if (ob_pg_broken(w->conn))
 			break;
-		if (!cancelled && now_ms() >= cut) {
+		if (!cancelled && ob_mono_ms() >= cut) {
 			for (uint32_t i = 0; i < w->nslots; i++)
 				if (w->slots[i].used && w->slots[i].in_flight)
 					relay_frame_cancel(&w->slots[i].f);
@@ -697,12 +684,12 @@ static void
 maybe_housekeep(struct worker *w)
 {
 	const struct relay_config *c = w->cfg;
-	if (w->index != 0 || now_ms() < w->next_housekeep_ms)
+	if (w->index != 0 || ob_mono_ms() < w->next_housekeep_ms)
 		return;
-	w->next_housekeep_ms = now_ms() + c->purge_interval_ms;
+	w->next_housekeep_ms = ob_mono_ms() + c->purge_interval_ms;
 	char err[1024], q[1100];
 	struct ob_housekeep h;
-	int64_t t0 = now_ms();
+	int64_t t0 = ob_mono_ms();
 	if (ob_housekeep(w->conn, c->retention_ms, c->dead_retention_ms, false, &h, err,
 	        sizeof(err)) != OB_OK) {
 		ob_warn("relay.housekeep.failed", "err=%s", ob_log_q(err, q, sizeof(q)));
@@ -721,7 +708,7 @@ maybe_housekeep(struct worker *w)
 		    " switched_to=%d dead_deleted=%" PRId64 " batches_deleted=%" PRId64
 		    " retention_ms=%" PRId64 " ms=%" PRId64, h.truncated_slot, h.truncated_rows,
 		    h.switched_to, h.dead_deleted, h.batches_deleted, c->retention_ms,
-		    now_ms() - t0);
+		    ob_mono_ms() - t0);
 	if (h.waiting[0] != '\0')
 		ob_warn("relay.housekeep.waiting", "why=%s", ob_log_q(h.waiting, q, sizeof(q)));
 	ob_metric_set(METRIC(w, oldest_xact_age), h.oldest_xact_age_s);
@@ -739,9 +726,9 @@ maybe_housekeep(struct worker *w)
 static void
 maybe_discover(struct worker *w)
 {
-	if (w->index != 0 || now_ms() < w->next_discover_ms)
+	if (w->index != 0 || ob_mono_ms() < w->next_discover_ms)
 		return;
-	w->next_discover_ms = now_ms() + w->cfg->poll_ms;
+	w->next_discover_ms = ob_mono_ms() + w->cfg->poll_ms;
 	char err[512], q[600];
 	if (ob_pg_exec(w->conn, "SELECT outbox.discover_streams()", "discover streams", err,
 	        sizeof(err)) != OB_OK)
@@ -754,9 +741,9 @@ maybe_stats(struct worker *w)
 {
 	const struct relay_config *c = w->cfg;
 	if (w->index != 0 || w->metrics == NULL || c->metrics == NULL ||
-	    c->metrics[0] == '\0' || now_ms() < w->next_stats_ms)
+	    c->metrics[0] == '\0' || ob_mono_ms() < w->next_stats_ms)
 		return;
-	w->next_stats_ms = now_ms() + c->metrics_interval_ms;
+	w->next_stats_ms = ob_mono_ms() + c->metrics_interval_ms;
 	char err[1024], q[1100];
 	struct relay_stats st;
 	if (relay_stats_query(w->conn, &st, err, sizeof(err)) != OB_OK) {
@@ -802,7 +789,7 @@ turn(struct worker *w)
 		 * announce_waiting): an enqueue in between notifies. With frames
 		 * out too: a worker whose frames wait on a slow destination must
 		 * still hear of new messages for the others. */
-		if (now_ms() >= w->announced_until_ms) {
+		if (ob_mono_ms() >= w->announced_until_ms) {
 			announce_waiting(w);
 			w->claim_dry = false;
 			if (!fill(w) || !w->claim_dry)
@@ -836,8 +823,8 @@ relay_worker_run(const struct relay_config *cfg, int worker_index,
 	w.rng = ob_rand_seed();
 	w.reconnect_ms = RECONNECT_MIN_MS;
 	w.nslots = (uint32_t)cfg->max_inflight;
-	w.next_housekeep_ms = now_ms();
-	w.next_stats_ms = now_ms();
+	w.next_housekeep_ms = ob_mono_ms();
+	w.next_stats_ms = ob_mono_ms();
 	ob_buf_init(&w.inc);
 	ob_buf_init(&w.exc);
 	if (shared != NULL && worker_index >= 0 && worker_index < RELAY_MAX_WORKERS) {
@@ -879,7 +866,7 @@ relay_worker_run(const struct relay_config *cfg, int worker_index,
 	    cfg->batch, w.nslots, cfg->lease_ms, cfg->no_fencing ? "OFF(broken-mode)" : "on",
 	    cfg->no_ordering ? "OFF(broken-mode)" : "on", cfg->on_dead_head);
 
-	int64_t next_progress = now_ms() + PROGRESS_EVERY_MS;
+	int64_t next_progress = ob_mono_ms() + PROGRESS_EVERY_MS;
 	unsigned reloads = ob_sig_reloads();
 	while (!*stop && !w.protocol_refused) {
 		if (ob_sig_reloads() != reloads) { /* SIGHUP, forwarded by the supervisor */
@@ -902,8 +889,8 @@ relay_worker_run(const struct relay_config *cfg, int worker_index,
 		maybe_stats(&w);
 		maybe_discover(&w);
 		turn(&w);
-		if (now_ms() >= next_progress) {
-			next_progress = now_ms() + PROGRESS_EVERY_MS;
+		if (ob_mono_ms() >= next_progress) {
+			next_progress = ob_mono_ms() + PROGRESS_EVERY_MS;
 			log_progress(&w, "relay.progress");
 		}
 	}

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "matrix.h"
+#include "outbox/clock.h"
 #include "outbox/config.h"
 #include "outbox/err.h"
 #include "outbox/log.h"
@@ -180,9 +181,9 @@ program_has_flag(const char *bindir, const char *workdir, const char *program,
 	snprintf(log, sizeof(log), "%s/%s.help", workdir, program);
 	if (fm_proc_start(&p, bindir, &a, log, err, sizeof(err)) != OB_OK)
 		return false;
-	int64_t end = fm_now_ms() + FM_HELP_WAIT_MS;
-	while (fm_proc_alive(&p) && fm_now_ms() < end)
-		fm_sleep_ms(10);
+	int64_t end = ob_mono_ms() + FM_HELP_WAIT_MS;
+	while (fm_proc_alive(&p) && ob_mono_ms() < end)
+		ob_sleep_ms(10);
 	fm_proc_stop(&p, 0);
 	char *text = fm_read_file(log);
 	snprintf(want, sizeof(want), "%s ", flag);

@@ -37,6 +37,7 @@
 #include <libpq-fe.h>
 
 #include "matrix.h"
+#include "outbox/clock.h"
 #include "outbox/err.h"
 #include "outbox/migrate.h"
 #include "outbox/pg.h"
@@ -265,7 +266,7 @@ kill_now(struct fm_proc *p)
 		return;
 	fm_proc_signal(p, SIGKILL);
 	while (fm_proc_alive(p))
-		fm_sleep_ms(5);
+		ob_sleep_ms(5);
 }
 
 /* Read the outcome from the database and the logs. */
@@ -309,7 +310,7 @@ fm_run_cell(const struct fm_env *env, const struct fm_mode *mode,
 	c.env = env;
 	c.mode = mode;
 	c.fault = fault;
-	int64_t t0 = fm_now_ms();
+	int64_t t0 = ob_mono_ms();
 	snprintf(c.name, sizeof(c.name), "%s.%s", mode->id, fault->id);
 	snprintf(c.db, sizeof(c.db), "fm_%d_%s_%s", (int)getpid(), mode->id, fault->id);
 	for (char *p = c.db; *p; p++)
@@ -333,15 +334,15 @@ fm_run_cell(const struct fm_env *env, const struct fm_mode *mode,
 	if ((rc = start_consumer(&c, true, err, errlen)) != OB_OK)
 		goto out;
 	struct stat st;
-	int64_t listen_end = fm_now_ms() + FM_LISTEN_WAIT_MS;
+	int64_t listen_end = ob_mono_ms() + FM_LISTEN_WAIT_MS;
 	while (stat(c.ipc_path, &st) != 0) {
-		if (fm_now_ms() >= listen_end || !fm_proc_alive(&c.consumer)) {
+		if (ob_mono_ms() >= listen_end || !fm_proc_alive(&c.consumer)) {
 			snprintf(err, errlen, "consumer did not start listening on %s (log %s)",
 			    c.url, c.consumer_logs[0]);
 			rc = OB_ETIMEDOUT;
 			goto out;
 		}
-		fm_sleep_ms(10);
+		ob_sleep_ms(10);
 	}
 	if ((rc = start_relay(&c, &c.relay_a, "a", true, err, errlen)) != OB_OK)
 		goto out;
@@ -350,7 +351,7 @@ fm_run_cell(const struct fm_env *env, const struct fm_mode *mode,
 	int64_t consumer_dead_at = 0, fired_at = 0, stable_since = 0, a_gone_at = 0;
 	bool a_stopped = false;
 	for (;;) {
-		int64_t now = fm_now_ms();
+		int64_t now = ob_mono_ms();
 		if (c.consumer.pid > 0 && !fm_proc_alive(&c.consumer))
 			consumer_dead_at = now;
 		if (c.consumer.pid == 0 && consumer_dead_at != 0 &&
@@ -421,7 +422,7 @@ fm_run_cell(const struct fm_env *env, const struct fm_mode *mode,
 			stable_since = 0;
 		if (now >= deadline)
 			break;
-		fm_sleep_ms(FM_POLL_MS);
+		ob_sleep_ms(FM_POLL_MS);
 	}
 	fm_proc_stop(&c.relay_a, FM_STOP_GRACE_MS);
 	fm_proc_stop(&c.relay_b, FM_STOP_GRACE_MS);
@@ -434,6 +435,6 @@ out:
 	PQfinish(conn);
 	if (!env->keep)
 		drop_db(&c);
-	res->ms = fm_now_ms() - t0;
+	res->ms = ob_mono_ms() - t0;
 	return rc;
 }

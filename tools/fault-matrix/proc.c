@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "outbox/clock.h"
 #include "outbox/err.h"
 #include "proc.h"
 
@@ -51,22 +52,6 @@ bool
 fm_argv_full(const struct fm_argv *a)
 {
 	return a->n > FM_ARGV_MAX;
-}
-
-int64_t
-fm_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-void
-fm_sleep_ms(int64_t ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-		;
 }
 
 int
@@ -141,9 +126,9 @@ fm_proc_stop(struct fm_proc *p, int grace_ms)
 	if (p->pid <= 0)
 		return;
 	fm_proc_signal(p, SIGTERM);
-	int64_t end = fm_now_ms() + grace_ms;
-	while (fm_proc_alive(p) && fm_now_ms() < end)
-		fm_sleep_ms(10);
+	int64_t end = ob_mono_ms() + grace_ms;
+	while (fm_proc_alive(p) && ob_mono_ms() < end)
+		ob_sleep_ms(10);
 	if (p->pid > 0) {
 		fm_proc_signal(p, SIGKILL);
 		int st;

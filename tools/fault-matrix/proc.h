@@ -67,10 +67,4 @@ int fm_log_count(const char *path, const char *event);
  * event=<event>. */
 int64_t fm_log_sum(const char *path, const char *event, const char *key);
 
-/* Milliseconds of a monotonic clock. */
-int64_t fm_now_ms(void);
-
-/* Sleep ms milliseconds. */
-void fm_sleep_ms(int64_t ms);
-
 #endif
