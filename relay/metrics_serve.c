@@ -16,7 +16,7 @@
 #include "outbox/err.h"
 #include "outbox/http_endpoint.h"
 #include "outbox/log.h"
-#include "supervise.h"
+#include "metrics_serve.h"
 
 int
 relay_metrics_serve(const char *addr, struct ob_metrics *reg,

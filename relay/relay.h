@@ -112,12 +112,4 @@ void relay_shared_free(struct relay_shared *s);
 void relay_totals_log(const char *event, const char *prefix,
     const struct relay_totals *t);
 
-/* Run one worker until *stop becomes non-zero (set from a signal handler).
- * Returns the process exit code (RELAY_EXIT_PROTOCOL when the schema does
- * not serve it). Reconnects to the database with backoff. After *stop:
- * claims nothing more, finishes or cuts the frames out within the shutdown
- * grace, releases what it never sent, writes its outcomes. */
-int relay_worker_run(const struct relay_config *cfg, int worker_index,
-    volatile sig_atomic_t *stop, struct relay_shared *shared);
-
 #endif

@@ -49,7 +49,9 @@
 #include "outbox/log.h"
 #include "outbox/reload.h"
 #include "outbox/sig.h"
+#include "metrics_serve.h"
 #include "supervise.h"
+#include "worker.h"
 
 #define LOOP_TICK_MS 100
 

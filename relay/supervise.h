@@ -27,18 +27,11 @@
 #define RELAY_METRICS_START_MS 10000
 #define RELAY_METRICS_STOP_MS 3000
 
-/* Run the supervisor until shutdown. Installs its own signal handlers
- * (SIGTERM, SIGINT, SIGCHLD). Must be called before any nng or libpq state
+/* Run the supervisor until shutdown. Takes the signals through the signal
+ * layer (common/sig.c: SIGTERM, SIGINT, SIGHUP, and SIGCHLD). Must be called before any nng or libpq state
  * exists in this process; flushes stdio before each fork. shared must be a
  * MAP_SHARED mapping (relay_shared_new). Returns the exit code: 0 when
  * every worker stopped cleanly within the grace, 1 otherwise. */
 int relay_supervise(const struct relay_config *cfg, struct relay_shared *shared);
-
-/* The metrics process's body (metrics_serve.c): serve reg on addr until a
- * stop signal (common/sig.c), reloading on SIGHUP with reload (NULL =
- * none); reports "OK <port>" or "ERR <reason>" as one line on report_fd
- * (-1 = none) once bound. Returns the exit code. */
-int relay_metrics_serve(const char *addr, struct ob_metrics *reg,
-    const struct ob_reload *reload, int report_fd);
 
 #endif

@@ -40,6 +40,7 @@
 #include "record.h"
 #include "relay.h"
 #include "stats.h"
+#include "worker.h"
 
 #define RECONNECT_MIN_MS 100
 #define RECONNECT_MAX_MS 5000
