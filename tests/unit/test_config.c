@@ -14,6 +14,7 @@
 
 #include "outbox/config.h"
 #include "outbox/err.h"
+#include "outbox/pg.h"
 #include "testsupport.h"
 
 struct sample {
@@ -879,7 +880,7 @@ START_TEST(test_redact)
 
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
 		memset(out, 'Z', sizeof out);
-		ob_cfg_redact_conninfo(cases[i].in, out, sizeof out);
+		ob_pg_redact_conninfo(cases[i].in, out, sizeof out);
 		ck_assert_str_eq(out, cases[i].out);
 		ck_assert_ptr_null(strstr(out, "s3c"));
 	}
@@ -891,18 +892,18 @@ START_TEST(test_redact_truncates)
 	char out[32];
 
 	memset(out, 'Z', sizeof out);
-	ob_cfg_redact_conninfo("host=db password=s3cret", out, 10);
+	ob_pg_redact_conninfo("host=db password=s3cret", out, 10);
 	ck_assert_str_eq(out, "host=db p");
 	ck_assert_int_eq(out[10], 'Z'); /* nothing past outlen */
 
-	ob_cfg_redact_conninfo("postgresql://a:s3cret@h", out, 18);
+	ob_pg_redact_conninfo("postgresql://a:s3cret@h", out, 18);
 	ck_assert_str_eq(out, "postgresql://a:**");
 
-	ob_cfg_redact_conninfo("host=db", out, 1);
+	ob_pg_redact_conninfo("host=db", out, 1);
 	ck_assert_str_eq(out, "");
 
 	out[0] = 'Z';
-	ob_cfg_redact_conninfo("host=db", out, 0);
+	ob_pg_redact_conninfo("host=db", out, 0);
 	ck_assert_int_eq(out[0], 'Z');
 }
 END_TEST

@@ -120,8 +120,5 @@ int ob_cfg_load(const struct ob_cfg_program *p, void *cfg, int argc,
  * milliseconds. OB_OK or OB_EINVAL. */
 int ob_cfg_parse_duration(const char *s, int64_t *ms);
 
-/* Copy conninfo into out with any password replaced by "***" (both
- * "password=..." keywords and postgresql://user:pass@ URIs). */
-void ob_cfg_redact_conninfo(const char *conninfo, char *out, size_t outlen);
 
 #endif

@@ -54,4 +54,8 @@ bool ob_pg_broken(PGconn *conn);
 /* Parse a bigint column value. */
 int64_t ob_pg_int64(const PGresult *res, int row, int col);
 
+/* Copy conninfo into out with any password replaced by "***" (both
+ * "password=..." keywords and postgresql://user:pass@ URIs). */
+void ob_pg_redact_conninfo(const char *conninfo, char *out, size_t outlen);
+
 #endif
