@@ -55,12 +55,37 @@
 
 #define LOOP_TICK_MS 100
 
-struct slot {
+/* One child process: a worker or the metrics process. */
+enum child_kind { CHILD_WORKER, CHILD_METRICS };
+
+struct child {
+	enum child_kind kind;
+	int index;              /* the worker's number (-1: the metrics process) */
 	pid_t pid;              /* 0 = not running */
 	int64_t started_ms;
-	int64_t restart_at_ms;  /* when pid == 0: next start */
+	int64_t restart_at_ms;  /* when pid == 0 (and running): next start */
 	int64_t backoff_ms;
 	unsigned restarts;
+};
+
+/* The supervisor's state, one transition function (transition) moving it
+ * on; PostgreSQL's postmaster and its pmState are the model:
+ *   RUN   the children run; one that dies is started again after its backoff
+ *   STOP  the workers were sent SIGTERM and the grace runs; nothing restarts
+ *   KILL  a second stop signal, or the grace ran out: SIGKILL to the workers
+ * The loop ends once no worker is left in STOP or KILL; the metrics process
+ * is stopped last. */
+enum sup_state { SUP_RUN, SUP_STOP, SUP_KILL };
+
+struct sup {
+	const struct relay_config *cfg;
+	struct relay_shared *shared;
+	struct child *children;  /* the workers 0..nworkers-1, then the metrics process */
+	int nworkers, nchildren;
+	enum sup_state state;
+	int64_t deadline_ms;     /* in STOP: the end of the grace */
+	bool unclean;            /* a worker was killed or did not exit 0 */
+	bool protocol_stop;      /* a worker found the schema does not serve it */
 };
 
 /* In a child just forked: its own signal pipe and counts, then the
@@ -124,139 +149,6 @@ metrics_main(const struct relay_config *cfg, struct relay_shared *shared,
 	exit(code);
 }
 
-/* Fork the metrics process. With wait_ms > 0, wait that long for it to
- * report that it listens: false (logged) when it could not. */
-static bool
-start_metrics(const struct relay_config *cfg, struct slot *s,
-    struct relay_shared *shared, int wait_ms)
-{
-	int rep[2];
-	if (pipe(rep) != 0) {
-		ob_error("relay.metrics.fork_failed", "err=%s", strerror(errno));
-		return false;
-	}
-	sigset_t old;
-	block_for_fork(&old);
-	fflush(NULL);
-	pid_t supervisor = getpid();
-	pid_t pid = fork();
-	if (pid == 0) {
-		close(rep[0]);
-		metrics_main(cfg, shared, supervisor, &old, rep[1]);
-	}
-	int saved = errno;
-	sigprocmask(SIG_SETMASK, &old, NULL);
-	close(rep[1]);
-	if (pid < 0) {
-		close(rep[0]);
-		ob_error("relay.metrics.fork_failed", "err=%s", strerror(saved));
-		return false;
-	}
-	s->pid = pid;
-	s->started_ms = ob_mono_ms();
-	ob_info("relay.metrics.forked", "pid=%d addr=%s restarts=%u", (int)pid, cfg->metrics,
-	    s->restarts);
-	if (wait_ms <= 0) {
-		close(rep[0]);
-		return true;
-	}
-	char line[600] = "";
-	size_t got = 0;
-	int64_t end = ob_mono_ms() + wait_ms;
-	while (got < sizeof(line) - 1 && strchr(line, '\n') == NULL) {
-		int64_t left = end - ob_mono_ms();
-		struct pollfd pfd = { rep[0], POLLIN, 0 };
-		if (left <= 0 || poll(&pfd, 1, (int)left) == 0)
-			break;
-		ssize_t r = read(rep[0], line + got, sizeof(line) - 1 - got);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		got += (size_t)r;
-		line[got] = '\0';
-	}
-	close(rep[0]);
-	if (strncmp(line, "OK ", 3) == 0)
-		return true;
-	char q[700];
-	line[strcspn(line, "\n")] = '\0';
-	ob_error("relay.metrics.start_failed", "addr=%s err=%s", cfg->metrics,
-	    ob_log_q(line[0] != '\0' ? line : "no report from the metrics process in time",
-	        q, sizeof(q)));
-	kill(pid, SIGKILL);
-	waitpid(pid, NULL, 0);
-	s->pid = 0;
-	return false;
-}
-
-/* After the workers: stop the metrics process, SIGKILL after a while. */
-static void
-stop_metrics(struct slot *s)
-{
-	if (s->pid <= 0)
-		return;
-	kill(s->pid, SIGTERM);
-	kill(s->pid, SIGCONT); /* a stopped one could not handle SIGTERM */
-	int64_t end = ob_mono_ms() + RELAY_METRICS_STOP_MS;
-	int st = 0;
-	pid_t r;
-	while ((r = waitpid(s->pid, &st, WNOHANG)) == 0 && ob_mono_ms() < end) {
-		struct timespec ts = { 0, 20 * 1000000L };
-		nanosleep(&ts, NULL);
-	}
-	if (r == 0) {
-		ob_warn("relay.metrics.kill", "pid=%d reason=%s", (int)s->pid, "stop_timeout");
-		kill(s->pid, SIGKILL);
-		waitpid(s->pid, &st, 0);
-	}
-	char how[32];
-	describe_status(st, how, sizeof(how));
-	ob_info("relay.metrics.exited", "pid=%d status=%s shutdown=1", (int)s->pid, how);
-	s->pid = 0;
-}
-
-static bool
-start_worker(const struct relay_config *cfg, struct slot *s, int index,
-    struct relay_shared *shared)
-{
-	sigset_t old;
-	block_for_fork(&old);
-	fflush(NULL);
-	pid_t supervisor = getpid();
-	pid_t pid = fork();
-	if (pid == 0)
-		worker_main(cfg, index, shared, supervisor, &old);
-	int saved = errno;
-	sigprocmask(SIG_SETMASK, &old, NULL);
-	if (pid < 0) {
-		ob_error("relay.worker.fork_failed", "worker=%d err=%s", index, strerror(saved));
-		return false;
-	}
-	s->pid = pid;
-	s->started_ms = ob_mono_ms();
-	ob_info("relay.worker.forked", "worker=%d pid=%d restarts=%u", index, (int)pid,
-	    s->restarts);
-	return true;
-}
-
-static void
-signal_all(struct slot *slots, int n, int sig)
-{
-	for (int i = 0; i < n; i++)
-		if (slots[i].pid > 0)
-			kill(slots[i].pid, sig);
-}
-
-static int
-live_workers(const struct slot *slots, int n)
-{
-	int live = 0;
-	for (int i = 0; i < n; i++)
-		live += slots[i].pid > 0;
-	return live;
-}
-
 static void
 describe_status(int st, char *out, size_t len)
 {
@@ -268,148 +160,295 @@ describe_status(int st, char *out, size_t len)
 		snprintf(out, len, "unknown:%d", st);
 }
 
+static const char *
+kind_name(enum child_kind k)
+{
+	return k == CHILD_WORKER ? "worker" : "metrics";
+}
+
+/* Wait up to wait_ms for the metrics process's one line on fd: true for
+ * "OK <port>", else logged. */
+static bool
+metrics_reported(const struct relay_config *cfg, int fd, int wait_ms)
+{
+	char line[600] = "";
+	size_t got = 0;
+	int64_t end = ob_mono_ms() + wait_ms;
+	while (got < sizeof(line) - 1 && strchr(line, '\n') == NULL) {
+		int64_t left = end - ob_mono_ms();
+		struct pollfd pfd = { fd, POLLIN, 0 };
+		if (left <= 0 || poll(&pfd, 1, (int)left) == 0)
+			break;
+		ssize_t r = read(fd, line + got, sizeof(line) - 1 - got);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+		line[got] = '\0';
+	}
+	if (strncmp(line, "OK ", 3) == 0)
+		return true;
+	char q[700];
+	line[strcspn(line, "\n")] = '\0';
+	ob_error("relay.metrics.start_failed", "addr=%s err=%s", cfg->metrics,
+	    ob_log_q(line[0] != '\0' ? line : "no report from the metrics process in time",
+	        q, sizeof(q)));
+	return false;
+}
+
+/* Fork c. The metrics process reports on a pipe once it listens; with
+ * wait_ms > 0 (at start) wait that long for it, and a failure is fatal.
+ * false (logged) when the child is not running. */
+static bool
+start_child(struct sup *s, struct child *c, int wait_ms)
+{
+	const struct relay_config *cfg = s->cfg;
+	int rep[2] = { -1, -1 };
+	if (c->kind == CHILD_METRICS && pipe(rep) != 0) {
+		ob_error("relay.metrics.fork_failed", "err=%s", strerror(errno));
+		return false;
+	}
+	sigset_t old;
+	block_for_fork(&old);
+	fflush(NULL);
+	pid_t supervisor = getpid();
+	pid_t pid = fork();
+	if (pid == 0 && c->kind == CHILD_WORKER)
+		worker_main(cfg, c->index, s->shared, supervisor, &old);
+	if (pid == 0) {
+		close(rep[0]);
+		metrics_main(cfg, s->shared, supervisor, &old, rep[1]);
+	}
+	int saved = errno;
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	if (rep[1] >= 0)
+		close(rep[1]);
+	if (pid < 0) {
+		if (rep[0] >= 0)
+			close(rep[0]);
+		if (c->kind == CHILD_WORKER)
+			ob_error("relay.worker.fork_failed", "worker=%d err=%s", c->index,
+			    strerror(saved));
+		else
+			ob_error("relay.metrics.fork_failed", "err=%s", strerror(saved));
+		return false;
+	}
+	c->pid = pid;
+	c->started_ms = ob_mono_ms();
+	if (c->kind == CHILD_WORKER) {
+		ob_info("relay.worker.forked", "worker=%d pid=%d restarts=%u", c->index, (int)pid,
+		    c->restarts);
+		return true;
+	}
+	ob_info("relay.metrics.forked", "pid=%d addr=%s restarts=%u", (int)pid, cfg->metrics,
+	    c->restarts);
+	bool ok = wait_ms <= 0 || metrics_reported(cfg, rep[0], wait_ms);
+	close(rep[0]);
+	if (!ok) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		c->pid = 0;
+	}
+	return ok;
+}
+
+/* After the workers: stop the metrics process, SIGKILL after a while. */
+static void
+stop_metrics(struct child *c)
+{
+	if (c == NULL || c->pid <= 0)
+		return;
+	kill(c->pid, SIGTERM);
+	kill(c->pid, SIGCONT); /* a stopped one could not handle SIGTERM */
+	int64_t end = ob_mono_ms() + RELAY_METRICS_STOP_MS;
+	int st = 0;
+	pid_t r;
+	while ((r = waitpid(c->pid, &st, WNOHANG)) == 0 && ob_mono_ms() < end)
+		ob_sleep_ms(20);
+	if (r == 0) {
+		ob_warn("relay.metrics.kill", "pid=%d reason=%s", (int)c->pid, "stop_timeout");
+		kill(c->pid, SIGKILL);
+		waitpid(c->pid, &st, 0);
+	}
+	char how[32];
+	describe_status(st, how, sizeof(how));
+	ob_info("relay.metrics.exited", "pid=%d status=%s shutdown=1", (int)c->pid, how);
+	c->pid = 0;
+}
+
+static void
+signal_workers(struct sup *s, int sig)
+{
+	for (int i = 0; i < s->nworkers; i++)
+		if (s->children[i].pid > 0)
+			kill(s->children[i].pid, sig);
+}
+
+static int
+live_workers(const struct sup *s)
+{
+	int live = 0;
+	for (int i = 0; i < s->nworkers; i++)
+		live += s->children[i].pid > 0;
+	return live;
+}
+
+/* The one place the state changes. why: what caused it, for the log. */
+static void
+transition(struct sup *s, enum sup_state to, const char *why)
+{
+	switch (to) {
+	case SUP_RUN:
+		break;
+	case SUP_STOP:
+		if (strcmp(why, "signal") == 0)
+			ob_info("relay.shutdown.start", "workers=%d grace_ms=%" PRId64,
+			    live_workers(s), s->cfg->shutdown_grace_ms);
+		s->deadline_ms = ob_mono_ms() + s->cfg->shutdown_grace_ms;
+		signal_workers(s, SIGTERM);
+		break;
+	case SUP_KILL:
+		ob_warn("relay.shutdown.kill", "workers=%d reason=%s", live_workers(s), why);
+		signal_workers(s, SIGKILL);
+		s->unclean = true;
+		break;
+	}
+	s->state = to;
+}
+
+/* A child exited with wait status st: in RUN it starts again after its
+ * backoff (a worker refused by the schema stops them all instead); while
+ * stopping it is only counted. */
+static void
+reap(struct sup *s, pid_t pid, int st, int64_t now)
+{
+	struct child *c = NULL;
+	for (int i = 0; i < s->nchildren && c == NULL; i++)
+		if (s->children[i].pid == pid)
+			c = &s->children[i];
+	if (c == NULL)
+		return;
+	c->pid = 0;
+	if (c->kind == CHILD_WORKER)
+		relay_metrics_worker_gone(&s->shared->live[c->index]);
+	char how[32], who[32] = "";
+	describe_status(st, how, sizeof(how));
+	if (c->kind == CHILD_WORKER)
+		snprintf(who, sizeof(who), "worker=%d ", c->index);
+	char event[32];
+	snprintf(event, sizeof(event), "relay.%s.exited", kind_name(c->kind));
+	bool clean = WIFEXITED(st) && WEXITSTATUS(st) == 0;
+	if (s->state != SUP_RUN) {
+		if (c->kind == CHILD_WORKER && !clean)
+			s->unclean = true;
+		ob_info(event, "%spid=%d status=%s shutdown=1", who, (int)pid, how);
+		return;
+	}
+	if (c->kind == CHILD_WORKER && WIFEXITED(st) && WEXITSTATUS(st) == RELAY_EXIT_PROTOCOL) {
+		/* The schema no longer serves this relay (or not yet): restarting
+		 * cannot help. Stop every worker cleanly. */
+		ob_error("relay.protocol.stop", "worker=%d pid=%d protocol=%d"
+		    " hint=\"upgrade the relay, or run outboxctl migrate\"", c->index, (int)pid,
+		    RELAY_PROTOCOL);
+		s->protocol_stop = true;
+		transition(s, SUP_STOP, "protocol");
+		return;
+	}
+	if (now - c->started_ms >= RELAY_RESTART_RESET_MS)
+		c->backoff_ms = RELAY_RESTART_MIN_MS;
+	c->restart_at_ms = now + c->backoff_ms;
+	ob_warn(event, "%spid=%d status=%s restart_in_ms=%" PRId64, who, (int)pid, how,
+	    c->backoff_ms);
+	c->backoff_ms = c->backoff_ms * 2 > RELAY_RESTART_MAX_MS ? RELAY_RESTART_MAX_MS
+	                                                         : c->backoff_ms * 2;
+}
+
 int
 relay_supervise(const struct relay_config *cfg, struct relay_shared *shared)
 {
-	int n = (int)cfg->workers;
-	struct slot *slots = calloc((size_t)n, sizeof(*slots));
+	struct sup s = { cfg, shared, NULL, (int)cfg->workers, (int)cfg->workers, SUP_RUN, 0,
+		false, false };
+	bool metrics_on = cfg->metrics != NULL && cfg->metrics[0] != '\0';
+	if (metrics_on)
+		s.nchildren++;
 	char err[256];
-	if (slots == NULL) {
+	if ((s.children = calloc((size_t)s.nchildren, sizeof(*s.children))) == NULL) {
 		ob_error("relay.supervisor.failed", "err=%s", "out of memory");
 		return 1;
 	}
 	if (ob_sig_init("outbox-relay", err, sizeof(err)) != OB_OK ||
 	    ob_sig_watch(SIGCHLD, err, sizeof(err)) != OB_OK) {
 		ob_error("relay.supervisor.failed", "err=%s", err);
-		free(slots);
+		free(s.children);
 		return 1;
 	}
+	for (int i = 0; i < s.nchildren; i++) {
+		struct child *c = &s.children[i];
+		c->kind = i < s.nworkers ? CHILD_WORKER : CHILD_METRICS;
+		c->index = i < s.nworkers ? i : -1;
+		c->backoff_ms = RELAY_RESTART_MIN_MS;
+	}
+	struct child *metrics = metrics_on ? &s.children[s.nworkers] : NULL;
 
-	ob_info("relay.supervisor.started", "workers=%d shutdown_grace_ms=%" PRId64, n,
+	ob_info("relay.supervisor.started", "workers=%d shutdown_grace_ms=%" PRId64, s.nworkers,
 	    cfg->shutdown_grace_ms);
-	bool metrics_on = cfg->metrics != NULL && cfg->metrics[0] != '\0';
-	struct slot msl = { 0, 0, 0, RELAY_RESTART_MIN_MS, 0 };
-	if (metrics_on && !start_metrics(cfg, &msl, shared, RELAY_METRICS_START_MS)) {
-		free(slots);
+	/* the metrics process first: a port in use is a start-up error */
+	if (metrics != NULL && !start_child(&s, metrics, RELAY_METRICS_START_MS)) {
+		free(s.children);
 		return 1;
 	}
-	for (int i = 0; i < n; i++) {
-		slots[i].backoff_ms = RELAY_RESTART_MIN_MS;
-		if (!start_worker(cfg, &slots[i], i, shared))
-			slots[i].restart_at_ms = ob_mono_ms() + slots[i].backoff_ms;
-	}
+	for (int i = 0; i < s.nworkers; i++)
+		if (!start_child(&s, &s.children[i], 0))
+			s.children[i].restart_at_ms = ob_mono_ms() + s.children[i].backoff_ms;
 
-	bool shutting_down = false, killed = false, unclean = false, protocol_stop = false;
-	int64_t deadline = 0;
 	unsigned reloads = 0;
 	for (;;) {
 		ob_sig_wait(LOOP_TICK_MS);
 		int64_t now = ob_mono_ms();
-		unsigned stop_signals = ob_sig_stops();
+		unsigned stops = ob_sig_stops();
 
 		/* 1. Shutdown requests. */
-		if (stop_signals > 0 && !shutting_down) {
-			shutting_down = true;
-			deadline = now + cfg->shutdown_grace_ms;
-			ob_info("relay.shutdown.start", "workers=%d grace_ms=%" PRId64,
-			    live_workers(slots, n), cfg->shutdown_grace_ms);
-			signal_all(slots, n, SIGTERM);
-		}
-		if (shutting_down && !killed && (stop_signals > 1 || now >= deadline) &&
-		    live_workers(slots, n) > 0) {
-			ob_warn("relay.shutdown.kill", "workers=%d reason=%s",
-			    live_workers(slots, n), stop_signals > 1 ? "second_signal" : "grace_expired");
-			signal_all(slots, n, SIGKILL);
-			killed = unclean = true;
-		}
+		if (stops > 0 && s.state == SUP_RUN)
+			transition(&s, SUP_STOP, "signal");
+		if (s.state == SUP_STOP && (stops > 1 || now >= s.deadline_ms) && live_workers(&s) > 0)
+			transition(&s, SUP_KILL, stops > 1 ? "second_signal" : "grace_expired");
 
 		/* 2. Reloads: the supervisor's own, then each child's. */
 		if (ob_sig_reloads() != reloads) {
 			reloads = ob_sig_reloads();
 			(void)ob_reload_run(cfg->reload);
-			signal_all(slots, n, SIGHUP);
-			if (msl.pid > 0)
-				kill(msl.pid, SIGHUP);
+			for (int i = 0; i < s.nchildren; i++)
+				if (s.children[i].pid > 0)
+					kill(s.children[i].pid, SIGHUP);
 		}
 
 		/* 3. Child exits. */
 		pid_t pid;
 		int st;
-		while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
-			char how[32];
-			describe_status(st, how, sizeof(how));
-			if (pid == msl.pid) {
-				msl.pid = 0;
-				if (now - msl.started_ms >= RELAY_RESTART_RESET_MS)
-					msl.backoff_ms = RELAY_RESTART_MIN_MS;
-				msl.restart_at_ms = now + msl.backoff_ms;
-				ob_warn("relay.metrics.exited", "pid=%d status=%s restart_in_ms=%" PRId64,
-				    (int)pid, how, shutting_down ? (int64_t)-1 : msl.backoff_ms);
-				msl.backoff_ms = msl.backoff_ms * 2 > RELAY_RESTART_MAX_MS
-				    ? RELAY_RESTART_MAX_MS : msl.backoff_ms * 2;
-				continue;
-			}
-			int i;
-			for (i = 0; i < n && slots[i].pid != pid; i++)
-				;
-			if (i == n)
-				continue;
-			struct slot *s = &slots[i];
-			s->pid = 0;
-			relay_metrics_worker_gone(&shared->live[i]);
-			if (shutting_down) {
-				if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-					unclean = true;
-				ob_info("relay.worker.exited", "worker=%d pid=%d status=%s shutdown=1",
-				    i, (int)pid, how);
-				continue;
-			}
-			if (WIFEXITED(st) && WEXITSTATUS(st) == RELAY_EXIT_PROTOCOL) {
-				/* The schema no longer serves this relay (or not yet):
-				 * restarting cannot help. Stop every worker cleanly. */
-				ob_error("relay.protocol.stop", "worker=%d pid=%d protocol=%d"
-				    " hint=\"upgrade the relay, or run outboxctl migrate\"", i, (int)pid,
-				    RELAY_PROTOCOL);
-				protocol_stop = true;
-				shutting_down = true;
-				deadline = now + cfg->shutdown_grace_ms;
-				signal_all(slots, n, SIGTERM);
-				continue;
-			}
-			if (now - s->started_ms >= RELAY_RESTART_RESET_MS)
-				s->backoff_ms = RELAY_RESTART_MIN_MS;
-			s->restart_at_ms = now + s->backoff_ms;
-			ob_warn("relay.worker.exited", "worker=%d pid=%d status=%s restart_in_ms=%" PRId64,
-			    i, (int)pid, how, s->backoff_ms);
-			s->backoff_ms = s->backoff_ms * 2 > RELAY_RESTART_MAX_MS ? RELAY_RESTART_MAX_MS
-			                                                         : s->backoff_ms * 2;
-		}
-		relay_metrics_fold(&shared->metrics, shared->live, n);
-		if (shutting_down) {
-			if (live_workers(slots, n) == 0)
+		while ((pid = waitpid(-1, &st, WNOHANG)) > 0)
+			reap(&s, pid, st, now);
+		relay_metrics_fold(&shared->metrics, shared->live, s.nworkers);
+		if (s.state != SUP_RUN) {
+			if (live_workers(&s) == 0)
 				break;
 			continue;
 		}
-		if (metrics_on && msl.pid == 0 && now >= msl.restart_at_ms) {
-			msl.restarts++;
-			if (!start_metrics(cfg, &msl, shared, 0))
-				msl.restart_at_ms = now + msl.backoff_ms;
-		}
 
-		/* 4. Restarts that are due. */
-		for (int i = 0; i < n; i++) {
-			struct slot *s = &slots[i];
-			if (s->pid == 0 && now >= s->restart_at_ms) {
-				s->restarts++;
-				if (!start_worker(cfg, s, i, shared))
-					s->restart_at_ms = now + s->backoff_ms;
+		/* 4. Restarts that are due, the metrics process's too. */
+		for (int i = 0; i < s.nchildren; i++) {
+			struct child *c = &s.children[i];
+			if (c->pid == 0 && now >= c->restart_at_ms) {
+				c->restarts++;
+				if (!start_child(&s, c, 0))
+					c->restart_at_ms = now + c->backoff_ms;
 			}
 		}
 	}
-	relay_metrics_fold(&shared->metrics, shared->live, n);
-	stop_metrics(&msl);
+	relay_metrics_fold(&shared->metrics, shared->live, s.nworkers);
+	stop_metrics(metrics);
 	relay_totals_log("relay.totals", "", &shared->totals);
-	ob_info("relay.supervisor.stopped", "clean=%d", unclean ? 0 : 1);
-	free(slots);
-	return protocol_stop ? RELAY_EXIT_PROTOCOL : unclean ? 1 : 0;
+	ob_info("relay.supervisor.stopped", "clean=%d", s.unclean ? 0 : 1);
+	free(s.children);
+	return s.protocol_stop ? RELAY_EXIT_PROTOCOL : s.unclean ? 1 : 0;
 }
