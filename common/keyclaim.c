@@ -39,6 +39,8 @@ ob_key_decide(const struct ob_key_row *row)
 	case OB_KEY_DONE:
 		return row->fingerprint_matches ? OB_KEY_REPLAY : OB_KEY_MISMATCH;
 	case OB_KEY_STARTED:
+		if (row->released)
+			return OB_KEY_PROCEED;
 		if (!row->fingerprint_matches)
 			return OB_KEY_MISMATCH;
 		return row->lease_live ? OB_KEY_BUSY : OB_KEY_PROCEED;
@@ -103,12 +105,13 @@ try_take(PGconn *conn, const char *table, const char *key, const void *fp,
 	    "  SELECT $1, encode(sha256($2::bytea), 'hex'), 'started', 1,"
 	    "         clock_timestamp() + $3::bigint * interval '1 millisecond'"
 	    "   WHERE NOT EXISTS (SELECT 1 FROM d)"
+	    /* ob_key_decide's PROCEED for a STARTED row: released, or the
+	     * same fingerprint with the lease expired */
 	    " ON CONFLICT (idempotency_key) DO UPDATE"
 	    "   SET fence = k.fence + 1, lease_until = EXCLUDED.lease_until,"
 	    "       fingerprint = EXCLUDED.fingerprint"
-	    " WHERE k.state = 'started' AND k.lease_until < clock_timestamp()"
-	    "   AND (k.fingerprint = EXCLUDED.fingerprint"
-	    "        OR k.lease_until = '-infinity')"
+	    " WHERE k.state = 'started' AND (k.lease_until = '-infinity'"
+	    "   OR (k.fingerprint = EXCLUDED.fingerprint AND k.lease_until < clock_timestamp()))"
 	    " RETURNING k.fence)"
 	    " SELECT true, fence, NULL::boolean, NULL::int, NULL::text FROM t"
 	    /* The claim's commit need not wait for the disk (see the top). */
@@ -134,13 +137,15 @@ try_take(PGconn *conn, const char *table, const char *key, const void *fp,
 		row->state = OB_KEY_DONE;
 		row->fingerprint_matches = PQgetvalue(res, 0, 2)[0] == 't';
 		row->lease_live = false;
+		row->released = false;
 		rc = stored_response(res, 3, c, "claim key", err, errlen);
 	}
 	PQclear(res);
 	return rc;
 }
 
-/* Read the row the upsert did not take. *found false when it vanished. */
+/* Read the row the upsert did not take (fp NULL: no body to compare).
+ * *found false when it vanished. */
 static int
 read_row(PGconn *conn, const char *table, const char *key, const void *fp,
     size_t fplen, struct ob_key_row *row, struct ob_key_claim *out, bool *found,
@@ -148,8 +153,8 @@ read_row(PGconn *conn, const char *table, const char *key, const void *fp,
 {
 	char sql[768];
 	snprintf(sql, sizeof(sql),
-	    "SELECT state, fingerprint = encode(sha256($2::bytea), 'hex'),"
-	    "       lease_until > clock_timestamp(),"
+	    "SELECT state, COALESCE(fingerprint = encode(sha256($2::bytea), 'hex'), false),"
+	    "       lease_until > clock_timestamp(), lease_until = '-infinity',"
 	    "       GREATEST(0, ceil(extract(epoch FROM lease_until - clock_timestamp()) * 1000))::bigint,"
 	    "       response_status, response_body"
 	    "  FROM %s WHERE idempotency_key = $1", table);
@@ -165,8 +170,9 @@ read_row(PGconn *conn, const char *table, const char *key, const void *fp,
 			                                                        : OB_KEY_STARTED;
 			row->fingerprint_matches = PQgetvalue(res, 0, 1)[0] == 't';
 			row->lease_live = PQgetvalue(res, 0, 2)[0] == 't';
-			out->retry_after_ms = ob_pg_int64(res, 0, 3);
-			rc = stored_response(res, 4, out, "read key", err, errlen);
+			row->released = PQgetvalue(res, 0, 3)[0] == 't';
+			out->retry_after_ms = ob_pg_int64(res, 0, 4);
+			rc = stored_response(res, 5, out, "read key", err, errlen);
 		}
 	}
 	PQclear(res);
@@ -229,15 +235,28 @@ ob_keyclaim_result_fini(struct ob_key_claim *c)
 }
 
 int
+ob_keyclaim_lookup(PGconn *conn, const char *table, const char *key,
+    struct ob_key_row *row, struct ob_key_claim *out, bool *found, char *err,
+    size_t errlen)
+{
+	memset(row, 0, sizeof(*row));
+	memset(out, 0, sizeof(*out));
+	int rc = read_row(conn, table, key, NULL, 0, row, out, found, err, errlen);
+	if (rc == OB_OK && !*found)
+		row->state = OB_KEY_ABSENT;
+	if (rc == OB_OK && *found && row->state == OB_KEY_DONE)
+		out->verdict = OB_KEY_REPLAY;
+	return rc;
+}
+
+int
 ob_keyclaim_complete(PGconn *conn, const char *table, const char *key,
     int64_t fence, int status, const char *body, char *err, size_t errlen)
 {
 	char sql[512], f[24], s[16];
 	snprintf(sql, sizeof(sql),
-	    "UPDATE %s SET state = 'done', response_status = $3::int,"
-	    "       response_body = $4, completed_at = clock_timestamp()"
-	    " WHERE idempotency_key = $1 AND fence = $2::bigint AND state = 'started'",
-	    table);
+	    OB_KEYCLAIM_DONE_SQL("%s", "$1", "$3::int", "$4")
+	    " AND fence = $2::bigint AND state = 'started'", table);
 	snprintf(f, sizeof(f), "%" PRId64, fence);
 	snprintf(s, sizeof(s), "%d", status);
 	const char *params[4] = { key, f, s, body };
@@ -268,6 +287,23 @@ ob_keyclaim_release(PGconn *conn, const char *table, const char *key,
 	const char *params[2] = { key, f };
 	PGresult *res = PQexecParams(conn, sql, 2, NULL, params, NULL, NULL, 0);
 	int rc = ob_pg_check(res, PGRES_COMMAND_OK, "release key", err, errlen);
+	PQclear(res);
+	return rc;
+}
+
+int
+ob_keyclaim_expire(PGconn *conn, const char *table, const char *key,
+    int64_t fence, char *err, size_t errlen)
+{
+	char sql[256], f[24];
+	snprintf(sql, sizeof(sql),
+	    "UPDATE %s SET lease_until = clock_timestamp()"
+	    " WHERE idempotency_key = $1 AND fence = $2::bigint AND state = 'started'",
+	    table);
+	snprintf(f, sizeof(f), "%" PRId64, fence);
+	const char *params[2] = { key, f };
+	PGresult *res = PQexecParams(conn, sql, 2, NULL, params, NULL, NULL, 0);
+	int rc = ob_pg_check(res, PGRES_COMMAND_OK, "expire key", err, errlen);
 	PQclear(res);
 	return rc;
 }

@@ -142,25 +142,6 @@ out:
 	return rv;
 }
 
-/* Give up our claim so that the next attempt takes it over at once, with
- * the token bumped. Not ob_keyclaim_release: deleting the row would let the
- * next claim start again at token 1, and a stale holder of token 1 could
- * then complete a claim that is not its own. Fenced like every write. */
-static int
-expire_claim(PGconn *conn, const char *key, int64_t fence, char *err, size_t errlen)
-{
-	char f[24];
-	snprintf(f, sizeof(f), "%" PRId64, fence);
-	const char *params[2] = { key, f };
-	PGresult *res = PQexecParams(conn, "UPDATE " WEBHOOK_TABLE
-	    " SET lease_until = clock_timestamp()"
-	    " WHERE idempotency_key = $1 AND fence = $2::bigint AND state = 'started'",
-	    2, NULL, params, NULL, NULL, 0);
-	int rc = ob_pg_check(res, PGRES_COMMAND_OK, "expire webhook claim", err, errlen);
-	PQclear(res);
-	return rc;
-}
-
 static int call_downstream(struct webhook *w, const struct ob_wire_msg *m,
     const char *key, struct webhook_call *c, struct inbox_handler_call *call,
     char *detail, size_t detaillen);
@@ -255,7 +236,7 @@ webhook_prepare(PGconn *conn, const struct ob_wire_msg *m, void *arg,
 
 	struct webhook_call *c = calloc(1, sizeof(*c));
 	if (c == NULL) {
-		expire_claim(conn, key, claim.fence, err, sizeof(err));
+		ob_keyclaim_expire(conn, WEBHOOK_TABLE, key, claim.fence, err, sizeof(err));
 		snprintf(detail, detaillen, "out of memory");
 		return OB_WIRE_RETRY;
 	}
@@ -359,7 +340,8 @@ webhook_finish(PGconn *conn, const struct ob_wire_msg *m, void *arg,
 		char key[OB_WIRE_MAX_KEY + 1], err[512], q[600];
 		memcpy(key, m->key, m->key_len);
 		key[m->key_len] = '\0';
-		if (expire_claim(conn, key, c->fence, err, sizeof(err)) != OB_OK)
+		/* the next attempt (same message) takes it over at once */
+		if (ob_keyclaim_expire(conn, WEBHOOK_TABLE, key, c->fence, err, sizeof(err)) != OB_OK)
 			ob_warn("consumer.webhook.release_failed", "err=%s",
 			    ob_log_q(err, q, sizeof(q)));
 	}

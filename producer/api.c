@@ -17,7 +17,9 @@
  * behind that lock, and marks the key DONE with the 201 body, which is
  * built in SQL because it carries the new ids. It is the same transition
  * ob_keyclaim_complete makes (started -> done, same token), fused with
- * the business write; the statement is prepared once per connection.
+ * the business write from keyclaim.h's own SQL fragments
+ * (OB_KEYCLAIM_HELD_SQL, OB_KEYCLAIM_DONE_SQL): common/keyclaim.c owns every
+ * write of a key table. The statement is prepared once per connection.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -161,22 +163,22 @@ static void
 answer_winner(PGconn *conn, const char *key, struct api_response *res)
 {
 	char err[512];
-	const char *params[1] = { key };
-	PGresult *r = PQexecParams(conn,
-	    "SELECT state, response_status, response_body,"
-	    "       GREATEST(0, ceil(extract(epoch FROM lease_until - clock_timestamp()) * 1000))::bigint"
-	    "  FROM " PRODUCER_KEY_TABLE " WHERE idempotency_key = $1", 1, NULL, params, NULL, NULL, 0);
-	if (ob_pg_check(r, PGRES_TUPLES_OK, "read winner", err, sizeof(err)) != OB_OK) {
+	struct ob_key_row row;
+	struct ob_key_claim winner;
+	bool found = false;
+	if (ob_keyclaim_lookup(conn, PRODUCER_KEY_TABLE, key, &row, &winner, &found, err,
+	        sizeof(err)) != OB_OK) {
 		unavailable(res, "read_winner", err);
-	} else if (PQntuples(r) == 1 && strcmp(PQgetvalue(r, 0, 0), "done") == 0) {
-		res->status = (int)ob_pg_int64(r, 0, 1);
+	} else if (found && row.state == OB_KEY_DONE) {
+		res->status = winner.response_status;
 		free(res->body);
-		res->body = PQgetisnull(r, 0, 2) ? NULL : strdup(PQgetvalue(r, 0, 2));
+		res->body = winner.response_body; /* taken over */
+		winner.response_body = NULL;
 		res->replayed = true;
 	} else {
-		busy(res, PQntuples(r) == 1 ? ob_pg_int64(r, 0, 3) : 1000);
+		busy(res, found ? winner.retry_after_ms : 1000);
 	}
-	PQclear(r);
+	ob_keyclaim_result_fini(&winner);
 }
 
 /* The atomic final write (see the top of the file). $1..$4 the report,
@@ -187,10 +189,7 @@ answer_winner(PGconn *conn, const char *key, struct api_response *res)
 #define CREATE_ATOMIC_STMT "producer_create_atomic"
 static const char create_atomic_sql[] =
     "WITH k AS ("
-    "  SELECT 1 FROM " PRODUCER_KEY_TABLE
-    "   WHERE idempotency_key = $5::text"
-    "     AND ($7::bool OR (fence = $6::bigint AND state = 'started'))"
-    "   FOR UPDATE),"
+    OB_KEYCLAIM_HELD_SQL(PRODUCER_KEY_TABLE, "$5::text", "$6::bigint", "$7::bool") "),"
     " r AS ("
     "  INSERT INTO app.bug_reports (title, module, steps, severity, idempotency_key)"
     "  SELECT $1::text, $2::text, $3::text, $4::text, $5::text FROM k RETURNING *),"
@@ -205,9 +204,8 @@ static const char create_atomic_sql[] =
     "         'severity', m.severity)::text AS body"
     "    FROM m),"
     " d AS ("
-    "  UPDATE " PRODUCER_KEY_TABLE " SET state = 'done', response_status = 201,"
-    "         response_body = b.body, completed_at = clock_timestamp()"
-    "    FROM b WHERE idempotency_key = $5::text RETURNING 1)"
+    OB_KEYCLAIM_DONE_SQL(PRODUCER_KEY_TABLE, "$5::text", "201", "(SELECT b.body FROM b)")
+    " AND EXISTS (SELECT 1 FROM b) RETURNING 1)"
     " SELECT b.id, b.mid, b.body, (SELECT count(*) FROM d) FROM b";
 
 static void

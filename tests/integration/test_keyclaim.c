@@ -43,23 +43,28 @@ claim(PGconn *c, const char *key, const char *fp, int64_t lease_ms)
 
 START_TEST(test_decide_table)
 {
+	/* ob_key_decide's whole rule (keyclaim.h), every combination */
 	static const struct {
 		enum ob_key_state state;
-		bool fp, live;
+		bool fp, live, released;
 		enum ob_key_verdict want;
 	} cases[] = {
-		{ OB_KEY_ABSENT, true, false, OB_KEY_PROCEED },
-		{ OB_KEY_ABSENT, false, true, OB_KEY_PROCEED },
-		{ OB_KEY_STARTED, true, true, OB_KEY_BUSY },
-		{ OB_KEY_STARTED, true, false, OB_KEY_PROCEED },
-		{ OB_KEY_STARTED, false, true, OB_KEY_MISMATCH },
-		{ OB_KEY_STARTED, false, false, OB_KEY_MISMATCH },
-		{ OB_KEY_DONE, true, false, OB_KEY_REPLAY },
-		{ OB_KEY_DONE, true, true, OB_KEY_REPLAY },
-		{ OB_KEY_DONE, false, false, OB_KEY_MISMATCH },
+		{ OB_KEY_ABSENT, true, false, false, OB_KEY_PROCEED },
+		{ OB_KEY_ABSENT, false, true, false, OB_KEY_PROCEED },
+		{ OB_KEY_STARTED, true, true, false, OB_KEY_BUSY },
+		{ OB_KEY_STARTED, true, false, false, OB_KEY_PROCEED },
+		{ OB_KEY_STARTED, false, true, false, OB_KEY_MISMATCH },
+		{ OB_KEY_STARTED, false, false, false, OB_KEY_MISMATCH },
+		/* released: free for any body */
+		{ OB_KEY_STARTED, true, false, true, OB_KEY_PROCEED },
+		{ OB_KEY_STARTED, false, false, true, OB_KEY_PROCEED },
+		{ OB_KEY_DONE, true, false, false, OB_KEY_REPLAY },
+		{ OB_KEY_DONE, true, true, false, OB_KEY_REPLAY },
+		{ OB_KEY_DONE, false, false, false, OB_KEY_MISMATCH },
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		struct ob_key_row row = { cases[i].state, cases[i].fp, cases[i].live };
+		struct ob_key_row row = { cases[i].state, cases[i].fp, cases[i].live,
+			cases[i].released };
 		ck_assert_msg(ob_key_decide(&row) == cases[i].want, "case %zu: got %s", i,
 		    ob_key_verdict_name(ob_key_decide(&row)));
 	}
@@ -180,6 +185,54 @@ START_TEST(test_release_and_gc)
 }
 END_TEST
 
+/* ob_keyclaim_lookup reads a row without claiming it; ob_keyclaim_expire
+ * ends a holder's lease so the same body takes it over at once (another
+ * body may not: that is release). */
+START_TEST(test_lookup_and_expire)
+{
+	PGconn *c = fresh();
+	char err[512];
+	struct ob_key_row row;
+	struct ob_key_claim out;
+	bool found = true;
+	ck_assert_int_eq(ob_keyclaim_lookup(c, TABLE, "k9", &row, &out, &found, err,
+	    sizeof(err)), OB_OK);
+	ck_assert(!found);
+	ck_assert_int_eq(row.state, OB_KEY_ABSENT);
+
+	struct ob_key_claim a = claim(c, "k9", "body-1", 60000);
+	ck_assert_int_eq(a.verdict, OB_KEY_PROCEED);
+	ck_assert_int_eq(ob_keyclaim_lookup(c, TABLE, "k9", &row, &out, &found, err,
+	    sizeof(err)), OB_OK);
+	ck_assert(found);
+	ck_assert_int_eq(row.state, OB_KEY_STARTED);
+	ck_assert(row.lease_live && !row.released);
+	ck_assert_int_gt(out.retry_after_ms, 50000);
+	ob_keyclaim_result_fini(&out);
+
+	/* a stale token expires nothing */
+	ck_assert_int_eq(ob_keyclaim_expire(c, TABLE, "k9", a.fence + 1, err, sizeof(err)), OB_OK);
+	ck_assert_int_eq(claim(c, "k9", "body-1", 60000).verdict, OB_KEY_BUSY);
+	ck_assert_int_eq(ob_keyclaim_expire(c, TABLE, "k9", a.fence, err, sizeof(err)), OB_OK);
+	ck_assert_int_eq(claim(c, "k9", "body-2", 60000).verdict, OB_KEY_MISMATCH);
+	struct ob_key_claim b = claim(c, "k9", "body-1", 60000);
+	ck_assert_int_eq(b.verdict, OB_KEY_PROCEED);
+	ck_assert_int_eq(b.fence, a.fence + 1);
+	ck_assert(b.takeover);
+
+	ck_assert_int_eq(ob_keyclaim_complete(c, TABLE, "k9", b.fence, 201, "{\"id\":1}", err,
+	    sizeof(err)), OB_OK);
+	ck_assert_int_eq(ob_keyclaim_lookup(c, TABLE, "k9", &row, &out, &found, err,
+	    sizeof(err)), OB_OK);
+	ck_assert_int_eq(row.state, OB_KEY_DONE);
+	ck_assert_int_eq(out.verdict, OB_KEY_REPLAY);
+	ck_assert_int_eq(out.response_status, 201);
+	ck_assert_str_eq(out.response_body, "{\"id\":1}");
+	ob_keyclaim_result_fini(&out);
+	PQfinish(c);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -187,6 +240,7 @@ main(void)
 	TCase *tc = tcase_create("keyclaim");
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_decide_table);
+	tcase_add_test(tc, test_lookup_and_expire);
 	tcase_add_test(tc, test_claim_busy_complete_replay_mismatch);
 	tcase_add_test(tc, test_takeover_fences_out_stale_holder);
 	tcase_add_test(tc, test_release_and_gc);

@@ -49,11 +49,20 @@ struct ob_key_row {
 	enum ob_key_state state;
 	bool fingerprint_matches;
 	bool lease_live;
+	bool released;      /* STARTED, given up by its holder (ob_keyclaim_release) */
 };
 
 /* THE transition function: given the row a claim found (state ABSENT when
- * none), the verdict. A STARTED row whose lease expired is taken over
- * (PROCEED with a bumped token), but only for the same fingerprint. */
+ * none), the verdict. The whole rule:
+ *   ABSENT                          -> PROCEED (token 1)
+ *   DONE, same fingerprint          -> REPLAY
+ *   DONE, other fingerprint         -> MISMATCH
+ *   STARTED, released               -> PROCEED (any fingerprint, token + 1)
+ *   STARTED, other fingerprint      -> MISMATCH
+ *   STARTED, same, lease live       -> BUSY
+ *   STARTED, same, lease expired    -> PROCEED (a takeover, token + 1)
+ * The claim's upsert (keyclaim.c) takes the key exactly when this says
+ * PROCEED; its test (test_keyclaim_decide) is this table. */
 enum ob_key_verdict ob_key_decide(const struct ob_key_row *row);
 
 const char *ob_key_verdict_name(enum ob_key_verdict v);
@@ -80,6 +89,27 @@ int ob_keyclaim_claim(PGconn *conn, const char *table, const char *key,
 
 void ob_keyclaim_result_fini(struct ob_key_claim *c);
 
+/* Read key's row without claiming it (after being fenced out: what did the
+ * winner do?). *found false when there is none; else row (fingerprint_matches
+ * is false: no body to compare) and, when DONE, the stored response in out,
+ * when STARTED the time left on its lease. OB_OK or OB_EDB. */
+int ob_keyclaim_lookup(PGconn *conn, const char *table, const char *key,
+    struct ob_key_row *row, struct ob_key_claim *out, bool *found, char *err,
+    size_t errlen);
+
+/* SQL fragments for a caller that fuses the completion with its own work in
+ * one statement (the producer's atomic create). TABLE is the key table, the
+ * other arguments SQL text ("$5::text"). HELD is a query of one row, locked,
+ * while KEY still carries FENCE (NOFENCE true: whoever holds it, the
+ * test-only broken switch); DONE is the completion's UPDATE. */
+#define OB_KEYCLAIM_HELD_SQL(TABLE, KEY, FENCE, NOFENCE)                        \
+	"SELECT 1 FROM " TABLE " WHERE idempotency_key = " KEY                  \
+	" AND (" NOFENCE " OR (fence = " FENCE " AND state = 'started')) FOR UPDATE"
+#define OB_KEYCLAIM_DONE_SQL(TABLE, KEY, STATUS, BODY)                          \
+	"UPDATE " TABLE " SET state = 'done', response_status = " STATUS ","       \
+	" response_body = " BODY ", completed_at = clock_timestamp()"             \
+	" WHERE idempotency_key = " KEY
+
 /* Mark the key DONE with the response, only if it still carries fence.
  * Call inside the transaction that commits the work. OB_OK, OB_EFENCED (the
  * key was taken over: roll back), or OB_EDB. body may be NULL. */
@@ -92,6 +122,14 @@ int ob_keyclaim_complete(PGconn *conn, const char *table, const char *key,
  * bumped token (the row is kept so tokens never repeat). OB_OK (also when
  * it no longer carried fence) or OB_EDB. */
 int ob_keyclaim_release(PGconn *conn, const char *table, const char *key,
+    int64_t fence, char *err, size_t errlen);
+
+/* End the lease of a STARTED key this caller holds now, if it still carries
+ * fence: the next claim with the same fingerprint takes it over at once,
+ * with a bumped token (the webhook handler after a failed call; unlike a
+ * release, another body may not take it). OB_OK (also when it no longer
+ * carried fence) or OB_EDB. */
+int ob_keyclaim_expire(PGconn *conn, const char *table, const char *key,
     int64_t fence, char *err, size_t errlen);
 
 /* Delete up to batch rows created more than retention_ms ago (DONE rows,
