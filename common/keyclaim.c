@@ -271,41 +271,40 @@ ob_keyclaim_complete(PGconn *conn, const char *table, const char *key,
 	return rc;
 }
 
+/* End the lease of key while it carries fence: until is the SQL of the new
+ * lease_until. */
+static int
+end_lease(PGconn *conn, const char *table, const char *key, int64_t fence,
+    const char *until, const char *what, char *err, size_t errlen)
+{
+	char sql[256], f[24];
+	snprintf(sql, sizeof(sql),
+	    "UPDATE %s SET lease_until = %s"
+	    " WHERE idempotency_key = $1 AND fence = $2::bigint AND state = 'started'",
+	    table, until);
+	snprintf(f, sizeof(f), "%" PRId64, fence);
+	const char *params[2] = { key, f };
+	PGresult *res = PQexecParams(conn, sql, 2, NULL, params, NULL, NULL, 0);
+	int rc = ob_pg_check(res, PGRES_COMMAND_OK, what, err, errlen);
+	PQclear(res);
+	return rc;
+}
+
 int
 ob_keyclaim_release(PGconn *conn, const char *table, const char *key,
     int64_t fence, char *err, size_t errlen)
 {
-	char sql[256], f[24];
 	/* The row stays, so the fence only ever grows: a key released and
 	 * claimed again must not hand out a token a stale holder still has.
 	 * lease_until -infinity marks it free for any body. */
-	snprintf(sql, sizeof(sql),
-	    "UPDATE %s SET lease_until = '-infinity'"
-	    " WHERE idempotency_key = $1 AND fence = $2::bigint AND state = 'started'",
-	    table);
-	snprintf(f, sizeof(f), "%" PRId64, fence);
-	const char *params[2] = { key, f };
-	PGresult *res = PQexecParams(conn, sql, 2, NULL, params, NULL, NULL, 0);
-	int rc = ob_pg_check(res, PGRES_COMMAND_OK, "release key", err, errlen);
-	PQclear(res);
-	return rc;
+	return end_lease(conn, table, key, fence, "'-infinity'", "release key", err, errlen);
 }
 
 int
 ob_keyclaim_expire(PGconn *conn, const char *table, const char *key,
     int64_t fence, char *err, size_t errlen)
 {
-	char sql[256], f[24];
-	snprintf(sql, sizeof(sql),
-	    "UPDATE %s SET lease_until = clock_timestamp()"
-	    " WHERE idempotency_key = $1 AND fence = $2::bigint AND state = 'started'",
-	    table);
-	snprintf(f, sizeof(f), "%" PRId64, fence);
-	const char *params[2] = { key, f };
-	PGresult *res = PQexecParams(conn, sql, 2, NULL, params, NULL, NULL, 0);
-	int rc = ob_pg_check(res, PGRES_COMMAND_OK, "expire key", err, errlen);
-	PQclear(res);
-	return rc;
+	return end_lease(conn, table, key, fence, "clock_timestamp()", "expire key", err, errlen);
 }
 
 int
