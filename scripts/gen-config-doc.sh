@@ -14,11 +14,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 check=0
-if [ "${1:-}" = "--check" ]; then
-	check=1
-	shift
-fi
+case "${1:-}" in
+-h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+--check) check=1; shift ;;
+-*) echo "gen-config-doc: unknown option '$1' (see --help)" >&2; exit 2 ;;
+esac
 bin=${1:-build/bin}
+[ -d "$bin" ] || { echo "gen-config-doc: no directory $bin (build first, or name BIN_DIR)" >&2; exit 2; }
 doc=docs/configuration.md
 programs=(outbox-producer outbox-relay outbox-consumer outboxctl)
 
