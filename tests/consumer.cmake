@@ -1,5 +1,7 @@
 # consumer/: the idempotency contract, batch apply, bad input, the webhook
 # handler, the metrics endpoint, and the fuzz run of the request front end.
+# The decisions made before any transaction (retention), without a database.
+outbox_test(test_inbox_plan SOURCES unit/test_inbox_plan.c LABELS unit LIBS outbox_consumer)
 outbox_test(test_consumer_dedup SOURCES integration/test_consumer_dedup.c
   LABELS integration PG TIMEOUT 300 LIBS outbox_consumer)
 outbox_test(test_consumer_badinput SOURCES integration/test_consumer_badinput.c

@@ -4,6 +4,8 @@
 # ordering, the metrics endpoint, the fault matrix and the chaos test, and
 # the scans check (the hot paths of relay and consumer stay index lookups).
 outbox_test(test_breaker SOURCES unit/test_breaker.c LABELS unit LIBS outbox_relaylib)
+# The route table and the pick of a destination, without sockets.
+outbox_test(test_routes SOURCES unit/test_routes.c LABELS unit LIBS outbox_relaylib)
 # The supervisor's fold of the workers' live rows, the topic cache and the
 # registry/destination limits, without processes.
 outbox_test(test_relay_metrics_fold SOURCES unit/test_relay_metrics_fold.c LABELS unit
