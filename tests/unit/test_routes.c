@@ -8,6 +8,8 @@
 #include <check.h>
 #include <string.h>
 
+#include <nng/nng.h>
+
 #include "deliver.h"
 #include "outbox/err.h"
 #include "testsupport.h"
@@ -140,5 +142,7 @@ main(void)
 	tcase_add_test(tc, test_pick);
 	tcase_add_test(tc, test_pick_without_default);
 	suite_add_tcase(s, tc);
-	return ts_run_suite(s);
+	int rc = ts_run_suite(s);
+	nng_fini(); /* the pick reads nng_clock, which starts nng's threads */
+	return rc;
 }
