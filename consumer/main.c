@@ -296,6 +296,7 @@ out:
 	if (webhook.arg != NULL)
 		webhook_handler_free(&webhook);
 	ob_cfg_free(consumer_options, &cfg);
-	nng_fini();
+	/* No nng_fini(): it would close the REP socket, which nng 1.5 can
+	 * panic on (consumer/server.c); the exit releases it. */
 	return code;
 }

@@ -84,7 +84,10 @@ const struct consumer_counters *consumer_server_counters(
  * for a /readyz callback on another thread. */
 bool consumer_server_ready(const struct consumer_server *s);
 
-/* Close the socket, wait for in-flight requests to finish, free. */
+/* Stop serving: every thread finishes (applies and answers) the request it
+ * has, then they are joined and everything is freed but the REP socket,
+ * which the process's exit releases (server.c: nng 1.5 can panic closing
+ * it). Call once, right before the process ends. */
 void consumer_server_stop(struct consumer_server *s);
 
 /* The front of request handling, without the database: decode one frame.
