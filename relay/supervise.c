@@ -30,7 +30,6 @@
  * a shutdown can be watched to the end.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
@@ -39,7 +38,6 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <nng/nng.h>
@@ -129,8 +127,6 @@ worker_main(const struct relay_config *cfg, int index, struct relay_shared *shar
 	fflush(NULL);
 	exit(code);
 }
-
-static void describe_status(int st, char *out, size_t len);
 
 /* In the child: become the metrics process and never return. */
 static _Noreturn void
