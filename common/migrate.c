@@ -1,14 +1,22 @@
 /*
- * migrate.c - apply the embedded sql/ migrations, once, under a lock.
+ * migrate.c - apply the embedded sql/ migrations, once, under a lock, then
+ * the schema files (one per function, view and trigger) when they changed.
  *
  * Everything happens in one transaction that first takes an advisory lock:
  * a second concurrent run waits, then sees the versions the first recorded
- * and applies nothing. A failing migration rolls the whole run back.
+ * and applies nothing. A failing migration or file rolls the whole run back.
+ *
+ * Which objects the files define is read from the catalog, not parsed from
+ * the files: CREATE OR REPLACE writes a new catalog row even when nothing
+ * changed, so after the files ran, an object of the set's schema whose row
+ * this transaction did not write (xmin) is one no file defines any more,
+ * such as the old overload left by a changed argument list.
  */
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "outbox/buf.h"
 #include "outbox/err.h"
 #include "outbox/migrate.h"
 #include "outbox/pg.h"
@@ -21,6 +29,33 @@ static const char create_table_sql[] =
     " schema_set text NOT NULL, version integer NOT NULL, name text NOT NULL,"
     " applied_at timestamptz NOT NULL DEFAULT now(),"
     " PRIMARY KEY (schema_set, version))";
+
+static const char create_files_table_sql[] =
+    "CREATE TABLE IF NOT EXISTS public.outbox_schema_files ("
+    " schema_set text PRIMARY KEY, digest text NOT NULL,"
+    " applied_at timestamptz NOT NULL DEFAULT now())";
+
+/* The objects of schema $1 that this transaction did not write, views and
+ * triggers before the functions they may use; each row: its DROP statement's
+ * object kind and name. Extension members and internal triggers are not ours. */
+static const char stale_objects_sql[] =
+    "SELECT 'TRIGGER', format('%I ON %s', t.tgname, t.tgrelid::regclass), 1"
+    "  FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid"
+    " WHERE c.relnamespace = $1::regnamespace AND NOT t.tgisinternal"
+    "   AND t.xmin <> pg_current_xact_id()::xid"
+    " UNION ALL "
+    "SELECT 'VIEW', c.oid::regclass::text, 2"
+    "  FROM pg_class c JOIN pg_rewrite r ON r.ev_class = c.oid AND r.rulename = '_RETURN'"
+    " WHERE c.relnamespace = $1::regnamespace AND c.relkind = 'v'"
+    "   AND r.xmin <> pg_current_xact_id()::xid"
+    " UNION ALL "
+    "SELECT 'ROUTINE', p.oid::regprocedure::text, 3"
+    "  FROM pg_proc p"
+    " WHERE p.pronamespace = $1::regnamespace AND p.prokind IN ('f', 'p')"
+    "   AND p.xmin <> pg_current_xact_id()::xid"
+    "   AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_proc'::regclass"
+    "                     AND d.objid = p.oid AND d.deptype = 'e')"
+    " ORDER BY 3, 2";
 
 static bool
 set_selected(const char *want, const char *set)
@@ -66,10 +101,134 @@ apply_one(PGconn *conn, const struct ob_migration *m, char *err, size_t errlen)
 	return rc;
 }
 
-int
-ob_migrate(PGconn *conn, const char *set, int *applied, char *err,
-    size_t errlen)
+/* The md5 (server side) of set's files, names and texts, and the one stored
+ * by the last run that applied them ("" when none did). */
+static int
+files_digest(PGconn *conn, const char *set, char *digest, size_t dlen,
+    char *stored, size_t slen, char *err, size_t errlen)
 {
+	struct ob_buf all;
+	ob_buf_init(&all);
+	int rc = OB_OK;
+	for (const struct ob_schema_file *f = ob_schema_files; f->set != NULL; f++) {
+		if (strcmp(f->set, set) != 0)
+			continue;
+		if (ob_buf_append(&all, f->name, strlen(f->name) + 1) != OB_OK ||
+		    ob_buf_append(&all, f->sql, strlen(f->sql) + 1) != OB_OK) {
+			snprintf(err, errlen, "schema files of %s: out of memory", set);
+			rc = OB_ENOMEM;
+			goto out;
+		}
+	}
+	/* A NUL separates the parts; md5 gets the bytes as bytea. */
+	const char *params[2] = { set, all.data };
+	const int lengths[2] = { 0, (int)all.len };
+	const int formats[2] = { 0, 1 };
+	PGresult *res = PQexecParams(conn,
+	    "SELECT md5($2::bytea), coalesce((SELECT digest FROM public.outbox_schema_files"
+	    " WHERE schema_set = $1), '')",
+	    2, NULL, params, lengths, formats, 0);
+	if ((rc = ob_pg_check(res, PGRES_TUPLES_OK, "schema files digest", err, errlen)) == OB_OK) {
+		snprintf(digest, dlen, "%s", PQgetvalue(res, 0, 0));
+		snprintf(stored, slen, "%s", PQgetvalue(res, 0, 1));
+	}
+	PQclear(res);
+out:
+	ob_buf_fini(&all);
+	return rc;
+}
+
+static int
+apply_file(PGconn *conn, const struct ob_schema_file *f, char *err, size_t errlen)
+{
+	PGresult *res = PQexec(conn, f->sql);
+	char what[128];
+	snprintf(what, sizeof(what), "schema file %s/%s", f->set, f->name);
+	int rc = OB_OK;
+	if (res == NULL || PQresultStatus(res) != PGRES_COMMAND_OK) {
+		rc = ob_pg_check(res, PGRES_COMMAND_OK, what, err, errlen);
+		/* invalid_function_definition: a new return type or argument names */
+		if (res != NULL && strcmp(ob_pg_sqlstate(res), "42P13") == 0) {
+			size_t n = strlen(err);
+			snprintf(err + n, errlen - n, " (CREATE OR REPLACE cannot change that:"
+			    " a numbered migration must drop the old definition first, sql/README.md)");
+		}
+	}
+	PQclear(res);
+	return rc;
+}
+
+static void
+note_dropped(struct ob_migrate_report *report, const char *name)
+{
+	size_t n = strlen(report->dropped_names);
+	snprintf(report->dropped_names + n, sizeof(report->dropped_names) - n, "%s%s",
+	    n ? ", " : "", name);
+	report->dropped++;
+}
+
+/* Drop what the files of set no longer define (see the top of this file). */
+static int
+drop_stale(PGconn *conn, const char *set, struct ob_migrate_report *report,
+    char *err, size_t errlen)
+{
+	const char *params[1] = { set };
+	PGresult *res = PQexecParams(conn, stale_objects_sql, 1, NULL, params, NULL, NULL, 0);
+	int rc = ob_pg_check(res, PGRES_TUPLES_OK, "stale schema objects", err, errlen);
+	for (int i = 0; rc == OB_OK && i < PQntuples(res); i++) {
+		const char *kind = PQgetvalue(res, i, 0), *name = PQgetvalue(res, i, 1);
+		struct ob_buf sql;
+		ob_buf_init(&sql);
+		char what[160];
+		snprintf(what, sizeof(what), "drop %s %s, which no file in sql/%s/functions defines",
+		    kind, name, set);
+		if (ob_buf_printf(&sql, "DROP %s %s", kind, name) != OB_OK) {
+			snprintf(err, errlen, "%s: out of memory", what);
+			rc = OB_ENOMEM;
+		} else if ((rc = ob_pg_exec(conn, sql.data, what, err, errlen)) == OB_OK) {
+			note_dropped(report, name);
+		}
+		ob_buf_fini(&sql);
+	}
+	PQclear(res);
+	return rc;
+}
+
+/* The schema files of set, when a migration ran in this transaction or they
+ * changed since the last run; then the drop of what they no longer define. */
+static int
+apply_files(PGconn *conn, const char *set, bool migrated,
+    struct ob_migrate_report *report, char *err, size_t errlen)
+{
+	char digest[64], stored[64];
+	int rc = files_digest(conn, set, digest, sizeof(digest), stored, sizeof(stored),
+	    err, errlen);
+	if (rc != OB_OK || (!migrated && strcmp(digest, stored) == 0))
+		return rc;
+	for (const struct ob_schema_file *f = ob_schema_files; f->set != NULL; f++) {
+		if (strcmp(f->set, set) != 0)
+			continue;
+		if ((rc = apply_file(conn, f, err, errlen)) != OB_OK)
+			return rc;
+		report->files++;
+	}
+	if ((rc = drop_stale(conn, set, report, err, errlen)) != OB_OK)
+		return rc;
+	const char *params[2] = { set, digest };
+	PGresult *res = PQexecParams(conn,
+	    "INSERT INTO public.outbox_schema_files (schema_set, digest) VALUES ($1, $2)"
+	    " ON CONFLICT (schema_set) DO UPDATE SET digest = EXCLUDED.digest, applied_at = now()",
+	    2, NULL, params, NULL, NULL, 0);
+	rc = ob_pg_check(res, PGRES_COMMAND_OK, "record schema files", err, errlen);
+	PQclear(res);
+	return rc;
+}
+
+int
+ob_migrate(PGconn *conn, const char *set, struct ob_migrate_report *report,
+    char *err, size_t errlen)
+{
+	memset(report, 0, sizeof(*report));
 	if (strcmp(set, "all") != 0 && strcmp(set, "outbox") != 0 &&
 	    strcmp(set, "inbox") != 0) {
 		snprintf(err, errlen, "unknown schema set '%s' (outbox, inbox or all)", set);
@@ -85,10 +244,12 @@ ob_migrate(PGconn *conn, const char *set, int *applied, char *err,
 	/* The lock comes before CREATE TABLE IF NOT EXISTS, which itself races. */
 	if ((rc = ob_pg_exec(conn, lock_sql, "advisory lock", err, errlen)) != OB_OK ||
 	    (rc = ob_pg_exec(conn, create_table_sql, "create migrations table", err,
+	         errlen)) != OB_OK ||
+	    (rc = ob_pg_exec(conn, create_files_table_sql, "create schema files table", err,
 	         errlen)) != OB_OK)
 		goto fail;
 
-	int n = 0;
+	int outbox_n = 0, inbox_n = 0; /* applied now, per set */
 	for (const struct ob_migration *m = ob_migrations; m->set != NULL; m++) {
 		if (!set_selected(set, m->set))
 			continue;
@@ -99,14 +260,23 @@ ob_migrate(PGconn *conn, const char *set, int *applied, char *err,
 			continue;
 		if ((rc = apply_one(conn, m, err, errlen)) != OB_OK)
 			goto fail;
-		n++;
+		if (strcmp(m->set, "outbox") == 0)
+			outbox_n++;
+		else
+			inbox_n++;
+		report->migrations++;
 	}
+	if ((set_selected(set, "outbox") &&
+	        (rc = apply_files(conn, "outbox", outbox_n > 0, report, err, errlen)) != OB_OK) ||
+	    (set_selected(set, "inbox") &&
+	        (rc = apply_files(conn, "inbox", inbox_n > 0, report, err, errlen)) != OB_OK))
+		goto fail;
 	if ((rc = ob_pg_commit(conn, err, errlen)) != OB_OK)
 		goto fail;
-	*applied = n;
 	return OB_OK;
 
 fail:
 	ob_pg_rollback(conn);
+	memset(report, 0, sizeof(*report));
 	return rc;
 }

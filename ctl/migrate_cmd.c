@@ -29,8 +29,12 @@ static const struct ob_cfg_program program = {
 	.name = "outboxctl migrate",
 	.synopsis = "outboxctl migrate --db CONNINFO [--schema all|outbox|inbox]",
 	.description = "Apply the pending numbered migrations from sql/ (embedded in this binary)"
-	    " and record them in public.outbox_schema_migrations. Running it again"
-	    " applies nothing; concurrent runs apply each migration once.",
+	    " and record them in public.outbox_schema_migrations; then, if a migration ran or"
+	    " one of the schema files (sql/<set>/functions/: one per function, view and"
+	    " trigger) changed, re-apply those files and drop each function, view and trigger"
+	    " of the schema that no file defines. All in one transaction: on error nothing"
+	    " changes. Running it again applies nothing; concurrent runs apply each"
+	    " migration once.",
 	.options = ctl_migrate_options,
 };
 
@@ -50,13 +54,17 @@ ctl_migrate(int argc, char **argv)
 		fprintf(stderr, "outboxctl migrate: %s\n", err);
 		goto out;
 	}
-	int applied = 0;
-	if (ob_migrate(conn, cfg.schema, &applied, err, sizeof(err)) != OB_OK) {
+	struct ob_migrate_report r;
+	if (ob_migrate(conn, cfg.schema, &r, err, sizeof(err)) != OB_OK) {
 		fprintf(stderr, "outboxctl migrate: %s\n", err);
 		code = 1;
 	} else {
-		printf("migrate: %d migration%s applied (%s)\n", applied,
-		    applied == 1 ? "" : "s", applied ? "schema updated" : "already up to date");
+		printf("migrate: %d migration%s applied, %d schema file%s re-applied (%s)\n",
+		    r.migrations, r.migrations == 1 ? "" : "s", r.files, r.files == 1 ? "" : "s",
+		    r.migrations || r.files ? "schema updated" : "already up to date");
+		if (r.dropped > 0)
+			printf("migrate: dropped %d object%s no file defines: %s\n", r.dropped,
+			    r.dropped == 1 ? "" : "s", r.dropped_names);
 		code = 0;
 	}
 	PQfinish(conn);

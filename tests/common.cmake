@@ -19,6 +19,14 @@ endif()
 
 # The key-claim state machine (common/keyclaim.c) against PostgreSQL.
 outbox_test(test_keyclaim SOURCES integration/test_keyclaim.c LABELS integration PG TIMEOUT 120)
+# The schema's layers: migrations, then the function/view/trigger files;
+# fresh = upgraded step by step (pg_dump), re-apply drops what no file defines.
+outbox_test(test_schema SOURCES integration/test_schema.c LABELS integration PG TIMEOUT 300)
+if(TEST test_schema)
+  # the server's own pg_dump (the one scripts/pg-tmp.sh runs the server from)
+  find_program(OUTBOX_PG_DUMP pg_dump HINTS /usr/lib/postgresql/15/bin REQUIRED)
+  set_property(TEST test_schema APPEND PROPERTY ENVIRONMENT "OUTBOX_PG_DUMP=${OUTBOX_PG_DUMP}")
+endif()
 # Every program refuses a schema that does not serve its protocol version.
 outbox_test(test_protocol SOURCES integration/test_protocol.c
   LABELS integration PG TIMEOUT 300)

@@ -98,7 +98,7 @@ pg_setup(struct pg *pg, const char *tag)
 	snprintf(pg->producer, sizeof(pg->producer), "%s dbname=chaos_producer", pg->server);
 	snprintf(pg->consumer, sizeof(pg->consumer), "%s dbname=chaos_consumer", pg->server);
 	char err[512];
-	int applied;
+	struct ob_migrate_report applied;
 	PGconn *c = ts_connect(pg->producer);
 	ck_assert_msg(ob_migrate(c, "outbox", &applied, err, sizeof(err)) == 0, "%s", err);
 	PQfinish(c);

@@ -163,7 +163,7 @@ ts_db_create(const char *tag, const char *set, char *out, size_t outlen)
 	if (set != NULL) {
 		PGconn *c = ts_connect(out);
 		char err[512];
-		int applied = 0;
+		struct ob_migrate_report applied;
 		ck_assert_msg(ob_migrate(c, set, &applied, err, sizeof(err)) == 0, "migrate: %s", err);
 		PQfinish(c);
 	}

@@ -198,7 +198,7 @@ setup_db(struct cell *c, PGconn **out, char *err, size_t errlen)
 	PQfinish(admin);
 	if (rc != OB_OK)
 		return rc;
-	int applied = 0;
+	struct ob_migrate_report applied;
 	if ((rc = ob_pg_connect(c->conninfo, "outbox-fault-matrix", &conn, err, errlen)) != OB_OK)
 		return rc;
 	if ((rc = ob_migrate(conn, "all", &applied, err, errlen)) != OB_OK)

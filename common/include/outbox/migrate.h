@@ -1,12 +1,14 @@
 /*
- * migrate.h - numbered, forward-only schema migrations, embedded from sql/.
+ * migrate.h - the schema, embedded from sql/: numbered, forward-only
+ * migrations for tables and other DDL, then one file per function, view and
+ * trigger, re-applied after them.
  *
  * Sets: "outbox" (producer side: outbox.events and the relays'
  * bookkeeping, outbox.enqueue, app.*) and "inbox" (consumer side:
- * inbox.processed, inbox.notifications). Applied
- * versions are recorded in public.outbox_schema_migrations; one run holds a
- * transaction-level advisory lock, so concurrent runs apply each migration
- * once.
+ * inbox.processed, inbox.notifications). Applied versions are recorded in
+ * public.outbox_schema_migrations, the files' digest in
+ * public.outbox_schema_files; one run holds a transaction-level advisory
+ * lock, so concurrent runs apply each migration once.
  */
 #ifndef OUTBOX_MIGRATE_H
 #define OUTBOX_MIGRATE_H
@@ -24,11 +26,35 @@ struct ob_migration {
 /* Terminated by an entry with set == NULL; sorted by set, then version. */
 extern const struct ob_migration ob_migrations[];
 
-/* Apply the pending migrations of set ("outbox", "inbox" or "all") in one
- * transaction. *applied gets how many were applied now (0 when up to date).
- * Blocks while another run holds the lock. OB_OK, OB_EINVAL (unknown set) or
- * OB_EDB with the server's message in err. Borrows conn. */
-int ob_migrate(PGconn *conn, const char *set, int *applied, char *err,
-    size_t errlen);
+/* One function, view or trigger of schema <set>, written with CREATE OR
+ * REPLACE (sql/<set>/functions/, in the order functions/ORDER gives). */
+struct ob_schema_file {
+	const char *set;  /* "outbox" or "inbox": also the schema it defines objects in */
+	const char *name; /* "functions/enqueue.sql" */
+	const char *sql;
+};
+
+/* Terminated by an entry with set == NULL; grouped by set, in apply order. */
+extern const struct ob_schema_file ob_schema_files[];
+
+#define OB_MIGRATE_DROPPED_MAX 512 /* bytes of dropped names kept for the report */
+
+/* What one ob_migrate run changed. */
+struct ob_migrate_report {
+	int migrations; /* numbered migrations applied (0 when up to date) */
+	int files;      /* schema files re-applied (0 when none had changed) */
+	int dropped;    /* functions, views and triggers that no file defines, dropped */
+	char dropped_names[OB_MIGRATE_DROPPED_MAX]; /* "outbox.f(integer), ..." (may be cut) */
+};
+
+/* Bring set ("outbox", "inbox" or "all") up to date in one transaction: the
+ * pending migrations, then, when a migration was applied or a file changed
+ * since the last run, every schema file of the set, then DROP of each
+ * function, view and trigger in the set's schema that no file defined in
+ * this run (RESTRICT: one still used fails the run). Blocks while another run
+ * holds the lock. OB_OK, OB_EINVAL (unknown set) or OB_EDB with the server's
+ * message and the file in err; on error nothing changed. Borrows conn. */
+int ob_migrate(PGconn *conn, const char *set, struct ob_migrate_report *report,
+    char *err, size_t errlen);
 
 #endif

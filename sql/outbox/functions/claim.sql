@@ -1,0 +1,254 @@
+-- outbox.claim (function), its current definition: outboxctl migrate re-applies
+-- this file after the numbered migrations (sql/README.md). History: 012.
+--
+-- claim: up to max_n messages of ONE batch for owner, leased for lease_ms,
+-- from the topics the relay may send now (outbox.topic_claimable), in this
+-- order: a batch whose lease ran out (taken over: new fence from
+-- outbox.fences, attempts + 1), then due retries and a cut of a stream,
+-- retries first when retries_first. No rows: nothing to do. Every claimed
+-- message of a batch carries the batch's id, fence and attempt.
+-- ordering = false is the BROKEN --no-ordering mode: lanes are cut like
+-- lane 0 (several batches out, several messages of a key in one, nothing
+-- parked) and every retry of a key is claimable.
+CREATE OR REPLACE FUNCTION outbox.claim(protocol integer, owner text, lease_ms bigint, max_n integer,
+                             include text[], exclude text[], others boolean,
+                             retries_first boolean, ordering boolean DEFAULT true)
+    RETURNS SETOF outbox.claimed
+    LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    b       outbox.batches;
+    st      outbox.streams;
+    lease   interval := lease_ms * interval '1 millisecond';
+    was     text;
+    step    integer;
+    tried   text[] := '{}';
+    lo      pg_snapshot;
+    hi      pg_snapshot;
+    ptxid   xid8;
+    pid     bigint;
+    cand    outbox.events[];
+    keys    text[];
+    blocked text[];
+    stop_at bigint;
+    taken   outbox.events[];
+    parked  bigint[];
+    last    outbox.events;
+    rtopic  text;
+    picked  bigint[];
+    found_any  boolean;
+    discovered boolean := false;
+    locked  record;
+    bid     bigint;
+BEGIN
+    PERFORM outbox.check_protocol('relay', protocol);
+    IF max_n < 1 THEN
+        RETURN;
+    END IF;
+
+    -- 1. A batch whose lease ran out: a holder that died or stalled, or a
+    -- batch released until later. A takeover bumps the fence, so the old
+    -- holder's outcome write is refused.
+    SELECT * INTO b FROM outbox.batches x
+     WHERE x.state = 'leased' AND x.lease_until < now()
+       AND outbox.topic_claimable(x.topic, include, exclude, others)
+     ORDER BY x.lease_until LIMIT 1 FOR UPDATE SKIP LOCKED;
+    IF FOUND THEN
+        was := b.owner;
+        UPDATE outbox.batches x
+           SET owner = claim.owner, lease_until = now() + lease,
+               fence = nextval('outbox.fences'), attempts = x.attempts + 1,
+               claims = x.claims + 1,
+               takeovers = x.takeovers + CASE WHEN was IS NULL THEN 0 ELSE 1 END
+         WHERE x.id = b.id RETURNING * INTO b;
+        IF b.kind = 'r' THEN
+            RETURN QUERY
+            WITH r AS (
+                UPDATE outbox.retries r SET fence = b.fence, attempts = r.attempts + 1,
+                       claims = r.claims + 1
+                 WHERE r.batch_id = b.id
+                RETURNING r.*)
+            SELECT b.id, b.kind, b.fence, r.attempts, was IS NOT NULL, r.id,
+                   (extract(epoch FROM r.created_at) * 1000000)::bigint, r.topic,
+                   r.idempotency_key, r.payload::text, r.ordering_key, r.ordering_seq
+              FROM r ORDER BY r.ordering_seq NULLS FIRST, r.id;
+            RETURN;
+        ELSIF b.takeovers >= outbox.batch_split_after() THEN
+            PERFORM outbox.split_batch(b);
+        ELSE
+            RETURN QUERY
+            SELECT b.id, b.kind, b.fence, b.attempts, was IS NOT NULL, e.id,
+                   (extract(epoch FROM e.created_at) * 1000000)::bigint, e.topic,
+                   e.idempotency_key, e.payload::text, e.ordering_key, e.ordering_seq
+              FROM outbox.batch_events(b) e;
+            RETURN;
+        END IF;
+    END IF;
+
+    FOR step IN 1 .. 2 LOOP
+        IF (step = 1) = retries_first THEN
+            -- 2. Due retries of one topic (a batch goes to one destination);
+            -- of an ordering key only its head, and not while the key waits
+            -- on a dead letter.
+            SELECT r.topic INTO rtopic FROM outbox.retries r
+             WHERE r.batch_id IS NULL AND r.due_at <= now()
+               AND outbox.topic_claimable(r.topic, include, exclude, others)
+               AND outbox.retry_claimable(r, ordering)
+             ORDER BY r.due_at LIMIT 1;
+            CONTINUE WHEN rtopic IS NULL;
+            picked := ARRAY(
+                SELECT r.id FROM outbox.retries r
+                 WHERE r.topic = rtopic AND r.batch_id IS NULL AND r.due_at <= now()
+                   AND outbox.retry_claimable(r, ordering)
+                 ORDER BY r.due_at, r.id LIMIT max_n
+                 FOR UPDATE SKIP LOCKED);
+            -- a fence only for a claim that takes something
+            CONTINUE WHEN cardinality(picked) = 0;
+            INSERT INTO outbox.batches (kind, topic, size, fence, attempts, claims, owner,
+                                        lease_until, state)
+            VALUES ('r', rtopic, cardinality(picked), nextval('outbox.fences'), 1, 1, owner,
+                    now() + lease, 'leased')
+            RETURNING * INTO b;
+            RETURN QUERY
+            WITH r AS (
+                UPDATE outbox.retries r SET batch_id = b.id, fence = b.fence,
+                       attempts = r.attempts + 1, claims = r.claims + 1
+                 WHERE r.id = ANY(picked)
+                RETURNING r.*)
+            SELECT b.id, b.kind, b.fence, r.attempts, false, r.id,
+                   (extract(epoch FROM r.created_at) * 1000000)::bigint, r.topic,
+                   r.idempotency_key, r.payload::text, r.ordering_key, r.ordering_seq
+              FROM r ORDER BY r.id;
+            RETURN;
+        END IF;
+
+        -- 3. A cut of a stream that may have new messages, least recently
+        -- cut first; a lane only while it has no batch out. When none has
+        -- any, look for streams that have no row yet (a new topic or lane),
+        -- once.
+        found_any := false;
+        LOOP
+            SELECT * INTO locked FROM outbox.lock_next_stream(include, exclude, others,
+                                                              ordering, tried);
+            st := locked.st;
+            IF st.topic IS NULL THEN
+                -- Discovery is for a stream with no row yet: not while
+                -- another relay holds one with work (the two relays woken
+                -- by one NOTIFY), so an empty claim stays cheap.
+                EXIT WHEN found_any OR discovered OR locked.busy;
+                discovered := true;
+                CONTINUE WHEN outbox.discover_streams() > 0;
+                EXIT;
+            END IF;
+            found_any := true;
+            tried := tried || (st.topic || '/' || st.lane);
+
+            -- New statements from here: their snapshots are taken after the
+            -- stream's row lock, so after the previous cut committed, and
+            -- a new snapshot sees everything the last one did.
+            lo := st.snap_lo;
+            hi := st.snap_hi;
+            ptxid := st.pos_txid;
+            pid := st.pos_id;
+            cand := NULL;
+            IF hi IS NOT NULL THEN
+                cand := ARRAY(SELECT e FROM outbox.stream_read(st.topic, st.lane, lo, hi,
+                                                               ptxid, pid, max_n) e);
+            END IF;
+            IF COALESCE(cardinality(cand), 0) = 0 THEN
+                -- the open window is used up: the next one
+                IF hi IS NOT NULL THEN
+                    lo := hi;
+                END IF;
+                hi := pg_current_snapshot();
+                ptxid := NULL;
+                pid := NULL;
+                cand := ARRAY(SELECT e FROM outbox.stream_read(st.topic, st.lane, lo, hi,
+                                                               NULL, NULL, max_n) e);
+                IF cardinality(cand) = 0 THEN
+                    -- Everything hi shows is assigned: it becomes the floor.
+                    UPDATE outbox.streams s SET snap_lo = hi, snap_hi = NULL,
+                           pos_txid = NULL, pos_id = NULL
+                     WHERE s.topic = st.topic AND s.lane = st.lane;
+                    CONTINUE;
+                END IF;
+            END IF;
+
+            IF st.lane = 0 OR NOT ordering THEN
+                taken := cand;
+                parked := NULL;
+                last := cand[cardinality(cand)];
+            ELSE
+                -- A lane: a key's messages wait behind a retry or dead letter
+                -- of the key (parked, in order), and a batch holds at most
+                -- one message of a key: it ends before a key's second one.
+                -- FOR SHARE: an unblock of these keys (outbox.record) waits
+                -- until this cut commits, then sees what it parked.
+                keys := ARRAY(SELECT DISTINCT c.ordering_key FROM unnest(cand) c);
+                blocked := ARRAY(SELECT k.ordering_key FROM outbox.ordering_blocks k
+                                  WHERE k.topic = st.topic AND k.ordering_key = ANY(keys)
+                                  ORDER BY k.ordering_key FOR SHARE);
+                SELECT min(x.n) INTO stop_at FROM (
+                    SELECT c.n, row_number() OVER (PARTITION BY c.ordering_key ORDER BY c.n) nth,
+                           c.ordering_key = ANY(blocked) AS is_blocked
+                      FROM unnest(cand) WITH ORDINALITY c(slot, id, txid, lane, topic,
+                           idempotency_key, payload, ordering_key, ordering_seq, created_at, n)
+                ) x WHERE x.nth > 1 AND NOT x.is_blocked;
+                taken := ARRAY(SELECT ROW(c.slot, c.id, c.txid, c.lane, c.topic, c.idempotency_key,
+                                          c.payload, c.ordering_key, c.ordering_seq,
+                                          c.created_at)::outbox.events
+                                 FROM unnest(cand) WITH ORDINALITY c(slot, id, txid, lane, topic,
+                                      idempotency_key, payload, ordering_key, ordering_seq,
+                                      created_at, n)
+                                WHERE (stop_at IS NULL OR c.n < stop_at)
+                                  AND NOT (c.ordering_key = ANY(blocked))
+                                ORDER BY c.n);
+                parked := ARRAY(SELECT c.id
+                                  FROM unnest(cand) WITH ORDINALITY c(slot, id, txid, lane, topic,
+                                       idempotency_key, payload, ordering_key, ordering_seq,
+                                       created_at, n)
+                                 WHERE (stop_at IS NULL OR c.n < stop_at)
+                                   AND c.ordering_key = ANY(blocked)
+                                 ORDER BY c.n);
+                last := cand[COALESCE(stop_at - 1, cardinality(cand))];
+                IF cardinality(parked) > 0 THEN
+                    INSERT INTO outbox.retries (id, topic, idempotency_key, payload, ordering_key,
+                                                ordering_seq, created_at, attempts, claims,
+                                                due_at, last_error)
+                    SELECT c.id, c.topic, c.idempotency_key, c.payload, c.ordering_key,
+                           c.ordering_seq, c.created_at, 0, 0, now(),
+                           'waits behind an earlier message of its ordering key'
+                      FROM unnest(cand) c WHERE c.id = ANY(parked)
+                    ON CONFLICT DO NOTHING;
+                ELSE
+                    parked := NULL;
+                END IF;
+            END IF;
+
+            bid := NULL;
+            IF cardinality(taken) > 0 THEN
+                INSERT INTO outbox.batches (kind, topic, lane, snap_lo, snap_hi, from_txid, from_id,
+                                            to_txid, to_id, size, skip_ids, fence, attempts,
+                                            claims, owner, lease_until, state)
+                VALUES ('s', st.topic, st.lane, lo, hi, ptxid, pid, last.txid, last.id,
+                        cardinality(taken), parked, nextval('outbox.fences'), 1, 1, owner,
+                        now() + lease, 'leased')
+                RETURNING * INTO b;
+                bid := b.id;
+            END IF;
+            UPDATE outbox.streams s
+               SET snap_lo = lo, snap_hi = hi, pos_txid = last.txid, pos_id = last.id,
+                   cut_at = now(), inflight = CASE WHEN st.lane > 0 AND ordering THEN bid END
+             WHERE s.topic = st.topic AND s.lane = st.lane;
+            IF bid IS NOT NULL THEN
+                RETURN QUERY
+                SELECT b.id, b.kind, b.fence, 1, false, t.id,
+                       (extract(epoch FROM t.created_at) * 1000000)::bigint, t.topic,
+                       t.idempotency_key, t.payload::text, t.ordering_key, t.ordering_seq
+                  FROM unnest(taken) t;
+                RETURN;
+            END IF;
+        END LOOP;
+    END LOOP;
+END
+$$;

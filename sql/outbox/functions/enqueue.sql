@@ -1,0 +1,98 @@
+-- outbox.enqueue (function), its current definition: outboxctl migrate re-applies
+-- this file after the numbered migrations (sql/README.md). History: 001, 005, 012.
+--
+-- enqueue: call inside the caller's business transaction. Idempotent per
+-- (topic, idempotency_key): a second call returns the first id, adds
+-- nothing. The message goes to the current slot; a key already stored in
+-- another slot is found first. If the slot switched between that look and
+-- the insert, the other slots are looked at again (a new snapshot, taken
+-- after the switch, which waited for every transaction inserting into the
+-- old slot): a copy found there wins and this one is removed again.
+CREATE OR REPLACE FUNCTION outbox.enqueue(topic text, idempotency_key text, payload jsonb,
+                                          ordering_key text DEFAULT NULL)
+    RETURNS bigint
+    LANGUAGE plpgsql
+AS $$
+#variable_conflict use_variable
+DECLARE
+    new_id     bigint;
+    other_id   bigint;
+    seq        bigint;
+    seen_slot  smallint;
+    into_slot  smallint;
+BEGIN
+    IF topic IS NULL OR octet_length(topic) NOT BETWEEN 1 AND 255 THEN
+        RAISE EXCEPTION 'outbox.enqueue: topic must be 1..255 bytes'
+            USING ERRCODE = '22023';
+    END IF;
+    IF idempotency_key IS NULL OR octet_length(idempotency_key) NOT BETWEEN 1 AND 255 THEN
+        RAISE EXCEPTION 'outbox.enqueue: idempotency_key must be 1..255 bytes'
+            USING ERRCODE = '22023';
+    END IF;
+    IF ordering_key IS NOT NULL AND octet_length(ordering_key) NOT BETWEEN 1 AND 255 THEN
+        RAISE EXCEPTION 'outbox.enqueue: ordering_key must be NULL or 1..255 bytes'
+            USING ERRCODE = '22023';
+    END IF;
+    IF payload IS NULL THEN
+        RAISE EXCEPTION 'outbox.enqueue: payload must not be NULL'
+            USING ERRCODE = '22023';
+    END IF;
+    IF octet_length(payload::text) > outbox.max_payload_bytes() THEN
+        RAISE EXCEPTION 'outbox.enqueue: payload is % bytes, the maximum is %',
+            octet_length(payload::text), outbox.max_payload_bytes()
+            USING ERRCODE = '54000';
+    END IF;
+
+    -- A retry or a dead letter outlives its slot: the key is still taken.
+    SELECT COALESCE(
+               (SELECT e.id FROM outbox.events e
+                 WHERE e.topic = enqueue.topic AND e.idempotency_key = enqueue.idempotency_key
+                 LIMIT 1),
+               (SELECT r.id FROM outbox.retries r
+                 WHERE r.topic = enqueue.topic AND r.idempotency_key = enqueue.idempotency_key),
+               (SELECT d.id FROM outbox.dead d
+                 WHERE d.topic = enqueue.topic AND d.idempotency_key = enqueue.idempotency_key)),
+           (SELECT s.slot FROM outbox.slots s WHERE s.state = 'current')
+      INTO new_id, seen_slot;
+    IF new_id IS NOT NULL THEN
+        RETURN new_id;
+    END IF;
+
+    IF ordering_key IS NOT NULL THEN
+        -- Takes the key's row lock until commit (see outbox.ordering_seqs).
+        INSERT INTO outbox.ordering_seqs AS k (topic, ordering_key, last_seq)
+        VALUES (topic, ordering_key, 1)
+        ON CONFLICT ON CONSTRAINT ordering_seqs_pkey DO UPDATE SET last_seq = k.last_seq + 1
+        RETURNING k.last_seq INTO seq;
+    END IF;
+
+    INSERT INTO outbox.events AS e (slot, id, txid, lane, topic, idempotency_key, payload,
+                                    ordering_key, ordering_seq)
+    VALUES ((SELECT s.slot FROM outbox.slots s WHERE s.state = 'current'),
+            nextval('outbox.event_ids'), pg_current_xact_id(), outbox.lane_of(ordering_key),
+            topic, idempotency_key, payload, ordering_key, seq)
+    ON CONFLICT ON CONSTRAINT events_key DO NOTHING
+    RETURNING e.id, e.slot INTO new_id, into_slot;
+
+    IF new_id IS NULL THEN
+        -- A concurrent transaction stored the key in this slot and
+        -- committed first (ON CONFLICT waited for it); our sequence number
+        -- is a harmless gap.
+        SELECT e.id INTO new_id FROM outbox.events e
+         WHERE e.topic = enqueue.topic AND e.idempotency_key = enqueue.idempotency_key
+         LIMIT 1;
+        RETURN new_id;
+    END IF;
+    IF into_slot IS DISTINCT FROM seen_slot THEN
+        SELECT e.id INTO other_id FROM outbox.events e
+         WHERE e.topic = enqueue.topic AND e.idempotency_key = enqueue.idempotency_key
+           AND e.slot <> into_slot
+         LIMIT 1;
+        IF other_id IS NOT NULL THEN
+            DELETE FROM outbox.events e WHERE e.slot = into_slot AND e.id = new_id;
+            RETURN other_id;
+        END IF;
+    END IF;
+    RETURN new_id;
+END
+$$;

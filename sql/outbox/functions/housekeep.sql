@@ -1,0 +1,111 @@
+-- outbox.housekeep (function), its current definition: outboxctl migrate re-applies
+-- this file after the numbered migrations (sql/README.md). History: 012.
+--
+-- housekeep: one pass of the retention work, safe to run from any number
+-- of relays (an advisory lock lets one through) and from outboxctl purge.
+--  1. done batches older than done_retention_ms, dead letters older than
+--     dead_retention_ms (0 = kept): deleted;
+--  2. the oldest closed slot, once closed for longer than retention_ms and
+--     every message in it done: TRUNCATE. It is locked first (lock_timeout
+--     lock_ms: a transaction still reading it makes this pass skip it) and
+--     checked again under the lock;
+--  3. the current slot, once current for longer than retention_ms / 2
+--     (or at once with force_switch) and an empty slot exists: closed, the
+--     empty one made current. The switch locks outbox.events against
+--     writers (SHARE ROW EXCLUSIVE, lock_timeout lock_ms): it waits for
+--     every transaction that inserted into the old slot, so enqueue can
+--     never store one key in two slots (outbox.enqueue).
+-- retention_ms 0 = never truncate. Returns what it did, and why a slot
+-- could not go, and the session whose open transaction holds vacuum back
+-- the longest (pid, application, age; NULL when none).
+CREATE OR REPLACE FUNCTION outbox.housekeep(retention_ms bigint, dead_retention_ms bigint,
+                                 done_retention_ms bigint, lock_ms integer,
+                                 force_switch boolean DEFAULT false,
+                                 OUT ran boolean, OUT batches_deleted bigint,
+                                 OUT dead_deleted bigint, OUT truncated_slot smallint,
+                                 OUT truncated_rows bigint, OUT switched_to smallint,
+                                 OUT waiting text, OUT oldest_xact_pid integer,
+                                 OUT oldest_xact_application text,
+                                 OUT oldest_xact_age_s double precision)
+    LANGUAGE plpgsql AS $$
+DECLARE
+    s      outbox.slots;
+    nxt    smallint;
+    holder record;
+BEGIN
+    ran := pg_try_advisory_xact_lock(7310315559249883000);
+    batches_deleted := 0;
+    dead_deleted := 0;
+    IF NOT ran THEN
+        RETURN;
+    END IF;
+    -- What vacuum waits for in this database: the bookkeeping's dead rows
+    -- (batches, streams) stay until it ends.
+    SELECT h.pid, h.application_name, h.xact_age_s
+      INTO oldest_xact_pid, oldest_xact_application, oldest_xact_age_s
+      FROM outbox.oldest_xmin_holder() h;
+    DELETE FROM outbox.batches b WHERE b.state = 'done'
+       AND b.done_at < now() - done_retention_ms * interval '1 millisecond';
+    GET DIAGNOSTICS batches_deleted = ROW_COUNT;
+    IF dead_retention_ms > 0 THEN
+        DELETE FROM outbox.dead d
+         WHERE d.died_at < now() - dead_retention_ms * interval '1 millisecond';
+        GET DIAGNOSTICS dead_deleted = ROW_COUNT;
+    END IF;
+    IF retention_ms <= 0 THEN
+        RETURN;
+    END IF;
+    PERFORM set_config('lock_timeout', lock_ms || 'ms', true);
+
+    SELECT * INTO s FROM outbox.slots x
+     WHERE x.state = 'closed' AND x.since < now() - retention_ms * interval '1 millisecond'
+     ORDER BY x.since LIMIT 1;
+    IF FOUND THEN
+        BEGIN
+            EXECUTE format('LOCK TABLE outbox.events_%s IN ACCESS EXCLUSIVE MODE', s.slot);
+            -- slot_done judges the streams it knows: a topic or lane no
+            -- relay has read yet (none ran since it was enqueued) gets
+            -- its row first, and its messages count as not done.
+            PERFORM outbox.discover_streams();
+            IF outbox.slot_done(s.slot) THEN
+                EXECUTE format('SELECT count(*) FROM outbox.events_%s', s.slot)
+                   INTO truncated_rows;
+                EXECUTE format('TRUNCATE outbox.events_%s', s.slot);
+                UPDATE outbox.slots x SET state = 'empty', since = now() WHERE x.slot = s.slot;
+                truncated_slot := s.slot;
+            ELSE
+                SELECT * INTO holder FROM outbox.oldest_xmin_holder();
+                waiting := format('slot %s has messages not yet done', s.slot)
+                    || CASE WHEN holder.pid IS NOT NULL AND holder.has_xid
+                            THEN format('; oldest transaction: pid %s (%s, %s) open %ss',
+                                        holder.pid, holder.application_name, holder.state,
+                                        round(holder.xact_age_s::numeric, 1))
+                            ELSE '' END;
+            END IF;
+        EXCEPTION WHEN lock_not_available THEN
+            waiting := format('slot %s is in use by another transaction (lock timeout %sms)%s',
+                              s.slot, lock_ms, outbox.lock_holders(format('outbox.events_%s', s.slot)));
+        END;
+    END IF;
+
+    SELECT * INTO s FROM outbox.slots x WHERE x.state = 'current';
+    IF force_switch OR s.since < now() - retention_ms / 2 * interval '1 millisecond' THEN
+        SELECT x.slot INTO nxt FROM outbox.slots x WHERE x.state = 'empty'
+         ORDER BY (x.slot - s.slot + outbox.event_slots()) % outbox.event_slots() LIMIT 1;
+        IF nxt IS NOT NULL THEN
+            BEGIN
+                LOCK TABLE outbox.events IN SHARE ROW EXCLUSIVE MODE;
+                UPDATE outbox.slots x SET state = 'closed', since = now() WHERE x.slot = s.slot;
+                UPDATE outbox.slots x SET state = 'current', since = now() WHERE x.slot = nxt;
+                switched_to := nxt;
+            EXCEPTION WHEN lock_not_available THEN
+                waiting := concat_ws('; ', waiting, format(
+                    'slot switch waits for a transaction writing outbox.events (lock timeout %sms)%s',
+                    lock_ms, outbox.lock_holders(format('outbox.events_%s', s.slot))));
+            END;
+        ELSE
+            waiting := concat_ws('; ', waiting, 'no empty slot to switch to');
+        END IF;
+    END IF;
+END
+$$;

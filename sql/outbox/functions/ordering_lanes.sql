@@ -1,0 +1,55 @@
+-- outbox.ordering_lanes (function), its current definition: outboxctl migrate re-applies
+-- this file after the numbered migrations (sql/README.md). History: 012.
+--
+-- 012_streams.sql: the outbox as an append-only log read in commit order;
+-- leases, fences and outcomes per batch, not per message.
+--
+-- Until 011 every message cost a new row version at every step: the claim
+-- (lease, fence), the outcome (status) and the purge (DELETE), each with
+-- its index entries. From here on a delivered message costs one INSERT (the
+-- producer's) and nothing else:
+--
+-- * outbox.events is append-only, LIST-partitioned by slot into
+--   outbox.event_slots() tables. A slot is emptied with TRUNCATE once every
+--   message in it is done and older than the retention (outbox.housekeep):
+--   no DELETE, no dead tuples, no vacuum debt, whatever transaction is held
+--   open elsewhere.
+-- * Relays read each (topic, lane) stream in COMMIT order, PgQ's way: a cut
+--   takes the messages visible in a new snapshot and not in the previous
+--   one (outbox.streams), so a transaction that commits late with a low id
+--   is read when it commits, never skipped. A cut of up to N messages is a
+--   batch (outbox.batches): one row with its lease, its fence (from the one
+--   sequence outbox.fences, so a fence never goes backwards) and its
+--   range. Recording a delivered batch is one UPDATE of that row.
+-- * Per-message state exists only for exceptions: a message the consumer
+--   answered `retry` (outbox.retries, with its own Full Jitter backoff),
+--   a dead letter (outbox.dead), and an ordering key blocked behind one of
+--   them (outbox.ordering_blocks).
+-- * Ordering keys hash to lanes 1..outbox.ordering_lanes() of their topic
+--   (lane 0 is unordered). A lane has one batch in flight at a time and a
+--   batch holds at most one message of a key, so a key's messages go one
+--   at a time in commit order, which for one key is enqueue (id) order:
+--   enqueue serialises a key on its outbox.ordering_seqs row.
+-- * One topic's stream never waits for another's: a relay does not cut the
+--   streams of a topic whose destination is down (the claim's topic
+--   filter), so a dead destination costs no row writes at all.
+--
+-- outbox.messages stays, as a VIEW with the columns of the contract (id,
+-- topic, idempotency_key, payload, status, ...) derived from the above, for
+-- people and tools; relays never read it. The rows of the old table are
+-- carried over: delivered ones as history (lane -1, never read by a relay),
+-- pending ones as new events (or, when a relay built before this version
+-- holds a live lease on one, as retries due when that lease ends), dead
+-- ones as dead letters. Old relays keep working for what they hold: their
+-- outcome writes are accepted (and the carried-over copy redelivered after
+-- their lease: the consumer answers duplicate); their claims fail against
+-- the view, so they take nothing new. docs/relay.md, "Upgrading".
+
+-- ---------------------------------------------------------------------------
+-- Constants and versions
+-- ---------------------------------------------------------------------------
+
+-- Lanes per topic for ordered messages. Fixed: a key's lane must never
+-- change while it has messages in flight.
+CREATE OR REPLACE FUNCTION outbox.ordering_lanes() RETURNS integer
+    LANGUAGE sql IMMUTABLE AS 'SELECT 16';
