@@ -43,6 +43,7 @@ static const struct err_info err_table[] = {
 	[OB_EWIRE_FLAGS] = { "wire.flags", "reserved header bits set" },
 	[OB_EPROTO] = { "protocol",
 	    "the database schema does not serve this program's protocol version" },
+	[OB_EEXIST] = { "exists", "already there: nothing written" },
 };
 
 _Static_assert(sizeof(err_table) / sizeof(err_table[0]) == OB_ERR_COUNT,

@@ -271,6 +271,31 @@ ob_keyclaim_complete(PGconn *conn, const char *table, const char *key,
 	return rc;
 }
 
+int
+ob_keyclaim_record_done(PGconn *conn, const char *table, const char *key,
+    const void *fp, size_t fplen, int status, const char *body, char *err, size_t errlen)
+{
+	char sql[512], s[16];
+	snprintf(sql, sizeof(sql),
+	    "INSERT INTO %s (idempotency_key, fingerprint, state, fence, lease_until,"
+	    "   response_status, response_body, completed_at)"
+	    " VALUES ($1, encode(sha256($2::bytea), 'hex'), 'done', 1, clock_timestamp(), $3::int,"
+	    "         $4, clock_timestamp())"
+	    " ON CONFLICT (idempotency_key) DO NOTHING", table);
+	snprintf(s, sizeof(s), "%d", status);
+	const char *params[4] = { key, fp, s, body };
+	int lens[4] = { 0, (int)fplen, 0, 0 };
+	int formats[4] = { 0, 1, 0, 0 };
+	PGresult *res = PQexecParams(conn, sql, 4, NULL, params, lens, formats, 0);
+	int rc = ob_pg_check(res, PGRES_COMMAND_OK, "record key", err, errlen);
+	if (rc == OB_OK && strcmp(PQcmdTuples(res), "1") != 0) {
+		snprintf(err, errlen, "record key: already recorded");
+		rc = OB_EEXIST;
+	}
+	PQclear(res);
+	return rc;
+}
+
 /* End the lease of key while it carries fence: until is the SQL of the new
  * lease_until. */
 static int

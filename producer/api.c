@@ -348,25 +348,18 @@ create_split(PGconn *conn, const struct api_config *cfg, const char *key,
 	}
 	fault_crash(cfg, "producer.split.before_key_recorded");
 	char *body = created_body(rid, mid, key, &in->r);
-	params[2] = body;
-	r = PQexecParams(conn,
-	    "INSERT INTO " PRODUCER_KEY_TABLE " (idempotency_key, fingerprint, state, fence,"
-	    "   lease_until, response_status, response_body, completed_at)"
-	    " VALUES ($1, encode(sha256($2::bytea), 'hex'), 'done', 1, clock_timestamp(), 201, $3,"
-	    "         clock_timestamp())", 3, NULL, params, lens, formats, 0);
-	rc = ob_pg_check(r, PGRES_COMMAND_OK, "record key", err, sizeof(err));
+	rc = ob_keyclaim_record_done(conn, PRODUCER_KEY_TABLE, key, in->canonical,
+	    in->canonical_len, 201, body, err, sizeof(err));
 	if (rc != OB_OK) {
 		/* The other request recorded the key first: its report and ours
 		 * both exist now. This is the duplicate split lets through. */
-		ob_warn("producer.split.record_failed", "report_id=%" PRId64 " sqlstate=%s", rid,
-		    ob_pg_sqlstate(r));
-		PQclear(r);
+		ob_warn("producer.split.record_failed", "report_id=%" PRId64 " error=%s", rid,
+		    ob_err_name(rc));
 		free(body);
 		api_error(res, 500, "key_record_failed",
 		    "the report was created but its Idempotency-Key could not be recorded");
 		return;
 	}
-	PQclear(r);
 	res->status = 201;
 	res->body = body;
 	res->drop = fault_lose(cfg);

@@ -27,6 +27,11 @@ if(TEST test_schema)
   find_program(OUTBOX_PG_DUMP pg_dump HINTS /usr/lib/postgresql/15/bin REQUIRED)
   set_property(TEST test_schema APPEND PROPERTY ENVIRONMENT "OUTBOX_PG_DUMP=${OUTBOX_PG_DUMP}")
 endif()
+# One writer per table (sql/README.md's owner table), and the check going
+# red on stray writes first.
+add_test(NAME table_writers COMMAND ${CMAKE_SOURCE_DIR}/scripts/check-table-writers.sh)
+add_test(NAME table_writers_negative COMMAND ${CMAKE_SOURCE_DIR}/tests/ops/table_writers_negative.sh)
+set_tests_properties(table_writers table_writers_negative PROPERTIES LABELS "ops" TIMEOUT 120)
 # Every program refuses a schema that does not serve its protocol version.
 outbox_test(test_protocol SOURCES integration/test_protocol.c
   LABELS integration PG TIMEOUT 300)

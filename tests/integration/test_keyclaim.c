@@ -152,6 +152,27 @@ START_TEST(test_takeover_fences_out_stale_holder)
 }
 END_TEST
 
+/* A key stored DONE without a claim (the producer's split mode): replayed
+ * like any done key; a second record writes nothing. */
+START_TEST(test_record_done_without_claim)
+{
+	PGconn *c = fresh();
+	char err[512];
+	ck_assert_int_eq(ob_keyclaim_record_done(c, TABLE, "r1", "body", 4, 201, "{\"id\":7}", err,
+	    sizeof(err)), OB_OK);
+	struct ob_key_claim r = claim(c, "r1", "body", 5000);
+	ck_assert_int_eq(r.verdict, OB_KEY_REPLAY);
+	ck_assert_int_eq(r.response_status, 201);
+	ck_assert_str_eq(r.response_body, "{\"id\":7}");
+	ob_keyclaim_result_fini(&r);
+	ck_assert_int_eq(ob_keyclaim_record_done(c, TABLE, "r1", "other", 5, 500, "{}", err,
+	    sizeof(err)), OB_EEXIST);
+	ck_assert_int_eq(ts_query_int(c, "SELECT response_status FROM " TABLE
+	    " WHERE idempotency_key = 'r1'"), 201);
+	PQfinish(c);
+}
+END_TEST
+
 START_TEST(test_release_and_gc)
 {
 	PGconn *c = fresh();
@@ -243,6 +264,7 @@ main(void)
 	tcase_add_test(tc, test_lookup_and_expire);
 	tcase_add_test(tc, test_claim_busy_complete_replay_mismatch);
 	tcase_add_test(tc, test_takeover_fences_out_stale_holder);
+	tcase_add_test(tc, test_record_done_without_claim);
 	tcase_add_test(tc, test_release_and_gc);
 	suite_add_tcase(s, tc);
 	return ts_run_suite(s);

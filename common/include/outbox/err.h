@@ -35,6 +35,7 @@ enum ob_err {
 	OB_EWIRE_TRAILING, /* bytes left after the last field */
 	OB_EWIRE_FLAGS,    /* reserved header bits set */
 	OB_EPROTO,       /* the schema does not serve this program's protocol */
+	OB_EEXIST,       /* already there: nothing written */
 	OB_ERR_COUNT
 };
 

@@ -116,6 +116,14 @@ int ob_keyclaim_lookup(PGconn *conn, const char *table, const char *key,
 int ob_keyclaim_complete(PGconn *conn, const char *table, const char *key,
     int64_t fence, int status, const char *body, char *err, size_t errlen);
 
+/* Store key as DONE with its response without having claimed it: one INSERT,
+ * in the caller's transaction. For the producer's split mode (a broken mode
+ * kept for demos: the key is recorded only after the work committed). A row
+ * already there (a concurrent request recorded the key first): OB_EEXIST,
+ * nothing written. Else OB_OK or OB_EDB. */
+int ob_keyclaim_record_done(PGconn *conn, const char *table, const char *key,
+    const void *fp, size_t fplen, int status, const char *body, char *err, size_t errlen);
+
 /* Give up a STARTED key this caller holds (work failed transiently, or the
  * request turned out invalid and must not be stored), if it still carries
  * fence: the key is free again, for any body, and the next claim gets a
