@@ -17,8 +17,8 @@ static const char insert_sql[] =
     "WITH r AS ("
     "  INSERT INTO app.bug_reports (title, module, steps, severity, idempotency_key)"
     "  VALUES ($1, $2, $3, $4, $5) RETURNING *)"
-    " SELECT r.id, outbox.enqueue('" PRODUCER_TOPIC_REPORT_CREATED "', $5, "
-    PRODUCER_REPORT_PAYLOAD_SQL ")"
+    " SELECT r.id, outbox.enqueue('" PRODUCER_TOPIC_REPORT_CREATED "', "
+    PRODUCER_REPORT_KEY_SQL ", " PRODUCER_REPORT_PAYLOAD_SQL ")"
     " FROM r";
 
 int

@@ -11,6 +11,14 @@
 
 #define PRODUCER_TOPIC_REPORT_CREATED "report.created"
 
+/* The outbox idempotency key of a report's message, as SQL over a row alias
+ * r of app.bug_reports: the report's own id ("report-42"). One message per
+ * report: the request's Idempotency-Key guards the request (it is stored
+ * with the report) and may create a second report once it has expired, or
+ * in a broken mode; under the request's key that report's message would be
+ * refused by outbox.enqueue (SQLSTATE OB002: the key's payload differs). */
+#define PRODUCER_REPORT_KEY_SQL "('report-' || r.id)"
+
 /* The outbox payload of a report, as SQL over a row alias r of
  * app.bug_reports (shared by every statement that enqueues one). */
 #define PRODUCER_REPORT_PAYLOAD_SQL                                              \
@@ -24,8 +32,9 @@ struct bug_report {
 	const char *severity; /* low | medium | high | critical */
 };
 
-/* Insert the report and enqueue it (topic report.created, the report row as
- * JSON payload, idempotency key key) inside the caller's open transaction.
+/* Insert the report (its idempotency_key = key) and enqueue it (topic
+ * report.created, the report row as JSON payload, outbox key "report-<id>")
+ * inside the caller's open transaction.
  * On success writes *report_id and *message_id. OB_EDB with the server's
  * message in err (the caller rolls back); OB_EINVAL when the server said
  * the input is invalid (SQLSTATE class 22 or 23). */

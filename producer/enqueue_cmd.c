@@ -44,8 +44,9 @@ static const struct ob_cfg_opt enqueue_options[] = {
 	OPT("severity", "OUTBOX_SEVERITY", OB_CFG_ENUM, "medium", 0, 0,
 	    "low|medium|high|critical", false, severity, "report severity"),
 	OPT("key", "OUTBOX_KEY", OB_CFG_STRING, NULL, 0, 0, NULL, false, key,
-	    "idempotency key (1..255 bytes; default: a random UUID per report; with"
-	    " --count N the keys are KEY-1..KEY-N)"),
+	    "the report's idempotency key, stored with it (1..255 bytes; default: a random"
+	    " UUID per report; with --count N the keys are KEY-1..KEY-N); the outbox"
+	    " record's key is report-<report id>"),
 	OPT("count", "OUTBOX_COUNT", OB_CFG_INT, "1", 1, ENQUEUE_MAX_COUNT, NULL, false,
 	    count, "how many reports to write, each in its own transaction"),
 	OPT("quiet", "OUTBOX_QUIET", OB_CFG_BOOL, "false", 0, 0, NULL, false, quiet,

@@ -73,21 +73,87 @@ START_TEST(test_deliver_exactly_once)
 }
 END_TEST
 
+/* The error of a call, or "" when it succeeded. */
+static char *
+exec_error(PGconn *conn, const char *sql, char *sqlstate, size_t len)
+{
+	static char msg[1024];
+	PGresult *r = PQexec(conn, sql);
+	msg[0] = '\0';
+	sqlstate[0] = '\0';
+	if (PQresultStatus(r) == PGRES_FATAL_ERROR) {
+		snprintf(msg, sizeof(msg), "%s", PQresultErrorMessage(r));
+		const char *st = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+		snprintf(sqlstate, len, "%s", st ? st : "");
+	}
+	PQclear(r);
+	return msg;
+}
+
 START_TEST(test_enqueue_idempotent)
 {
-	char db[TS_CONNINFO_MAX];
+	char db[TS_CONNINFO_MAX], state[8];
 	ts_db_create("enq", "outbox", db, sizeof(db));
 	PGconn *conn = ts_connect(db);
-	int64_t a = ts_query_int(conn, "SELECT outbox.enqueue('t', 'same-key', '{\"n\":1}')");
-	int64_t b = ts_query_int(conn, "SELECT outbox.enqueue('t', 'same-key', '{\"n\":2}')");
+	int64_t a = ts_query_int(conn, "SELECT outbox.enqueue('t', 'same-key', '{\"n\":1,\"m\":2}')");
+	/* The same payload, as jsonb: key order and whitespace do not count. */
+	int64_t b = ts_query_int(conn,
+	    "SELECT outbox.enqueue('t', 'same-key', '{ \"m\": 2, \"n\": 1 }')");
 	ck_assert_int_eq(a, b);
+	ck_assert_int_eq(ts_query_int(conn, "SELECT count(*) FROM outbox.messages"), 1);
+	/* Another payload under the key: refused, OB002, naming key and topic. */
+	char *err = exec_error(conn, "SELECT outbox.enqueue('t', 'same-key', '{\"n\":2}')",
+	    state, sizeof(state));
+	ck_assert_str_eq(state, "OB002");
+	ck_assert_msg(strstr(err, "outbox.enqueue: idempotency key \"same-key\" of topic \"t\""
+	                          " was already used with another payload") != NULL, "%s", err);
 	ck_assert_int_eq(ts_query_int(conn, "SELECT count(*) FROM outbox.messages"), 1);
 	ck_assert_int_eq(ts_query_int(conn,
 	    "SELECT (payload->>'n')::int FROM outbox.messages"), 1);
+	/* It aborts the caller's transaction: its business row goes too. */
+	ts_exec(conn, "CREATE TABLE orders (id int)");
+	ts_exec(conn, "BEGIN");
+	ts_exec(conn, "INSERT INTO orders VALUES (1)");
+	exec_error(conn, "SELECT outbox.enqueue('t', 'same-key', '{\"n\":3}')", state,
+	    sizeof(state));
+	ck_assert_str_eq(state, "OB002");
+	ts_exec(conn, "ROLLBACK");
+	ck_assert_int_eq(ts_query_int(conn, "SELECT count(*) FROM orders"), 0);
 	/* The same key on another topic is another message. */
 	int64_t c = ts_query_int(conn, "SELECT outbox.enqueue('u', 'same-key', '{}')");
 	ck_assert_int_ne(a, c);
 	PQfinish(conn);
+}
+END_TEST
+
+/* Two transactions enqueue one key with different payloads at once: the
+ * second waits for the first (the key's unique index), then is refused. */
+START_TEST(test_enqueue_concurrent_other_payload)
+{
+	char db[TS_CONNINFO_MAX], state[8];
+	ts_db_create("enqc", "outbox", db, sizeof(db));
+	PGconn *first = ts_connect(db), *second = ts_connect(db), *watch = ts_connect(db);
+	ts_exec(first, "BEGIN");
+	int64_t id = ts_query_int(first, "SELECT outbox.enqueue('t', 'k', '{\"v\":\"first\"}')");
+	ts_exec(second, "SET application_name = 'second'");
+	ck_assert_int_eq(PQsendQuery(second, "SELECT outbox.enqueue('t', 'k', '{\"v\":\"second\"}')"),
+	    1);
+	ck_assert_int_eq(ts_wait_value(watch, "SELECT count(*) FROM pg_stat_activity"
+	    " WHERE application_name = 'second' AND wait_event_type = 'Lock'", 1, 30000), 1);
+	ts_exec(first, "COMMIT");
+	PGresult *r = PQgetResult(second);
+	ck_assert_int_eq(PQresultStatus(r), PGRES_FATAL_ERROR);
+	snprintf(state, sizeof(state), "%s", PQresultErrorField(r, PG_DIAG_SQLSTATE));
+	ck_assert_str_eq(state, "OB002");
+	PQclear(r);
+	while ((r = PQgetResult(second)) != NULL)
+		PQclear(r);
+	ck_assert_int_eq(ts_query_int(watch, "SELECT count(*) FROM outbox.events"), 1);
+	ck_assert_int_eq(ts_query_int(watch, "SELECT id FROM outbox.events"
+	    " WHERE payload->>'v' = 'first'"), id);
+	PQfinish(first);
+	PQfinish(second);
+	PQfinish(watch);
 }
 END_TEST
 
@@ -190,6 +256,7 @@ e2e_suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_deliver_exactly_once);
 	tcase_add_test(tc, test_enqueue_idempotent);
+	tcase_add_test(tc, test_enqueue_concurrent_other_payload);
 	tcase_add_test(tc, test_enqueue_bad_input_changes_nothing);
 	tcase_add_test(tc, test_producer_enqueue_command);
 	tcase_add_test(tc, test_migrate_twice_and_concurrently);

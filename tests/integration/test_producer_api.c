@@ -64,9 +64,11 @@ START_TEST(test_create_replay_mismatch_lookup)
 	ck_assert_int_eq(r.status, 200);
 
 	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM app.bug_reports"), 1);
-	/* Report and outbox record committed together, with the request's key. */
+	/* Report and outbox record committed together: the report with the
+	 * request's key, its message keyed by the report (enqueue.h). */
 	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM outbox.messages m JOIN"
-	    " app.bug_reports b ON m.idempotency_key = b.idempotency_key"
+	    " app.bug_reports b ON m.idempotency_key = 'report-' || b.id"
+	    " AND b.idempotency_key = 'k1'"
 	    " AND (m.payload->>'report_id')::bigint = b.id AND m.topic = 'report.created'"), 1);
 	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM app.idempotency_keys"
 	    " WHERE state = 'done' AND response_status = 201 AND fence = 1"), 1);

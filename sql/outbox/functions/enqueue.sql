@@ -2,8 +2,10 @@
 -- this file after the numbered migrations (sql/README.md). History: 001, 005, 012.
 --
 -- enqueue: call inside the caller's business transaction. Idempotent per
--- (topic, idempotency_key): a second call returns the first id, adds
--- nothing. The message goes to the current slot; a key already stored in
+-- (topic, idempotency_key): a second call with the same payload (as jsonb:
+-- key order and whitespace do not count) returns the first id and adds
+-- nothing; with another payload it raises SQLSTATE OB002
+-- (outbox.check_same_payload), which aborts the caller's transaction. The message goes to the current slot; a key already stored in
 -- another slot is found first. If the slot switched between that look and
 -- the insert, the other slots are looked at again (a new snapshot, taken
 -- after the switch, which waited for every transaction inserting into the
@@ -55,6 +57,7 @@ BEGIN
            (SELECT s.slot FROM outbox.slots s WHERE s.state = 'current')
       INTO new_id, seen_slot;
     IF new_id IS NOT NULL THEN
+        PERFORM outbox.check_same_payload(topic, idempotency_key, payload);
         RETURN new_id;
     END IF;
 
@@ -81,6 +84,7 @@ BEGIN
         SELECT e.id INTO new_id FROM outbox.events e
          WHERE e.topic = enqueue.topic AND e.idempotency_key = enqueue.idempotency_key
          LIMIT 1;
+        PERFORM outbox.check_same_payload(topic, idempotency_key, payload);
         RETURN new_id;
     END IF;
     IF into_slot IS DISTINCT FROM seen_slot THEN
@@ -90,6 +94,7 @@ BEGIN
          LIMIT 1;
         IF other_id IS NOT NULL THEN
             DELETE FROM outbox.events e WHERE e.slot = into_slot AND e.id = new_id;
+            PERFORM outbox.check_same_payload(topic, idempotency_key, payload);
             RETURN other_id;
         END IF;
     END IF;
