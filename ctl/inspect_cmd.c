@@ -44,17 +44,12 @@ static const struct ctl_cmd cmd = {
 
 #define TS(col) "to_char(" col ", 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') AS " col
 
-/* A batch released until later has no owner and a lease_until ahead: it
- * waits, nobody holds it. */
+/* The state is outbox.message_state's (sql/outbox/functions/message_state.sql). */
 static const char inspect_sql[] =
-    "SELECT id, topic, idempotency_key AS key,"
-    " CASE WHEN status <> 'pending' THEN status"
-    "      WHEN lease_owner IS NOT NULL AND lease_until > now() THEN 'leased'"
-    "      WHEN available_at > now() THEN 'waiting_retry'"
-    "      ELSE 'claimable' END AS state,"
+    "SELECT id, topic, idempotency_key AS key, outbox.message_state(m) AS state,"
     " attempts, fence, lease_owner, " TS("lease_until") ", " TS("available_at") ","
     " " TS("created_at") ", batch_id, ordering_key, last_error"
-    " FROM outbox.messages WHERE idempotency_key = $1 AND ($2::text IS NULL OR topic = $2)"
+    " FROM outbox.messages m WHERE idempotency_key = $1 AND ($2::text IS NULL OR topic = $2)"
     " ORDER BY topic";
 
 int
