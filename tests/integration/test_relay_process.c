@@ -262,48 +262,81 @@ START_TEST(test_fault_fires_once_in_tree)
 }
 END_TEST
 
-START_TEST(test_stalled_worker_fenced_out)
+/* One claim takes 4 messages; its worker stalls 4 s past a 1.5 s lease, the
+ * other worker takes the batch over and delivers it, then the stalled one
+ * wakes and writes its outcome too. *taken: messages the takeover holds
+ * (fence moved past the stalled claim's 1); returns how many outcome
+ * writes were fenced out, as the relay's totals say. */
+static int64_t
+stalled_worker_run(bool fencing, int64_t *taken)
 {
 	char db[TS_CONNINFO_MAX], url[256], route[300], log[256];
-	ts_db_create("rfence", "outbox", db, sizeof(db));
+	ts_db_create(fencing ? "rfence" : "rnofence", "outbox", db, sizeof(db));
 	PGconn *conn = ts_connect(db);
-	ts_ipc_url("fence", url, sizeof(url));
+	ts_ipc_url(fencing ? "fence" : "nofence", url, sizeof(url));
 	snprintf(route, sizeof(route), "*=%s", url);
 	struct fake_consumer fc;
 	fake_start(&fc, url, FAKE_APPLIED);
 	enqueue_n(conn, "t", "s", 4);
-	/* One claim takes all 4; its worker stalls 4 s past a 1.5 s lease. */
 	const char *extra[] = { "--workers", "2", "--poll-ms", "100",
 		"--fault-stall-after-claim", "1", "--fault-stall-ms", "4s",
 		"--delivery-timeout-ms", "300ms", "--lease-ms", "1500ms",
-		"--batch", "10", "--max-inflight", "1", NULL };
+		"--batch", "10", "--max-inflight", "1", fencing ? NULL : "--no-fencing", NULL };
 	pid_t sup = relay_spawn(log, db, route, extra);
 	ck_assert_int_eq(ts_wait_value(conn,
 	    "SELECT count(*) FROM outbox.messages WHERE status = 'delivered'", 4, 30 * T_SEC), 4);
-	ck_assert_int_eq(ts_log_wait(log, "relay.record.fenced_out", 1, 20 * T_SEC), 1);
+	/* The stalled worker wakes and sends its batch too (the messages taken
+	 * over reach the consumer twice), then writes its outcome: refused, or
+	 * (broken) not. */
+	ck_assert_int_eq(ts_log_wait(log, "relay.fault.stall_over", 1, 20 * T_SEC), 1);
+	if (fencing)
+		ck_assert_int_eq(ts_log_wait(log, "relay.record.fenced_out", 1, 20 * T_SEC), 1);
+	uint64_t sent_twice = 4 + (uint64_t)ts_query_int(conn,
+	    "SELECT count(*) FROM outbox.messages WHERE fence > 1");
+	int64_t end = ts_now_ms() + 20 * T_SEC;
+	while (atomic_load(&fc.messages) < sent_twice && ts_now_ms() < end)
+		usleep(20 * 1000);
+	ck_assert_uint_ge(atomic_load(&fc.messages), sent_twice);
 	kill(sup, SIGTERM);
 	ck_assert_int_eq(ts_wait_exit(sup, 20 * T_SEC), 0);
-	/* Exactly the messages another worker took over (fence moved past the
-	 * stalled claim's 1) are fenced out. Normally all 4; on a loaded
-	 * machine the other worker may not have reached one of them before the
-	 * stalled worker woke, which then still held it and rightly wrote it. */
-	int64_t taken = ts_query_int(conn, "SELECT count(*) FROM outbox.messages WHERE fence > 1");
-	ck_assert_int_ge(taken, 1);
-	ck_assert_int_eq(log_last_value(log, "relay.record.fenced_out", "fenced_out"), taken);
-	ck_assert_int_eq(log_last_value(log, "relay.totals", "fenced_out"), taken);
-	char ids[128];
-	PGresult *res = PQexec(conn, "SELECT string_agg(id::text, ',' ORDER BY id)"
-	    " FROM outbox.messages WHERE fence > 1");
-	snprintf(ids, sizeof(ids), " ids=%s", PQgetvalue(res, 0, 0));
-	PQclear(res);
-	ck_assert_int_eq(ts_log_count(log, ids), 1);
-	/* The takeover's outcome stands: delivered, attempt 2, fence 2. */
+	/* Normally all 4 are taken over; on a loaded machine the other worker
+	 * may not have reached one of them before the stalled worker woke,
+	 * which then still held it and rightly wrote it. */
+	*taken = ts_query_int(conn, "SELECT count(*) FROM outbox.messages WHERE fence > 1");
+	ck_assert_int_ge(*taken, 1);
+	int64_t fenced = log_last_value(log, "relay.totals", "fenced_out");
+	if (fencing) {
+		ck_assert_int_eq(log_last_value(log, "relay.record.fenced_out", "fenced_out"), *taken);
+		char ids[128];
+		PGresult *res = PQexec(conn, "SELECT string_agg(id::text, ',' ORDER BY id)"
+		    " FROM outbox.messages WHERE fence > 1");
+		snprintf(ids, sizeof(ids), " ids=%s", PQgetvalue(res, 0, 0));
+		PQclear(res);
+		ck_assert_int_eq(ts_log_count(log, ids), 1);
+		ck_assert_int_eq(log_last_value(log, "relay.totals", "delivered"), 4);
+	} else {
+		/* both holders' outcomes landed: the taken-over messages count twice */
+		ck_assert_int_eq(ts_log_count(log, "relay.record.fenced_out"), 0);
+		ck_assert_int_eq(log_last_value(log, "relay.totals", "delivered"), 4 + *taken);
+	}
+	/* The takeover's outcome is in the database: delivered, attempt 2, fence 2. */
 	ck_assert_int_eq(ts_query_int(conn,
-	    "SELECT count(*) FROM outbox.messages WHERE attempts = 2 AND fence = 2"), taken);
+	    "SELECT count(*) FROM outbox.messages WHERE attempts = 2 AND fence = 2"), *taken);
 	ck_assert_int_eq(ts_query_int(conn,
 	    "SELECT count(*) FROM outbox.messages WHERE status = 'delivered'"), 4);
 	fake_stop(&fc);
 	PQfinish(conn);
+	return fenced;
+}
+
+START_TEST(test_stalled_worker_fenced_out)
+{
+	int64_t taken;
+	/* Broken first: --no-fencing lets the stale holder's outcome write land. */
+	ck_assert_int_eq(stalled_worker_run(false, &taken), 0);
+	/* Fenced: exactly the messages another worker took over are refused. */
+	int64_t fenced = stalled_worker_run(true, &taken);
+	ck_assert_int_eq(fenced, taken);
 }
 END_TEST
 
