@@ -29,6 +29,8 @@
 /* A claim can race with a release that deletes the row between the upsert
  * and the read; trying again a few times settles it. */
 #define KEYCLAIM_MAX_TRIES 3
+#define STR_(x) #x
+#define STR(x) STR_(x)
 
 enum ob_key_verdict
 ob_key_decide(const struct ob_key_row *row)
@@ -256,7 +258,8 @@ ob_keyclaim_complete(PGconn *conn, const char *table, const char *key,
 	char sql[512], f[24], s[16];
 	snprintf(sql, sizeof(sql),
 	    OB_KEYCLAIM_DONE_SQL("%s", "$1", "$3::int", "$4")
-	    " AND fence = $2::bigint AND state = 'started'", table);
+	    " AND ($2::bigint = " STR(OB_KEYCLAIM_ANY_FENCE) " OR fence = $2::bigint)"
+	    " AND state = 'started'", table);
 	snprintf(f, sizeof(f), "%" PRId64, fence);
 	snprintf(s, sizeof(s), "%d", status);
 	const char *params[4] = { key, f, s, body };

@@ -308,8 +308,9 @@ webhook_apply(PGconn *tx, const struct ob_wire_msg *m, void *arg,
 		snprintf(detail, detaillen, "downstream answered %d (no claim)", c->status);
 		return OB_WIRE_APPLIED;
 	}
-	int rc = ob_keyclaim_complete(tx, WEBHOOK_TABLE, key, c->fence, c->status, c->body,
-	    err, sizeof(err));
+	int rc = ob_keyclaim_complete(tx, WEBHOOK_TABLE, key,
+	    w->cfg.no_fencing ? OB_KEYCLAIM_ANY_FENCE : c->fence, c->status, c->body, err,
+	    sizeof(err));
 	if (rc == OB_EFENCED) {
 		COUNT(w, fenced_out);
 		MCOUNT(w, fenced_out);

@@ -77,6 +77,7 @@ struct webhook_config {
 	struct ob_fault *stall_after_call; /* sleep stall_ms once the call returned */
 	int64_t stall_ms;
 	bool no_claim;                 /* BROKEN MODE (--no-dedup): call without a claim */
+	bool no_fencing;               /* BROKEN MODE (--no-fencing): complete a key whoever holds it */
 	const struct webhook_metrics *metrics; /* borrowed; may be NULL */
 };
 

@@ -41,6 +41,7 @@ struct consumer_config {
 	int64_t max_payload;
 	int64_t max_batch;
 	bool no_dedup;
+	bool no_fencing;
 	char *log_level;
 	char *log_format;
 	char *config;
@@ -96,6 +97,9 @@ static const struct ob_cfg_opt consumer_options[] = {
 	    false, max_batch, "most messages accepted in one request"),
 	OPT("no-dedup", "OUTBOX_NO_DEDUP", OB_CFG_BOOL, "false", 0, 0, NULL, false,
 	    no_dedup, "BROKEN MODE for demos and tests: apply without the dedup record"),
+	OPT("no-fencing", "OUTBOX_NO_FENCING", OB_CFG_BOOL, "false", 0, 0, NULL, false,
+	    no_fencing, "BROKEN MODE for demos and tests: the webhook handler records a call"
+	    " whoever holds its key now (a stale holder's write is not refused)"),
 	OPT("log-level", "OUTBOX_LOG_LEVEL", OB_CFG_ENUM, "info", 0, 0,
 	    "debug|info|warn|error", false, log_level, "least severe level logged"),
 	OPT("log-format", "OUTBOX_LOG_FORMAT", OB_CFG_ENUM, "text", 0, 0, "text|json",
@@ -197,6 +201,12 @@ main(int argc, char **argv)
 	static struct consumer_counters counters;
 	const struct inbox_handler *handler = &inbox_handler_record;
 	bool is_webhook = strcmp(cfg.handler, "webhook") == 0;
+	if (cfg.no_fencing && !is_webhook) {
+		fprintf(stderr, "outbox-consumer: --no-fencing applies to --handler webhook only"
+		    " (the record handler holds no key claim)\n");
+		code = 2;
+		goto out;
+	}
 	if (metrics_on && consumer_metrics_new(is_webhook, &cm) != OB_OK) {
 		fprintf(stderr, "outbox-consumer: out of memory (metrics)\n");
 		code = 1;
@@ -209,7 +219,8 @@ main(int argc, char **argv)
 		}
 		struct webhook_config wcfg = { cfg.webhook_url, cfg.webhook_timeout,
 			cfg.webhook_lease, &counters.webhook, &die_after_call, &stall_after_call,
-			cfg.fault_slow_ms, cfg.no_dedup, cm != NULL ? &cm->webhook : NULL };
+			cfg.fault_slow_ms, cfg.no_dedup, cfg.no_fencing,
+			cm != NULL ? &cm->webhook : NULL };
 		if (webhook_handler_new(&wcfg, &webhook, err, sizeof(err)) != OB_OK) {
 			fprintf(stderr, "outbox-consumer: %s\n", err);
 			goto out;
@@ -270,9 +281,10 @@ main(int argc, char **argv)
 		goto out;
 	}
 	char q[600];
-	ob_info("consumer.started", "listen=%s threads=%d dedup=%s handler=%s",
+	ob_info("consumer.started", "listen=%s threads=%d dedup=%s handler=%s fencing=%s",
 	    ob_log_q(url, q, sizeof(q)), (int)cfg.threads,
-	    cfg.no_dedup ? "OFF(broken-mode)" : "on", cfg.handler);
+	    cfg.no_dedup ? "OFF(broken-mode)" : "on", cfg.handler,
+	    cfg.no_fencing ? "OFF(broken-mode)" : "on");
 
 	struct ob_reload reload = { &program, &cfg, sizeof(cfg), argc, argv, "consumer", NULL };
 	ob_reload_until_stop(&reload);

@@ -236,18 +236,24 @@ START_TEST(test_webhook_crash_takeover)
 }
 END_TEST
 
-START_TEST(test_webhook_stale_holder_fenced)
+/* A stalls 4 s after its call returned, before recording it; its lease is
+ * 1 s. A's lease runs out while it stalls; B takes the key over (token 2)
+ * and its call fails, so B gives the claim up again. Then A wakes up and
+ * records its call with token 1. fencing false: both consumers run with
+ * the BROKEN --no-fencing. */
+static void
+stale_holder_run(bool fencing)
 {
 	struct env e;
 	char detail[512], fences[256], log_b[256], url_b[256];
-	env_init(&e, "whstale");
-	/* A stalls 4 s after its call returned, before recording it; its lease
-	 * is 1 s. */
+	env_init(&e, fencing ? "whstale" : "whstalenf");
 	char *stall[] = { "--fault-stall-after-call", "1", "--fault-slow-ms", "4s",
-		"--webhook-lease", "1s", "--webhook-timeout", "500ms", NULL };
+		"--webhook-lease", "1s", "--webhook-timeout", "500ms",
+		fencing ? NULL : "--no-fencing", NULL };
 	pid_t a = start_webhook_consumer(e.db, e.url, e.hook, e.log, stall);
-	ts_ipc_url("whstale-b", url_b, sizeof(url_b));
-	char *plain[] = { "--webhook-lease", "1s", "--webhook-timeout", "500ms", NULL };
+	ts_ipc_url(fencing ? "whstale-b" : "whstalenf-b", url_b, sizeof(url_b));
+	char *plain[] = { "--webhook-lease", "1s", "--webhook-timeout", "500ms",
+		fencing ? NULL : "--no-fencing", NULL };
 	pid_t b = start_webhook_consumer(e.db, url_b, e.hook, log_b, plain);
 	struct cc_conn ca, cb;
 	cc_open(&ca, e.url);
@@ -255,35 +261,52 @@ START_TEST(test_webhook_stale_holder_fenced)
 	struct ob_wire_msg m = cc_msg(1, "t", "stale-1", "{}");
 	cc_send(&ca, &m, 1);
 	ck_assert(ts_log_wait(e.log, "fault=consumer.webhook.stall_after_call", 1, 20000) >= 1);
-	/* A's lease runs out while it stalls; B takes the key over (token 2)
-	 * and its call fails, so B gives the claim up again. */
 	ck_assert_int_eq(ts_wait_value(e.conn, "SELECT count(*) FROM inbox.webhook_calls"
 	    " WHERE lease_until < now()", 1, 10000), 1);
 	wt_fail_next(e.target, 1, 500);
 	ck_assert_int_eq(cc_call1(&cb, m, NULL, 0), OB_WIRE_RETRY);
-	/* A wakes up and tries to record its call with token 1: fenced out. */
 	struct cc_reply r;
 	ck_assert_int_eq(cc_recv(&ca, &r, CC_REPLY_TIMEOUT_MS), 0);
-	ck_assert_int_eq(r.rep.results[0].status, OB_WIRE_RETRY);
+	int status = r.rep.results[0].status;
 	snprintf(detail, sizeof(detail), "%.*s", (int)r.rep.results[0].detail_len,
 	    r.rep.results[0].detail);
-	ck_assert_msg(strstr(detail, "fenced out") != NULL, "%s", detail);
 	cc_reply_fini(&r);
-	ck_assert_int_eq(ts_query_int(e.conn,
-	    "SELECT count(*) FROM inbox.processed WHERE idempotency_key = 'stale-1'"), 0);
-	/* The next delivery completes it, token 3, one effect downstream. */
-	ck_assert_int_eq(cc_call1(&cb, m, NULL, 0), OB_WIRE_APPLIED);
-	wt_fences(e.target, "stale-1", fences, sizeof(fences));
-	ck_assert_str_eq(fences, "1,2,3");
-	ck_assert_int_eq(wt_effects(e.target, "stale-1"), 1);
-	ck_assert_int_eq(ts_query_int(e.conn, "SELECT count(*) FROM inbox.webhook_calls"
-	    " WHERE idempotency_key = 'stale-1' AND state = 'done' AND fence = 3"), 1);
+	if (!fencing) {
+		/* The stale holder's write landed, over B's claim: applied, with
+		 * B's token on the row. */
+		ck_assert_msg(status == OB_WIRE_APPLIED, "%d %s", status, detail);
+		ck_assert_int_eq(ts_query_int(e.conn,
+		    "SELECT count(*) FROM inbox.processed WHERE idempotency_key = 'stale-1'"), 1);
+		ck_assert_int_eq(ts_query_int(e.conn, "SELECT count(*) FROM inbox.webhook_calls"
+		    " WHERE idempotency_key = 'stale-1' AND state = 'done' AND fence = 2"), 1);
+		ck_assert_int_eq(ts_log_count(e.log, "consumer.webhook.fenced_out"), 0);
+	} else {
+		/* Refused: fenced out, nothing recorded. */
+		ck_assert_int_eq(status, OB_WIRE_RETRY);
+		ck_assert_msg(strstr(detail, "fenced out") != NULL, "%s", detail);
+		ck_assert_int_eq(ts_query_int(e.conn,
+		    "SELECT count(*) FROM inbox.processed WHERE idempotency_key = 'stale-1'"), 0);
+		/* The next delivery completes it, token 3, one effect downstream. */
+		ck_assert_int_eq(cc_call1(&cb, m, NULL, 0), OB_WIRE_APPLIED);
+		wt_fences(e.target, "stale-1", fences, sizeof(fences));
+		ck_assert_str_eq(fences, "1,2,3");
+		ck_assert_int_eq(wt_effects(e.target, "stale-1"), 1);
+		ck_assert_int_eq(ts_query_int(e.conn, "SELECT count(*) FROM inbox.webhook_calls"
+		    " WHERE idempotency_key = 'stale-1' AND state = 'done' AND fence = 3"), 1);
+	}
 	cc_close(&ca);
 	cc_close(&cb);
 	ts_stop(a, SIGTERM);
 	ts_stop(b, SIGTERM);
-	ck_assert(ts_log_wait(e.log, "consumer.webhook.fenced_out", 1, 1000) >= 1);
+	if (fencing)
+		ck_assert(ts_log_wait(e.log, "consumer.webhook.fenced_out", 1, 1000) >= 1);
 	env_fini(&e);
+}
+
+START_TEST(test_webhook_stale_holder_fenced)
+{
+	stale_holder_run(false); /* broken first: the stale write lands */
+	stale_holder_run(true);
 }
 END_TEST
 
@@ -301,6 +324,11 @@ START_TEST(test_webhook_config_refused)
 	char *scheme[] = { "outbox-consumer", "--db", "dbname=x", "--handler", "webhook",
 		"--webhook-url", "ftp://x/y", NULL };
 	ck_assert_int_eq(ts_run(scheme, NULL, out, sizeof(out), 20000), 2);
+	/* the broken switch means nothing to the record handler: refused */
+	char *nofence[] = { "outbox-consumer", "--db", "dbname=x", "--no-fencing", NULL };
+	ck_assert_int_eq(ts_run(nofence, NULL, out, sizeof(out), 20000), 2);
+	ck_assert_msg(strstr(out, "--no-fencing applies to --handler webhook only") != NULL, "%s",
+	    out);
 }
 END_TEST
 

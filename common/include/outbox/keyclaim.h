@@ -110,9 +110,11 @@ int ob_keyclaim_lookup(PGconn *conn, const char *table, const char *key,
 	" response_body = " BODY ", completed_at = clock_timestamp()"             \
 	" WHERE idempotency_key = " KEY
 
-/* Mark the key DONE with the response, only if it still carries fence.
+/* Mark the key DONE with the response, only if it still carries fence
+ * (OB_KEYCLAIM_ANY_FENCE: whoever holds it, the BROKEN no-fencing modes).
  * Call inside the transaction that commits the work. OB_OK, OB_EFENCED (the
  * key was taken over: roll back), or OB_EDB. body may be NULL. */
+#define OB_KEYCLAIM_ANY_FENCE (-1)
 int ob_keyclaim_complete(PGconn *conn, const char *table, const char *key,
     int64_t fence, int status, const char *body, char *err, size_t errlen);
 
