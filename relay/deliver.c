@@ -43,116 +43,19 @@ pipe_event(nng_pipe p, nng_pipe_ev ev, void *arg)
 		atomic_fetch_sub(&d->pipes, 1);
 }
 
-static int
-find_or_add_dest(struct relay_deliverer *d, const char *url)
-{
-	for (int i = 0; i < d->ndests; i++)
-		if (strcmp(d->dests[i].url, url) == 0)
-			return i;
-	struct relay_dest *nd = realloc(d->dests, (size_t)(d->ndests + 1) * sizeof(*nd));
-	if (nd == NULL)
-		return -1;
-	d->dests = nd;
-	memset(&nd[d->ndests], 0, sizeof(*nd));
-	if ((nd[d->ndests].url = strdup(url)) == NULL)
-		return -1;
-	return d->ndests++;
-}
-
-static struct relay_route *
-find_or_add_route(struct relay_deliverer *d, const char *topic)
-{
-	for (int i = 0; i < d->nroutes; i++)
-		if (strcmp(d->routes[i].topic, topic) == 0)
-			return &d->routes[i];
-	struct relay_route *nr = realloc(d->routes, (size_t)(d->nroutes + 1) * sizeof(*nr));
-	if (nr == NULL)
-		return NULL;
-	d->routes = nr;
-	memset(&nr[d->nroutes], 0, sizeof(*nr));
-	if ((nr[d->nroutes].topic = strdup(topic)) == NULL)
-		return NULL;
-	return &nr[d->nroutes++];
-}
-
-/* Transports nng 1.5 can dial, checked without creating any nng state (the
- * supervisor parses routes before it forks). */
-static const char *const dial_schemes[] = {
-	"tcp", "tcp4", "tcp6", "tls+tcp", "tls+tcp4", "tls+tcp6", "ipc", "abstract",
-	"ws", "ws4", "ws6", "wss", "wss4", "wss6", NULL,
-};
-
-static bool
-url_dialable(const nng_url *u, const char **why)
-{
-	bool known = false;
-	for (int i = 0; dial_schemes[i] != NULL && !known; i++)
-		known = strcmp(u->u_scheme, dial_schemes[i]) == 0;
-	if (!known) {
-		*why = "unsupported transport (use tcp://, tls+tcp://, ipc://, ws://, wss://)";
-		return false;
-	}
-	bool needs_host = strncmp(u->u_scheme, "ipc", 3) != 0 &&
-	    strcmp(u->u_scheme, "abstract") != 0;
-	if (needs_host && (u->u_hostname[0] == '\0' || u->u_port[0] == '\0')) {
-		*why = "host and port are required";
-		return false;
-	}
-	if (!needs_host && u->u_path[0] == '\0') {
-		*why = "a path is required";
-		return false;
-	}
-	return true;
-}
-
 int
-relay_routes_parse(struct relay_deliverer *d, char **specs, size_t n,
-    char *err, size_t errlen)
+relay_deliverer_init(struct relay_deliverer *d, const struct relay_routes *rt)
 {
-	if (n == 0) {
-		snprintf(err, errlen, "--route: at least one TOPIC=URL is required (or set OUTBOX_ROUTE)");
-		return OB_EINVAL;
-	}
-	for (size_t i = 0; i < n; i++) {
-		const char *eq = strchr(specs[i], '=');
-		if (eq == NULL || eq == specs[i] || eq[1] == '\0') {
-			snprintf(err, errlen, "--route '%s': expected TOPIC=URL (TOPIC may be *)", specs[i]);
-			return OB_EINVAL;
-		}
-		char topic[OB_WIRE_MAX_TOPIC + 1];
-		size_t tlen = (size_t)(eq - specs[i]);
-		if (tlen > OB_WIRE_MAX_TOPIC) {
-			snprintf(err, errlen, "--route '%s': topic longer than %d bytes", specs[i],
-			    OB_WIRE_MAX_TOPIC);
-			return OB_EINVAL;
-		}
-		memcpy(topic, specs[i], tlen);
-		topic[tlen] = '\0';
-		const char *url = eq + 1;
-		nng_url *u = NULL;
-		int rv = nng_url_parse(&u, url);
-		if (rv != 0) {
-			snprintf(err, errlen, "--route '%s': nng cannot parse URL '%s': %s",
-			    specs[i], url, nng_strerror(rv));
-			return OB_EINVAL;
-		}
-		const char *why = NULL;
-		bool ok = url_dialable(u, &why);
-		nng_url_free(u);
-		if (!ok) {
-			snprintf(err, errlen, "--route '%s': nng cannot parse URL '%s': %s",
-			    specs[i], url, why);
-			return OB_EINVAL;
-		}
-		int di = find_or_add_dest(d, url);
-		struct relay_route *r = find_or_add_route(d, topic);
-		int *nds = r != NULL ? realloc(r->dests, (size_t)(r->ndests + 1) * sizeof(int)) : NULL;
-		if (di < 0 || nds == NULL) {
-			snprintf(err, errlen, "out of memory parsing routes");
-			return OB_ENOMEM;
-		}
-		r->dests = nds;
-		r->dests[r->ndests++] = di;
+	d->rt = rt;
+	d->wake[0] = d->wake[1] = -1;
+	d->dests = calloc(rt->nurls > 0 ? (size_t)rt->nurls : 1, sizeof(*d->dests));
+	d->next = calloc(rt->nroutes > 0 ? (size_t)rt->nroutes : 1, sizeof(*d->next));
+	if (d->dests == NULL || d->next == NULL)
+		return OB_ENOMEM;
+	d->ndests = rt->nurls;
+	for (int i = 0; i < d->ndests; i++) {
+		d->dests[i].url = rt->urls[i];
+		d->dests[i].window = d->window_max > 0 ? d->window_max : 1;
 	}
 	return OB_OK;
 }
@@ -161,7 +64,6 @@ int
 relay_deliverer_open(struct relay_deliverer *d, char *err, size_t errlen)
 {
 	int rv;
-	d->wake[0] = d->wake[1] = -1;
 	ob_buf_init(&d->encode);
 	if ((rv = nng_mtx_alloc(&d->mtx)) != 0) {
 		snprintf(err, errlen, "deliverer mutex: %s", nng_strerror(rv));
@@ -186,7 +88,6 @@ relay_deliverer_open(struct relay_deliverer *d, char *err, size_t errlen)
 		/* the largest reply to the largest frame this relay sends */
 		nng_socket_set_size(ds->sock, NNG_OPT_RECVMAXSZ,
 		    OB_WIRE_REPLY_MAX_BYTES(d->limits.max_batch));
-		ds->window = d->window_max > 0 ? d->window_max : 1;
 		nng_pipe_notify(ds->sock, NNG_PIPE_EV_ADD_POST, pipe_event, ds);
 		nng_pipe_notify(ds->sock, NNG_PIPE_EV_REM_POST, pipe_event, ds);
 		if ((rv = nng_dial(ds->sock, ds->url, NULL, NNG_FLAG_NONBLOCK)) != 0) {
@@ -200,20 +101,14 @@ relay_deliverer_open(struct relay_deliverer *d, char *err, size_t errlen)
 void
 relay_deliverer_close(struct relay_deliverer *d)
 {
-	for (int i = 0; i < d->ndests; i++) {
+	for (int i = 0; i < d->ndests; i++)
 		if (nng_socket_id(d->dests[i].sock) > 0)
 			nng_close(d->dests[i].sock);
-		free(d->dests[i].url);
-	}
-	for (int i = 0; i < d->nroutes; i++) {
-		free(d->routes[i].topic);
-		free(d->routes[i].dests);
-	}
 	free(d->dests);
-	free(d->routes);
+	free(d->next);
 	d->dests = NULL;
-	d->routes = NULL;
-	d->ndests = d->nroutes = 0;
+	d->next = NULL;
+	d->ndests = 0;
 	if (d->mtx != NULL)
 		nng_mtx_free(d->mtx);
 	d->mtx = NULL;
@@ -235,20 +130,11 @@ dest_sendable(const struct relay_dest *ds)
 int
 relay_route_pick(struct relay_deliverer *d, const char *topic, size_t len)
 {
-	struct relay_route *r = NULL, *def = NULL;
-	for (int i = 0; i < d->nroutes; i++) {
-		if (strlen(d->routes[i].topic) == len &&
-		    memcmp(d->routes[i].topic, topic, len) == 0) {
-			r = &d->routes[i];
-			break;
-		}
-		if (strcmp(d->routes[i].topic, "*") == 0)
-			def = &d->routes[i];
-	}
-	if (r == NULL)
-		r = def;
-	if (r == NULL)
+	int ri = relay_routes_find(d->rt, topic, len);
+	if (ri < 0)
 		return -1;
+	const struct relay_route *r = &d->rt->routes[ri];
+	unsigned *next = &d->next[ri];
 	/* Round-robin, best class first: live, closed, with room in its
 	 * window; closed with room (maybe still connecting); closed; open
 	 * with its probe due; anything. A destination that is down or full
@@ -256,7 +142,7 @@ relay_route_pick(struct relay_deliverer *d, const char *topic, size_t len)
 	nng_time now = nng_clock();
 	for (int cls = 0; cls < 5; cls++) {
 		for (int k = 0; k < r->ndests; k++) {
-			int di = r->dests[(r->next + (unsigned)k) % (unsigned)r->ndests];
+			int di = r->dests[(*next + (unsigned)k) % (unsigned)r->ndests];
 			const struct relay_dest *ds = &d->dests[di];
 			bool closed = ds->breaker.state == RELAY_BREAKER_CLOSED;
 			bool ok;
@@ -269,7 +155,7 @@ relay_route_pick(struct relay_deliverer *d, const char *topic, size_t len)
 			default: ok = true; break;
 			}
 			if (ok) {
-				r->next += (unsigned)k + 1;
+				*next += (unsigned)k + 1;
 				return di;
 			}
 		}
@@ -307,8 +193,8 @@ relay_topics_now(struct relay_deliverer *d, struct ob_buf *inc, struct ob_buf *e
 	ob_buf_reset(exc);
 	rc |= ob_buf_puts(inc, "{");
 	rc |= ob_buf_puts(exc, "{");
-	for (int i = 0; i < d->nroutes; i++) {
-		const struct relay_route *r = &d->routes[i];
+	for (int i = 0; i < d->rt->nroutes; i++) {
+		const struct relay_route *r = &d->rt->routes[i];
 		bool up = route_sendable(d, r);
 		if (strcmp(r->topic, "*") == 0) {
 			has_default = true;
@@ -336,8 +222,8 @@ relay_probe_due(struct relay_deliverer *d, struct ob_buf *inc, struct ob_buf *ex
     struct relay_topics *out, int *dest)
 {
 	int64_t now = (int64_t)nng_clock();
-	for (int i = 0; i < d->nroutes; i++) {
-		struct relay_route *r = &d->routes[i];
+	for (int i = 0; i < d->rt->nroutes; i++) {
+		const struct relay_route *r = &d->rt->routes[i];
 		if (route_sendable(d, r))
 			continue;
 		for (int k = 0; k < r->ndests; k++) {
@@ -350,9 +236,9 @@ relay_probe_due(struct relay_deliverer *d, struct ob_buf *inc, struct ob_buf *ex
 			bool def = strcmp(r->topic, "*") == 0;
 			if (!def)
 				rc |= array_add(inc, r->topic);
-			for (int j = 0; def && j < d->nroutes; j++)
-				if (strcmp(d->routes[j].topic, "*") != 0)
-					rc |= array_add(exc, d->routes[j].topic);
+			for (int j = 0; def && j < d->rt->nroutes; j++)
+				if (strcmp(d->rt->routes[j].topic, "*") != 0)
+					rc |= array_add(exc, d->rt->routes[j].topic);
 			rc |= ob_buf_puts(inc, "}") | ob_buf_puts(exc, "}");
 			if (rc != OB_OK) {
 				relay_probe_unused(d, di);
@@ -398,6 +284,36 @@ wake(struct relay_deliverer *d)
 	(void)!write(d->wake[1], "x", 1);
 }
 
+static const char *const frame_state_names[] = {
+	[RELAY_FRAME_IDLE] = "idle", [RELAY_FRAME_SEND] = "send", [RELAY_FRAME_RECV] = "recv",
+	[RELAY_FRAME_DONE] = "done",
+};
+
+/* The one place a frame's state changes, nng's demo/async shape: IDLE ->
+ * SEND (handed to nng) or DONE (could not be prepared); SEND -> RECV (the
+ * request went out) or DONE (it did not); RECV -> DONE; DONE -> IDLE (the
+ * slot's next batch; IDLE -> IDLE for its first). While a frame is sent,
+ * the caller holds d->mtx (the aio callback runs on nng's threads). Any
+ * other move is a bug in this file: the worker aborts (the supervisor
+ * restarts it; its batches come back when their leases end). */
+static void
+frame_enter(struct relay_frame *f, enum relay_frame_state to)
+{
+	static const bool allowed[4][4] = {
+		[RELAY_FRAME_IDLE] = { [RELAY_FRAME_IDLE] = true, [RELAY_FRAME_SEND] = true,
+		    [RELAY_FRAME_DONE] = true },
+		[RELAY_FRAME_SEND] = { [RELAY_FRAME_RECV] = true, [RELAY_FRAME_DONE] = true },
+		[RELAY_FRAME_RECV] = { [RELAY_FRAME_DONE] = true },
+		[RELAY_FRAME_DONE] = { [RELAY_FRAME_IDLE] = true },
+	};
+	if (!allowed[f->state][to]) {
+		ob_error("relay.frame.bad_transition", "from=%s to=%s",
+		    frame_state_names[f->state], frame_state_names[to]);
+		abort();
+	}
+	f->state = to;
+}
+
 static void
 frame_done(struct relay_frame *f, int rv, const char *where)
 {
@@ -405,7 +321,7 @@ frame_done(struct relay_frame *f, int rv, const char *where)
 	nng_mtx_lock(d->mtx);
 	f->rv = rv;
 	f->failed_in = where;
-	f->state = RELAY_FRAME_DONE;
+	frame_enter(f, RELAY_FRAME_DONE);
 	nng_mtx_unlock(d->mtx);
 	wake(d);
 }
@@ -427,7 +343,7 @@ frame_cb(void *arg)
 		}
 		nng_mtx_lock(f->d->mtx);
 		f->reached = true; /* on a connection now: it may be applied */
-		f->state = RELAY_FRAME_RECV;
+		frame_enter(f, RELAY_FRAME_RECV);
 		nng_mtx_unlock(f->d->mtx);
 		/* what is left of the delivery timeout */
 		struct timespec t;
@@ -498,7 +414,7 @@ relay_frame_send(struct relay_deliverer *d, struct relay_frame *f, int force_des
 	f->nsent = 0;
 	f->rv = 0;
 	f->reply = NULL;
-	f->state = RELAY_FRAME_IDLE;
+	frame_enter(f, RELAY_FRAME_IDLE);
 	free(f->skip);
 	f->skip = calloc(b->n ? b->n : 1, sizeof(*f->skip));
 	if (b->n == 0)
@@ -554,7 +470,7 @@ relay_frame_send(struct relay_deliverer *d, struct relay_frame *f, int force_des
 		free(chunk);
 		if (msg != NULL)
 			nng_msg_free(msg);
-		f->state = RELAY_FRAME_DONE;
+		frame_enter(f, RELAY_FRAME_DONE);
 		f->rv = rv ? rv : NNG_ENOMEM;
 		f->failed_in = "prepare frame for";
 		return false;
@@ -562,7 +478,7 @@ relay_frame_send(struct relay_deliverer *d, struct relay_frame *f, int force_des
 	free(chunk);
 	f->reached = false;
 	f->sent = true;
-	f->state = RELAY_FRAME_SEND;
+	frame_enter(f, RELAY_FRAME_SEND);
 	ds->inflight++;
 	nng_aio_set_msg(f->aio, msg);
 	/* REQ holds a request until a connection comes up: a destination
@@ -741,7 +657,7 @@ relay_frame_finish(struct relay_deliverer *d, struct relay_frame *f, struct rela
 	if (nng_ctx_id(f->ctx) > 0)
 		nng_ctx_close(f->ctx);
 	memset(&f->ctx, 0, sizeof(f->ctx));
-	f->state = RELAY_FRAME_IDLE;
+	frame_enter(f, RELAY_FRAME_IDLE);
 	f->sent = false;
 	return result;
 }

@@ -28,6 +28,7 @@
 #include "outbox/metrics.h"
 #include "outbox/wire.h"
 #include "record.h"
+#include "routes.h"
 
 /* One consumer URL: a REQ socket that dials it (and redials forever).
  * Its window bounds the frames this worker keeps out to it (additive
@@ -35,20 +36,12 @@
  * destination that is slow or gone holds at most a slot or two of the
  * worker's pipeline, never all of it. */
 struct relay_dest {
-	char *url;             /* owned */
+	const char *url;       /* borrowed from the route table */
 	nng_socket sock;
 	_Atomic int pipes;     /* live connections: 0 = the consumer is down */
 	struct relay_breaker breaker;
 	uint32_t inflight;     /* frames out to it now */
 	uint32_t window;       /* frames it may have out: 1..window_max */
-};
-
-/* Topic -> destinations. topic "*" is the default route. */
-struct relay_route {
-	char *topic;           /* owned */
-	int *dests;            /* owned, indices into relay_deliverer.dests */
-	int ndests;
-	unsigned next;         /* round-robin cursor */
 };
 
 /* How long a frame waits for a connection to a destination that has none
@@ -58,10 +51,10 @@ struct relay_route {
 #define RELAY_CONNECT_WAIT_MS 1000
 
 struct relay_deliverer {
-	struct relay_dest *dests;
+	const struct relay_routes *rt; /* borrowed: the parsed --route table */
+	struct relay_dest *dests;      /* one per rt->urls, same index */
 	int ndests;
-	struct relay_route *routes;
-	int nroutes;
+	unsigned *next;                /* per route of rt: its round-robin cursor */
 	struct ob_wire_limits limits;
 	int64_t timeout_ms;
 	uint32_t window_max;   /* a destination's largest window (--max-inflight) */
@@ -117,10 +110,10 @@ struct relay_frame {
 	double rtt_s;
 };
 
-/* Parse "TOPIC=URL" specs (URL checked by nng_url_parse) into d, without
- * opening anything. OB_OK or OB_EINVAL with a one-line reason in err. */
-int relay_routes_parse(struct relay_deliverer *d, char **specs, size_t n,
-    char *err, size_t errlen);
+/* Set d (zeroed, its limits and breaker settings filled) up for the
+ * routes of rt, which it borrows: one destination per URL, every breaker
+ * closed, nothing opened yet. OB_OK or OB_ENOMEM. */
+int relay_deliverer_init(struct relay_deliverer *d, const struct relay_routes *rt);
 
 /* Open one REQ socket per destination and start dialing (non-blocking: a
  * consumer that is down is retried by nng), and the wakeup pipe. OB_OK or

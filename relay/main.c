@@ -13,7 +13,6 @@
 
 #include <nng/nng.h>
 
-#include "deliver.h"
 #include "outbox/err.h"
 #include "outbox/http_endpoint.h"
 #include "outbox/log.h"
@@ -21,6 +20,7 @@
 #include "outbox/protocol.h"
 #include "outbox/wire.h"
 #include "relay.h"
+#include "routes.h"
 #include "supervise.h"
 
 #define OPT(name, env, type, def, min, max, choices, req, field, help)      \
@@ -131,9 +131,10 @@ static const struct ob_cfg_program program = {
 	.markdown = OB_CFG_MARKDOWN_ALONE,
 };
 
-/* Checks that need more than one option; exit 2 material. */
+/* Checks that need more than one option, and the routes parsed into rt
+ * (zeroed; the caller frees it); exit 2 material. */
 static int
-check_config(const struct relay_config *c, char *err, size_t errlen)
+check_config(const struct relay_config *c, struct relay_routes *rt, char *err, size_t errlen)
 {
 	if (c->lease_ms <= c->delivery_timeout_ms + RELAY_LEASE_MARGIN_MS) {
 		snprintf(err, errlen, "--lease-ms (%lld) must exceed --delivery-timeout-ms (%lld)"
@@ -163,18 +164,18 @@ check_config(const struct relay_config *c, char *err, size_t errlen)
 		    (long long)c->retention_ms);
 		return OB_EINVAL;
 	}
-	struct relay_deliverer d;
-	memset(&d, 0, sizeof(d));
-	int rc = relay_routes_parse(&d, c->routes.items, c->routes.n, err, errlen);
-	relay_deliverer_close(&d);
-	return rc;
+	return relay_routes_parse(rt, c->routes.items, c->routes.n, err, errlen);
 }
 
-/* check_config for a reload (ob_reload's check). */
+/* check_config for a reload (ob_reload's check): the routes are parsed to
+ * be checked only; a change to them needs a restart. */
 static int
 check_reload(const void *cfg, char *err, size_t errlen)
 {
-	return check_config(cfg, err, errlen);
+	struct relay_routes rt = { 0 };
+	int rc = check_config(cfg, &rt, err, errlen);
+	relay_routes_free(&rt);
+	return rc;
 }
 
 int
@@ -187,10 +188,12 @@ main(int argc, char **argv)
 	if ((code = ob_cfg_load(&program, &cfg, argc, argv, NULL)) >= 0)
 		return code;
 	code = 2;
-	if (check_config(&cfg, err, sizeof(err)) != OB_OK) {
+	static struct relay_routes route_table; /* the workers inherit it */
+	if (check_config(&cfg, &route_table, err, sizeof(err)) != OB_OK) {
 		fprintf(stderr, "outbox-relay: %s\n", err);
 		goto out;
 	}
+	cfg.route_table = &route_table;
 	enum ob_log_level level;
 	enum ob_log_format format;
 	ob_log_level_parse(cfg.log_level, &level);
@@ -225,6 +228,7 @@ main(int argc, char **argv)
 	code = relay_supervise(&cfg, shared);
 	relay_shared_free(shared);
 out:
+	relay_routes_free(&route_table);
 	ob_cfg_free(relay_options, &cfg);
 	nng_fini();
 	return code;

@@ -23,6 +23,8 @@
 #include "outbox/reload.h"
 #include "metrics.h"
 
+struct relay_routes; /* routes.h */
+
 struct relay_config {
 	char *db;
 	struct ob_cfg_list routes;
@@ -57,9 +59,11 @@ struct relay_config {
 	char *config;             /* --config FILE, re-read on SIGHUP */
 	char *metrics;            /* --metrics ADDR; NULL or "" = no endpoint */
 	int64_t metrics_interval_ms; /* worker 0's refresh of the database gauges */
-	/* not a setting: how SIGHUP re-reads the settings (main.c); NULL in
-	 * tests that run a worker without main */
+	/* not settings: how SIGHUP re-reads the settings (main.c; NULL in
+	 * tests that run a worker without main), and the route table parsed
+	 * once from `routes` before the fork (routes.h) */
 	const struct ob_reload *reload;
+	const struct relay_routes *route_table;
 };
 
 /* The margin the lease must keep over the delivery timeout: time to write

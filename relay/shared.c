@@ -11,30 +11,25 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "deliver.h"
+#include "routes.h"
 #include "outbox/err.h"
 #include "outbox/log.h"
 #include "relay.h"
 
-/* Register the metrics, one breaker gauge per destination of the routes
- * (parsed again here: the same order every worker's deliverer has). */
+/* Register the metrics, one breaker gauge per destination of the route
+ * table (the order every worker's deliverer has). */
 static int
 metrics_new(struct relay_shared *s, const struct relay_config *cfg)
 {
-	struct relay_deliverer d;
-	char err[512];
-	memset(&d, 0, sizeof(d));
+	const struct relay_routes *rt = cfg->route_table;
 	const char *urls[RELAY_METRICS_MAX_DESTS];
 	int n = 0;
-	if (relay_routes_parse(&d, cfg->routes.items, cfg->routes.n, err, sizeof(err)) == OB_OK)
-		for (n = 0; n < d.ndests && n < RELAY_METRICS_MAX_DESTS; n++)
-			urls[n] = d.dests[n].url;
-	if (d.ndests > RELAY_METRICS_MAX_DESTS)
+	for (; rt != NULL && n < rt->nurls && n < RELAY_METRICS_MAX_DESTS; n++)
+		urls[n] = rt->urls[n];
+	if (rt != NULL && rt->nurls > RELAY_METRICS_MAX_DESTS)
 		ob_warn("relay.metrics.too_many_destinations", "destinations=%d shown=%d",
-		    d.ndests, RELAY_METRICS_MAX_DESTS);
-	int rc = relay_metrics_init(&s->metrics, urls, n);
-	relay_deliverer_close(&d);
-	return rc;
+		    rt->nurls, RELAY_METRICS_MAX_DESTS);
+	return relay_metrics_init(&s->metrics, urls, n);
 }
 
 struct relay_shared *

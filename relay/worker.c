@@ -850,9 +850,12 @@ relay_worker_run(const struct relay_config *cfg, int worker_index,
 	w.outcomes = calloc((size_t)cfg->batch, sizeof(*w.outcomes));
 	w.slots = calloc(w.nslots, sizeof(*w.slots));
 	if (w.outcomes == NULL || w.slots == NULL ||
-	    relay_routes_parse(&w.deliverer, cfg->routes.items, cfg->routes.n, err,
-	        sizeof(err)) != OB_OK ||
-	    relay_deliverer_open(&w.deliverer, err, sizeof(err)) != OB_OK) {
+	    relay_deliverer_init(&w.deliverer, cfg->route_table) != OB_OK) {
+		snprintf(err, sizeof(err), "out of memory");
+		ob_error("relay.worker.start_failed", "err=%s", err);
+		goto out;
+	}
+	if (relay_deliverer_open(&w.deliverer, err, sizeof(err)) != OB_OK) {
 		ob_error("relay.worker.start_failed", "err=%s", err);
 		goto out;
 	}

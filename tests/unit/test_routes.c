@@ -1,5 +1,6 @@
 /*
- * test_routes.c - the relay's route table without sockets (relay/deliver.c):
+ * test_routes.c - the relay's route table (relay/routes.c) and a worker's
+ * pick of a destination over it, without sockets (relay/deliver.c):
  * every --route form that parses and every one refused with its error
  * line, and the pick of a destination: the exact topic before the default
  * "*", round-robin across a topic's destinations, and a destination that
@@ -14,23 +15,28 @@
 #include "outbox/err.h"
 #include "testsupport.h"
 
+static struct relay_routes rt;
 static struct relay_deliverer d;
 static char err[512];
-
-static int
-parse(const char *const *specs, size_t n)
-{
-	relay_deliverer_close(&d);
-	memset(&d, 0, sizeof(d));
-	err[0] = '\0';
-	return relay_routes_parse(&d, (char **)specs, n, err, sizeof(err));
-}
 
 static void
 teardown(void)
 {
 	relay_deliverer_close(&d);
 	memset(&d, 0, sizeof(d));
+	relay_routes_free(&rt);
+}
+
+/* Parse specs into rt, and set a deliverer up over them (no sockets). */
+static int
+parse(const char *const *specs, size_t n)
+{
+	teardown();
+	err[0] = '\0';
+	int rc = relay_routes_parse(&rt, (char **)specs, n, err, sizeof(err));
+	if (rc == OB_OK)
+		ck_assert_int_eq(relay_deliverer_init(&d, &rt), OB_OK);
+	return rc;
 }
 
 START_TEST(test_parse_good)
@@ -38,13 +44,17 @@ START_TEST(test_parse_good)
 	const char *specs[] = { "report.created=ipc:///tmp/a.ipc", "*=tcp://127.0.0.1:5555",
 		"report.created=tcp://[::1]:5556", "audit=ipc:///tmp/a.ipc" };
 	ck_assert_int_eq(parse(specs, 4), OB_OK);
-	ck_assert_int_eq(d.nroutes, 3);
-	ck_assert_int_eq(d.ndests, 3); /* ipc:///tmp/a.ipc is one destination */
-	ck_assert_str_eq(d.routes[0].topic, "report.created");
-	ck_assert_int_eq(d.routes[0].ndests, 2);
-	ck_assert_str_eq(d.dests[d.routes[0].dests[1]].url, "tcp://[::1]:5556");
-	ck_assert_str_eq(d.routes[1].topic, "*");
-	ck_assert_int_eq(d.routes[2].dests[0], d.routes[0].dests[0]);
+	ck_assert_int_eq(rt.nroutes, 3);
+	ck_assert_int_eq(rt.nurls, 3); /* ipc:///tmp/a.ipc is one destination */
+	ck_assert_int_eq(d.ndests, 3);
+	ck_assert_str_eq(rt.routes[0].topic, "report.created");
+	ck_assert_int_eq(rt.routes[0].ndests, 2);
+	ck_assert_str_eq(d.dests[rt.routes[0].dests[1]].url, "tcp://[::1]:5556");
+	ck_assert_str_eq(rt.routes[1].topic, "*");
+	ck_assert_int_eq(rt.routes[2].dests[0], rt.routes[0].dests[0]);
+	/* the lookup: its own route, else the default, else none */
+	ck_assert_int_eq(relay_routes_find(&rt, "audit", 5), 2);
+	ck_assert_int_eq(relay_routes_find(&rt, "other", 5), 1);
 }
 END_TEST
 
@@ -104,7 +114,7 @@ START_TEST(test_pick)
 	ck_assert_str_eq(d.dests[relay_route_pick(&d, "a", 0)].url, "ipc:///tmp/def");
 
 	/* a1 down (breaker open, probe not due): a2 takes every batch */
-	int a1 = d.routes[0].dests[0], a2 = d.routes[0].dests[1];
+	int a1 = rt.routes[0].dests[0], a2 = rt.routes[0].dests[1];
 	d.dests[a1].breaker.state = RELAY_BREAKER_OPEN;
 	d.dests[a1].breaker.next_probe_ms = INT64_MAX;
 	for (int i = 0; i < 4; i++)
@@ -127,6 +137,7 @@ START_TEST(test_pick_without_default)
 	ck_assert_int_eq(parse(specs, 1), OB_OK);
 	all_live();
 	ck_assert_int_eq(relay_route_pick(&d, "b", 1), -1);
+	ck_assert_int_eq(relay_routes_find(&rt, "b", 1), -1);
 	ck_assert_int_eq(relay_route_pick(&d, "a", 1), 0);
 }
 END_TEST
