@@ -29,6 +29,8 @@
 
 #include "outbox/migrate.h"
 #include "testsupport.h"
+#include "ts_consumer.h"
+#include "ts_relay.h"
 
 #define TXN_SIZE 50
 #define ROLLBACK_EVERY 5        /* every 5th transaction is rolled back */
@@ -236,13 +238,10 @@ start_consumer(struct run *r)
 	/* The broken round's consumer also takes 300 ms per batch, so frames
 	 * are still in flight when the blows land (the consumer is fast
 	 * enough to drain the backlog before them otherwise). */
-	char *real[] = { "outbox-consumer", "--db", r->pg->consumer, "--listen", r->url,
-		"--threads", "4", NULL };
-	char *broken[] = { "outbox-consumer", "--db", r->pg->consumer, "--listen", r->url,
-		"--threads", "4", "--no-dedup", "--fault-slow", "1000000", "--fault-slow-ms", "300",
-		NULL };
-	char **argv = r->dedup ? real : broken;
-	return ts_spawn(argv, NULL, NULL);
+	const char *real[] = { "--threads", "4", NULL };
+	const char *broken[] = { "--threads", "4", "--no-dedup", "--fault-slow", "1000000",
+		"--fault-slow-ms", "300", NULL };
+	return ts_consumer_spawn(NULL, r->pg->consumer, r->url, r->dedup ? real : broken);
 }
 
 static void
@@ -253,11 +252,11 @@ start_relays(struct run *r)
 	snprintf(lease, sizeof(lease), "%d", LEASE_MS);
 	snprintf(timeout, sizeof(timeout), "%d", DELIVERY_TIMEOUT_MS);
 	for (int i = 0; i < RELAYS; i++) {
-		char *argv[] = { "outbox-relay", "--db", r->pg->producer, "--route", r->route,
-			"--workers", workers, "--lease-ms", lease, "--delivery-timeout-ms", timeout,
-			"--poll-ms", "200", "--backoff-base-ms", "50", "--backoff-cap-ms", "1000",
-			"--batch", "50", "--max-inflight", "4", "--shutdown-grace", "5s", NULL };
-		r->relays[i] = ts_spawn(argv, NULL, r->relay_logs[i]);
+		const char *extra[] = { "--workers", workers, "--lease-ms", lease,
+			"--delivery-timeout-ms", timeout, "--poll-ms", "200", "--backoff-base-ms", "50",
+			"--backoff-cap-ms", "1000", "--batch", "50", "--max-inflight", "4",
+			"--shutdown-grace", "5s", NULL };
+		r->relays[i] = ts_relay_spawn(r->relay_logs[i], r->pg->producer, r->route, extra);
 	}
 }
 

@@ -9,9 +9,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
+#include <nng/nng.h>
+
+#include "outbox/buf.h"
+#include "outbox/err.h"
+#include "outbox/wire.h"
 #include "server.h"
-#include "test_consumer_common.h"
+#include "testsupport.h"
+#include "ts_consumer.h"
 
 /* A valid one-message frame: topic "t", key "key", payload plen bytes. */
 static void
@@ -21,9 +29,9 @@ valid_frame(struct ob_buf *b, size_t plen)
 	ck_assert_ptr_nonnull(payload);
 	memset(payload, 'x', plen);
 	payload[plen] = '\0';
-	struct ob_wire_msg m = cc_msg(1, "t", "key", payload);
+	struct ob_wire_msg m = ts_consumer_msg(1, "t", "key", payload);
 	ob_buf_reset(b);
-	ck_assert_int_eq(ob_wire_encode_request(b, &m, 1, &cc_limits), OB_OK);
+	ck_assert_int_eq(ob_wire_encode_request(b, &m, 1, &ts_consumer_limits), OB_OK);
 	free(payload);
 }
 
@@ -39,16 +47,16 @@ struct bad_case {
 };
 
 static void
-expect_refused(struct cc_conn *c, const void *p, size_t n, int want, const char *name)
+expect_refused(struct ts_consumer_conn *c, const void *p, size_t n, int want, const char *name)
 {
-	cc_send_raw(c, p, n);
-	struct cc_reply r;
-	ck_assert_msg(cc_recv(c, &r, CC_REPLY_TIMEOUT_MS) == 0, "%s: no reply", name);
+	ts_consumer_send_raw(c, p, n);
+	struct ts_consumer_reply r;
+	ck_assert_msg(ts_consumer_recv(c, &r, TS_CONSUMER_REPLY_TIMEOUT_MS) == 0, "%s: no reply", name);
 	ck_assert_msg(r.rep.frame_err == want, "%s: frame_err %d, want %d (%s)", name,
 	    r.rep.frame_err, want, ob_err_name(want));
 	ck_assert_uint_eq(r.rep.count, 0);
 	ck_assert_msg(r.rep.detail_len > 0, "%s: no detail", name);
-	cc_reply_fini(&r);
+	ts_consumer_reply_fini(&r);
 }
 
 START_TEST(test_bad_frames)
@@ -59,8 +67,8 @@ START_TEST(test_bad_frames)
 	char *argv[] = { "outbox-consumer", "--db", db, "--listen", url, "--max-batch", "5",
 		"--max-payload", "1k", NULL };
 	pid_t pid = ts_spawn(argv, NULL, log);
-	struct cc_conn c;
-	cc_open(&c, url);
+	struct ts_consumer_conn c;
+	ts_consumer_open(&c, url);
 	struct ob_buf b = OB_BUF_INIT;
 	int sent = 0;
 
@@ -98,9 +106,9 @@ START_TEST(test_bad_frames)
 	/* Six messages where --max-batch is 5. */
 	struct ob_wire_msg six[6];
 	for (int i = 0; i < 6; i++)
-		six[i] = cc_msg((uint64_t)i + 1, "t", "k", "{}");
+		six[i] = ts_consumer_msg((uint64_t)i + 1, "t", "k", "{}");
 	ob_buf_reset(&b);
-	ck_assert_int_eq(ob_wire_encode_request(&b, six, 6, &cc_limits), OB_OK);
+	ck_assert_int_eq(ob_wire_encode_request(&b, six, 6, &ts_consumer_limits), OB_OK);
 	expect_refused(&c, b.data, b.len, OB_EWIRE_COUNT, "batch over --max-batch"), sent++;
 
 	/* nngcat, if installed, sending garbage: answered, and still serving. */
@@ -118,11 +126,11 @@ START_TEST(test_bad_frames)
 	PGconn *conn = ts_connect(db);
 	ck_assert_int_eq(ts_query_int(conn, "SELECT count(*) FROM inbox.processed"), 0);
 	ck_assert_int_eq(ts_query_int(conn, "SELECT count(*) FROM inbox.notifications"), 0);
-	ck_assert_int_eq(cc_call1(&c, cc_msg(9, "t", "good", "{}"), NULL, 0), OB_WIRE_APPLIED);
+	ck_assert_int_eq(ts_consumer_call1(&c, ts_consumer_msg(9, "t", "good", "{}"), NULL, 0), OB_WIRE_APPLIED);
 	ck_assert_int_eq(ts_query_int(conn, "SELECT count(*) FROM inbox.notifications"), 1);
 	PQfinish(conn);
 	ob_buf_fini(&b);
-	cc_close(&c);
+	ts_consumer_close(&c);
 	ts_stop(pid, SIGTERM);
 	/* One log line per refused frame, and the counter. */
 	ck_assert_int_eq(ts_log_count(log, "consumer.frame.bad"), sent);
@@ -181,29 +189,29 @@ START_TEST(test_custom_handler)
 	struct consumer_server *srv;
 	ck_assert_msg(consumer_server_start(&cfg, &srv, err, sizeof(err)) == OB_OK, "%s", err);
 	ck_assert_str_eq(consumer_server_url(srv), url); /* no TCP port: as given */
-	struct cc_conn c;
-	cc_open(&c, url);
+	struct ts_consumer_conn c;
+	ts_consumer_open(&c, url);
 	struct ob_wire_msg batch[4] = {
-		cc_msg(1, "t", "c1", "1"),
-		cc_msg(2, "t", "c2", "\"bad\""),
-		cc_msg(3, "t", "c3", "\"later\""),
-		cc_msg(4, "t", "c4", "4"),
+		ts_consumer_msg(1, "t", "c1", "1"),
+		ts_consumer_msg(2, "t", "c2", "\"bad\""),
+		ts_consumer_msg(3, "t", "c3", "\"later\""),
+		ts_consumer_msg(4, "t", "c4", "4"),
 	};
-	struct cc_reply r;
-	cc_call(&c, batch, 4, &r);
+	struct ts_consumer_reply r;
+	ts_consumer_call(&c, batch, 4, &r);
 	int want[4] = { OB_WIRE_APPLIED, OB_WIRE_REJECT, OB_WIRE_RETRY, OB_WIRE_APPLIED };
 	for (int i = 0; i < 4; i++)
 		ck_assert_int_eq(r.rep.results[i].status, want[i]);
-	cc_reply_fini(&r);
+	ts_consumer_reply_fini(&r);
 	/* Redelivery: duplicates replay the stored detail; the handler is not run. */
 	int before = calls;
-	cc_call(&c, batch, 4, &r);
+	ts_consumer_call(&c, batch, 4, &r);
 	ck_assert_int_eq(r.rep.results[0].status, OB_WIRE_DUPLICATE);
 	ck_assert_msg(r.rep.results[0].detail_len > 0 &&
 	    memmem(r.rep.results[0].detail, r.rep.results[0].detail_len, "custom ok", 9) != NULL,
 	    "stored detail not replayed");
 	ck_assert_int_eq(r.rep.results[3].status, OB_WIRE_DUPLICATE);
-	cc_reply_fini(&r);
+	ts_consumer_reply_fini(&r);
 	ck_assert_int_eq(calls - before, 2); /* only c2 and c3 ran again */
 	ck_assert_int_eq(ts_query_int(conn, "SELECT count(*) FROM public.custom_effect"), 2);
 	const struct consumer_counters *k = consumer_server_counters(srv);
@@ -211,7 +219,7 @@ START_TEST(test_custom_handler)
 	ck_assert_uint_eq(k->duplicate, 2);
 	ck_assert_uint_eq(k->rejected_by[INBOX_WHY_HANDLER], 2);
 	ck_assert_uint_eq(k->retried_by[INBOX_WHY_HANDLER], 2);
-	cc_close(&c);
+	ts_consumer_close(&c);
 	consumer_server_stop(srv);
 	PQfinish(conn);
 }

@@ -11,19 +11,24 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
-#include "test_consumer_common.h"
+#include <nng/nng.h>
+
+#include "outbox/buf.h"
+#include "outbox/err.h"
+#include "outbox/wire.h"
+#include "testsupport.h"
+#include "ts_consumer.h"
 
 static pid_t
 start_consumer(const char *db, const char *url, char *log, char *const extra[])
 {
-	char *argv[32] = { "outbox-consumer", "--db", (char *)db, "--listen", (char *)url,
-		"--log-level", "debug", NULL };
-	int n = 7;
-	for (int i = 0; extra != NULL && extra[i] != NULL; i++)
-		argv[n++] = extra[i];
-	argv[n] = NULL;
-	return ts_spawn(argv, NULL, log);
+	static const char *const debug[] = { "--log-level", "debug", NULL };
+	const char *args[32];
+	return ts_consumer_spawn(log, db, url,
+	    ts_args_cat(args, 32, debug, (const char *const *)extra));
 }
 
 START_TEST(test_fingerprint_contract)
@@ -32,33 +37,33 @@ START_TEST(test_fingerprint_contract)
 	ts_db_create("fp", "inbox", db, sizeof(db));
 	ts_ipc_url("fp", url, sizeof(url));
 	pid_t pid = start_consumer(db, url, log, NULL);
-	struct cc_conn c;
-	cc_open(&c, url);
+	struct ts_consumer_conn c;
+	ts_consumer_open(&c, url);
 
-	ck_assert_int_eq(cc_call1(&c, cc_msg(1, "t", "k1", "{\"a\":1}"), detail,
+	ck_assert_int_eq(ts_consumer_call1(&c, ts_consumer_msg(1, "t", "k1", "{\"a\":1}"), detail,
 	    sizeof(detail)), OB_WIRE_APPLIED);
 	/* Same key, same topic and payload: duplicate with the stored outcome. */
-	ck_assert_int_eq(cc_call1(&c, cc_msg(1, "t", "k1", "{\"a\":1}"), detail,
+	ck_assert_int_eq(ts_consumer_call1(&c, ts_consumer_msg(1, "t", "k1", "{\"a\":1}"), detail,
 	    sizeof(detail)), OB_WIRE_DUPLICATE);
 	ck_assert_msg(strstr(detail, "already applied at ") != NULL, "%s", detail);
 	/* Same key, another payload: the 422 case, nothing applied. */
-	ck_assert_int_eq(cc_call1(&c, cc_msg(2, "t", "k1", "{\"a\":2}"), detail,
+	ck_assert_int_eq(ts_consumer_call1(&c, ts_consumer_msg(2, "t", "k1", "{\"a\":2}"), detail,
 	    sizeof(detail)), OB_WIRE_REJECT);
 	ck_assert_str_eq(detail, "idempotency key reused with a different payload");
 	/* Same key and payload on another topic is another fingerprint too. */
-	ck_assert_int_eq(cc_call1(&c, cc_msg(3, "u", "k1", "{\"a\":1}"), NULL, 0),
+	ck_assert_int_eq(ts_consumer_call1(&c, ts_consumer_msg(3, "u", "k1", "{\"a\":1}"), NULL, 0),
 	    OB_WIRE_REJECT);
 
 	/* A batch mixing new keys, a duplicate, a reused key and one key twice. */
 	struct ob_wire_msg batch[5] = {
-		cc_msg(10, "t", "k2", "{}"),
-		cc_msg(11, "t", "k1", "{\"a\":1}"),
-		cc_msg(12, "t", "k1", "{\"a\":3}"),
-		cc_msg(13, "t", "k3", "[1]"),
-		cc_msg(14, "t", "k3", "[1]"),
+		ts_consumer_msg(10, "t", "k2", "{}"),
+		ts_consumer_msg(11, "t", "k1", "{\"a\":1}"),
+		ts_consumer_msg(12, "t", "k1", "{\"a\":3}"),
+		ts_consumer_msg(13, "t", "k3", "[1]"),
+		ts_consumer_msg(14, "t", "k3", "[1]"),
 	};
-	struct cc_reply r;
-	cc_call(&c, batch, 5, &r);
+	struct ts_consumer_reply r;
+	ts_consumer_call(&c, batch, 5, &r);
 	int want[5] = { OB_WIRE_APPLIED, OB_WIRE_DUPLICATE, OB_WIRE_REJECT, OB_WIRE_APPLIED,
 		OB_WIRE_DUPLICATE };
 	for (int i = 0; i < 5; i++) {
@@ -66,22 +71,22 @@ START_TEST(test_fingerprint_contract)
 		ck_assert_msg(r.rep.results[i].status == want[i], "message %d: status %d", i,
 		    r.rep.results[i].status);
 	}
-	cc_reply_fini(&r);
+	ts_consumer_reply_fini(&r);
 
 	/* The same answers when no key repeats inside the batch (the set path
 	 * answers it in one statement; the batch above needed the per-message
 	 * path). */
 	struct ob_wire_msg again[3] = {
-		cc_msg(20, "t", "k2", "{}"),
-		cc_msg(21, "t", "k1", "{\"a\":9}"),
-		cc_msg(22, "t", "k4", "{}"),
+		ts_consumer_msg(20, "t", "k2", "{}"),
+		ts_consumer_msg(21, "t", "k1", "{\"a\":9}"),
+		ts_consumer_msg(22, "t", "k4", "{}"),
 	};
-	cc_call(&c, again, 3, &r);
+	ts_consumer_call(&c, again, 3, &r);
 	ck_assert_int_eq(r.rep.results[0].status, OB_WIRE_DUPLICATE);
 	ck_assert_int_eq(r.rep.results[1].status, OB_WIRE_REJECT);
 	ck_assert_int_eq(r.rep.results[2].status, OB_WIRE_APPLIED);
 	ck_assert(memmem(r.rep.results[0].detail, r.rep.results[0].detail_len, "already applied at", 18));
-	cc_reply_fini(&r);
+	ts_consumer_reply_fini(&r);
 
 	PGconn *conn = ts_connect(db);
 	ck_assert_int_eq(ts_query_int(conn, "SELECT count(*) FROM inbox.notifications"), 4);
@@ -95,7 +100,7 @@ START_TEST(test_fingerprint_contract)
 	    " AND created_at > now() - interval '1 hour'"), 1);
 	ck_assert_int_eq(ts_query_int(conn, "SELECT count(*) FROM inbox.processed"), 4);
 	PQfinish(conn);
-	cc_close(&c);
+	ts_consumer_close(&c);
 	ts_stop(pid, SIGTERM);
 	ck_assert_msg(ts_log_wait(log, "fingerprint_mismatch=4", 1, 1000) >= 1, "counter not logged");
 	ck_assert_msg(ts_log_wait(log, "duplicate=4", 1, 1000) >= 1, "duplicates not counted");
@@ -117,32 +122,32 @@ interleave(bool dedup, int *b_first, int *b_second, int64_t *rows)
 	char *plain[] = { "--lock-timeout", "300ms", dedup ? NULL : "--no-dedup", NULL };
 	pid_t a = start_consumer(db, url_a, log_a, slow);
 	pid_t b = start_consumer(db, url_b, log_b, plain);
-	struct cc_conn ca, cb;
-	cc_open(&ca, url_a);
-	cc_open(&cb, url_b);
+	struct ts_consumer_conn ca, cb;
+	ts_consumer_open(&ca, url_a);
+	ts_consumer_open(&cb, url_b);
 
-	struct ob_wire_msg m = cc_msg(7, "t", "same-key", "{\"n\":7}");
-	cc_send(&ca, &m, 1);
+	struct ob_wire_msg m = ts_consumer_msg(7, "t", "same-key", "{\"n\":7}");
+	ts_consumer_send(&ca, &m, 1);
 	/* A has written the dedup record and the effect and now sleeps before
 	 * its COMMIT. */
 	ck_assert_msg(ts_log_wait(log_a, "fault=consumer.slow", 1, 20000) >= 1, "A never held");
 	int64_t t0 = ts_now_ms();
-	*b_first = cc_call1(&cb, m, NULL, 0);
+	*b_first = ts_consumer_call1(&cb, m, NULL, 0);
 	if (dedup)
 		ck_assert_msg(ts_now_ms() - t0 < 3500, "B waited for A instead of answering");
-	struct cc_reply r;
-	ck_assert_int_eq(cc_recv(&ca, &r, CC_REPLY_TIMEOUT_MS), 0);
+	struct ts_consumer_reply r;
+	ck_assert_int_eq(ts_consumer_recv(&ca, &r, TS_CONSUMER_REPLY_TIMEOUT_MS), 0);
 	ck_assert_int_eq(r.rep.results[0].status, OB_WIRE_APPLIED);
-	cc_reply_fini(&r);
+	ts_consumer_reply_fini(&r);
 	/* A committed: B now answers from the stored record. */
-	*b_second = cc_call1(&cb, m, NULL, 0);
+	*b_second = ts_consumer_call1(&cb, m, NULL, 0);
 
 	PGconn *conn = ts_connect(db);
 	*rows = ts_query_int(conn,
 	    "SELECT count(*) FROM inbox.notifications WHERE idempotency_key = 'same-key'");
 	PQfinish(conn);
-	cc_close(&ca);
-	cc_close(&cb);
+	ts_consumer_close(&ca);
+	ts_consumer_close(&cb);
 	ts_stop(a, SIGTERM);
 	ts_stop(b, SIGTERM);
 }
@@ -184,18 +189,18 @@ START_TEST(test_batch_partial_failures)
 	    " DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION public.flaky();");
 	ts_ipc_url("batch", url, sizeof(url));
 	pid_t pid = start_consumer(db, url, log, NULL);
-	struct cc_conn c;
-	cc_open(&c, url);
+	struct ts_consumer_conn c;
+	ts_consumer_open(&c, url);
 
 	struct ob_wire_msg batch[5] = {
-		cc_msg(1, "t", "b1", "{}"),
-		cc_msg(2, "t", "b2", "not json"),
-		cc_msg(3, "t", "b3", "{\"fail\":\"transient\"}"),
-		cc_msg(4, "t", "b4", "{\"n\":4}"),
-		cc_msg(5, "t", "b5", "{\"n\":5}"),
+		ts_consumer_msg(1, "t", "b1", "{}"),
+		ts_consumer_msg(2, "t", "b2", "not json"),
+		ts_consumer_msg(3, "t", "b3", "{\"fail\":\"transient\"}"),
+		ts_consumer_msg(4, "t", "b4", "{\"n\":4}"),
+		ts_consumer_msg(5, "t", "b5", "{\"n\":5}"),
 	};
-	struct cc_reply r;
-	cc_call(&c, batch, 5, &r);
+	struct ts_consumer_reply r;
+	ts_consumer_call(&c, batch, 5, &r);
 	int want[5] = { OB_WIRE_APPLIED, OB_WIRE_REJECT, OB_WIRE_RETRY, OB_WIRE_APPLIED,
 		OB_WIRE_APPLIED };
 	for (int i = 0; i < 5; i++)
@@ -203,7 +208,7 @@ START_TEST(test_batch_partial_failures)
 		    i, r.rep.results[i].status, (int)r.rep.results[i].detail_len,
 		    r.rep.results[i].detail);
 	ck_assert_msg(r.rep.results[1].detail_len > 0, "reject without a reason");
-	cc_reply_fini(&r);
+	ts_consumer_reply_fini(&r);
 	ck_assert_int_eq(ts_query_int(conn, "SELECT count(*) FROM inbox.notifications"), 3);
 	ck_assert_int_eq(ts_query_int(conn, "SELECT count(*) FROM inbox.processed"), 3);
 	ck_assert_int_eq(ts_query_int(conn,
@@ -211,14 +216,14 @@ START_TEST(test_batch_partial_failures)
 
 	/* COMMIT fails: every message of the batch gets retry, nothing stays. */
 	struct ob_wire_msg doomed[3] = {
-		cc_msg(6, "t", "c1", "{}"),
-		cc_msg(7, "t", "c2", "{\"fail\":\"commit\"}"),
-		cc_msg(8, "t", "c3", "{}"),
+		ts_consumer_msg(6, "t", "c1", "{}"),
+		ts_consumer_msg(7, "t", "c2", "{\"fail\":\"commit\"}"),
+		ts_consumer_msg(8, "t", "c3", "{}"),
 	};
-	cc_call(&c, doomed, 3, &r);
+	ts_consumer_call(&c, doomed, 3, &r);
 	for (int i = 0; i < 3; i++)
 		ck_assert_int_eq(r.rep.results[i].status, OB_WIRE_RETRY);
-	cc_reply_fini(&r);
+	ts_consumer_reply_fini(&r);
 	ck_assert_int_eq(ts_query_int(conn,
 	    "SELECT count(*) FROM inbox.processed WHERE idempotency_key LIKE 'c%'"), 0);
 	ck_assert_int_eq(ts_query_int(conn,
@@ -226,9 +231,9 @@ START_TEST(test_batch_partial_failures)
 
 	/* The transient one goes through on redelivery once the cause is gone. */
 	ts_exec(conn, "DROP TRIGGER flaky ON inbox.notifications");
-	ck_assert_int_eq(cc_call1(&c, batch[2], NULL, 0), OB_WIRE_APPLIED);
+	ck_assert_int_eq(ts_consumer_call1(&c, batch[2], NULL, 0), OB_WIRE_APPLIED);
 	PQfinish(conn);
-	cc_close(&c);
+	ts_consumer_close(&c);
 	ts_stop(pid, SIGTERM);
 }
 END_TEST
@@ -257,21 +262,21 @@ START_TEST(test_retention)
 	ck_assert(ts_log_wait(log, "consumer.retention.short", 1, 5000) >= 1);
 
 	/* A message older than the retention is never applied blindly. */
-	struct cc_conn c;
-	cc_open(&c, url);
-	struct ob_wire_msg m = cc_msg(1, "t", "old-1", "{}");
+	struct ts_consumer_conn c;
+	ts_consumer_open(&c, url);
+	struct ob_wire_msg m = ts_consumer_msg(1, "t", "old-1", "{}");
 	m.created_at_us -= 2LL * 3600 * 1000000;
-	ck_assert_int_eq(cc_call1(&c, m, detail, sizeof(detail)), OB_WIRE_REJECT);
+	ck_assert_int_eq(ts_consumer_call1(&c, m, detail, sizeof(detail)), OB_WIRE_REJECT);
 	ck_assert_msg(strstr(detail, "duplicate of a purged record") != NULL, "%s", detail);
 	/* In a batch, only that message is refused. */
-	struct ob_wire_msg batch[2] = { m, cc_msg(2, "t", "fresh", "{}") };
-	struct cc_reply r;
-	cc_call(&c, batch, 2, &r);
+	struct ob_wire_msg batch[2] = { m, ts_consumer_msg(2, "t", "fresh", "{}") };
+	struct ts_consumer_reply r;
+	ts_consumer_call(&c, batch, 2, &r);
 	ck_assert_int_eq(r.rep.results[0].status, OB_WIRE_REJECT);
 	ck_assert_int_eq(r.rep.results[1].status, OB_WIRE_APPLIED);
-	cc_reply_fini(&r);
+	ts_consumer_reply_fini(&r);
 	ck_assert_int_eq(ts_query_int(conn, "SELECT count(*) FROM inbox.notifications"), 1);
-	cc_close(&c);
+	ts_consumer_close(&c);
 	ts_stop(pid, SIGTERM);
 	ck_assert(ts_log_wait(log, "purged=2500", 1, 1000) >= 1);
 	PQfinish(conn);
@@ -303,8 +308,8 @@ static void *
 send_all(void *arg)
 {
 	struct sender *s = arg;
-	struct cc_conn c;
-	cc_open(&c, s->url);
+	struct ts_consumer_conn c;
+	ts_consumer_open(&c, s->url);
 	if (s->url2 != NULL)
 		ck_assert_int_eq(nng_dial(c.sock, s->url2, NULL, NNG_FLAG_NONBLOCK), 0);
 	char (*keys)[16] = calloc(SCALE_KEYS, 16);
@@ -319,11 +324,11 @@ send_all(void *arg)
 			int i = s->reverse ? SCALE_KEYS - 1 - j : j;
 			if (!done[i]) {
 				idx[n] = i;
-				batch[n++] = cc_msg((uint64_t)i + 1, "t", keys[i], "{\"scale\":true}");
+				batch[n++] = ts_consumer_msg((uint64_t)i + 1, "t", keys[i], "{\"scale\":true}");
 			}
 		}
-		struct cc_reply r;
-		cc_call(&c, batch, (uint32_t)n, &r);
+		struct ts_consumer_reply r;
+		ts_consumer_call(&c, batch, (uint32_t)n, &r);
 		for (int j = 0; j < n; j++) {
 			int st = r.rep.results[j].status;
 			if (st == OB_WIRE_APPLIED || st == OB_WIRE_DUPLICATE) {
@@ -335,10 +340,10 @@ send_all(void *arg)
 					s->duplicate++;
 			}
 		}
-		cc_reply_fini(&r);
+		ts_consumer_reply_fini(&r);
 	}
 	free(keys);
-	cc_close(&c);
+	ts_consumer_close(&c);
 	return NULL;
 }
 

@@ -15,11 +15,21 @@
  * be written is a start-up error.
  */
 #include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <jansson.h>
+#include <nng/nng.h>
 
-#include "test_consumer_common.h"
+#include "outbox/buf.h"
+#include "outbox/err.h"
+#include "outbox/wire.h"
+#include "testsupport.h"
+#include "ts_consumer.h"
 #include "webhook_target.h"
 
 #define T_SEC 1000
@@ -46,19 +56,9 @@ promtool_check(int port)
 static pid_t
 consumer_spawn(char *log, const char *db, const char *url, const char *const *extra)
 {
-	char *argv[40];
-	int n = 0;
-	argv[n++] = "outbox-consumer";
-	argv[n++] = "--db";
-	argv[n++] = (char *)db;
-	argv[n++] = "--listen";
-	argv[n++] = (char *)url;
-	argv[n++] = "--metrics";
-	argv[n++] = "127.0.0.1:0";
-	for (int i = 0; extra != NULL && extra[i] != NULL && n < 38; i++)
-		argv[n++] = (char *)extra[i];
-	argv[n] = NULL;
-	return ts_spawn(argv, NULL, log);
+	static const char *const metrics[] = { "--metrics", "127.0.0.1:0", NULL };
+	const char *args[64];
+	return ts_consumer_spawn(log, db, url, ts_args_cat(args, 64, metrics, extra));
 }
 
 /* The consumer is up and its endpoint answers; returns the endpoint's port. */
@@ -134,19 +134,19 @@ START_TEST(test_counters_move_and_readiness)
 	promtool_check(port);
 
 	/* N applied, in one request. */
-	struct cc_conn c;
-	cc_open(&c, url);
+	struct ts_consumer_conn c;
+	ts_consumer_open(&c, url);
 	static char keys[N_MSGS][16];
 	struct ob_wire_msg msgs[N_MSGS];
 	for (int i = 0; i < N_MSGS; i++) {
 		snprintf(keys[i], sizeof(keys[i]), "m-%d", i);
-		msgs[i] = cc_msg((uint64_t)i + 1, "t", keys[i], "{\"n\":1}");
+		msgs[i] = ts_consumer_msg((uint64_t)i + 1, "t", keys[i], "{\"n\":1}");
 	}
-	struct cc_reply r;
-	cc_call(&c, msgs, N_MSGS, &r);
+	struct ts_consumer_reply r;
+	ts_consumer_call(&c, msgs, N_MSGS, &r);
 	for (int i = 0; i < N_MSGS; i++)
 		ck_assert_int_eq(r.rep.results[i].status, OB_WIRE_APPLIED);
-	cc_reply_fini(&r);
+	ts_consumer_reply_fini(&r);
 	ASSERT_METRIC(port, "outbox_consumer_applied_total{topic=\"t\"}", N_MSGS);
 	ASSERT_METRIC(port, "outbox_consumer_duplicate_total{topic=\"t\"}", 0);
 	ASSERT_METRIC(port, "outbox_consumer_requests_total", 1);
@@ -157,27 +157,27 @@ START_TEST(test_counters_move_and_readiness)
 	ASSERT_METRIC(port, "outbox_consumer_apply_seconds_count", 1);
 
 	/* The same N redelivered: N duplicates, nothing applied. */
-	cc_call(&c, msgs, N_MSGS, &r);
+	ts_consumer_call(&c, msgs, N_MSGS, &r);
 	for (int i = 0; i < N_MSGS; i++)
 		ck_assert_int_eq(r.rep.results[i].status, OB_WIRE_DUPLICATE);
-	cc_reply_fini(&r);
+	ts_consumer_reply_fini(&r);
 	ASSERT_METRIC(port, "outbox_consumer_duplicate_total{topic=\"t\"}", N_MSGS);
 	ASSERT_METRIC(port, "outbox_consumer_applied_total{topic=\"t\"}", N_MSGS);
 	ASSERT_METRIC(port, "outbox_consumer_apply_seconds_count", 2);
 
 	/* A key reused with another payload: one fingerprint-mismatch reject. */
 	snprintf(payload, sizeof(payload), "{\"n\":2}");
-	ck_assert_int_eq(cc_call1(&c, cc_msg(1, "t", keys[0], payload), NULL, 0), OB_WIRE_REJECT);
+	ck_assert_int_eq(ts_consumer_call1(&c, ts_consumer_msg(1, "t", keys[0], payload), NULL, 0), OB_WIRE_REJECT);
 	ASSERT_METRIC(port, "outbox_consumer_rejected_total{reason=\"fingerprint_mismatch\"}", 1);
 	ASSERT_METRIC(port, "outbox_consumer_fingerprint_mismatch_total", 1);
 	ASSERT_METRIC(port, "outbox_consumer_applied_total{topic=\"t\"}", N_MSGS);
 
 	/* A garbage frame: an error reply and one bad frame under its wire error. */
 	static const char garbage[] = "this is not an outbox frame at all";
-	cc_send_raw(&c, garbage, sizeof(garbage) - 1);
-	ck_assert_int_eq(cc_recv(&c, &r, CC_REPLY_TIMEOUT_MS), 0);
+	ts_consumer_send_raw(&c, garbage, sizeof(garbage) - 1);
+	ck_assert_int_eq(ts_consumer_recv(&c, &r, TS_CONSUMER_REPLY_TIMEOUT_MS), 0);
 	int ferr = r.rep.frame_err;
-	cc_reply_fini(&r);
+	ts_consumer_reply_fini(&r);
 	ck_assert_int_gt(ferr, 0);
 	snprintf(series, sizeof(series), "outbox_consumer_bad_frames_total{reason=\"%s\"}",
 	    ob_err_name(ferr));
@@ -202,7 +202,7 @@ START_TEST(test_counters_move_and_readiness)
 	ck_assert_int_eq(ts_http_local(port, "GET", "/healthz", NULL), 200);
 	ck_assert_int_eq(ts_wait_metric(port, "outbox_consumer_db_connections", 0, 30 * T_SEC), 0);
 	/* A message meanwhile: retry, counted under reason "database". */
-	ck_assert_int_eq(cc_call1(&c, cc_msg(100, "t", "during-outage", "{}"), NULL, 0),
+	ck_assert_int_eq(ts_consumer_call1(&c, ts_consumer_msg(100, "t", "during-outage", "{}"), NULL, 0),
 	    OB_WIRE_RETRY);
 	ASSERT_METRIC(port, "outbox_consumer_retried_total{reason=\"database\"}", 1);
 	ASSERT_METRIC(port, "outbox_consumer_applied_total{topic=\"t\"}", N_MSGS);
@@ -210,11 +210,11 @@ START_TEST(test_counters_move_and_readiness)
 	ts_exec(srv, sql);
 	ck_assert_int_eq(ts_http_wait_status(port, "GET", "/readyz", 200, 30 * T_SEC), 200);
 	ck_assert_int_eq(ts_wait_metric(port, "outbox_consumer_db_connections", 2, 30 * T_SEC), 2);
-	ck_assert_int_eq(cc_call1(&c, cc_msg(100, "t", "during-outage", "{}"), NULL, 0),
+	ck_assert_int_eq(ts_consumer_call1(&c, ts_consumer_msg(100, "t", "during-outage", "{}"), NULL, 0),
 	    OB_WIRE_APPLIED);
 	ASSERT_METRIC(port, "outbox_consumer_applied_total{topic=\"t\"}", N_MSGS + 1);
 	PQfinish(srv);
-	cc_close(&c);
+	ts_consumer_close(&c);
 
 	kill(pid, SIGTERM);
 	ck_assert_int_eq(ts_wait_exit(pid, 30 * T_SEC), 0);
@@ -247,26 +247,26 @@ START_TEST(test_webhook_outcomes)
 	ASSERT_METRIC(port, "outbox_consumer_webhook_claims_total{event=\"replayed\"}", 0);
 	promtool_check(port);
 
-	struct cc_conn c;
-	cc_open(&c, url);
+	struct ts_consumer_conn c;
+	ts_consumer_open(&c, url);
 	wt_fail_next(t, 1, 503);
-	ck_assert_int_eq(cc_call1(&c, cc_msg(1, "hook", "h-1", "{}"), NULL, 0), OB_WIRE_RETRY);
+	ck_assert_int_eq(ts_consumer_call1(&c, ts_consumer_msg(1, "hook", "h-1", "{}"), NULL, 0), OB_WIRE_RETRY);
 	ASSERT_METRIC(port, "outbox_consumer_webhook_calls_total{outcome=\"5xx\"}", 1);
 	ASSERT_METRIC(port, "outbox_consumer_retried_total{reason=\"handler\"}", 1);
-	ck_assert_int_eq(cc_call1(&c, cc_msg(1, "hook", "h-1", "{}"), NULL, 0), OB_WIRE_APPLIED);
+	ck_assert_int_eq(ts_consumer_call1(&c, ts_consumer_msg(1, "hook", "h-1", "{}"), NULL, 0), OB_WIRE_APPLIED);
 	ASSERT_METRIC(port, "outbox_consumer_webhook_calls_total{outcome=\"2xx\"}", 1);
 	ASSERT_METRIC(port, "outbox_consumer_applied_total{topic=\"hook\"}", 1);
-	ck_assert_int_eq(cc_call1(&c, cc_msg(1, "hook", "h-1", "{}"), NULL, 0),
+	ck_assert_int_eq(ts_consumer_call1(&c, ts_consumer_msg(1, "hook", "h-1", "{}"), NULL, 0),
 	    OB_WIRE_DUPLICATE);
 	ASSERT_METRIC(port, "outbox_consumer_duplicate_total{topic=\"hook\"}", 1);
 	wt_fail_next(t, 1, 400);
-	ck_assert_int_eq(cc_call1(&c, cc_msg(2, "hook", "h-2", "{}"), NULL, 0), OB_WIRE_REJECT);
+	ck_assert_int_eq(ts_consumer_call1(&c, ts_consumer_msg(2, "hook", "h-2", "{}"), NULL, 0), OB_WIRE_REJECT);
 	ASSERT_METRIC(port, "outbox_consumer_webhook_calls_total{outcome=\"4xx\"}", 1);
 	ASSERT_METRIC(port, "outbox_consumer_rejected_total{reason=\"handler\"}", 1);
 	ck_assert_int_eq(wt_total(t), 3);
 	ASSERT_METRIC(port, "outbox_consumer_webhook_calls_total{outcome=\"timeout\"}", 0);
 	promtool_check(port);
-	cc_close(&c);
+	ts_consumer_close(&c);
 	kill(pid, SIGTERM);
 	ck_assert_int_eq(ts_wait_exit(pid, 30 * T_SEC), 0);
 	wt_stop(t);
@@ -322,11 +322,11 @@ START_TEST(test_listen_port_zero)
 	ts_log_wait_field(log, "consumer.started", "listen", logged, sizeof(logged), 30 * T_SEC);
 	ck_assert_str_eq(logged, url);
 
-	struct cc_conn c;
-	cc_open(&c, url);
-	ck_assert_int_eq(cc_call1(&c, cc_msg(1, "t", "port-zero", "{}"), NULL, 0),
+	struct ts_consumer_conn c;
+	ts_consumer_open(&c, url);
+	ck_assert_int_eq(ts_consumer_call1(&c, ts_consumer_msg(1, "t", "port-zero", "{}"), NULL, 0),
 	    OB_WIRE_APPLIED);
-	cc_close(&c);
+	ts_consumer_close(&c);
 	PGconn *conn = ts_connect(db);
 	ck_assert_int_eq(ts_query_int(conn, "SELECT count(*) FROM inbox.notifications"), 1);
 	PQfinish(conn);

@@ -11,22 +11,27 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
-#include "test_consumer_common.h"
+#include <nng/nng.h>
+
+#include "outbox/buf.h"
+#include "outbox/err.h"
+#include "outbox/wire.h"
+#include "testsupport.h"
+#include "ts_consumer.h"
 #include "webhook_target.h"
 
 static pid_t
 start_webhook_consumer(const char *db, const char *url, const char *hook, char *log,
     char *const extra[])
 {
-	char *argv[40] = { "outbox-consumer", "--db", (char *)db, "--listen", (char *)url,
-		"--handler", "webhook", "--webhook-url", (char *)hook, "--log-level", "debug",
-		NULL };
-	int n = 11;
-	for (int i = 0; extra != NULL && extra[i] != NULL; i++)
-		argv[n++] = extra[i];
-	argv[n] = NULL;
-	return ts_spawn(argv, NULL, log);
+	const char *webhook[] = { "--handler", "webhook", "--webhook-url", hook, "--log-level",
+		"debug", NULL };
+	const char *args[40];
+	return ts_consumer_spawn(log, db, url,
+	    ts_args_cat(args, 40, webhook, (const char *const *)extra));
 }
 
 struct env {
@@ -58,10 +63,10 @@ START_TEST(test_webhook_applied_once)
 	char detail[512], h[256];
 	env_init(&e, "wh");
 	pid_t pid = start_webhook_consumer(e.db, e.url, e.hook, e.log, NULL);
-	struct cc_conn c;
-	cc_open(&c, e.url);
-	struct ob_wire_msg m = cc_msg(42, "report.created", "wh-1", "{\"title\":\"crash\"}");
-	ck_assert_int_eq(cc_call1(&c, m, detail, sizeof(detail)), OB_WIRE_APPLIED);
+	struct ts_consumer_conn c;
+	ts_consumer_open(&c, e.url);
+	struct ob_wire_msg m = ts_consumer_msg(42, "report.created", "wh-1", "{\"title\":\"crash\"}");
+	ck_assert_int_eq(ts_consumer_call1(&c, m, detail, sizeof(detail)), OB_WIRE_APPLIED);
 	ck_assert_msg(strstr(detail, "201") != NULL, "%s", detail);
 	ck_assert_int_eq(wt_requests(e.target, "wh-1"), 1);
 	wt_last_header(e.target, "Outbox-Topic", h, sizeof(h));
@@ -79,18 +84,18 @@ START_TEST(test_webhook_applied_once)
 	ck_assert_int_eq(ts_query_int(e.conn,
 	    "SELECT count(*) FROM inbox.processed WHERE idempotency_key = 'wh-1'"), 1);
 	/* Redelivered: duplicate, no second call. */
-	ck_assert_int_eq(cc_call1(&c, m, NULL, 0), OB_WIRE_DUPLICATE);
+	ck_assert_int_eq(ts_consumer_call1(&c, m, NULL, 0), OB_WIRE_DUPLICATE);
 	ck_assert_int_eq(wt_requests(e.target, "wh-1"), 1);
 	/* Another payload under the same key: 422 case, no call. */
-	ck_assert_int_eq(cc_call1(&c, cc_msg(43, "report.created", "wh-1", "{}"), detail,
+	ck_assert_int_eq(ts_consumer_call1(&c, ts_consumer_msg(43, "report.created", "wh-1", "{}"), detail,
 	    sizeof(detail)), OB_WIRE_REJECT);
 	ck_assert_str_eq(detail, "idempotency key reused with a different payload");
 	ck_assert_int_eq(wt_requests(e.target, "wh-1"), 1);
 	/* A key that cannot be a header value: rejected, nothing sent. */
-	ck_assert_int_eq(cc_call1(&c, cc_msg(44, "t", "bad\r\nX-Injected: 1", "{}"), NULL, 0),
+	ck_assert_int_eq(ts_consumer_call1(&c, ts_consumer_msg(44, "t", "bad\r\nX-Injected: 1", "{}"), NULL, 0),
 	    OB_WIRE_REJECT);
 	ck_assert_int_eq(wt_total(e.target), 1);
-	cc_close(&c);
+	ts_consumer_close(&c);
 	ts_stop(pid, SIGTERM);
 	env_fini(&e);
 }
@@ -105,18 +110,18 @@ drop_reply_calls(bool dedup)
 	env_init(&e, dedup ? "whdrop" : "whdropb");
 	char *extra[] = { "--fault-drop-reply", "1", dedup ? NULL : "--no-dedup", NULL };
 	pid_t pid = start_webhook_consumer(e.db, e.url, e.hook, e.log, extra);
-	struct cc_conn c;
-	cc_open(&c, e.url);
-	struct ob_wire_msg m = cc_msg(1, "t", "drop-1", "{}");
-	struct cc_reply r;
-	cc_send(&c, &m, 1);
-	ck_assert_int_eq(cc_recv(&c, &r, 3000), NNG_ETIMEDOUT); /* no reply */
-	cc_close(&c);
-	cc_open(&c, e.url);
-	int st = cc_call1(&c, m, NULL, 0);
+	struct ts_consumer_conn c;
+	ts_consumer_open(&c, e.url);
+	struct ob_wire_msg m = ts_consumer_msg(1, "t", "drop-1", "{}");
+	struct ts_consumer_reply r;
+	ts_consumer_send(&c, &m, 1);
+	ck_assert_int_eq(ts_consumer_recv(&c, &r, 3000), NNG_ETIMEDOUT); /* no reply */
+	ts_consumer_close(&c);
+	ts_consumer_open(&c, e.url);
+	int st = ts_consumer_call1(&c, m, NULL, 0);
 	ck_assert(st == OB_WIRE_APPLIED || st == OB_WIRE_DUPLICATE);
 	int calls = wt_requests(e.target, "drop-1");
-	cc_close(&c);
+	ts_consumer_close(&c);
 	ts_stop(pid, SIGTERM);
 	env_fini(&e);
 	return calls;
@@ -136,16 +141,16 @@ START_TEST(test_webhook_failures_resend_same_key)
 	env_init(&e, "whfail");
 	char *extra[] = { "--webhook-timeout", "400ms", NULL };
 	pid_t pid = start_webhook_consumer(e.db, e.url, e.hook, e.log, extra);
-	struct cc_conn c;
-	cc_open(&c, e.url);
+	struct ts_consumer_conn c;
+	ts_consumer_open(&c, e.url);
 
 	/* 5xx twice: retry, retry, then applied; one effect downstream. */
-	struct ob_wire_msg m = cc_msg(1, "t", "f-5xx", "{}");
+	struct ob_wire_msg m = ts_consumer_msg(1, "t", "f-5xx", "{}");
 	wt_fail_next(e.target, 2, 503);
-	ck_assert_int_eq(cc_call1(&c, m, detail, sizeof(detail)), OB_WIRE_RETRY);
+	ck_assert_int_eq(ts_consumer_call1(&c, m, detail, sizeof(detail)), OB_WIRE_RETRY);
 	ck_assert_msg(strstr(detail, "503") != NULL, "%s", detail);
-	ck_assert_int_eq(cc_call1(&c, m, NULL, 0), OB_WIRE_RETRY);
-	ck_assert_int_eq(cc_call1(&c, m, NULL, 0), OB_WIRE_APPLIED);
+	ck_assert_int_eq(ts_consumer_call1(&c, m, NULL, 0), OB_WIRE_RETRY);
+	ck_assert_int_eq(ts_consumer_call1(&c, m, NULL, 0), OB_WIRE_APPLIED);
 	ck_assert_int_eq(wt_requests(e.target, "f-5xx"), 3);
 	ck_assert_int_eq(wt_effects(e.target, "f-5xx"), 1);
 	/* Every attempt carried the same key and a higher token. */
@@ -154,26 +159,26 @@ START_TEST(test_webhook_failures_resend_same_key)
 
 	/* Timeout (downstream acted, answered too late): retry, then the same
 	 * key again, which downstream recognises. */
-	m = cc_msg(2, "t", "f-timeout", "{}");
+	m = ts_consumer_msg(2, "t", "f-timeout", "{}");
 	wt_hold_next(e.target, 1, 1500);
-	ck_assert_int_eq(cc_call1(&c, m, detail, sizeof(detail)), OB_WIRE_RETRY);
+	ck_assert_int_eq(ts_consumer_call1(&c, m, detail, sizeof(detail)), OB_WIRE_RETRY);
 	ck_assert_msg(strstr(detail, "timed out") != NULL, "%s", detail);
-	ck_assert_int_eq(cc_call1(&c, m, NULL, 0), OB_WIRE_APPLIED);
+	ck_assert_int_eq(ts_consumer_call1(&c, m, NULL, 0), OB_WIRE_APPLIED);
 	ck_assert_int_eq(wt_requests(e.target, "f-timeout"), 2);
 	ck_assert_int_eq(wt_effects(e.target, "f-timeout"), 1);
 
 	/* Response lost after downstream acted: retry, then applied, once. */
-	m = cc_msg(3, "t", "f-lost", "{}");
+	m = ts_consumer_msg(3, "t", "f-lost", "{}");
 	wt_lose_next(e.target, 1);
-	ck_assert_int_eq(cc_call1(&c, m, detail, sizeof(detail)), OB_WIRE_RETRY);
-	ck_assert_int_eq(cc_call1(&c, m, NULL, 0), OB_WIRE_APPLIED);
+	ck_assert_int_eq(ts_consumer_call1(&c, m, detail, sizeof(detail)), OB_WIRE_RETRY);
+	ck_assert_int_eq(ts_consumer_call1(&c, m, NULL, 0), OB_WIRE_APPLIED);
 	ck_assert_int_eq(wt_requests(e.target, "f-lost"), 2);
 	ck_assert_int_eq(wt_effects(e.target, "f-lost"), 1);
 
 	/* 4xx: permanent, rejected with downstream's answer, nothing recorded. */
-	m = cc_msg(4, "t", "f-4xx", "{}");
+	m = ts_consumer_msg(4, "t", "f-4xx", "{}");
 	wt_fail_next(e.target, 1, 422);
-	ck_assert_int_eq(cc_call1(&c, m, detail, sizeof(detail)), OB_WIRE_REJECT);
+	ck_assert_int_eq(ts_consumer_call1(&c, m, detail, sizeof(detail)), OB_WIRE_REJECT);
 	ck_assert_msg(strstr(detail, "422") != NULL, "%s", detail);
 	ck_assert_int_eq(ts_query_int(e.conn,
 	    "SELECT count(*) FROM inbox.processed WHERE idempotency_key = 'f-4xx'"), 0);
@@ -181,10 +186,10 @@ START_TEST(test_webhook_failures_resend_same_key)
 	/* Downstream not there at all: connection error, retry. */
 	wt_stop(e.target);
 	e.target = NULL;
-	ck_assert_int_eq(cc_call1(&c, cc_msg(5, "t", "f-down", "{}"), detail, sizeof(detail)),
+	ck_assert_int_eq(ts_consumer_call1(&c, ts_consumer_msg(5, "t", "f-down", "{}"), detail, sizeof(detail)),
 	    OB_WIRE_RETRY);
 	ck_assert_msg(strstr(detail, "failed") != NULL, "%s", detail);
-	cc_close(&c);
+	ts_consumer_close(&c);
 	ts_stop(pid, SIGTERM);
 	ck_assert(ts_log_wait(e.log, "webhook_calls=", 1, 1000) >= 1);
 	PQfinish(e.conn);
@@ -200,12 +205,12 @@ START_TEST(test_webhook_crash_takeover)
 	char *die[] = { "--fault-die-after-call", "1", "--webhook-lease", "2s",
 		"--webhook-timeout", "1s", NULL };
 	pid_t a = start_webhook_consumer(e.db, e.url, e.hook, e.log, die);
-	struct cc_conn c;
-	cc_open(&c, e.url);
-	struct ob_wire_msg m = cc_msg(1, "t", "crash-1", "{}");
-	cc_send(&c, &m, 1);
+	struct ts_consumer_conn c;
+	ts_consumer_open(&c, e.url);
+	struct ob_wire_msg m = ts_consumer_msg(1, "t", "crash-1", "{}");
+	ts_consumer_send(&c, &m, 1);
 	ck_assert_int_eq(ts_wait_exit(a, 30000), 128 + SIGKILL);
-	cc_close(&c);
+	ts_consumer_close(&c);
 	ck_assert_int_eq(wt_effects(e.target, "crash-1"), 1);
 	ck_assert_int_eq(ts_query_int(e.conn, "SELECT count(*) FROM inbox.webhook_calls"
 	    " WHERE idempotency_key = 'crash-1' AND state = 'started' AND fence = 1"), 1);
@@ -215,21 +220,21 @@ START_TEST(test_webhook_crash_takeover)
 	ts_ipc_url("whcrash-b", url_b, sizeof(url_b));
 	char *plain[] = { "--webhook-lease", "2s", "--webhook-timeout", "1s", NULL };
 	pid_t b = start_webhook_consumer(e.db, url_b, e.hook, log_b, plain);
-	cc_open(&c, url_b);
+	ts_consumer_open(&c, url_b);
 	char detail[512];
-	ck_assert_int_eq(cc_call1(&c, m, detail, sizeof(detail)), OB_WIRE_RETRY);
+	ck_assert_int_eq(ts_consumer_call1(&c, m, detail, sizeof(detail)), OB_WIRE_RETRY);
 	ck_assert_msg(strstr(detail, "in flight") != NULL, "%s", detail);
 	ck_assert_int_eq(wt_requests(e.target, "crash-1"), 1);
 	/* After the lease: taken over with the token bumped, same key sent. */
 	ck_assert_int_eq(ts_wait_value(e.conn, "SELECT count(*) FROM inbox.webhook_calls"
 	    " WHERE lease_until < now()", 1, 10000), 1);
-	ck_assert_int_eq(cc_call1(&c, m, NULL, 0), OB_WIRE_APPLIED);
+	ck_assert_int_eq(ts_consumer_call1(&c, m, NULL, 0), OB_WIRE_APPLIED);
 	wt_fences(e.target, "crash-1", fences, sizeof(fences));
 	ck_assert_str_eq(fences, "1,2");
 	ck_assert_int_eq(wt_effects(e.target, "crash-1"), 1);
 	ck_assert_int_eq(ts_query_int(e.conn, "SELECT count(*) FROM inbox.webhook_calls"
 	    " WHERE idempotency_key = 'crash-1' AND state = 'done' AND fence = 2"), 1);
-	cc_close(&c);
+	ts_consumer_close(&c);
 	ts_stop(b, SIGTERM);
 	ck_assert(ts_log_wait(log_b, "consumer.webhook.takeover", 1, 1000) >= 1);
 	env_fini(&e);
@@ -255,22 +260,22 @@ stale_holder_run(bool fencing)
 	char *plain[] = { "--webhook-lease", "1s", "--webhook-timeout", "500ms",
 		fencing ? NULL : "--no-fencing", NULL };
 	pid_t b = start_webhook_consumer(e.db, url_b, e.hook, log_b, plain);
-	struct cc_conn ca, cb;
-	cc_open(&ca, e.url);
-	cc_open(&cb, url_b);
-	struct ob_wire_msg m = cc_msg(1, "t", "stale-1", "{}");
-	cc_send(&ca, &m, 1);
+	struct ts_consumer_conn ca, cb;
+	ts_consumer_open(&ca, e.url);
+	ts_consumer_open(&cb, url_b);
+	struct ob_wire_msg m = ts_consumer_msg(1, "t", "stale-1", "{}");
+	ts_consumer_send(&ca, &m, 1);
 	ck_assert(ts_log_wait(e.log, "fault=consumer.webhook.stall_after_call", 1, 20000) >= 1);
 	ck_assert_int_eq(ts_wait_value(e.conn, "SELECT count(*) FROM inbox.webhook_calls"
 	    " WHERE lease_until < now()", 1, 10000), 1);
 	wt_fail_next(e.target, 1, 500);
-	ck_assert_int_eq(cc_call1(&cb, m, NULL, 0), OB_WIRE_RETRY);
-	struct cc_reply r;
-	ck_assert_int_eq(cc_recv(&ca, &r, CC_REPLY_TIMEOUT_MS), 0);
+	ck_assert_int_eq(ts_consumer_call1(&cb, m, NULL, 0), OB_WIRE_RETRY);
+	struct ts_consumer_reply r;
+	ck_assert_int_eq(ts_consumer_recv(&ca, &r, TS_CONSUMER_REPLY_TIMEOUT_MS), 0);
 	int status = r.rep.results[0].status;
 	snprintf(detail, sizeof(detail), "%.*s", (int)r.rep.results[0].detail_len,
 	    r.rep.results[0].detail);
-	cc_reply_fini(&r);
+	ts_consumer_reply_fini(&r);
 	if (!fencing) {
 		/* The stale holder's write landed, over B's claim: applied, with
 		 * B's token on the row. */
@@ -287,15 +292,15 @@ stale_holder_run(bool fencing)
 		ck_assert_int_eq(ts_query_int(e.conn,
 		    "SELECT count(*) FROM inbox.processed WHERE idempotency_key = 'stale-1'"), 0);
 		/* The next delivery completes it, token 3, one effect downstream. */
-		ck_assert_int_eq(cc_call1(&cb, m, NULL, 0), OB_WIRE_APPLIED);
+		ck_assert_int_eq(ts_consumer_call1(&cb, m, NULL, 0), OB_WIRE_APPLIED);
 		wt_fences(e.target, "stale-1", fences, sizeof(fences));
 		ck_assert_str_eq(fences, "1,2,3");
 		ck_assert_int_eq(wt_effects(e.target, "stale-1"), 1);
 		ck_assert_int_eq(ts_query_int(e.conn, "SELECT count(*) FROM inbox.webhook_calls"
 		    " WHERE idempotency_key = 'stale-1' AND state = 'done' AND fence = 3"), 1);
 	}
-	cc_close(&ca);
-	cc_close(&cb);
+	ts_consumer_close(&ca);
+	ts_consumer_close(&cb);
 	ts_stop(a, SIGTERM);
 	ts_stop(b, SIGTERM);
 	if (fencing)

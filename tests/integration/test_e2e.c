@@ -13,6 +13,8 @@
 #include "outbox/err.h"
 #include "outbox/migrate.h"
 #include "testsupport.h"
+#include "ts_consumer.h"
+#include "ts_relay.h"
 
 #define COMMITTED 1000
 #define ROLLED_BACK 100
@@ -44,10 +46,9 @@ START_TEST(test_deliver_exactly_once)
 	ts_ipc_url("consumer", url, sizeof(url));
 	char route[300];
 	snprintf(route, sizeof(route), "*=%s", url);
-	char *consumer[] = { "outbox-consumer", "--db", db, "--listen", url, NULL };
-	char *relay[] = { "outbox-relay", "--db", db, "--route", route, "--poll-ms", "100", NULL };
-	pid_t cpid = ts_spawn(consumer, NULL, NULL);
-	pid_t rpid = ts_spawn(relay, NULL, NULL);
+	const char *relay_extra[] = { "--poll-ms", "100", NULL };
+	pid_t cpid = ts_consumer_spawn(NULL, db, url, NULL);
+	pid_t rpid = ts_relay_spawn(NULL, db, route, relay_extra);
 
 	int64_t delivered = ts_wait_value(conn,
 	    "SELECT count(*) FROM outbox.messages WHERE status = 'delivered'", COMMITTED, 60000);

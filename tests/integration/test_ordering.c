@@ -25,6 +25,8 @@
 #include "outbox/err.h"
 #include "outbox/wire.h"
 #include "testsupport.h"
+#include "ts_consumer.h"
+#include "ts_relay.h"
 
 #define MAX_ARRIVALS 20000
 
@@ -159,11 +161,10 @@ start_relay(const char *db, const char *url, const char *extra1, const char *ext
 {
 	static char route[300];
 	snprintf(route, sizeof(route), "*=%s", url);
-	char *argv[] = { "outbox-relay", "--db", (char *)db, "--route", route,
-		"--poll-ms", "50", "--backoff-base-ms", "20", "--backoff-cap-ms", "100",
-		"--max-attempts", "1000", "--workers", "2", "--batch", "10",
-		(char *)extra1, (char *)extra2, NULL };
-	return ts_spawn(argv, NULL, NULL);
+	const char *extra[] = { "--poll-ms", "50", "--backoff-base-ms", "20", "--backoff-cap-ms",
+		"100", "--max-attempts", "1000", "--workers", "2", "--batch", "10", extra1, extra2,
+		NULL };
+	return ts_relay_spawn(NULL, db, route, extra);
 }
 
 /* Enqueue prefix-1..n under ordering key okey (NULL = unordered). */
@@ -331,17 +332,16 @@ START_TEST(test_takeover_keeps_order_at_real_consumer)
 	           " 'key-' || k)) FROM (SELECT g, k FROM generate_series(1, 20) g,"
 	           " generate_series(1, 10) k ORDER BY g, k) x");
 	enqueue_keyed(c, "free", NULL, 100);
-	char *consumer[] = { "outbox-consumer", "--db", db, "--listen", url, NULL };
-	pid_t cpid = ts_spawn(consumer, NULL, NULL);
+	pid_t cpid = ts_consumer_spawn(NULL, db, url, NULL);
 	char route[300];
 	snprintf(route, sizeof(route), "*=%s", url);
 	/* Worker stalls once after a claim, past its lease: the other worker
 	 * takes the heads over; the stalled one is fenced out when it wakes. */
-	char *relay_argv[] = { "outbox-relay", "--db", db, "--route", route, "--workers", "2",
-		"--poll-ms", "50", "--lease-ms", "1500", "--delivery-timeout-ms", "400",
-		"--batch", "5", "--fault-stall-after-claim", "1", "--fault-stall-ms", "3000", NULL };
+	const char *relay_extra[] = { "--workers", "2", "--poll-ms", "50", "--lease-ms", "1500",
+		"--delivery-timeout-ms", "400", "--batch", "5", "--fault-stall-after-claim", "1",
+		"--fault-stall-ms", "3000", NULL };
 	char log[256];
-	pid_t rpid = ts_spawn(relay_argv, NULL, log);
+	pid_t rpid = ts_relay_spawn(log, db, route, relay_extra);
 	int64_t done = ts_wait_value(c,
 	    "SELECT count(*) FROM outbox.messages WHERE status = 'delivered'", 300, 90000);
 	/* Let the stalled worker wake and try its stale write. */
@@ -387,11 +387,10 @@ hot_key_batches(const char *name, bool broken, int64_t *multi)
 	snprintf(route, sizeof(route), "*=%s", url);
 	PGconn *c = ts_connect(db);
 	enqueue_keyed(c, "c", "C", 300);
-	char *consumer[] = { "outbox-consumer", "--db", db, "--listen", url, NULL };
-	pid_t cpid = ts_spawn(consumer, NULL, NULL);
-	char *relay_argv[] = { "outbox-relay", "--db", db, "--route", route, "--workers", "1",
-		"--poll-ms", "50", "--log-level", "debug", broken ? "--no-ordering" : NULL, NULL };
-	pid_t rpid = ts_spawn(relay_argv, NULL, log);
+	pid_t cpid = ts_consumer_spawn(NULL, db, url, NULL);
+	const char *relay_extra[] = { "--workers", "1", "--poll-ms", "50", "--log-level", "debug",
+		broken ? "--no-ordering" : NULL, NULL };
+	pid_t rpid = ts_relay_spawn(log, db, route, relay_extra);
 	ck_assert_int_ge(ts_wait_value(c,
 	    "SELECT least(count(*), 30) FROM outbox.messages WHERE status = 'delivered'", 30, 60000),
 	    30);
@@ -401,7 +400,7 @@ hot_key_batches(const char *name, bool broken, int64_t *multi)
 	if (!broken) {
 		ck_assert_int_eq(ts_query_int(c,
 		    "SELECT count(*) FROM outbox.batches WHERE state = 'leased' AND owner IS NOT NULL"), 0);
-		rpid = ts_spawn(relay_argv, NULL, NULL);
+		rpid = ts_relay_spawn(NULL, db, route, relay_extra);
 		ck_assert_int_eq(ts_wait_value(c,
 		    "SELECT count(*) FROM outbox.messages WHERE status = 'delivered'", 300, 60000), 300);
 		ts_stop(rpid, SIGTERM);

@@ -8,12 +8,20 @@
  */
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <nng/nng.h>
 
 #include "outbox/err.h"
-#include "producer_testlib.h"
 #include "report_input.h"
+#include "testsupport.h"
+#include "ts_producer.h"
 
 static PGconn *
 fresh_db(char *db, size_t dblen)
@@ -26,41 +34,41 @@ START_TEST(test_create_replay_mismatch_lookup)
 {
 	char db[TS_CONNINFO_MAX], path[128];
 	PGconn *c = fresh_db(db, sizeof(db));
-	struct pt_server s;
-	struct pt_reply r;
-	pt_serve(db, NULL, &s);
+	struct ts_producer_server s;
+	struct ts_producer_reply r;
+	ts_producer_serve(db, NULL, &s);
 
-	pt_post(s.url, "k1", PT_BODY, &r);
+	ts_producer_post(s.url, "k1", TS_PRODUCER_BODY, &r);
 	ck_assert_int_eq(r.status, 201);
 	ck_assert(!r.replayed);
-	long long id = pt_report_id(r.body);
+	long long id = ts_producer_report_id(r.body);
 	ck_assert_int_gt(id, 0);
 	/* Same key, same body in another member order, quoted key: replayed. */
-	pt_post(s.url, "\"k1\"",
+	ts_producer_post(s.url, "\"k1\"",
 	    "{\"severity\":\"high\", \"module\":\"editor\", \"title\":\"Crash on save\"}", &r);
 	ck_assert_int_eq(r.status, 201);
 	ck_assert(r.replayed);
-	ck_assert_int_eq(pt_report_id(r.body), id);
+	ck_assert_int_eq(ts_producer_report_id(r.body), id);
 	/* Same key, different body: 422, nothing new. */
-	pt_post(s.url, "k1", "{\"title\":\"Other\",\"module\":\"editor\",\"severity\":\"high\"}", &r);
+	ts_producer_post(s.url, "k1", "{\"title\":\"Other\",\"module\":\"editor\",\"severity\":\"high\"}", &r);
 	ck_assert_int_eq(r.status, 422);
 	/* No key: 400 saying the header is required. */
-	pt_post(s.url, NULL, PT_BODY, &r);
+	ts_producer_post(s.url, NULL, TS_PRODUCER_BODY, &r);
 	ck_assert_int_eq(r.status, 400);
 	ck_assert(strstr(r.body, "Idempotency-Key header is required") != NULL);
 
-	pt_http(s.url, "GET", "/v1/reports?idempotency_key=k1", NULL, NULL, 0, &r);
+	ts_producer_http(s.url, "GET", "/v1/reports?idempotency_key=k1", NULL, NULL, 0, &r);
 	ck_assert_int_eq(r.status, 200);
-	ck_assert_int_eq(pt_report_id(r.body), id);
-	pt_http(s.url, "GET", "/v1/reports?idempotency_key=nope", NULL, NULL, 0, &r);
+	ck_assert_int_eq(ts_producer_report_id(r.body), id);
+	ts_producer_http(s.url, "GET", "/v1/reports?idempotency_key=nope", NULL, NULL, 0, &r);
 	ck_assert_int_eq(r.status, 404);
 	snprintf(path, sizeof(path), "/v1/reports/%lld", id);
-	pt_http(s.url, "GET", path, NULL, NULL, 0, &r);
+	ts_producer_http(s.url, "GET", path, NULL, NULL, 0, &r);
 	ck_assert_int_eq(r.status, 200);
 	ck_assert(strstr(r.body, "Crash on save") != NULL);
-	pt_http(s.url, "GET", "/v1/reports/999999", NULL, NULL, 0, &r);
+	ts_producer_http(s.url, "GET", "/v1/reports/999999", NULL, NULL, 0, &r);
 	ck_assert_int_eq(r.status, 404);
-	pt_http(s.url, "GET", "/healthz", NULL, NULL, 0, &r);
+	ts_producer_http(s.url, "GET", "/healthz", NULL, NULL, 0, &r);
 	ck_assert_int_eq(r.status, 200);
 
 	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM app.bug_reports"), 1);
@@ -81,43 +89,43 @@ START_TEST(test_bad_input_changes_nothing)
 {
 	char db[TS_CONNINFO_MAX], big[2048], longkey[300];
 	PGconn *c = fresh_db(db, sizeof(db));
-	struct pt_server s;
-	struct pt_reply r;
+	struct ts_producer_server s;
+	struct ts_producer_reply r;
 	char *extra[] = { "--max-body", "1k", NULL };
-	pt_serve(db, extra, &s);
+	ts_producer_serve(db, extra, &s);
 
 	snprintf(big, sizeof(big), "{\"title\":\"%0*d\",\"module\":\"m\",\"severity\":\"low\"}",
 	    1100, 0);
-	pt_post(s.url, "big", big, &r);
+	ts_producer_post(s.url, "big", big, &r);
 	ck_assert_int_eq(r.status, 413);
-	pt_post(s.url, "j1", "{\"title\": oops", &r);
+	ts_producer_post(s.url, "j1", "{\"title\": oops", &r);
 	ck_assert_int_eq(r.status, 400);
 	ck_assert(strstr(r.body, "not valid JSON") != NULL);
-	pt_post(s.url, "j2", "{\"title\":\"t\",\"severity\":\"low\"}", &r);
+	ts_producer_post(s.url, "j2", "{\"title\":\"t\",\"severity\":\"low\"}", &r);
 	ck_assert_int_eq(r.status, 400);
 	ck_assert(strstr(r.body, "'module'") != NULL);
-	pt_post(s.url, "j3", "{\"title\":\"t\",\"module\":\"m\",\"severity\":7}", &r);
+	ts_producer_post(s.url, "j3", "{\"title\":\"t\",\"module\":\"m\",\"severity\":7}", &r);
 	ck_assert_int_eq(r.status, 400);
 	ck_assert(strstr(r.body, "'severity'") != NULL);
-	pt_post(s.url, "a\tb", PT_BODY, &r);
+	ts_producer_post(s.url, "a\tb", TS_PRODUCER_BODY, &r);
 	ck_assert_msg(r.rv != 0 || r.status == 400, "tab in key: %d", r.status);
 	memset(longkey, 'k', 256);
 	longkey[256] = '\0';
-	pt_post(s.url, longkey, PT_BODY, &r);
+	ts_producer_post(s.url, longkey, TS_PRODUCER_BODY, &r);
 	ck_assert_int_eq(r.status, 400);
 	ck_assert(strstr(r.body, "256 bytes") != NULL);
-	pt_http(s.url, "DELETE", "/v1/reports", "k", NULL, 0, &r);
+	ts_producer_http(s.url, "DELETE", "/v1/reports", "k", NULL, 0, &r);
 	ck_assert_int_eq(r.status, 405);
-	pt_http(s.url, "PUT", "/v1/reports/1", "k", PT_BODY, strlen(PT_BODY), &r);
+	ts_producer_http(s.url, "PUT", "/v1/reports/1", "k", TS_PRODUCER_BODY, strlen(TS_PRODUCER_BODY), &r);
 	ck_assert_int_eq(r.status, 405);
-	pt_http(s.url, "GET", "/v1/reports?idempotency_key=", NULL, NULL, 0, &r);
+	ts_producer_http(s.url, "GET", "/v1/reports?idempotency_key=", NULL, NULL, 0, &r);
 	ck_assert_int_eq(r.status, 400);
 
 	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM app.bug_reports"), 0);
 	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM app.idempotency_keys"), 0);
 	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM outbox.messages"), 0);
 	/* Still serving; and a key refused for a bad body is usable afterwards. */
-	pt_post(s.url, "j2", PT_BODY, &r);
+	ts_producer_post(s.url, "j2", TS_PRODUCER_BODY, &r);
 	ck_assert_int_eq(r.status, 201);
 	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM app.bug_reports"), 1);
 	ts_stop(s.pid, SIGTERM);
@@ -137,7 +145,7 @@ START_TEST(test_lease_shorter_than_processing_refused)
 }
 END_TEST
 
-/* The fingerprint input of PT_BODY, as the server computes it. */
+/* The fingerprint input of TS_PRODUCER_BODY, as the server computes it. */
 static void
 canonical(const char *body, char *out, size_t outlen)
 {
@@ -152,24 +160,24 @@ START_TEST(test_dead_holder_busy_then_taken_over)
 {
 	char db[TS_CONNINFO_MAX], canon[512], sql[1024];
 	PGconn *c = fresh_db(db, sizeof(db));
-	struct pt_server s;
-	struct pt_reply r;
-	pt_serve(db, NULL, &s);
+	struct ts_producer_server s;
+	struct ts_producer_reply r;
+	ts_producer_serve(db, NULL, &s);
 	/* A process that claimed the key and died: STARTED, fence 1, lease 2 s. */
-	canonical(PT_BODY, canon, sizeof(canon));
+	canonical(TS_PRODUCER_BODY, canon, sizeof(canon));
 	snprintf(sql, sizeof(sql), "INSERT INTO app.idempotency_keys (idempotency_key, fingerprint,"
 	    " state, fence, lease_until) VALUES ('dead-1', encode(sha256(convert_to('%s', 'UTF8')),"
 	    " 'hex'), 'started', 1, clock_timestamp() + interval '2 seconds')", canon);
 	ts_exec(c, sql);
-	pt_post(s.url, "dead-1", PT_BODY, &r);
+	ts_producer_post(s.url, "dead-1", TS_PRODUCER_BODY, &r);
 	ck_assert_int_eq(r.status, 409);
 	ck_assert_str_eq(r.retry_after, "1");
-	pt_http(s.url, "GET", "/v1/reports?idempotency_key=dead-1", NULL, NULL, 0, &r);
+	ts_producer_http(s.url, "GET", "/v1/reports?idempotency_key=dead-1", NULL, NULL, 0, &r);
 	ck_assert_int_eq(r.status, 404);
 	ck_assert(strstr(r.body, "in_progress") != NULL);
 	ts_wait_value(c, "SELECT count(*) FROM app.idempotency_keys WHERE lease_until < clock_timestamp()",
 	    1, 20000);
-	pt_post(s.url, "dead-1", PT_BODY, &r);
+	ts_producer_post(s.url, "dead-1", TS_PRODUCER_BODY, &r);
 	ck_assert_int_eq(r.status, 201);
 	ck_assert(!r.replayed);
 	ck_assert_int_eq(ts_query_int(c, "SELECT fence FROM app.idempotency_keys"), 2);
@@ -190,11 +198,11 @@ END_TEST
 static void
 split_pair(const char *url, const char *log, long long *id_a, long long *id_b)
 {
-	struct pt_poster a = { .url = url, .key = "pair-1" };
-	struct pt_poster b = { .url = url, .key = "pair-1" };
-	pthread_create(&a.t, NULL, pt_poster_main, &a);
-	pt_wait_log(log, "fault=producer.slow");
-	pthread_create(&b.t, NULL, pt_poster_main, &b);
+	struct ts_producer_poster a = { .url = url, .key = "pair-1" };
+	struct ts_producer_poster b = { .url = url, .key = "pair-1" };
+	pthread_create(&a.t, NULL, ts_producer_poster_main, &a);
+	ts_assert_logged(log, "fault=producer.slow");
+	pthread_create(&b.t, NULL, ts_producer_poster_main, &b);
 	ck_assert_msg(ts_log_wait(log, "fault=producer.slow", 2, 30000) == 2,
 	    "the second request never reached the slow point");
 	pthread_join(a.t, NULL);
@@ -203,15 +211,15 @@ split_pair(const char *url, const char *log, long long *id_a, long long *id_b)
 	    (a.r.status == 500 && b.r.status == 201),
 	    "split: want one 201 and one 500, got %d %s / %d %s", a.r.status, a.r.body,
 	    b.r.status, b.r.body);
-	const struct pt_reply *win = a.r.status == 201 ? &a.r : &b.r;
+	const struct ts_producer_reply *win = a.r.status == 201 ? &a.r : &b.r;
 	ck_assert(!win->replayed);
-	*id_a = pt_report_id(win->body);
+	*id_a = ts_producer_report_id(win->body);
 	ck_assert_int_gt(*id_a, 0);
-	struct pt_reply retry;
-	pt_post(url, "pair-1", PT_BODY, &retry);
+	struct ts_producer_reply retry;
+	ts_producer_post(url, "pair-1", TS_PRODUCER_BODY, &retry);
 	ck_assert_int_eq(retry.status, 201);
 	ck_assert(retry.replayed);
-	*id_b = pt_report_id(retry.body);
+	*id_b = ts_producer_report_id(retry.body);
 }
 
 /* Two requests with one key at once, while the first is held in the slow
@@ -222,29 +230,29 @@ concurrent_pair(const char *mode, int *saw_409, long long *id_a, long long *id_b
 {
 	char db[TS_CONNINFO_MAX];
 	PGconn *c = fresh_db(db, sizeof(db));
-	struct pt_server s;
+	struct ts_producer_server s;
 	char *extra[] = { "--idempotency", (char *)mode, "--fault-slow", "2", "--fault-slow-ms",
 		"1500ms", NULL };
-	pt_serve(db, extra, &s);
+	ts_producer_serve(db, extra, &s);
 	*saw_409 = 0;
 	if (strcmp(mode, "split") == 0) {
 		split_pair(s.url, s.log, id_a, id_b);
 	} else {
-		struct pt_poster a = { .url = s.url, .key = "pair-1" };
-		pthread_create(&a.t, NULL, pt_poster_main, &a);
-		pt_wait_log(s.log, "fault=producer.slow");
-		struct pt_reply b;
-		pt_post(s.url, "pair-1", PT_BODY, &b);
+		struct ts_producer_poster a = { .url = s.url, .key = "pair-1" };
+		pthread_create(&a.t, NULL, ts_producer_poster_main, &a);
+		ts_assert_logged(s.log, "fault=producer.slow");
+		struct ts_producer_reply b;
+		ts_producer_post(s.url, "pair-1", TS_PRODUCER_BODY, &b);
 		while (b.status == 409) {
 			(*saw_409)++;
 			usleep(200 * 1000);
-			pt_post(s.url, "pair-1", PT_BODY, &b);
+			ts_producer_post(s.url, "pair-1", TS_PRODUCER_BODY, &b);
 		}
 		pthread_join(a.t, NULL);
 		ck_assert_int_eq(a.r.status, 201);
 		ck_assert_msg(b.status == 201, "second: %d %s", b.status, b.body);
-		*id_a = pt_report_id(a.r.body);
-		*id_b = pt_report_id(b.body);
+		*id_a = ts_producer_report_id(a.r.body);
+		*id_b = ts_producer_report_id(b.body);
 	}
 	int64_t n = ts_query_int(c, "SELECT count(*) FROM app.bug_reports");
 	ts_stop(s.pid, SIGTERM);
@@ -276,17 +284,17 @@ slow_takeover(bool fencing, long long *id_a, long long *id_b)
 {
 	char db[TS_CONNINFO_MAX];
 	PGconn *c = fresh_db(db, sizeof(db));
-	struct pt_server s;
+	struct ts_producer_server s;
 	char *extra[] = { "--lease", "500ms", "--max-processing", "400ms", "--fault-slow", "1",
 		"--fault-slow-ms", "800ms", fencing ? NULL : "--no-fencing", NULL };
-	pt_serve(db, extra, &s);
-	struct pt_poster a = { .url = s.url, .key = "slow-1" };
-	pthread_create(&a.t, NULL, pt_poster_main, &a);
+	ts_producer_serve(db, extra, &s);
+	struct ts_producer_poster a = { .url = s.url, .key = "slow-1" };
+	pthread_create(&a.t, NULL, ts_producer_poster_main, &a);
 	/* Wait for the first claim's lease to run out (it is still asleep). */
 	ts_wait_value(c, "SELECT count(*) FROM app.idempotency_keys WHERE state = 'started'"
 	    " AND lease_until < clock_timestamp()", 1, 20000);
-	struct pt_reply b;
-	pt_post(s.url, "slow-1", PT_BODY, &b);
+	struct ts_producer_reply b;
+	ts_producer_post(s.url, "slow-1", TS_PRODUCER_BODY, &b);
 	int64_t b_done = ts_now_ms();
 	pthread_join(a.t, NULL);
 	int64_t a_done = ts_now_ms();
@@ -295,8 +303,8 @@ slow_takeover(bool fencing, long long *id_a, long long *id_b)
 	ck_assert_int_le(b_done, a_done);
 	ck_assert_int_eq(a.r.status, 201);
 	ck_assert_int_eq(ts_query_int(c, "SELECT fence FROM app.idempotency_keys"), 2);
-	*id_a = pt_report_id(a.r.body);
-	*id_b = pt_report_id(b.body);
+	*id_a = ts_producer_report_id(a.r.body);
+	*id_b = ts_producer_report_id(b.body);
 	if (fencing)
 		ck_assert(a.r.replayed); /* fenced out, answered with the winner's result */
 	int64_t n = ts_query_int(c, "SELECT count(*) FROM app.bug_reports");
@@ -319,24 +327,24 @@ START_TEST(test_keys_expire_in_batches)
 {
 	char db[TS_CONNINFO_MAX], key[32];
 	PGconn *c = fresh_db(db, sizeof(db));
-	struct pt_server s;
-	struct pt_reply r;
+	struct ts_producer_server s;
+	struct ts_producer_reply r;
 	char *extra[] = { "--key-retention", "2s", "--gc-interval", "200ms", "--gc-batch", "2",
 		NULL };
-	pt_serve(db, extra, &s);
-	pt_post(s.url, "gc-0", PT_BODY, &r);
+	ts_producer_serve(db, extra, &s);
+	ts_producer_post(s.url, "gc-0", TS_PRODUCER_BODY, &r);
 	ck_assert_int_eq(r.status, 201);
-	pt_post(s.url, "gc-0", PT_BODY, &r);
+	ts_producer_post(s.url, "gc-0", TS_PRODUCER_BODY, &r);
 	ck_assert(r.replayed); /* within the retention: replayed */
 	for (int i = 1; i < 5; i++) {
 		snprintf(key, sizeof(key), "gc-%d", i);
-		pt_post(s.url, key, PT_BODY, &r);
+		ts_producer_post(s.url, key, TS_PRODUCER_BODY, &r);
 		ck_assert_int_eq(r.status, 201);
 	}
 	ck_assert_int_eq(ts_wait_value(c, "SELECT count(*) FROM app.idempotency_keys", 0, 30000), 0);
 	ck_assert((ts_log_count(s.log, "producer.keygc.deleted") > 0));
 	/* After expiry the same key is a new request (documented policy). */
-	pt_post(s.url, "gc-0", PT_BODY, &r);
+	ts_producer_post(s.url, "gc-0", TS_PRODUCER_BODY, &r);
 	ck_assert_int_eq(r.status, 201);
 	ck_assert(!r.replayed);
 	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM app.bug_reports"), 6);

@@ -7,14 +7,23 @@
  * unreachable service is a failure with nothing created, and the CLI
  * prints ONE JSON observation.
  */
+#include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <nng/nng.h>
 
 #include "client.h"
 #include "ledger.h"
 #include "outbox/err.h"
-#include "producer_testlib.h"
+#include "testsupport.h"
+#include "ts_producer.h"
 
 static struct client_opts
 opts(const char *url, enum client_key_source src, const char *key)
@@ -30,9 +39,9 @@ lost_response_run(const char *mode, enum client_key_source src, struct client_re
 	char db[TS_CONNINFO_MAX];
 	ts_db_create("prodcli", "outbox", db, sizeof(db));
 	PGconn *c = ts_connect(db);
-	struct pt_server s;
+	struct ts_producer_server s;
 	char *extra[] = { "--idempotency", (char *)mode, "--fault-lose-response", "1", NULL };
-	pt_serve(db, extra, &s);
+	ts_producer_serve(db, extra, &s);
 	struct client_opts o = opts(s.url, src, "run-042:toolu_01");
 	client_submit(&o, res);
 	int64_t n = ts_query_int(c, "SELECT count(*) FROM app.bug_reports");
@@ -71,8 +80,8 @@ START_TEST(test_invalid_not_retried_not_stored)
 	char db[TS_CONNINFO_MAX];
 	ts_db_create("prodcli", "outbox", db, sizeof(db));
 	PGconn *c = ts_connect(db);
-	struct pt_server s;
-	pt_serve(db, NULL, &s);
+	struct ts_producer_server s;
+	ts_producer_serve(db, NULL, &s);
 	struct client_opts o = opts(s.url, CLIENT_KEY_FIXED, "bad-1");
 	o.module = ""; /* missing field */
 	struct client_result r;
@@ -113,10 +122,10 @@ START_TEST(test_uncertain_then_ledger_lookup)
 	char db[TS_CONNINFO_MAX], ledger[300];
 	ts_db_create("prodcli", "outbox", db, sizeof(db));
 	PGconn *c = ts_connect(db);
-	struct pt_server s;
+	struct ts_producer_server s;
 	/* The first request sits 2.5 s after its claim; the client waits 0.5 s. */
 	char *extra[] = { "--fault-slow", "1", "--fault-slow-ms", "2500ms", NULL };
-	pt_serve(db, extra, &s);
+	ts_producer_serve(db, extra, &s);
 	snprintf(ledger, sizeof(ledger), "%s/ledger-%d.jsonl", ts_tmpdir(), (int)getpid());
 	struct client_opts o = opts(s.url, CLIENT_KEY_TOOL_CALL, "run-7:toolu_09");
 	o.timeout_ms = 500;
@@ -187,8 +196,8 @@ START_TEST(test_cli_prints_one_observation)
 	char db[TS_CONNINFO_MAX], out[4096];
 	ts_db_create("prodcli", "outbox", db, sizeof(db));
 	PGconn *c = ts_connect(db);
-	struct pt_server s;
-	pt_serve(db, NULL, &s);
+	struct ts_producer_server s;
+	ts_producer_serve(db, NULL, &s);
 	char *argv[] = { "outbox-producer", "submit", "--url", s.url, "--title", "Crash",
 		"--module", "editor", "--key-from", "tool-call", "run-9:toolu_01", NULL };
 	ck_assert_int_eq(ts_run(argv, NULL, out, sizeof(out), 30000), 0);

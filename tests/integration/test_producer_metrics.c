@@ -11,10 +11,20 @@
  */
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
-#include "producer_testlib.h"
+#include <jansson.h>
+#include <nng/nng.h>
+
+#include "testsupport.h"
+#include "ts_producer.h"
 
 #define SECRET "hunter2"
 
@@ -32,7 +42,7 @@ fresh_db(char *db, size_t dblen, char *secret_db, size_t secretlen)
 /* Serve with --metrics on port 0; murl gets the base of the port it bound
  * (read back from its producer.metrics.listening line). */
 static void
-serve_metrics(const char *db, char *const extra[], struct pt_server *s, char *murl,
+serve_metrics(const char *db, char *const extra[], struct ts_producer_server *s, char *murl,
     size_t murllen)
 {
 	char *argv[32] = { "--metrics", "127.0.0.1:0", "--log-level", "debug" };
@@ -40,16 +50,16 @@ serve_metrics(const char *db, char *const extra[], struct pt_server *s, char *mu
 	for (int i = 0; extra != NULL && extra[i] != NULL && argc < 30; i++)
 		argv[argc++] = extra[i];
 	argv[argc] = NULL;
-	pt_serve(db, argv, s);
+	ts_producer_serve(db, argv, s);
 	snprintf(murl, murllen, "http://127.0.0.1:%d",
 	    ts_log_wait_port(s->log, "producer.metrics.listening", 30000));
 }
 
 /* GET base+path; the status, the body into out. */
 static int
-get(const char *base, const char *method, const char *path, struct pt_reply *out)
+get(const char *base, const char *method, const char *path, struct ts_producer_reply *out)
 {
-	pt_http(base, method, path, NULL, NULL, 0, out);
+	ts_producer_http(base, method, path, NULL, NULL, 0, out);
 	ck_assert_msg(out->rv == 0, "%s %s%s: %s", method, base, path, nng_strerror(out->rv));
 	return out->status;
 }
@@ -97,8 +107,8 @@ START_TEST(test_counters_move)
 {
 	char db[TS_CONNINFO_MAX], sdb[TS_CONNINFO_MAX + 32], murl[80], path[64];
 	PGconn *c = fresh_db(db, sizeof(db), sdb, sizeof(sdb));
-	struct pt_server s;
-	struct pt_reply r;
+	struct ts_producer_server s;
+	struct ts_producer_reply r;
 	char *extra[] = { "--fault-slow", "1", "--fault-slow-ms", "1500ms", NULL };
 	serve_metrics(sdb, extra, &s, murl, sizeof(murl));
 
@@ -116,26 +126,26 @@ START_TEST(test_counters_move)
 	free(text);
 
 	/* A create held in the slow point; the same key meanwhile: 409. */
-	struct pt_poster a = { .url = s.url, .key = "m-1" };
-	pthread_create(&a.t, NULL, pt_poster_main, &a);
-	pt_wait_log(s.log, "fault=producer.slow");
-	pt_post(s.url, "m-1", PT_BODY, &r);
+	struct ts_producer_poster a = { .url = s.url, .key = "m-1" };
+	pthread_create(&a.t, NULL, ts_producer_poster_main, &a);
+	ts_assert_logged(s.log, "fault=producer.slow");
+	ts_producer_post(s.url, "m-1", TS_PRODUCER_BODY, &r);
 	ck_assert_int_eq(r.status, 409);
 	pthread_join(a.t, NULL);
 	ck_assert_int_eq(a.r.status, 201);
-	long long id = pt_report_id(a.r.body);
+	long long id = ts_producer_report_id(a.r.body);
 	/* Replay, 422, two 400s (no key; bad JSON), a second create. */
-	pt_post(s.url, "m-1", PT_BODY, &r);
+	ts_producer_post(s.url, "m-1", TS_PRODUCER_BODY, &r);
 	ck_assert_int_eq(r.status, 201);
 	ck_assert(r.replayed);
-	pt_post(s.url, "m-1", "{\"title\":\"Other\",\"module\":\"editor\",\"severity\":\"high\"}",
+	ts_producer_post(s.url, "m-1", "{\"title\":\"Other\",\"module\":\"editor\",\"severity\":\"high\"}",
 	    &r);
 	ck_assert_int_eq(r.status, 422);
-	pt_post(s.url, NULL, PT_BODY, &r);
+	ts_producer_post(s.url, NULL, TS_PRODUCER_BODY, &r);
 	ck_assert_int_eq(r.status, 400);
-	pt_post(s.url, "m-bad", "{\"title\": ", &r);
+	ts_producer_post(s.url, "m-bad", "{\"title\": ", &r);
 	ck_assert_int_eq(r.status, 400);
-	pt_post(s.url, "m-2", PT_BODY, &r);
+	ts_producer_post(s.url, "m-2", TS_PRODUCER_BODY, &r);
 	ck_assert_int_eq(r.status, 201);
 	ck_assert(!r.replayed);
 	/* Lookups: by key (route /v1/reports), by id (route /v1/reports/{id}). */
@@ -199,16 +209,16 @@ START_TEST(test_takeover_and_fenced_out)
 {
 	char db[TS_CONNINFO_MAX], sdb[TS_CONNINFO_MAX + 32], murl[80];
 	PGconn *c = fresh_db(db, sizeof(db), sdb, sizeof(sdb));
-	struct pt_server s;
-	struct pt_reply r;
+	struct ts_producer_server s;
+	struct ts_producer_reply r;
 	char *extra[] = { "--lease", "500ms", "--max-processing", "400ms", "--fault-slow", "1",
 		"--fault-slow-ms", "800ms", NULL };
 	serve_metrics(sdb, extra, &s, murl, sizeof(murl));
-	struct pt_poster a = { .url = s.url, .key = "t-1" };
-	pthread_create(&a.t, NULL, pt_poster_main, &a);
+	struct ts_producer_poster a = { .url = s.url, .key = "t-1" };
+	pthread_create(&a.t, NULL, ts_producer_poster_main, &a);
 	ts_wait_value(c, "SELECT count(*) FROM app.idempotency_keys WHERE state = 'started'"
 	    " AND lease_until < clock_timestamp()", 1, 20000);
-	pt_post(s.url, "t-1", PT_BODY, &r);
+	ts_producer_post(s.url, "t-1", TS_PRODUCER_BODY, &r);
 	ck_assert_int_eq(r.status, 201);
 	ck_assert(!r.replayed);
 	pthread_join(a.t, NULL);
@@ -229,14 +239,14 @@ START_TEST(test_keys_collected)
 {
 	char db[TS_CONNINFO_MAX], sdb[TS_CONNINFO_MAX + 32], murl[80], key[16];
 	PGconn *c = fresh_db(db, sizeof(db), sdb, sizeof(sdb));
-	struct pt_server s;
-	struct pt_reply r;
+	struct ts_producer_server s;
+	struct ts_producer_reply r;
 	char *extra[] = { "--key-retention", "1s", "--gc-interval", "200ms", "--gc-batch", "2",
 		NULL };
 	serve_metrics(sdb, extra, &s, murl, sizeof(murl));
 	for (int i = 0; i < 3; i++) {
 		snprintf(key, sizeof(key), "gc-%d", i);
-		pt_post(s.url, key, PT_BODY, &r);
+		ts_producer_post(s.url, key, TS_PRODUCER_BODY, &r);
 		ck_assert_int_eq(r.status, 201);
 	}
 	ck_assert_int_eq(ts_wait_value(c, "SELECT count(*) FROM app.idempotency_keys", 0, 30000), 0);
@@ -253,8 +263,8 @@ START_TEST(test_readyz_follows_db)
 {
 	char db[TS_CONNINFO_MAX], sdb[TS_CONNINFO_MAX + 32], murl[80];
 	PGconn *c = fresh_db(db, sizeof(db), sdb, sizeof(sdb));
-	struct pt_server s;
-	struct pt_reply r;
+	struct ts_producer_server s;
+	struct ts_producer_reply r;
 	char *extra[] = { "--threads", "1", "--gc-interval", "24h", NULL };
 	serve_metrics(sdb, extra, &s, murl, sizeof(murl));
 	ck_assert_int_eq(get(murl, "GET", "/readyz", &r), 200);
@@ -262,11 +272,11 @@ START_TEST(test_readyz_follows_db)
 	    "  FROM pg_stat_activity WHERE application_name = 'outbox-producer'"
 	    "   AND datname = current_database()"), 1);
 	/* The request that finds the connection dead: 503, and not ready. */
-	pt_post(s.url, "r-1", PT_BODY, &r);
+	ts_producer_post(s.url, "r-1", TS_PRODUCER_BODY, &r);
 	ck_assert_int_eq(r.status, 503);
 	ck_assert_int_eq(get(murl, "GET", "/readyz", &r), 503);
 	/* The next request reconnects: ready again. */
-	pt_post(s.url, "r-1", PT_BODY, &r);
+	ts_producer_post(s.url, "r-1", TS_PRODUCER_BODY, &r);
 	ck_assert_int_eq(r.status, 201);
 	ck_assert_int_eq(get(murl, "GET", "/readyz", &r), 200);
 	expect(murl, REQ("POST", "/v1/reports", "503"), 1);

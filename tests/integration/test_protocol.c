@@ -8,9 +8,22 @@
  * is made "newer" or "older" by editing its protocol table, as a migration
  * would.
  */
+#include <inttypes.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
-#include "test_relay_util.h"
+#include <nng/nng.h>
+
+#include "outbox/buf.h"
+#include "outbox/err.h"
+#include "outbox/wire.h"
+#include "testsupport.h"
+#include "ts_relay.h"
 
 #define T_SEC 1000
 
@@ -73,12 +86,12 @@ START_TEST(test_relay_stops_when_retired)
 	PGconn *c = ts_connect(db);
 	ts_ipc_url("proto", url, sizeof(url));
 	snprintf(route, sizeof(route), "*=%s", url);
-	struct fake_consumer fc;
-	fake_start(&fc, url, FAKE_APPLIED);
+	struct ts_fake_consumer fc;
+	ts_fake_consumer_start(&fc, url, TS_FAKE_APPLIED);
 	const char *extra[] = { "--workers", "2", "--poll-ms", "100", NULL };
-	pid_t sup = relay_spawn(log, db, route, extra);
+	pid_t sup = ts_relay_spawn(log, db, route, extra);
 	ck_assert_int_eq(ts_log_wait(log, "relay.db.connected", 2, 20 * T_SEC), 2);
-	enqueue_n(c, "t", "p", 5);
+	ts_enqueue_n(c, "t", "p", 5);
 	ck_assert_int_eq(ts_wait_value(c,
 	    "SELECT count(*) FROM outbox.messages WHERE status = 'delivered'", 5, 30 * T_SEC), 5);
 
@@ -91,7 +104,7 @@ START_TEST(test_relay_stops_when_retired)
 	ck_assert_int_ge(ts_log_count(log, "upgrade the program"), 1);
 	ck_assert_int_eq(ts_log_count(log, "relay.protocol.stop"), 1);
 	ck_assert_int_eq(ts_log_count(log, "restart_in_ms="), 0);
-	fake_stop(&fc);
+	ts_fake_consumer_stop(&fc);
 	PQfinish(c);
 }
 END_TEST

@@ -12,11 +12,25 @@
  * run in parallel); the consumer's inbox lives on the fixture server, so
  * the consumer is untouched by the restart.
  */
+#include <inttypes.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <nng/nng.h>
+
+#include "outbox/buf.h"
+#include "outbox/err.h"
 #include "outbox/migrate.h"
-#include "test_relay_util.h"
+#include "outbox/wire.h"
+#include "testsupport.h"
+#include "ts_consumer.h"
+#include "ts_relay.h"
 
 #define T_SEC 1000
 #define BEFORE 600
@@ -62,13 +76,11 @@ START_TEST(test_postgres_crash)
 
 	ts_ipc_url("dbloss", url, sizeof(url));
 	snprintf(route, sizeof(route), "*=%s", url);
-	char *consumer[] = { "outbox-consumer", "--db", cdb, "--listen", url, NULL };
-	char *relay[] = { "outbox-relay", "--db", pdb, "--route", route, "--workers", "2",
-		"--poll-ms", "100", "--batch", "20", "--max-inflight", "2",
-		"--delivery-timeout-ms", "2s", "--lease-ms", "4s", NULL };
-	pid_t cpid = ts_spawn(consumer, NULL, clog);
-	pid_t rpid = ts_spawn(relay, NULL, rlog);
-	enqueue_n(conn, "t", "before", BEFORE);
+	const char *relay_extra[] = { "--workers", "2", "--poll-ms", "100", "--batch", "20",
+		"--max-inflight", "2", "--delivery-timeout-ms", "2s", "--lease-ms", "4s", NULL };
+	pid_t cpid = ts_consumer_spawn(clog, cdb, url, NULL);
+	pid_t rpid = ts_relay_spawn(rlog, pdb, route, relay_extra);
+	ts_enqueue_n(conn, "t", "before", BEFORE);
 	/* Crash while deliveries are under way. */
 	ts_wait_value(conn, "SELECT count(*) >= 100 FROM outbox.messages"
 	    " WHERE status = 'delivered'", 1, 30 * T_SEC);
@@ -79,7 +91,7 @@ START_TEST(test_postgres_crash)
 	ck_assert_int_eq(ts_wait_exit(rpid, 0), -1); /* still running */
 
 	conn = ts_connect(pdb);
-	enqueue_n(conn, "t", "after", AFTER);
+	ts_enqueue_n(conn, "t", "after", AFTER);
 	ck_assert_int_eq(ts_wait_value(conn,
 	    "SELECT count(*) FROM outbox.messages WHERE status = 'delivered'",
 	    BEFORE + AFTER, 90 * T_SEC), BEFORE + AFTER);

@@ -8,9 +8,22 @@
  * attempts and sends a bounded number of frames; a lost LISTEN connection
  * comes back; housekeeping truncates a slot only when all of it is done.
  */
+#include <inttypes.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
-#include "test_relay_util.h"
+#include <nng/nng.h>
+
+#include "outbox/buf.h"
+#include "outbox/err.h"
+#include "outbox/wire.h"
+#include "testsupport.h"
+#include "ts_relay.h"
 
 #define T_SEC 1000
 
@@ -24,19 +37,15 @@ static void
 relay_start(struct relay_run *r, const char *db, const char *const *routes,
     const char *const *extra)
 {
-	char *argv[64];
-	int n = 0;
-	argv[n++] = "outbox-relay";
-	argv[n++] = "--db";
-	argv[n++] = (char *)db;
-	for (int i = 0; routes[i] != NULL; i++) {
-		argv[n++] = "--route";
-		argv[n++] = (char *)routes[i];
+	const char *more[32], *args[64];
+	size_t k = 0;
+	for (int i = 1; routes[i] != NULL; i++) {
+		ck_assert_uint_lt(k, 30);
+		more[k++] = "--route";
+		more[k++] = routes[i];
 	}
-	for (int i = 0; extra != NULL && extra[i] != NULL && n < 62; i++)
-		argv[n++] = (char *)extra[i];
-	argv[n] = NULL;
-	r->pid = ts_spawn(argv, NULL, r->log);
+	more[k] = NULL;
+	r->pid = ts_relay_spawn(r->log, db, routes[0], ts_args_cat(args, 64, more, extra));
 }
 
 static int
@@ -56,9 +65,9 @@ START_TEST(test_garbage_reply_is_transient)
 	PGconn *conn = ts_connect(db);
 	ts_ipc_url("garbage", url, sizeof(url));
 	snprintf(route, sizeof(route), "*=%s", url);
-	struct fake_consumer fc;
-	fake_start(&fc, url, FAKE_GARBAGE);
-	enqueue_n(conn, "t", "g", 3);
+	struct ts_fake_consumer fc;
+	ts_fake_consumer_start(&fc, url, TS_FAKE_GARBAGE);
+	ts_enqueue_n(conn, "t", "g", 3);
 	struct relay_run r;
 	const char *routes[] = { route, NULL };
 	const char *extra[] = { "--poll-ms", "100", "--backoff-base-ms", "10",
@@ -73,11 +82,11 @@ START_TEST(test_garbage_reply_is_transient)
 	    "SELECT count(*) FROM outbox.messages WHERE last_error LIKE 'bad reply from consumer ipc://%'"), 3);
 	ck_assert_int_ge(ts_log_count(r.log, "relay.deliver.bad_reply dest=ipc://"), 1);
 	/* The same consumer starts answering properly: delivered. */
-	atomic_store(&fc.mode, FAKE_APPLIED);
+	atomic_store(&fc.mode, TS_FAKE_APPLIED);
 	ck_assert_int_eq(ts_wait_value(conn,
 	    "SELECT count(*) FROM outbox.messages WHERE status = 'delivered'", 3, 30 * T_SEC), 3);
 	ck_assert_int_eq(relay_stop(&r), 0);
-	fake_stop(&fc);
+	ts_fake_consumer_stop(&fc);
 	PQfinish(conn);
 }
 END_TEST
@@ -91,12 +100,12 @@ START_TEST(test_reject_and_max_attempts)
 	ts_ipc_url("retry", url2, sizeof(url2));
 	snprintf(r1, sizeof(r1), "rej=%s", url1);
 	snprintf(r2, sizeof(r2), "busy=%s", url2);
-	struct fake_consumer rej, busy;
-	fake_start(&rej, url1, FAKE_REJECT);
-	fake_start(&busy, url2, FAKE_RETRY);
-	enqueue_n(conn, "rej", "r", 4);
-	enqueue_n(conn, "busy", "b", 4);
-	enqueue_n(conn, "nowhere", "n", 2); /* no route, no default route */
+	struct ts_fake_consumer rej, busy;
+	ts_fake_consumer_start(&rej, url1, TS_FAKE_REJECT);
+	ts_fake_consumer_start(&busy, url2, TS_FAKE_RETRY);
+	ts_enqueue_n(conn, "rej", "r", 4);
+	ts_enqueue_n(conn, "busy", "b", 4);
+	ts_enqueue_n(conn, "nowhere", "n", 2); /* no route, no default route */
 	struct relay_run r;
 	const char *routes[] = { r1, r2, NULL };
 	const char *extra[] = { "--poll-ms", "50", "--backoff-base-ms", "5",
@@ -117,9 +126,9 @@ START_TEST(test_reject_and_max_attempts)
 	    "SELECT count(*) FROM outbox.messages WHERE topic = 'nowhere'"
 	    " AND last_error = 'no route for topic ''nowhere'''"), 2);
 	ck_assert_int_eq(relay_stop(&r), 0);
-	ck_assert_int_eq(log_last_value(r.log, "relay.totals", "dead"), 10);
-	fake_stop(&rej);
-	fake_stop(&busy);
+	ck_assert_int_eq(ts_log_last_value(r.log, "relay.totals", "dead"), 10);
+	ts_fake_consumer_stop(&rej);
+	ts_fake_consumer_stop(&busy);
 	PQfinish(conn);
 }
 END_TEST
@@ -133,9 +142,9 @@ START_TEST(test_two_consumers_one_goes_away)
 	ts_ipc_url("cb", ub, sizeof(ub));
 	snprintf(ra, sizeof(ra), "t=%s", ua);
 	snprintf(rb, sizeof(rb), "t=%s", ub);
-	struct fake_consumer a, b;
-	fake_start(&a, ua, FAKE_APPLIED);
-	fake_start(&b, ub, FAKE_APPLIED);
+	struct ts_fake_consumer a, b;
+	ts_fake_consumer_start(&a, ua, TS_FAKE_APPLIED);
+	ts_fake_consumer_start(&b, ub, TS_FAKE_APPLIED);
 	struct relay_run r;
 	const char *routes[] = { ra, rb, NULL };
 	const char *extra[] = { "--poll-ms", "100", "--batch", "10", "--max-inflight", "4",
@@ -143,7 +152,7 @@ START_TEST(test_two_consumers_one_goes_away)
 	relay_start(&r, db, routes, extra);
 	ck_assert_int_eq(ts_log_wait(r.log, "relay.db.connected", 1, 20 * T_SEC), 1);
 	usleep(300 * 1000); /* let both pipes come up */
-	enqueue_n(conn, "t", "first", 200);
+	ts_enqueue_n(conn, "t", "first", 200);
 	ck_assert_int_eq(ts_wait_value(conn,
 	    "SELECT count(*) FROM outbox.messages WHERE status = 'delivered'", 200, 30 * T_SEC), 200);
 	/* Spread over both. */
@@ -152,10 +161,10 @@ START_TEST(test_two_consumers_one_goes_away)
 	ck_assert_uint_eq(atomic_load(&a.messages) + atomic_load(&b.messages), 200);
 
 	/* B goes away; everything new flows to A, promptly. */
-	fake_stop(&b);
+	ts_fake_consumer_stop(&b);
 	uint64_t a_before = atomic_load(&a.messages);
 	int64_t t0 = ts_now_ms();
-	enqueue_n(conn, "t", "second", 300);
+	ts_enqueue_n(conn, "t", "second", 300);
 	ck_assert_int_eq(ts_wait_value(conn,
 	    "SELECT count(*) FROM outbox.messages WHERE status = 'delivered'", 500, 30 * T_SEC), 500);
 	int64_t took = ts_now_ms() - t0;
@@ -165,7 +174,7 @@ START_TEST(test_two_consumers_one_goes_away)
 	ck_assert_int_eq(ts_query_int(conn,
 	    "SELECT count(*) FROM outbox.messages WHERE status = 'dead'"), 0);
 	ck_assert_int_eq(relay_stop(&r), 0);
-	fake_stop(&a);
+	ts_fake_consumer_stop(&a);
 	PQfinish(conn);
 }
 END_TEST
@@ -177,7 +186,7 @@ START_TEST(test_outage_breaker_bounds_attempts)
 	PGconn *conn = ts_connect(db);
 	ts_ipc_url("down", url, sizeof(url));
 	snprintf(route, sizeof(route), "*=%s", url);
-	enqueue_n(conn, "t", "o", 50);
+	ts_enqueue_n(conn, "t", "o", 50);
 	struct relay_run r;
 	const char *routes[] = { route, NULL };
 	const char *extra[] = { "--poll-ms", "100", "--batch", "10", "--max-inflight", "5",
@@ -195,8 +204,8 @@ START_TEST(test_outage_breaker_bounds_attempts)
 	    "SELECT count(*) FROM outbox.messages WHERE attempts > 1"), 0);
 	ck_assert_int_ge(ts_log_count(r.log, "relay.breaker.probe"), 2);
 
-	struct fake_consumer fc;
-	fake_start(&fc, url, FAKE_APPLIED);
+	struct ts_fake_consumer fc;
+	ts_fake_consumer_start(&fc, url, TS_FAKE_APPLIED);
 	ck_assert_int_eq(ts_wait_value(conn,
 	    "SELECT count(*) FROM outbox.messages WHERE status = 'delivered'", 50, 30 * T_SEC), 50);
 	ck_assert_int_eq(ts_query_int(conn,
@@ -206,11 +215,11 @@ START_TEST(test_outage_breaker_bounds_attempts)
 	/* Frames tried while down: the ones before the breaker opened (one
 	 * wave: up to 5) plus about one probe per 500 ms for ~6 s. Without
 	 * the breaker it is a wave of 5 every ~300 ms: ~100. */
-	int64_t sent = log_last_value(r.log, "relay.totals", "frames_sent");
+	int64_t sent = ts_log_last_value(r.log, "relay.totals", "frames_sent");
 	int64_t down = sent - (int64_t)atomic_load(&fc.frames);
 	ck_assert_msg(down >= 3 && down <= 25, "frames sent while down: %lld (total %lld)",
 	    (long long)down, (long long)sent);
-	fake_stop(&fc);
+	ts_fake_consumer_stop(&fc);
 	PQfinish(conn);
 }
 END_TEST
@@ -222,8 +231,8 @@ START_TEST(test_listen_reconnects)
 	PGconn *conn = ts_connect(db);
 	ts_ipc_url("listen", url, sizeof(url));
 	snprintf(route, sizeof(route), "*=%s", url);
-	struct fake_consumer fc;
-	fake_start(&fc, url, FAKE_APPLIED);
+	struct ts_fake_consumer fc;
+	ts_fake_consumer_start(&fc, url, TS_FAKE_APPLIED);
 	struct relay_run r;
 	const char *routes[] = { route, NULL };
 	/* Polling every 10 min: only a notification can wake the relay. */
@@ -231,7 +240,7 @@ START_TEST(test_listen_reconnects)
 	relay_start(&r, db, routes, extra);
 	ck_assert_int_eq(ts_log_wait(r.log, "relay.db.connected", 1, 20 * T_SEC), 1);
 	usleep(300 * 1000);
-	enqueue_n(conn, "t", "before", 1);
+	ts_enqueue_n(conn, "t", "before", 1);
 	ck_assert_int_eq(ts_wait_value(conn,
 	    "SELECT count(*) FROM outbox.messages WHERE status = 'delivered'", 1, 10 * T_SEC), 1);
 
@@ -241,11 +250,11 @@ START_TEST(test_listen_reconnects)
 	ck_assert_int_eq(ts_log_wait(r.log, "relay.db.lost", 1, 20 * T_SEC), 1);
 	ck_assert_int_eq(ts_log_wait(r.log, "reconnect=1", 1, 20 * T_SEC), 1);
 	usleep(300 * 1000);
-	enqueue_n(conn, "t", "after", 1);
+	ts_enqueue_n(conn, "t", "after", 1);
 	ck_assert_int_eq(ts_wait_value(conn,
 	    "SELECT count(*) FROM outbox.messages WHERE status = 'delivered'", 2, 10 * T_SEC), 2);
 	ck_assert_int_eq(relay_stop(&r), 0);
-	fake_stop(&fc);
+	ts_fake_consumer_stop(&fc);
 	PQfinish(conn);
 }
 END_TEST
@@ -268,12 +277,12 @@ START_TEST(test_housekeeping_truncates_done_slots)
 	snprintf(route, sizeof(route), "*=%s", url);
 	snprintf(rroute, sizeof(rroute), "rej=%s", urlr);
 	snprintf(hroute, sizeof(hroute), "held=%s", urlh);
-	struct fake_consumer fc, rej, held;
-	fake_start(&fc, url, FAKE_APPLIED);
-	fake_start(&rej, urlr, FAKE_REJECT);
-	enqueue_n(conn, "t", "old", 95);
-	enqueue_n(conn, "rej", "dead", 3);
-	enqueue_n(conn, "held", "held", 1); /* its consumer is not up yet */
+	struct ts_fake_consumer fc, rej, held;
+	ts_fake_consumer_start(&fc, url, TS_FAKE_APPLIED);
+	ts_fake_consumer_start(&rej, urlr, TS_FAKE_REJECT);
+	ts_enqueue_n(conn, "t", "old", 95);
+	ts_enqueue_n(conn, "rej", "dead", 3);
+	ts_enqueue_n(conn, "held", "held", 1); /* its consumer is not up yet */
 	struct relay_run r;
 	const char *routes[] = { route, rroute, hroute, NULL };
 	const char *extra[] = { "--workers", "3", "--retention", "1h", "--purge-interval",
@@ -291,7 +300,7 @@ START_TEST(test_housekeeping_truncates_done_slots)
 	    " WHERE state = 'current'");
 	ck_assert_int_eq(ts_wait_value(conn,
 	    "SELECT count(*) FROM outbox.slots WHERE state = 'closed'", 1, 30 * T_SEC), 1);
-	enqueue_n(conn, "t", "new", 5);
+	ts_enqueue_n(conn, "t", "new", 5);
 	ck_assert_int_eq(ts_wait_value(conn,
 	    "SELECT count(*) FROM outbox.messages WHERE idempotency_key LIKE 'new-%'"
 	    " AND status = 'delivered'", 5, 30 * T_SEC), 5);
@@ -305,7 +314,7 @@ START_TEST(test_housekeeping_truncates_done_slots)
 	    "SELECT count(*) FROM outbox.messages WHERE idempotency_key LIKE 'old-%'"), 95);
 
 	/* Its consumer comes up: delivered, and the slot goes. */
-	fake_start(&held, urlh, FAKE_APPLIED);
+	ts_fake_consumer_start(&held, urlh, TS_FAKE_APPLIED);
 	ck_assert_int_eq(ts_wait_value(conn,
 	    "SELECT count(*) FROM outbox.messages WHERE idempotency_key LIKE 'old-%'", 0,
 	    30 * T_SEC), 0);
@@ -318,11 +327,11 @@ START_TEST(test_housekeeping_truncates_done_slots)
 	ck_assert_int_eq(atomic_load(&held.messages), 1);
 	ck_assert_int_eq(relay_stop(&r), 0);
 	/* One process truncated the slot: its 99 messages. */
-	ck_assert_int_eq(log_last_value(r.log, "relay.totals", "purged"), 99);
+	ck_assert_int_eq(ts_log_last_value(r.log, "relay.totals", "purged"), 99);
 	ck_assert_int_eq(ts_log_count(r.log, "relay.housekeep.done truncated_slot=0 purged=99"), 1);
-	fake_stop(&fc);
-	fake_stop(&rej);
-	fake_stop(&held);
+	ts_fake_consumer_stop(&fc);
+	ts_fake_consumer_stop(&rej);
+	ts_fake_consumer_stop(&held);
 	PQfinish(conn);
 }
 END_TEST

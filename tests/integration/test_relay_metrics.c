@@ -12,12 +12,24 @@
  * start-up errors. The log never shows a conninfo's password.
  */
 #include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <jansson.h>
+#include <nng/nng.h>
 
-#include "test_relay_util.h"
+#include "outbox/buf.h"
+#include "outbox/err.h"
+#include "outbox/wire.h"
+#include "testsupport.h"
+#include "ts_relay.h"
 
 #define T_SEC 1000
 
@@ -35,23 +47,10 @@ promtool_check(int port)
 static pid_t
 metrics_relay_spawn(char *log, const char *db, const char *route, const char *const *extra)
 {
-	char *argv[64];
-	int n = 0;
-	argv[n++] = "outbox-relay";
-	argv[n++] = "--db";
-	argv[n++] = (char *)db;
-	argv[n++] = "--route";
-	argv[n++] = (char *)route;
-	argv[n++] = "--metrics";
-	argv[n++] = "127.0.0.1:0";
-	argv[n++] = "--metrics-interval";
-	argv[n++] = "200ms";
-	argv[n++] = "--poll-ms";
-	argv[n++] = "100";
-	for (int i = 0; extra != NULL && extra[i] != NULL && n < 62; i++)
-		argv[n++] = (char *)extra[i];
-	argv[n] = NULL;
-	return ts_spawn(argv, NULL, log);
+	static const char *const metrics[] = { "--metrics", "127.0.0.1:0", "--metrics-interval",
+		"200ms", "--poll-ms", "100", NULL };
+	const char *args[64];
+	return ts_relay_spawn(log, db, route, ts_args_cat(args, 64, metrics, extra));
 }
 
 /* The relay is up and its endpoint answers; returns the endpoint's port. */
@@ -114,8 +113,8 @@ START_TEST(test_endpoint_and_counters_move)
 	PGconn *conn = ts_connect(db);
 	ts_ipc_url("met", url, sizeof(url));
 	snprintf(route, sizeof(route), "*=%s", url);
-	struct fake_consumer fc;
-	fake_start(&fc, url, FAKE_APPLIED);
+	struct ts_fake_consumer fc;
+	ts_fake_consumer_start(&fc, url, TS_FAKE_APPLIED);
 	const char *extra[] = { "--workers", "2", "--batch", "5", "--max-inflight", "1",
 		"--max-attempts", "2", "--backoff-base-ms", "10ms", "--backoff-cap-ms", "50ms",
 		NULL };
@@ -141,7 +140,7 @@ START_TEST(test_endpoint_and_counters_move)
 
 	/* N messages, two workers: delivered_total{topic} == N. */
 	const int N = 60;
-	enqueue_n(conn, "t", "a", N);
+	ts_enqueue_n(conn, "t", "a", N);
 	ck_assert_int_eq(ts_wait_metric(port, "outbox_relay_delivered_total{topic=\"t\"}", N,
 	    60 * T_SEC), N);
 	ck_assert_int_eq(delivered_in_db(conn), N);
@@ -156,23 +155,23 @@ START_TEST(test_endpoint_and_counters_move)
 
 	/* A rejecting consumer: dead letters by topic. A retrying one: one
 	 * retry each, then (max-attempts 2) a dead letter. */
-	atomic_store(&fc.mode, FAKE_REJECT);
-	enqueue_n(conn, "r", "b", 3);
+	atomic_store(&fc.mode, TS_FAKE_REJECT);
+	ts_enqueue_n(conn, "r", "b", 3);
 	ck_assert_int_eq(ts_wait_metric(port, "outbox_relay_dead_lettered_total{topic=\"r\"}", 3,
 	    30 * T_SEC), 3);
-	atomic_store(&fc.mode, FAKE_RETRY);
-	enqueue_n(conn, "q", "c", 2);
+	atomic_store(&fc.mode, TS_FAKE_RETRY);
+	ts_enqueue_n(conn, "q", "c", 2);
 	ck_assert_int_eq(ts_wait_metric(port, "outbox_relay_dead_lettered_total{topic=\"q\"}", 2,
 	    30 * T_SEC), 2);
 	ck_assert(ts_metric(port, "outbox_relay_retried_total{topic=\"q\"}") == 2);
 	ck_assert(ts_metric(port, "outbox_relay_delivered_total{topic=\"t\"}") == N);
 
 	/* A stopped endpoint never holds up delivery. */
-	atomic_store(&fc.mode, FAKE_APPLIED);
-	pid_t mpid = (pid_t)log_last_value(log, "relay.metrics.listening", "pid");
+	atomic_store(&fc.mode, TS_FAKE_APPLIED);
+	pid_t mpid = (pid_t)ts_log_last_value(log, "relay.metrics.listening", "pid");
 	ck_assert_int_gt(mpid, 0);
 	ck_assert_int_eq(kill(mpid, SIGSTOP), 0);
-	enqueue_n(conn, "t", "d", 40);
+	ts_enqueue_n(conn, "t", "d", 40);
 	ck_assert_int_eq(ts_wait_value(conn,
 	    "SELECT count(*) FROM outbox.messages WHERE status = 'delivered'", N + 40,
 	    60 * T_SEC), N + 40);
@@ -187,7 +186,7 @@ START_TEST(test_endpoint_and_counters_move)
 	port = ts_log_wait_port(log, "relay.metrics.listening", 30 * T_SEC);
 	ck_assert_int_eq(ts_http_wait_status(port, "GET", "/healthz", 200, 30 * T_SEC), 200);
 	ck_assert(ts_metric(port, "outbox_relay_delivered_total{topic=\"t\"}") == N + 40);
-	ck_assert_int_ne((pid_t)log_last_value(log, "relay.metrics.listening", "pid"), mpid);
+	ck_assert_int_ne((pid_t)ts_log_last_value(log, "relay.metrics.listening", "pid"), mpid);
 
 	/* The sum over the workers: each worker's own totals add up to it. */
 	double claimed = ts_metric(port, "outbox_relay_claimed_total");
@@ -198,7 +197,7 @@ START_TEST(test_endpoint_and_counters_move)
 	ck_assert_int_eq(log_sum(log, "relay.worker.totals", "delivered"), N + 40);
 	ck_assert_int_eq((int64_t)claimed, log_sum(log, "relay.worker.totals", "claimed"));
 	ck_assert_int_eq(ts_log_count(log, "relay.metrics.stopped"), 1);
-	fake_stop(&fc);
+	ts_fake_consumer_stop(&fc);
 	PQfinish(conn);
 }
 END_TEST
@@ -210,8 +209,8 @@ START_TEST(test_fenced_out_and_takeovers)
 	PGconn *conn = ts_connect(db);
 	ts_ipc_url("mfence", url, sizeof(url));
 	snprintf(route, sizeof(route), "*=%s", url);
-	struct fake_consumer fc;
-	fake_start(&fc, url, FAKE_APPLIED);
+	struct ts_fake_consumer fc;
+	ts_fake_consumer_start(&fc, url, TS_FAKE_APPLIED);
 	/* The first claim's worker stalls 4 s past a 1.5 s lease; the other
 	 * worker takes its messages over. */
 	const char *extra[] = { "--workers", "2",
@@ -221,11 +220,11 @@ START_TEST(test_fenced_out_and_takeovers)
 	pid_t sup = metrics_relay_spawn(log, db, route, extra);
 	int port = wait_serving(log);
 	ck_assert_int_eq(ts_log_wait(log, "relay.db.connected", 2, 30 * T_SEC), 2);
-	enqueue_n(conn, "t", "s", 4);
+	ts_enqueue_n(conn, "t", "s", 4);
 	ck_assert_int_eq(ts_log_wait(log, "relay.fault.stall ", 1, 30 * T_SEC), 1);
 	/* The stalled claim holds k of them (both workers may have claimed at
 	 * once): while it stalls, at least those k are in flight. */
-	int64_t k = log_last_value(log, "relay.fault.stall ", "messages");
+	int64_t k = ts_log_last_value(log, "relay.fault.stall ", "messages");
 	ck_assert(k >= 1 && k <= 4);
 	int64_t end = ts_now_ms() + 10 * T_SEC;
 	double inflight;
@@ -245,8 +244,8 @@ START_TEST(test_fenced_out_and_takeovers)
 	kill(sup, SIGTERM);
 	ck_assert_int_eq(ts_wait_exit(sup, 30 * T_SEC), 0);
 	assert_clean_exit(log);
-	ck_assert_int_eq(log_last_value(log, "relay.totals", "fenced_out"), k);
-	fake_stop(&fc);
+	ck_assert_int_eq(ts_log_last_value(log, "relay.totals", "fenced_out"), k);
+	ts_fake_consumer_stop(&fc);
 	PQfinish(conn);
 }
 END_TEST
@@ -258,8 +257,8 @@ START_TEST(test_blocked_key_and_breaker)
 	PGconn *conn = ts_connect(db);
 	ts_ipc_url("mblock", url, sizeof(url));
 	snprintf(route, sizeof(route), "*=%s", url);
-	struct fake_consumer fc;
-	fake_start(&fc, url, FAKE_REJECT);
+	struct ts_fake_consumer fc;
+	ts_fake_consumer_start(&fc, url, TS_FAKE_REJECT);
 	const char *extra[] = { "--workers", "2", "--delivery-timeout-ms", "300ms",
 		"--lease-ms", "2s", "--breaker-threshold", "2", "--breaker-probe-interval", "200ms",
 		"--backoff-base-ms", "10ms", "--backoff-cap-ms", "100ms", NULL };
@@ -273,7 +272,7 @@ START_TEST(test_blocked_key_and_breaker)
 	ck_assert(ts_metric(port, "outbox_relay_dead_lettered_total{topic=\"t\"}") == 1);
 	ck_assert_int_eq(ts_wait_metric(port, "outbox_relay_pending", 2, 30 * T_SEC), 2);
 	/* Requeued and accepted: unblocked. */
-	atomic_store(&fc.mode, FAKE_APPLIED);
+	atomic_store(&fc.mode, TS_FAKE_APPLIED);
 	ts_exec(conn, "SELECT outbox.requeue_dead(ARRAY(SELECT id FROM outbox.dead))");
 	ck_assert_int_eq(ts_wait_metric(port, "outbox_relay_blocked_keys", 0, 30 * T_SEC), 0);
 	ck_assert_int_eq(ts_wait_metric(port, "outbox_relay_pending", 0, 30 * T_SEC), 0);
@@ -282,14 +281,14 @@ START_TEST(test_blocked_key_and_breaker)
 	char breaker[400];
 	snprintf(breaker, sizeof(breaker), "outbox_relay_breaker_open{destination=\"%s\"}", url);
 	ck_assert(ts_metric(port, breaker) == 0);
-	fake_stop(&fc);
-	enqueue_n(conn, "u", "e", 10);
+	ts_fake_consumer_stop(&fc);
+	ts_enqueue_n(conn, "u", "e", 10);
 	ck_assert_int_eq(ts_wait_metric(port, breaker, 1, 30 * T_SEC), 1);
 	ck_assert(ts_metric(port, "outbox_relay_frames_failed_total") >= 2);
 	ck_assert(ts_metric(port, "outbox_relay_oldest_claimable_age_seconds") >= 0);
 	promtool_check(port);
 	/* Back: a probe closes it and the rest is delivered. */
-	fake_start(&fc, url, FAKE_APPLIED);
+	ts_fake_consumer_start(&fc, url, TS_FAKE_APPLIED);
 	ck_assert_int_eq(ts_wait_value(conn,
 	    "SELECT count(*) FROM outbox.messages WHERE topic = 'u' AND status = 'delivered'", 10,
 	    60 * T_SEC), 10);
@@ -299,7 +298,7 @@ START_TEST(test_blocked_key_and_breaker)
 	kill(sup, SIGTERM);
 	ck_assert_int_eq(ts_wait_exit(sup, 30 * T_SEC), 0);
 	assert_clean_exit(log);
-	fake_stop(&fc);
+	ts_fake_consumer_stop(&fc);
 	PQfinish(conn);
 }
 END_TEST
@@ -369,7 +368,7 @@ START_TEST(test_bad_metrics_config)
 	char addr[64];
 	snprintf(addr, sizeof(addr), "127.0.0.1:%d", busy_port);
 	PGconn *conn = ts_connect(db);
-	enqueue_n(conn, "t", "x", 2);
+	ts_enqueue_n(conn, "t", "x", 2);
 	char *busy[] = { "outbox-relay", "--db", db, "--route", "*=ipc:///tmp/x",
 		"--metrics", addr, NULL };
 	ck_assert_int_eq(ts_run(busy, NULL, out, sizeof(out), 60 * T_SEC), 1);
@@ -399,13 +398,13 @@ START_TEST(test_password_never_logged)
 	PGconn *conn = ts_connect(db);
 	ts_ipc_url("mpw", url, sizeof(url));
 	snprintf(route, sizeof(route), "*=%s", url);
-	struct fake_consumer fc;
-	fake_start(&fc, url, FAKE_APPLIED);
+	struct ts_fake_consumer fc;
+	ts_fake_consumer_start(&fc, url, TS_FAKE_APPLIED);
 	const char *extra[] = { "--workers", "2", "--log-format", "json", "--log-level",
 		"debug", NULL };
 	pid_t sup = metrics_relay_spawn(log, pw, route, extra);
 	(void)wait_serving(log);
-	enqueue_n(conn, "t", "p", 5);
+	ts_enqueue_n(conn, "t", "p", 5);
 	ck_assert_int_eq(ts_wait_value(conn,
 	    "SELECT count(*) FROM outbox.messages WHERE status = 'delivered'", 5, 30 * T_SEC), 5);
 	kill(sup, SIGTERM);
@@ -433,7 +432,7 @@ START_TEST(test_password_never_logged)
 	ck_assert_int_eq(ts_run(bad, NULL, out, sizeof(out), 30 * T_SEC), 2);
 	ck_assert_msg(strstr(out, "hunter2") == NULL, "%s", out);
 	ck_assert_msg(strstr(out, "password=***") != NULL, "%s", out);
-	fake_stop(&fc);
+	ts_fake_consumer_stop(&fc);
 	PQfinish(conn);
 }
 END_TEST

@@ -7,9 +7,22 @@
  * deadline or on a second signal; a fault armed once fires once in the
  * whole process tree; a stalled worker is fenced out and says so.
  */
+#include <inttypes.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
-#include "test_relay_util.h"
+#include <nng/nng.h>
+
+#include "outbox/buf.h"
+#include "outbox/err.h"
+#include "outbox/wire.h"
+#include "testsupport.h"
+#include "ts_relay.h"
 
 #define T_SEC 1000
 
@@ -103,10 +116,10 @@ START_TEST(test_workers_restart)
 	PGconn *conn = ts_connect(db);
 	ts_ipc_url("sup", url, sizeof(url));
 	snprintf(route, sizeof(route), "*=%s", url);
-	struct fake_consumer fc;
-	fake_start(&fc, url, FAKE_APPLIED);
+	struct ts_fake_consumer fc;
+	ts_fake_consumer_start(&fc, url, TS_FAKE_APPLIED);
 	const char *extra[] = { "--workers", "3", "--poll-ms", "100", NULL };
-	pid_t sup = relay_spawn(log, db, route, extra);
+	pid_t sup = ts_relay_spawn(log, db, route, extra);
 	ck_assert_int_eq(ts_log_wait(log, "relay.worker.started", 3, 20 * T_SEC), 3);
 	pid_t w1 = worker_pid(log, 1);
 	ck_assert_int_gt(w1, 0);
@@ -122,16 +135,16 @@ START_TEST(test_workers_restart)
 	ck_assert_int_eq(ts_log_wait(log, "relay.worker.started", 4, 20 * T_SEC), 4);
 	ck_assert_int_ne(worker_pid(log, 1), w1);
 
-	enqueue_n(conn, "t", "s", 100);
+	ts_enqueue_n(conn, "t", "s", 100);
 	ck_assert_int_eq(ts_wait_value(conn,
 	    "SELECT count(*) FROM outbox.messages WHERE status = 'delivered'", 100, 30 * T_SEC), 100);
 	kill(sup, SIGTERM);
 	ck_assert_int_eq(ts_wait_exit(sup, 20 * T_SEC), 0);
 	ck_assert_int_eq(ts_log_count(log, "relay.worker.totals worker="), 3);
-	ck_assert_int_eq(log_last_value(log, "relay.totals", "delivered"), 100);
+	ck_assert_int_eq(ts_log_last_value(log, "relay.totals", "delivered"), 100);
 	/* No worker outlives the supervisor. */
 	ck_assert_int_eq(kill(worker_pid(log, 0), 0), -1);
-	fake_stop(&fc);
+	ts_fake_consumer_stop(&fc);
 	PQfinish(conn);
 }
 END_TEST
@@ -143,12 +156,12 @@ START_TEST(test_shutdown_releases_unsent)
 	PGconn *conn = ts_connect(db);
 	ts_ipc_url("rel", url, sizeof(url));
 	snprintf(route, sizeof(route), "*=%s", url);
-	struct fake_consumer fc;
-	fake_start(&fc, url, FAKE_APPLIED);
-	enqueue_n(conn, "t", "u", 5);
+	struct ts_fake_consumer fc;
+	ts_fake_consumer_start(&fc, url, TS_FAKE_APPLIED);
+	ts_enqueue_n(conn, "t", "u", 5);
 	const char *extra[] = { "--fault-stall-after-claim", "1", "--fault-stall-ms", "60s",
 		"--lease-ms", "120s", NULL };
-	pid_t sup = relay_spawn(log, db, route, extra);
+	pid_t sup = ts_relay_spawn(log, db, route, extra);
 	ck_assert_int_eq(ts_log_wait(log, "relay.fault.stall ", 1, 20 * T_SEC), 1);
 	ck_assert_int_eq(ts_query_int(conn,
 	    "SELECT count(*) FROM outbox.messages WHERE lease_owner IS NOT NULL AND attempts = 1"), 5);
@@ -161,8 +174,8 @@ START_TEST(test_shutdown_releases_unsent)
 	    "SELECT count(*) FROM outbox.messages WHERE status = 'pending' AND lease_owner IS NULL"
 	    " AND attempts = 0 AND available_at <= now()"), 5);
 	ck_assert_uint_eq(atomic_load(&fc.frames), 0);
-	ck_assert_int_eq(log_last_value(log, "relay.totals", "released"), 5);
-	fake_stop(&fc);
+	ck_assert_int_eq(ts_log_last_value(log, "relay.totals", "released"), 5);
+	ts_fake_consumer_stop(&fc);
 	PQfinish(conn);
 }
 END_TEST
@@ -174,12 +187,12 @@ START_TEST(test_shutdown_cuts_inflight_within_grace)
 	PGconn *conn = ts_connect(db);
 	ts_ipc_url("cut", url, sizeof(url));
 	snprintf(route, sizeof(route), "*=%s", url);
-	struct fake_consumer fc;
-	fake_start(&fc, url, FAKE_SILENT);
-	enqueue_n(conn, "t", "c", 3);
+	struct ts_fake_consumer fc;
+	ts_fake_consumer_start(&fc, url, TS_FAKE_SILENT);
+	ts_enqueue_n(conn, "t", "c", 3);
 	const char *extra[] = { "--delivery-timeout-ms", "60s", "--lease-ms", "70s",
 		"--shutdown-grace", "2s", NULL };
-	pid_t sup = relay_spawn(log, db, route, extra);
+	pid_t sup = ts_relay_spawn(log, db, route, extra);
 	int64_t end = ts_now_ms() + 20 * T_SEC;
 	while (atomic_load(&fc.frames) == 0 && ts_now_ms() < end)
 		usleep(20 * 1000);
@@ -194,7 +207,7 @@ START_TEST(test_shutdown_cuts_inflight_within_grace)
 	ck_assert_int_eq(ts_query_int(conn,
 	    "SELECT count(*) FROM outbox.messages WHERE status = 'pending' AND lease_owner IS NULL"
 	    " AND attempts = 1 AND last_error LIKE 'no reply from%'"), 3);
-	fake_stop(&fc);
+	ts_fake_consumer_stop(&fc);
 	PQfinish(conn);
 }
 END_TEST
@@ -206,7 +219,7 @@ START_TEST(test_stuck_worker_killed)
 	snprintf(route, sizeof(route), "*=ipc://%s/none.ipc", ts_tmpdir());
 	/* Deadline: a stopped worker cannot exit; SIGKILL after the grace. */
 	const char *extra[] = { "--shutdown-grace", "1s", NULL };
-	pid_t sup = relay_spawn(log, db, route, extra);
+	pid_t sup = ts_relay_spawn(log, db, route, extra);
 	ck_assert_int_eq(ts_log_wait(log, "relay.worker.started", 1, 20 * T_SEC), 1);
 	pid_t w = worker_pid(log, 0);
 	kill(w, SIGSTOP);
@@ -218,7 +231,7 @@ START_TEST(test_stuck_worker_killed)
 
 	/* Second signal: SIGKILL at once, long before a 60 s grace. */
 	const char *extra2[] = { "--shutdown-grace", "60s", NULL };
-	sup = relay_spawn(log2, db, route, extra2);
+	sup = ts_relay_spawn(log2, db, route, extra2);
 	ck_assert_int_eq(ts_log_wait(log2, "relay.worker.started", 1, 20 * T_SEC), 1);
 	w = worker_pid(log2, 0);
 	kill(w, SIGSTOP);
@@ -239,14 +252,14 @@ START_TEST(test_fault_fires_once_in_tree)
 	PGconn *conn = ts_connect(db);
 	ts_ipc_url("fault", url, sizeof(url));
 	snprintf(route, sizeof(route), "*=%s", url);
-	struct fake_consumer fc;
-	fake_start(&fc, url, FAKE_APPLIED);
+	struct ts_fake_consumer fc;
+	ts_fake_consumer_start(&fc, url, TS_FAKE_APPLIED);
 	const char *extra[] = { "--workers", "2", "--poll-ms", "100",
 		"--fault-die-after-claim", "1", "--delivery-timeout-ms", "300ms",
 		"--lease-ms", "1500ms", "--batch", "5", "--max-inflight", "1", NULL };
-	pid_t sup = relay_spawn(log, db, route, extra);
+	pid_t sup = ts_relay_spawn(log, db, route, extra);
 	ck_assert_int_eq(ts_log_wait(log, "relay.worker.started", 2, 20 * T_SEC), 2);
-	enqueue_n(conn, "t", "f", 40);
+	ts_enqueue_n(conn, "t", "f", 40);
 	ck_assert_int_eq(ts_wait_value(conn,
 	    "SELECT count(*) FROM outbox.messages WHERE status = 'delivered'", 40, 30 * T_SEC), 40);
 	/* The dead worker's claim came back after its lease: attempt 2. */
@@ -257,7 +270,7 @@ START_TEST(test_fault_fires_once_in_tree)
 	ck_assert_int_eq(ts_log_count(log, "fault.die "), 1);
 	ck_assert_int_eq(ts_log_count(log, "status=signal:9 restart_in_ms="), 1);
 	ck_assert_int_eq(ts_log_count(log, "relay.worker.started"), 3);
-	fake_stop(&fc);
+	ts_fake_consumer_stop(&fc);
 	PQfinish(conn);
 }
 END_TEST
@@ -275,14 +288,14 @@ stalled_worker_run(bool fencing, int64_t *taken)
 	PGconn *conn = ts_connect(db);
 	ts_ipc_url(fencing ? "fence" : "nofence", url, sizeof(url));
 	snprintf(route, sizeof(route), "*=%s", url);
-	struct fake_consumer fc;
-	fake_start(&fc, url, FAKE_APPLIED);
-	enqueue_n(conn, "t", "s", 4);
+	struct ts_fake_consumer fc;
+	ts_fake_consumer_start(&fc, url, TS_FAKE_APPLIED);
+	ts_enqueue_n(conn, "t", "s", 4);
 	const char *extra[] = { "--workers", "2", "--poll-ms", "100",
 		"--fault-stall-after-claim", "1", "--fault-stall-ms", "4s",
 		"--delivery-timeout-ms", "300ms", "--lease-ms", "1500ms",
 		"--batch", "10", "--max-inflight", "1", fencing ? NULL : "--no-fencing", NULL };
-	pid_t sup = relay_spawn(log, db, route, extra);
+	pid_t sup = ts_relay_spawn(log, db, route, extra);
 	ck_assert_int_eq(ts_wait_value(conn,
 	    "SELECT count(*) FROM outbox.messages WHERE status = 'delivered'", 4, 30 * T_SEC), 4);
 	/* The stalled worker wakes and sends its batch too (the messages taken
@@ -304,27 +317,27 @@ stalled_worker_run(bool fencing, int64_t *taken)
 	 * which then still held it and rightly wrote it. */
 	*taken = ts_query_int(conn, "SELECT count(*) FROM outbox.messages WHERE fence > 1");
 	ck_assert_int_ge(*taken, 1);
-	int64_t fenced = log_last_value(log, "relay.totals", "fenced_out");
+	int64_t fenced = ts_log_last_value(log, "relay.totals", "fenced_out");
 	if (fencing) {
-		ck_assert_int_eq(log_last_value(log, "relay.record.fenced_out", "fenced_out"), *taken);
+		ck_assert_int_eq(ts_log_last_value(log, "relay.record.fenced_out", "fenced_out"), *taken);
 		char ids[128];
 		PGresult *res = PQexec(conn, "SELECT string_agg(id::text, ',' ORDER BY id)"
 		    " FROM outbox.messages WHERE fence > 1");
 		snprintf(ids, sizeof(ids), " ids=%s", PQgetvalue(res, 0, 0));
 		PQclear(res);
 		ck_assert_int_eq(ts_log_count(log, ids), 1);
-		ck_assert_int_eq(log_last_value(log, "relay.totals", "delivered"), 4);
+		ck_assert_int_eq(ts_log_last_value(log, "relay.totals", "delivered"), 4);
 	} else {
 		/* both holders' outcomes landed: the taken-over messages count twice */
 		ck_assert_int_eq(ts_log_count(log, "relay.record.fenced_out"), 0);
-		ck_assert_int_eq(log_last_value(log, "relay.totals", "delivered"), 4 + *taken);
+		ck_assert_int_eq(ts_log_last_value(log, "relay.totals", "delivered"), 4 + *taken);
 	}
 	/* The takeover's outcome is in the database: delivered, attempt 2, fence 2. */
 	ck_assert_int_eq(ts_query_int(conn,
 	    "SELECT count(*) FROM outbox.messages WHERE attempts = 2 AND fence = 2"), *taken);
 	ck_assert_int_eq(ts_query_int(conn,
 	    "SELECT count(*) FROM outbox.messages WHERE status = 'delivered'"), 4);
-	fake_stop(&fc);
+	ts_fake_consumer_stop(&fc);
 	PQfinish(conn);
 	return fenced;
 }

@@ -9,14 +9,23 @@
  * dedup lookup compared a "C"-collated key with the "default"-collated
  * primary key and scanned inbox.processed on every request).
  */
+#include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <nng/nng.h>
 
 #include "outbox/buf.h"
-#include "producer_testlib.h"
 #include "testsupport.h"
+#include "ts_consumer.h"
+#include "ts_relay.h"
+#include "ts_producer.h"
 
 #define OLD_ROWS 50000  /* history already in the tables */
 #define NEW_MESSAGES 1000
@@ -128,13 +137,12 @@ START_TEST(test_drain_never_scans_a_big_table)
 
 	ts_ipc_url("consumer", url, sizeof(url));
 	snprintf(route, sizeof(route), "*=%s", url);
-	char *consumer[] = { "outbox-consumer", "--db", db, "--listen", url, NULL };
 	/* Big batches: the larger the batch, the likelier a planner that
 	 * misjudges the pending rows prefers a scan to as many lookups. */
-	char *relay[] = { "outbox-relay", "--db", db, "--route", route, "--workers", "1",
-		"--batch", "1000", "--poll-ms", "100", NULL };
-	pid_t cpid = ts_spawn(consumer, NULL, NULL);
-	pid_t rpid = ts_spawn(relay, NULL, NULL);
+	const char *relay_extra[] = { "--workers", "1", "--batch", "1000", "--poll-ms", "100",
+		NULL };
+	pid_t cpid = ts_consumer_spawn(NULL, db, url, NULL);
+	pid_t rpid = ts_relay_spawn(NULL, db, route, relay_extra);
 	/* Nothing left to deliver (a few index probes per stream). This query
 	 * must not scan either: this session's counts are flushed too. */
 	int64_t empty = ts_wait_value(conn, "SELECT outbox.backlog_empty()::int", 1, 60000);
@@ -345,24 +353,24 @@ START_TEST(test_producer_requests_never_scan)
 	struct scan_watch watch = { tables, 3, { 0 } };
 	scan_watch_start(conn, &watch);
 
-	struct pt_server srv;
-	pt_serve(db, NULL, &srv);
-	struct pt_reply r;
+	struct ts_producer_server srv;
+	ts_producer_serve(db, NULL, &srv);
+	struct ts_producer_reply r;
 	for (int i = 0; i < PRODUCER_REQUESTS; i++) {
 		snprintf(key, sizeof(key), "scan-%d", i);
-		pt_post(srv.url, key, PT_BODY, &r);
+		ts_producer_post(srv.url, key, TS_PRODUCER_BODY, &r);
 		ck_assert_msg(r.rv == 0 && r.status == 201, "create %s: rv %d status %d %s", key,
 		    r.rv, r.status, r.body);
-		pt_post(srv.url, key, PT_BODY, &r); /* the retry of a lost answer */
+		ts_producer_post(srv.url, key, TS_PRODUCER_BODY, &r); /* the retry of a lost answer */
 		ck_assert_msg(r.status == 201 && r.replayed, "replay %s: %d %s", key, r.status,
 		    r.body);
 		snprintf(path, sizeof(path), "/v1/reports?idempotency_key=%s", key);
-		pt_http(srv.url, "GET", path, NULL, NULL, 0, &r);
+		ts_producer_http(srv.url, "GET", path, NULL, NULL, 0, &r);
 		ck_assert_msg(r.status == 200, "lookup %s: %d %s", key, r.status, r.body);
 	}
-	pt_post(srv.url, "old-7", PT_BODY, &r); /* an old key, another body */
+	ts_producer_post(srv.url, "old-7", TS_PRODUCER_BODY, &r); /* an old key, another body */
 	ck_assert_msg(r.status == 422, "reused key: %d %s", r.status, r.body);
-	pt_http(srv.url, "GET", "/v1/reports?idempotency_key=old-9", NULL, NULL, 0, &r);
+	ts_producer_http(srv.url, "GET", "/v1/reports?idempotency_key=old-9", NULL, NULL, 0, &r);
 	ck_assert_msg(r.status == 200, "old lookup: %d %s", r.status, r.body);
 	ts_stop(srv.pid, SIGTERM);
 

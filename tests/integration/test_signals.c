@@ -14,10 +14,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <nng/nng.h>
+
+#include "outbox/buf.h"
+#include "outbox/err.h"
 #include "outbox/sig.h"
-#include "test_consumer_common.h"
+#include "outbox/wire.h"
+#include "testsupport.h"
+#include "ts_consumer.h"
 
 #define T_SEC 1000
 
@@ -130,13 +137,13 @@ START_TEST(test_consumer_reloads_and_second_stop_exits)
 	ck_assert_int_eq(ts_log_wait(log, "consumer.started", 1, 30 * T_SEC), 1);
 	reload_rounds(pid, log, conf, "consumer", 1);
 
-	struct cc_conn c;
-	cc_open(&c, url);
-	struct ob_wire_msg m = cc_msg(1, "t", "k-slow", "{}");
-	cc_send(&c, &m, 1);
+	struct ts_consumer_conn c;
+	ts_consumer_open(&c, url);
+	struct ob_wire_msg m = ts_consumer_msg(1, "t", "k-slow", "{}");
+	ts_consumer_send(&c, &m, 1);
 	ck_assert_int_eq(ts_log_wait(log, "fault=consumer.slow", 1, 30 * T_SEC), 1);
 	second_stop_exits(pid, log, "consumer.stopping");
-	cc_close(&c);
+	ts_consumer_close(&c);
 }
 END_TEST
 

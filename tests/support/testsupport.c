@@ -561,3 +561,58 @@ ts_refusing_local(int *port)
 {
 	return bound_local(port);
 }
+
+/* The integer after "key=" on the last line containing event, or -1. */
+int64_t
+ts_log_last_value(const char *path, const char *event, const char *key)
+{
+	char *text = ts_read_file(path);
+	int64_t v = -1;
+	const char *p = text, *line = NULL;
+	while (p != NULL && (p = strstr(p, event)) != NULL)
+		line = p++;
+	if (line != NULL) {
+		const char *eol = strchr(line, '\n');
+		char k[64];
+		snprintf(k, sizeof(k), " %s=", key);
+		const char *kv = strstr(line, k);
+		if (kv != NULL && (eol == NULL || kv < eol))
+			v = strtoll(kv + strlen(k), NULL, 10);
+	}
+	free(text);
+	return v;
+}
+
+/* Enqueue n messages on topic with keys prefix-0..n-1. */
+void
+ts_enqueue_n(PGconn *conn, const char *topic, const char *prefix, int n)
+{
+	char sql[512];
+	snprintf(sql, sizeof(sql),
+	    "SELECT count(outbox.enqueue('%s', '%s-' || g, jsonb_build_object('n', g)))"
+	    " FROM generate_series(1, %d) g", topic, prefix, n);
+	ts_exec(conn, sql);
+}
+
+void
+ts_assert_logged(const char *path, const char *needle)
+{
+	ck_assert_msg(ts_log_wait(path, needle, 1, 30000) >= 1, "%s never logged %s", path,
+	    needle);
+}
+
+const char *const *
+ts_args_cat(const char **out, size_t n, const char *const *a, const char *const *b)
+{
+	size_t k = 0;
+	for (const char *const *l = a; l != NULL && *l != NULL; l++) {
+		ck_assert_uint_lt(k, n - 1);
+		out[k++] = *l;
+	}
+	for (const char *const *l = b; l != NULL && *l != NULL; l++) {
+		ck_assert_uint_lt(k, n - 1);
+		out[k++] = *l;
+	}
+	out[k] = NULL;
+	return out;
+}

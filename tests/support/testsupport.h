@@ -115,6 +115,21 @@ char *ts_scrape(int port);
 /* How many times needle occurs in the file at path (0 when unreadable). */
 int ts_log_count(const char *path, const char *needle);
 
+/* The integer after " key=" on the last line of path containing event, or
+ * -1 when there is none. */
+int64_t ts_log_last_value(const char *path, const char *event, const char *key);
+
+/* Assert that the log at path holds needle within 30 s. */
+void ts_assert_logged(const char *path, const char *needle);
+
+/* The NULL-ended lists a then b (either may be NULL) into out, which has
+ * room for n entries; NULL-ended; asserts they fit. Returns out. */
+const char *const *ts_args_cat(const char **out, size_t n, const char *const *a,
+    const char *const *b);
+
+/* Enqueue n messages on topic, keys prefix-1..prefix-n, payload {"n": i}. */
+void ts_enqueue_n(PGconn *conn, const char *topic, const char *prefix, int n);
+
 /* Poll path every 10 ms until needle occurs want times, or timeout_ms
  * passes. Returns the last count. */
 int ts_log_wait(const char *path, const char *needle, int want, int timeout_ms);

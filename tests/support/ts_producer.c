@@ -1,43 +1,19 @@
 /*
- * producer_testlib.h - shared by the producer's integration tests: start
- * `outbox-producer serve` on port 0 (its --ready-file says which port it
- * got) and talk raw HTTP to it (ts_http: nng's client), so that a test can
- * send exactly the headers it wants.
+ * ts_producer.c - the producer's test fixtures (ts_producer.h).
  */
-#ifndef OUTBOX_PRODUCER_TESTLIB_H
-#define OUTBOX_PRODUCER_TESTLIB_H
-
-#include <pthread.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/types.h>
 #include <unistd.h>
 
 #include <jansson.h>
-#include <nng/nng.h>
-#include <nng/supplemental/http/http.h>
 
 #include "testsupport.h"
-
-struct pt_server {
-	pid_t pid;
-	char url[64];
-	char log[256];
-};
-
-struct pt_reply {
-	int rv;           /* nng error, 0 when an answer came */
-	int status;
-	bool replayed;
-	char retry_after[16];
-	char body[4096];
-};
+#include "ts_producer.h"
 
 /* Start serve on db with extra flags (NULL-terminated); waits until ready. */
-static inline void
-pt_serve(const char *db, char *const extra[], struct pt_server *s)
+void
+ts_producer_serve(const char *db, char *const extra[], struct ts_producer_server *s)
 {
 	static int n;
 	char ready[300];
@@ -55,9 +31,9 @@ pt_serve(const char *db, char *const extra[], struct pt_server *s)
 }
 
 /* One raw exchange. key may be NULL (no header); body may be NULL. */
-static inline void
-pt_http(const char *base, const char *method, const char *path, const char *key,
-    const char *body, size_t body_len, struct pt_reply *out)
+void
+ts_producer_http(const char *base, const char *method, const char *path, const char *key,
+    const char *body, size_t body_len, struct ts_producer_reply *out)
 {
 	static const char *const want[] = { "Idempotent-Replayed", "Retry-After", NULL };
 	const char *const headers[] = { "Idempotency-Key", key, NULL };
@@ -79,15 +55,15 @@ pt_http(const char *base, const char *method, const char *path, const char *key,
 	free(r.body);
 }
 
-static inline void
-pt_post(const char *base, const char *key, const char *body, struct pt_reply *out)
+void
+ts_producer_post(const char *base, const char *key, const char *body, struct ts_producer_reply *out)
 {
-	pt_http(base, "POST", "/v1/reports", key, body, body ? strlen(body) : 0, out);
+	ts_producer_http(base, "POST", "/v1/reports", key, body, body ? strlen(body) : 0, out);
 }
 
 /* report_id of a JSON body (0 when none). */
-static inline long long
-pt_report_id(const char *body)
+long long
+ts_producer_report_id(const char *body)
 {
 	json_t *o = json_loads(body, 0, NULL);
 	long long id = (long long)json_integer_value(json_object_get(o, "report_id"));
@@ -95,29 +71,10 @@ pt_report_id(const char *body)
 	return id;
 }
 
-#define PT_BODY "{\"title\":\"Crash on save\",\"module\":\"editor\",\"severity\":\"high\"}"
-
-/* A POST of PT_BODY in its own thread (pt_post_start / pthread_join). */
-struct pt_poster {
-	const char *url, *key;
-	struct pt_reply r;
-	pthread_t t;
-};
-
-static inline void *
-pt_poster_main(void *arg)
+void *
+ts_producer_poster_main(void *arg)
 {
-	struct pt_poster *p = arg;
-	pt_post(p->url, p->key, PT_BODY, &p->r);
+	struct ts_producer_poster *p = arg;
+	ts_producer_post(p->url, p->key, TS_PRODUCER_BODY, &p->r);
 	return NULL;
 }
-
-/* Wait (30 s at most) until the log at path holds needle; assert it does. */
-static inline void
-pt_wait_log(const char *path, const char *needle)
-{
-	ck_assert_msg(ts_log_wait(path, needle, 1, 30000) >= 1, "%s never logged %s", path,
-	    needle);
-}
-
-#endif

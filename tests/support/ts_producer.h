@@ -1,0 +1,55 @@
+/*
+ * ts_producer.h - test fixtures for the producer: `outbox-producer serve`
+ * started on port 0 (its --ready-file says which port it got), raw HTTP to
+ * it (ts_http: nng's client), so that a test can send exactly the headers
+ * it wants, and a POST in a thread of its own.
+ */
+#ifndef OUTBOX_TS_PRODUCER_H
+#define OUTBOX_TS_PRODUCER_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+struct ts_producer_server {
+	pid_t pid;
+	char url[64];
+	char log[256];
+};
+
+struct ts_producer_reply {
+	int rv;           /* nng error, 0 when an answer came */
+	int status;
+	bool replayed;
+	char retry_after[16];
+	char body[4096];
+};
+
+/* A valid report body. */
+#define TS_PRODUCER_BODY "{\"title\":\"Crash on save\",\"module\":\"editor\",\"severity\":\"high\"}"
+
+/* Start serve on db with extra flags (NULL-terminated); waits until ready. */
+void ts_producer_serve(const char *db, char *const extra[], struct ts_producer_server *s);
+
+/* One raw exchange. key may be NULL (no header); body may be NULL. */
+void ts_producer_http(const char *base, const char *method, const char *path, const char *key,
+    const char *body, size_t body_len, struct ts_producer_reply *out);
+
+/* POST /v1/reports. */
+void ts_producer_post(const char *base, const char *key, const char *body,
+    struct ts_producer_reply *out);
+
+/* report_id of a JSON body (0 when none). */
+long long ts_producer_report_id(const char *body);
+
+/* A POST of TS_PRODUCER_BODY in its own thread: pthread_create with
+ * ts_producer_poster_main, then pthread_join. */
+struct ts_producer_poster {
+	const char *url, *key;
+	struct ts_producer_reply r;
+	pthread_t t;
+};
+void *ts_producer_poster_main(void *arg);
+
+#endif

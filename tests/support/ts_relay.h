@@ -1,0 +1,42 @@
+/*
+ * ts_relay.h - test fixtures for the relay: a fake consumer (an nng REP
+ * socket served by a thread of the test process that answers every
+ * request in a chosen way: applied, reject, retry, garbage, or silence)
+ * and outbox-relay started with one route and extra flags.
+ */
+#ifndef OUTBOX_TS_RELAY_H
+#define OUTBOX_TS_RELAY_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <nng/nng.h>
+
+enum ts_fake_mode { TS_FAKE_APPLIED, TS_FAKE_REJECT, TS_FAKE_RETRY, TS_FAKE_GARBAGE,
+	TS_FAKE_SILENT };
+
+struct ts_fake_consumer {
+	nng_socket sock;
+	pthread_t thread;
+	_Atomic int mode;           /* an enum ts_fake_mode; may change while it runs */
+	_Atomic uint64_t frames;    /* requests received */
+	_Atomic uint64_t messages;  /* messages in them */
+	bool running;
+};
+
+/* Listen on url and answer every request as mode says (ck_assert on
+ * failure). */
+void ts_fake_consumer_start(struct ts_fake_consumer *fc, const char *url,
+    enum ts_fake_mode mode);
+
+/* Close the socket: the relay sees the consumer go away. */
+void ts_fake_consumer_stop(struct ts_fake_consumer *fc);
+
+/* Start outbox-relay on db with one route ("TOPIC=URL") and extra flags
+ * (NULL-ended, may be NULL); its output goes to log (ts_spawn). */
+pid_t ts_relay_spawn(char *log, const char *db, const char *route, const char *const *extra);
+
+#endif
