@@ -128,6 +128,28 @@ ctl_connect(const struct ctl_cmd *cmd, const char *conninfo)
 	return conn;
 }
 
+int
+ctl_start(const struct ctl_cmd *cmd, void *cfg, char *const *db, int argc, char **argv,
+    const char *hint, PGconn **conn)
+{
+	char **pos = NULL;
+	int npos, code;
+
+	*conn = NULL;
+	if ((code = ctl_parse(cmd, cfg, argc, argv, &pos, &npos)) >= 0)
+		return code;
+	if (npos > 0) {
+		fprintf(stderr, "outboxctl %s: unexpected argument '%s'%s%s\n", cmd->name, pos[0],
+		    hint ? " " : "", hint ? hint : "");
+		free(pos);
+		return CTL_EXIT_USAGE;
+	}
+	free(pos);
+	if ((*conn = ctl_connect(cmd, *db)) == NULL)
+		return CTL_EXIT_FAIL;
+	return -1;
+}
+
 bool
 ctl_parse_id(const char *s, int64_t *out)
 {

@@ -34,6 +34,15 @@ int ctl_parse(const struct ctl_cmd *cmd, void *cfg, int argc, char **argv,
  * owned, release with PQfinish. */
 PGconn *ctl_connect(const struct ctl_cmd *cmd, const char *conninfo);
 
+/* The start of a subcommand that takes no positional argument: ctl_parse,
+ * then any positional argument refused ("unexpected argument 'X'", then
+ * hint when not NULL), then ctl_connect to the string *db points at (a
+ * field of cfg, read after parsing). Returns -1 with *conn set to go on,
+ * else the exit code (help 0, usage 2, failure 1) with *conn NULL. cfg
+ * must always be released with ob_cfg_free. */
+int ctl_start(const struct ctl_cmd *cmd, void *cfg, char *const *db, int argc, char **argv,
+    const char *hint, PGconn **conn);
+
 /* A message id: decimal digits only, 1..INT64_MAX. */
 bool ctl_parse_id(const char *s, int64_t *out);
 

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "ctl.h"
 #include "ctl_util.h"
@@ -56,21 +57,15 @@ int
 ctl_inspect(int argc, char **argv)
 {
 	struct inspect_config cfg;
-	char **pos = NULL, err[1024];
-	int npos, code;
+	char err[1024];
+	int code;
 	PGconn *conn = NULL;
 	PGresult *res = NULL;
 
-	if ((code = ctl_parse(&cmd, &cfg, argc, argv, &pos, &npos)) >= 0)
+	memset(&cfg, 0, sizeof cfg);
+	if ((code = ctl_start(&cmd, &cfg, &cfg.db, argc, argv, "(use --key)", &conn)) >= 0)
 		goto out;
-	code = CTL_EXIT_USAGE;
-	if (npos > 0) {
-		fprintf(stderr, "outboxctl inspect: unexpected argument '%s' (use --key)\n", pos[0]);
-		goto out;
-	}
 	code = CTL_EXIT_FAIL;
-	if ((conn = ctl_connect(&cmd, cfg.db)) == NULL)
-		goto out;
 	const char *params[2] = { cfg.key, cfg.topic };
 	res = PQexecParams(conn, inspect_sql, 2, NULL, params, NULL, NULL, 0);
 	if (ob_pg_check(res, PGRES_TUPLES_OK, "inspect", err, sizeof err) != 0) {
@@ -96,7 +91,6 @@ out:
 	PQclear(res);
 	if (conn != NULL)
 		PQfinish(conn);
-	free(pos);
 	ob_cfg_free(ctl_inspect_options, &cfg);
 	return code;
 }

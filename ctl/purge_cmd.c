@@ -237,22 +237,16 @@ ctl_purge(int argc, char **argv)
 {
 	struct purge_config cfg;
 	struct purge_result pr;
-	char **pos = NULL, err[1024], older[32], age[64];
-	int npos, code;
+	char err[1024], older[32], age[64];
+	int code;
 	PGconn *conn = NULL;
 
 	memset(&pr, 0, sizeof pr);
 	pr.closed = -1;
-	if ((code = ctl_parse(&cmd, &cfg, argc, argv, &pos, &npos)) >= 0)
+	memset(&cfg, 0, sizeof cfg);
+	if ((code = ctl_start(&cmd, &cfg, &cfg.db, argc, argv, NULL, &conn)) >= 0)
 		goto out;
-	code = CTL_EXIT_USAGE;
-	if (npos > 0) {
-		fprintf(stderr, "outboxctl purge: unexpected argument '%s'\n", pos[0]);
-		goto out;
-	}
 	code = CTL_EXIT_FAIL;
-	if ((conn = ctl_connect(&cmd, cfg.db)) == NULL)
-		goto out;
 	snprintf(older, sizeof older, "%" PRId64, cfg.older_ms);
 	ctl_fmt_age((double)cfg.older_ms / 1000.0, age, sizeof age);
 	if (cfg.dry_run ? purge_dry_run(conn, older, &pr, err, sizeof err) != OB_OK
@@ -293,7 +287,6 @@ ctl_purge(int argc, char **argv)
 out:
 	if (conn != NULL)
 		PQfinish(conn);
-	free(pos);
 	ob_cfg_free(ctl_purge_options, &cfg);
 	return code;
 }

@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "ctl.h"
 #include "ctl_util.h"
@@ -81,21 +82,15 @@ int
 ctl_status(int argc, char **argv)
 {
 	struct status_config cfg;
-	char **pos = NULL, err[1024];
-	int npos, code;
+	char err[1024];
+	int code;
 	PGconn *conn = NULL;
 	PGresult *res = NULL;
 
-	if ((code = ctl_parse(&cmd, &cfg, argc, argv, &pos, &npos)) >= 0)
+	memset(&cfg, 0, sizeof cfg);
+	if ((code = ctl_start(&cmd, &cfg, &cfg.db, argc, argv, NULL, &conn)) >= 0)
 		goto out;
-	code = CTL_EXIT_USAGE;
-	if (npos > 0) {
-		fprintf(stderr, "outboxctl status: unexpected argument '%s'\n", pos[0]);
-		goto out;
-	}
 	code = CTL_EXIT_FAIL;
-	if ((conn = ctl_connect(&cmd, cfg.db)) == NULL)
-		goto out;
 	const char *params[1] = { cfg.topic };
 	char sql[sizeof status_sql + sizeof table_sql + sizeof json_sql];
 	snprintf(sql, sizeof sql, cfg.json ? json_sql : table_sql, status_sql);
@@ -132,7 +127,6 @@ out:
 	PQclear(res);
 	if (conn != NULL)
 		PQfinish(conn);
-	free(pos);
 	ob_cfg_free(ctl_status_options, &cfg);
 	return code;
 }
