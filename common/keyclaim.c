@@ -263,14 +263,13 @@ ob_keyclaim_complete(PGconn *conn, const char *table, const char *key,
 	snprintf(f, sizeof(f), "%" PRId64, fence);
 	snprintf(s, sizeof(s), "%d", status);
 	const char *params[4] = { key, f, s, body };
-	PGresult *res = PQexecParams(conn, sql, 4, NULL, params, NULL, NULL, 0);
-	int rc = ob_pg_check(res, PGRES_COMMAND_OK, "complete key", err, errlen);
-	if (rc == OB_OK && strcmp(PQcmdTuples(res), "1") != 0) {
+	int64_t rows = 0;
+	int rc = ob_pg_command(conn, sql, 4, params, "complete key", &rows, err, errlen);
+	if (rc == OB_OK && rows != 1) {
 		snprintf(err, errlen, "complete key: fenced out (token %" PRId64 " no longer holds the key)",
 		    fence);
 		rc = OB_EFENCED;
 	}
-	PQclear(res);
 	return rc;
 }
 
@@ -312,10 +311,7 @@ end_lease(PGconn *conn, const char *table, const char *key, int64_t fence,
 	    table, until);
 	snprintf(f, sizeof(f), "%" PRId64, fence);
 	const char *params[2] = { key, f };
-	PGresult *res = PQexecParams(conn, sql, 2, NULL, params, NULL, NULL, 0);
-	int rc = ob_pg_check(res, PGRES_COMMAND_OK, what, err, errlen);
-	PQclear(res);
-	return rc;
+	return ob_pg_command(conn, sql, 2, params, what, NULL, err, errlen);
 }
 
 int
@@ -353,10 +349,5 @@ ob_keyclaim_gc(PGconn *conn, const char *table, int64_t retention_ms,
 	snprintf(r, sizeof(r), "%" PRId64, retention_ms);
 	snprintf(b, sizeof(b), "%d", batch);
 	const char *params[2] = { r, b };
-	PGresult *res = PQexecParams(conn, sql, 2, NULL, params, NULL, NULL, 0);
-	int rc = ob_pg_check(res, PGRES_COMMAND_OK, "key gc", err, errlen);
-	if (rc == OB_OK)
-		*deleted = strtoll(PQcmdTuples(res), NULL, 10);
-	PQclear(res);
-	return rc;
+	return ob_pg_command(conn, sql, 2, params, "key gc", deleted, err, errlen);
 }

@@ -92,13 +92,9 @@ apply_one(PGconn *conn, const struct ob_migration *m, char *err, size_t errlen)
 	char version[16];
 	snprintf(version, sizeof(version), "%d", m->version);
 	const char *params[3] = { m->set, version, m->name };
-	PGresult *res = PQexecParams(conn,
+	return ob_pg_command(conn,
 	    "INSERT INTO public.outbox_schema_migrations (schema_set, version, name)"
-	    " VALUES ($1, $2::int, $3)",
-	    3, NULL, params, NULL, NULL, 0);
-	rc = ob_pg_check(res, PGRES_COMMAND_OK, "record migration", err, errlen);
-	PQclear(res);
-	return rc;
+	    " VALUES ($1, $2::int, $3)", 3, params, "record migration", NULL, err, errlen);
 }
 
 /* The md5 (server side) of set's files, names and texts, and the one stored
@@ -215,13 +211,10 @@ apply_files(PGconn *conn, const char *set, bool migrated,
 	if ((rc = drop_stale(conn, set, report, err, errlen)) != OB_OK)
 		return rc;
 	const char *params[2] = { set, digest };
-	PGresult *res = PQexecParams(conn,
+	return ob_pg_command(conn,
 	    "INSERT INTO public.outbox_schema_files (schema_set, digest) VALUES ($1, $2)"
 	    " ON CONFLICT (schema_set) DO UPDATE SET digest = EXCLUDED.digest, applied_at = now()",
-	    2, NULL, params, NULL, NULL, 0);
-	rc = ob_pg_check(res, PGRES_COMMAND_OK, "record schema files", err, errlen);
-	PQclear(res);
-	return rc;
+	    2, params, "record schema files", NULL, err, errlen);
 }
 
 int

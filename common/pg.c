@@ -88,6 +88,18 @@ ob_pg_exec(PGconn *conn, const char *sql, const char *what, char *err,
 }
 
 int
+ob_pg_command(PGconn *conn, const char *sql, int n, const char *const *params,
+    const char *what, int64_t *rows, char *err, size_t errlen)
+{
+	PGresult *res = PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
+	int rc = ob_pg_check(res, PGRES_COMMAND_OK, what, err, errlen);
+	if (rc == OB_OK && rows != NULL)
+		*rows = strtoll(PQcmdTuples(res), NULL, 10);
+	PQclear(res);
+	return rc;
+}
+
+int
 ob_pg_commit(PGconn *conn, char *err, size_t errlen)
 {
 	PGresult *res = PQexec(conn, "COMMIT");

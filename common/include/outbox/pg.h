@@ -29,6 +29,12 @@ int ob_pg_check(const PGresult *res, ExecStatusType want, const char *what,
 int ob_pg_exec(PGconn *conn, const char *sql, const char *what, char *err,
     size_t errlen);
 
+/* Run one statement with n text parameters (NULL = SQL NULL) expecting
+ * COMMAND_OK; *rows (may be NULL) gets the rows it changed. Clears the
+ * result. OB_OK or OB_EDB with "what: message" in err. */
+int ob_pg_command(PGconn *conn, const char *sql, int n, const char *const *params,
+    const char *what, int64_t *rows, char *err, size_t errlen);
+
 /* COMMIT, and check that it really committed: on a transaction that had
  * failed, the server answers COMMIT with "ROLLBACK" and no error. */
 int ob_pg_commit(PGconn *conn, char *err, size_t errlen);
