@@ -246,58 +246,70 @@ cell_ok(const struct fm_fault *f, const struct fm_result *r)
 	return r->ran && r->completed && (f->side == FM_SIDE_NONE || r->fired > 0);
 }
 
+/* A cell's text: the effect count (with ! when the cell cannot be trusted)
+ * or its bookkeeping. */
+typedef void (*cell_fn)(const struct fm_fault *f, const struct fm_result *r, char *out,
+    size_t outlen);
+
+static void
+effects_cell(const struct fm_fault *f, const struct fm_result *r, char *out, size_t outlen)
+{
+	if (!r->ran)
+		snprintf(out, outlen, "error");
+	else
+		snprintf(out, outlen, "%" PRId64 "%s", r->effects, cell_ok(f, r) ? "" : "!");
+}
+
+static void
+bookkeeping_cell(const struct fm_fault *f, const struct fm_result *r, char *out,
+    size_t outlen)
+{
+	(void)f;
+	bool delivered = strcmp(r->status, "delivered") == 0;
+	if (!r->ran)
+		snprintf(out, outlen, "error");
+	else
+		snprintf(out, outlen, "%s%sa%" PRId64 " c%" PRId64 " f%" PRId64 " d%" PRId64,
+		    delivered ? "" : r->status, delivered ? "" : " ", r->attempts, r->fence,
+		    r->fenced_out, r->dup_replies);
+}
+
+/* One grid: a header of the selected, available faults, a row per selected
+ * mode. */
+static void
+print_grid(const bool *msel, const bool *fsel, const bool *avail,
+    struct fm_result res[][16], cell_fn cell)
+{
+	printf("%-18s", "mode");
+	for (int j = 0; j < fm_nfaults; j++)
+		if (fsel[j] && avail[j])
+			printf(" %15s", fm_faults[j].head);
+	printf("\n");
+	for (int i = 0; i < fm_nmodes; i++) {
+		if (!msel[i])
+			continue;
+		printf("%-18s", fm_modes[i].title);
+		for (int j = 0; j < fm_nfaults; j++) {
+			if (!fsel[j] || !avail[j])
+				continue;
+			char text[64];
+			cell(&fm_faults[j], &res[i][j], text, sizeof(text));
+			printf(" %15s", text);
+		}
+		printf("\n");
+	}
+}
+
 static void
 print_table(const bool *msel, const bool *fsel, const bool *avail,
     struct fm_result res[][16])
 {
 	printf("\nfault matrix: effect rows in inbox.notifications for ONE message"
-	    " (1 = exactly once)\n\n%-18s", "mode");
-	for (int j = 0; j < fm_nfaults; j++)
-		if (fsel[j] && avail[j])
-			printf(" %15s", fm_faults[j].head);
-	printf("\n");
-	for (int i = 0; i < fm_nmodes; i++) {
-		if (!msel[i])
-			continue;
-		printf("%-18s", fm_modes[i].title);
-		for (int j = 0; j < fm_nfaults; j++) {
-			if (!fsel[j] || !avail[j])
-				continue;
-			const struct fm_result *r = &res[i][j];
-			char cell[32];
-			if (!r->ran)
-				snprintf(cell, sizeof(cell), "error");
-			else
-				snprintf(cell, sizeof(cell), "%" PRId64 "%s", r->effects,
-				    cell_ok(&fm_faults[j], r) ? "" : "!");
-			printf(" %15s", cell);
-		}
-		printf("\n");
-	}
+	    " (1 = exactly once)\n\n");
+	print_grid(msel, fsel, avail, res, effects_cell);
 	printf("\nbookkeeping per cell: a = attempts, c = claims (the final fence),"
-	    " f = fenced_out,\nd = 'duplicate' replies; status shown when not delivered\n\n%-18s",
-	    "mode");
-	for (int j = 0; j < fm_nfaults; j++)
-		if (fsel[j] && avail[j])
-			printf(" %15s", fm_faults[j].head);
-	printf("\n");
-	for (int i = 0; i < fm_nmodes; i++) {
-		if (!msel[i])
-			continue;
-		printf("%-18s", fm_modes[i].title);
-		for (int j = 0; j < fm_nfaults; j++) {
-			if (!fsel[j] || !avail[j])
-				continue;
-			const struct fm_result *r = &res[i][j];
-			char cell[64];
-			snprintf(cell, sizeof(cell), "%s%sa%" PRId64 " c%" PRId64 " f%" PRId64
-			    " d%" PRId64, strcmp(r->status, "delivered") == 0 ? "" : r->status,
-			    strcmp(r->status, "delivered") == 0 ? "" : " ", r->attempts, r->fence,
-			    r->fenced_out, r->dup_replies);
-			printf(" %15s", r->ran ? cell : "error");
-		}
-		printf("\n");
-	}
+	    " f = fenced_out,\nd = 'duplicate' replies; status shown when not delivered\n\n");
+	print_grid(msel, fsel, avail, res, bookkeeping_cell);
 	printf("\nfaults:\n");
 	for (int j = 0; j < fm_nfaults; j++) {
 		if (!fsel[j])
