@@ -1,7 +1,7 @@
 /*
  * dead_cmd.c - `outboxctl dead list|show|requeue`: see dead letters and
  * re-drive them. Dead letters live in outbox.dead, each with its own copy
- * of the message (sql/outbox/012_streams.sql); the status of a message that
+ * of the message (the table: sql/outbox/012_streams.sql); the status of a message that
  * is not dead comes from the outbox.messages view.
  *
  * Requeue moves dead letters back to pending with outbox.requeue_dead: a

@@ -1,10 +1,11 @@
 /*
  * inspect_cmd.c - `outboxctl inspect --key K [--topic T]`: where one
- * message is, from the outbox.messages view (sql/outbox/012_streams.sql:
+ * message is, from the outbox.messages view (sql/outbox/functions/messages.sql:
  * derived from the log, its batches, the retries and the dead letters).
- * The state: claimable (pending, due, no live lease), leased (in a batch a
- * relay holds under a live lease), waiting_retry (pending, due later: a
- * retry, or a batch released until later), delivered, dead. Read-only.
+ * The state (outbox.message_state): claimable (pending, due, no live
+ * lease), leased (in a batch a relay holds under a live lease),
+ * waiting_retry (pending, due later: a retry, or a batch released until
+ * later), delivered, dead. Read-only.
  */
 #include <stddef.h>
 #include <stdio.h>

@@ -1,7 +1,7 @@
 /*
  * purge_cmd.c - `outboxctl purge --older-than D`: drop delivered messages
  * by hand, the way the relays' housekeeping does on its own (ob_housekeep,
- * outbox.housekeep in sql/outbox/012_streams.sql).
+ * outbox.housekeep in sql/outbox/functions/housekeep.sql).
  *
  * Delivered messages are never deleted one by one: outbox.events is
  * partitioned into slots and a slot is TRUNCATEd whole, once it has been

@@ -1,7 +1,7 @@
 /*
  * status_cmd.c - `outboxctl status`: per topic, how many messages are
  * pending, leased, delivered, dead and retrying, and how far behind the
- * relays are. The counts are outbox.topic_stats (sql/outbox/012_streams.sql).
+ * relays are. The counts are outbox.topic_stats (sql/outbox/functions/topic_stats.sql).
  *
  * Lag is shown two ways. oldest_pending_age: now minus the creation time of
  * the oldest pending message (not yet delivered: never claimed, in a batch
@@ -53,7 +53,7 @@ static const struct ctl_cmd cmd = {
 };
 
 /* One row per topic, then the total (is_total), from outbox.topic_stats
- * (sql/outbox/012_streams.sql): the oldest of the total is the largest
+ * (sql/outbox/functions/topic_stats.sql): the oldest of the total is the largest
  * age; an age is NULL when there is no such message. */
 static const char status_sql[] =
     "SELECT topic, GROUPING(topic) = 1 AS is_total,"

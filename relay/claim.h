@@ -1,6 +1,6 @@
 /*
  * claim.h - claim one batch of messages under a lease: outbox.claim
- * (sql/outbox/012_streams.sql).
+ * (sql/outbox/functions/claim.sql).
  *
  * One call, one round trip, one batch: a batch whose lease ran out (taken
  * over, fence bumped), due retries of one topic, or a cut of a stream in

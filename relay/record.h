@@ -1,6 +1,6 @@
 /*
  * record.h - write a batch's outcome back, fenced, in one call:
- * outbox.record (sql/outbox/012_streams.sql).
+ * outbox.record (sql/outbox/functions/record.sql).
  *
  * The write names the batch and the fence it was claimed with: a batch
  * taken over by another worker has a new fence, and this worker's outcome

@@ -1,6 +1,6 @@
 /*
  * stats.c - the database's side of the relay's gauges: the totals of
- * outbox.topic_stats() (sql/outbox/012_streams.sql), in one statement.
+ * outbox.topic_stats() (sql/outbox/functions/topic_stats.sql), in one statement.
  * Pending counts the backlog of every stream (messages not yet assigned,
  * and those in open batches) plus the retries; the oldest claimable age is
  * that of the oldest message a relay could claim now; blocked keys are

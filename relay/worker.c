@@ -182,7 +182,7 @@ connect_db(struct worker *w)
 
 /* The notifications that came in: true when one is for this worker. The
  * enqueue trigger wakes one waiting worker, named in the payload
- * (sql/outbox/013_wake_one.sql); an empty payload is for every worker
+ * (sql/outbox/functions/notify_enqueued.sql); an empty payload is for every worker
  * (outboxctl dead requeue, and schemas before 013). A notification for
  * another worker is no news here. */
 static bool

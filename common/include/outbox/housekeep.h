@@ -1,6 +1,6 @@
 /*
  * housekeep.h - one pass of the outbox's retention work, outbox.housekeep
- * (sql/outbox/012_streams.sql): done batches and expired dead letters
+ * (sql/outbox/functions/housekeep.sql): done batches and expired dead letters
  * deleted, the oldest slot of messages truncated once all done and older
  * than the retention, the current slot switched. Shared by the relay's
  * worker 0 and `outboxctl purge`; safe from any number of processes at
