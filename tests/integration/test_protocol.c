@@ -84,10 +84,9 @@ START_TEST(test_relay_stops_when_retired)
 	char db[TS_CONNINFO_MAX], url[256], route[300], log[256];
 	ts_db_create("proto_retire", "outbox", db, sizeof(db));
 	PGconn *c = ts_connect(db);
-	ts_ipc_url("proto", url, sizeof(url));
-	snprintf(route, sizeof(route), "*=%s", url);
 	struct ts_fake_consumer fc;
-	ts_fake_consumer_start(&fc, url, TS_FAKE_APPLIED);
+	ts_fake_consumer_routed(&fc, "proto", "*", TS_FAKE_APPLIED, url,
+	    sizeof(url), route, sizeof(route));
 	const char *extra[] = { "--workers", "2", "--poll-ms", "100", NULL };
 	pid_t sup = ts_relay_spawn(log, db, route, extra);
 	ck_assert_int_eq(ts_log_wait(log, "relay.db.connected", 2, 20 * T_SEC), 2);

@@ -63,10 +63,9 @@ START_TEST(test_garbage_reply_is_transient)
 	char db[TS_CONNINFO_MAX], url[256], route[300];
 	ts_db_create("rgarbage", "outbox", db, sizeof(db));
 	PGconn *conn = ts_connect(db);
-	ts_ipc_url("garbage", url, sizeof(url));
-	snprintf(route, sizeof(route), "*=%s", url);
 	struct ts_fake_consumer fc;
-	ts_fake_consumer_start(&fc, url, TS_FAKE_GARBAGE);
+	ts_fake_consumer_routed(&fc, "garbage", "*", TS_FAKE_GARBAGE, url,
+	    sizeof(url), route, sizeof(route));
 	ts_enqueue_n(conn, "t", "g", 3);
 	struct relay_run r;
 	const char *routes[] = { route, NULL };
@@ -229,10 +228,9 @@ START_TEST(test_listen_reconnects)
 	char db[TS_CONNINFO_MAX], url[256], route[300];
 	ts_db_create("rlisten", "outbox", db, sizeof(db));
 	PGconn *conn = ts_connect(db);
-	ts_ipc_url("listen", url, sizeof(url));
-	snprintf(route, sizeof(route), "*=%s", url);
 	struct ts_fake_consumer fc;
-	ts_fake_consumer_start(&fc, url, TS_FAKE_APPLIED);
+	ts_fake_consumer_routed(&fc, "listen", "*", TS_FAKE_APPLIED, url,
+	    sizeof(url), route, sizeof(route));
 	struct relay_run r;
 	const char *routes[] = { route, NULL };
 	/* Polling every 10 min: only a notification can wake the relay. */

@@ -111,10 +111,9 @@ START_TEST(test_endpoint_and_counters_move)
 	char db[TS_CONNINFO_MAX], url[256], route[300], log[256];
 	ts_db_create("rmet", "outbox", db, sizeof(db));
 	PGconn *conn = ts_connect(db);
-	ts_ipc_url("met", url, sizeof(url));
-	snprintf(route, sizeof(route), "*=%s", url);
 	struct ts_fake_consumer fc;
-	ts_fake_consumer_start(&fc, url, TS_FAKE_APPLIED);
+	ts_fake_consumer_routed(&fc, "met", "*", TS_FAKE_APPLIED, url,
+	    sizeof(url), route, sizeof(route));
 	const char *extra[] = { "--workers", "2", "--batch", "5", "--max-inflight", "1",
 		"--max-attempts", "2", "--backoff-base-ms", "10ms", "--backoff-cap-ms", "50ms",
 		NULL };
@@ -207,10 +206,9 @@ START_TEST(test_fenced_out_and_takeovers)
 	char db[TS_CONNINFO_MAX], url[256], route[300], log[256];
 	ts_db_create("rmfence", "outbox", db, sizeof(db));
 	PGconn *conn = ts_connect(db);
-	ts_ipc_url("mfence", url, sizeof(url));
-	snprintf(route, sizeof(route), "*=%s", url);
 	struct ts_fake_consumer fc;
-	ts_fake_consumer_start(&fc, url, TS_FAKE_APPLIED);
+	ts_fake_consumer_routed(&fc, "mfence", "*", TS_FAKE_APPLIED, url,
+	    sizeof(url), route, sizeof(route));
 	/* The first claim's worker stalls 4 s past a 1.5 s lease; the other
 	 * worker takes its messages over. */
 	const char *extra[] = { "--workers", "2",
@@ -255,10 +253,9 @@ START_TEST(test_blocked_key_and_breaker)
 	char db[TS_CONNINFO_MAX], url[256], route[300], log[256];
 	ts_db_create("rmblock", "outbox", db, sizeof(db));
 	PGconn *conn = ts_connect(db);
-	ts_ipc_url("mblock", url, sizeof(url));
-	snprintf(route, sizeof(route), "*=%s", url);
 	struct ts_fake_consumer fc;
-	ts_fake_consumer_start(&fc, url, TS_FAKE_REJECT);
+	ts_fake_consumer_routed(&fc, "mblock", "*", TS_FAKE_REJECT, url,
+	    sizeof(url), route, sizeof(route));
 	const char *extra[] = { "--workers", "2", "--delivery-timeout-ms", "300ms",
 		"--lease-ms", "2s", "--breaker-threshold", "2", "--breaker-probe-interval", "200ms",
 		"--backoff-base-ms", "10ms", "--backoff-cap-ms", "100ms", NULL };
@@ -396,10 +393,9 @@ START_TEST(test_password_never_logged)
 	ts_db_create("rmpw", "outbox", db, sizeof(db));
 	snprintf(pw, sizeof(pw), "%s password=hunter2", db);
 	PGconn *conn = ts_connect(db);
-	ts_ipc_url("mpw", url, sizeof(url));
-	snprintf(route, sizeof(route), "*=%s", url);
 	struct ts_fake_consumer fc;
-	ts_fake_consumer_start(&fc, url, TS_FAKE_APPLIED);
+	ts_fake_consumer_routed(&fc, "mpw", "*", TS_FAKE_APPLIED, url,
+	    sizeof(url), route, sizeof(route));
 	const char *extra[] = { "--workers", "2", "--log-format", "json", "--log-level",
 		"debug", NULL };
 	pid_t sup = metrics_relay_spawn(log, pw, route, extra);

@@ -114,10 +114,9 @@ START_TEST(test_workers_restart)
 	char db[TS_CONNINFO_MAX], url[256], route[300], log[256];
 	ts_db_create("rsup", "outbox", db, sizeof(db));
 	PGconn *conn = ts_connect(db);
-	ts_ipc_url("sup", url, sizeof(url));
-	snprintf(route, sizeof(route), "*=%s", url);
 	struct ts_fake_consumer fc;
-	ts_fake_consumer_start(&fc, url, TS_FAKE_APPLIED);
+	ts_fake_consumer_routed(&fc, "sup", "*", TS_FAKE_APPLIED, url,
+	    sizeof(url), route, sizeof(route));
 	const char *extra[] = { "--workers", "3", "--poll-ms", "100", NULL };
 	pid_t sup = ts_relay_spawn(log, db, route, extra);
 	ck_assert_int_eq(ts_log_wait(log, "relay.worker.started", 3, 20 * T_SEC), 3);
@@ -154,10 +153,9 @@ START_TEST(test_shutdown_releases_unsent)
 	char db[TS_CONNINFO_MAX], url[256], route[300], log[256];
 	ts_db_create("rrel", "outbox", db, sizeof(db));
 	PGconn *conn = ts_connect(db);
-	ts_ipc_url("rel", url, sizeof(url));
-	snprintf(route, sizeof(route), "*=%s", url);
 	struct ts_fake_consumer fc;
-	ts_fake_consumer_start(&fc, url, TS_FAKE_APPLIED);
+	ts_fake_consumer_routed(&fc, "rel", "*", TS_FAKE_APPLIED, url,
+	    sizeof(url), route, sizeof(route));
 	ts_enqueue_n(conn, "t", "u", 5);
 	const char *extra[] = { "--fault-stall-after-claim", "1", "--fault-stall-ms", "60s",
 		"--lease-ms", "120s", NULL };
@@ -185,10 +183,9 @@ START_TEST(test_shutdown_cuts_inflight_within_grace)
 	char db[TS_CONNINFO_MAX], url[256], route[300], log[256];
 	ts_db_create("rcut", "outbox", db, sizeof(db));
 	PGconn *conn = ts_connect(db);
-	ts_ipc_url("cut", url, sizeof(url));
-	snprintf(route, sizeof(route), "*=%s", url);
 	struct ts_fake_consumer fc;
-	ts_fake_consumer_start(&fc, url, TS_FAKE_SILENT);
+	ts_fake_consumer_routed(&fc, "cut", "*", TS_FAKE_SILENT, url,
+	    sizeof(url), route, sizeof(route));
 	ts_enqueue_n(conn, "t", "c", 3);
 	const char *extra[] = { "--delivery-timeout-ms", "60s", "--lease-ms", "70s",
 		"--shutdown-grace", "2s", NULL };
@@ -250,10 +247,9 @@ START_TEST(test_fault_fires_once_in_tree)
 	char db[TS_CONNINFO_MAX], url[256], route[300], log[256];
 	ts_db_create("rfault", "outbox", db, sizeof(db));
 	PGconn *conn = ts_connect(db);
-	ts_ipc_url("fault", url, sizeof(url));
-	snprintf(route, sizeof(route), "*=%s", url);
 	struct ts_fake_consumer fc;
-	ts_fake_consumer_start(&fc, url, TS_FAKE_APPLIED);
+	ts_fake_consumer_routed(&fc, "fault", "*", TS_FAKE_APPLIED, url,
+	    sizeof(url), route, sizeof(route));
 	const char *extra[] = { "--workers", "2", "--poll-ms", "100",
 		"--fault-die-after-claim", "1", "--delivery-timeout-ms", "300ms",
 		"--lease-ms", "1500ms", "--batch", "5", "--max-inflight", "1", NULL };

@@ -1,6 +1,7 @@
 /*
  * ts_relay.c - the relay's test fixtures (ts_relay.h).
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -70,6 +71,15 @@ ts_fake_consumer_start(struct ts_fake_consumer *fc, const char *url, enum ts_fak
 	ck_assert_int_eq(nng_listen(fc->sock, url, NULL, 0), 0);
 	ck_assert_int_eq(pthread_create(&fc->thread, NULL, fake_serve, fc), 0);
 	fc->running = true;
+}
+
+void
+ts_fake_consumer_routed(struct ts_fake_consumer *fc, const char *name, const char *topic,
+    enum ts_fake_mode mode, char *url, size_t urllen, char *route, size_t routelen)
+{
+	ts_ipc_url(name, url, urllen);
+	snprintf(route, routelen, "%s=%s", topic, url);
+	ts_fake_consumer_start(fc, url, mode);
 }
 
 void

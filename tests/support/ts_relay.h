@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -31,6 +32,11 @@ struct ts_fake_consumer {
  * failure). */
 void ts_fake_consumer_start(struct ts_fake_consumer *fc, const char *url,
     enum ts_fake_mode mode);
+
+/* A fake consumer on a fresh ipc URL (ts_ipc_url(name), into url) and its
+ * route "topic=URL" (into route), the setup of most relay tests. */
+void ts_fake_consumer_routed(struct ts_fake_consumer *fc, const char *name, const char *topic,
+    enum ts_fake_mode mode, char *url, size_t urllen, char *route, size_t routelen);
 
 /* Close the socket: the relay sees the consumer go away. */
 void ts_fake_consumer_stop(struct ts_fake_consumer *fc);
