@@ -56,10 +56,8 @@ endif()
 # /metrics, /healthz, /readyz, numbers that move exactly, promtool check
 # (SKIPPED for that check without promtool: scripts/get-promtool.sh),
 # readiness following the database, passwords never logged.
-pkg_check_modules(CONSUMERMETRICS_JANSSON REQUIRED IMPORTED_TARGET jansson)
 outbox_test(test_consumer_metrics SOURCES integration/test_consumer_metrics.c
-  support/webhook_target.c LABELS integration PG TIMEOUT 300
-  LIBS outbox_consumer PkgConfig::CONSUMERMETRICS_JANSSON)
+  support/webhook_target.c LABELS integration PG TIMEOUT 300 LIBS outbox_consumer)
 if(TEST test_consumer_metrics)
   set_property(TEST test_consumer_metrics APPEND PROPERTY ENVIRONMENT
     "OUTBOX_PROMTOOL=${CMAKE_BINARY_DIR}/tools/promtool")
