@@ -23,9 +23,13 @@ outbox_test(test_keyclaim SOURCES integration/test_keyclaim.c LABELS integration
 # fresh = upgraded step by step (pg_dump), re-apply drops what no file defines.
 outbox_test(test_schema SOURCES integration/test_schema.c LABELS integration PG TIMEOUT 300)
 if(TEST test_schema)
-  # the server's own pg_dump (the one scripts/pg-tmp.sh runs the server from)
-  find_program(OUTBOX_PG_DUMP pg_dump HINTS /usr/lib/postgresql/15/bin REQUIRED)
-  set_property(TEST test_schema APPEND PROPERTY ENVIRONMENT "OUTBOX_PG_DUMP=${OUTBOX_PG_DUMP}")
+  # the server's own pg_dump (the one scripts/pg-tmp.sh runs the server
+  # from). Not required to configure: the image build (deploy/Dockerfile)
+  # configures without a server; the test says what is missing.
+  find_program(OUTBOX_PG_DUMP pg_dump HINTS /usr/lib/postgresql/15/bin)
+  if(OUTBOX_PG_DUMP)
+    set_property(TEST test_schema APPEND PROPERTY ENVIRONMENT "OUTBOX_PG_DUMP=${OUTBOX_PG_DUMP}")
+  endif()
 endif()
 # One writer per table (sql/README.md's owner table), and the check going
 # red on stray writes first.

@@ -64,7 +64,8 @@ schema_dump(const char *db, const char *tag)
 {
 	char path[512], out[2048];
 	const char *pg_dump = getenv("OUTBOX_PG_DUMP");
-	ck_assert_msg(pg_dump != NULL, "OUTBOX_PG_DUMP is not set (tests/common.cmake sets it)");
+	ck_assert_msg(pg_dump != NULL, "OUTBOX_PG_DUMP is not set: no pg_dump was found when"
+	    " the build was configured (install postgresql-client-15, configure again)");
 	snprintf(path, sizeof(path), "%s/%s.sql", ts_tmpdir(), tag);
 	char *argv[] = { (char *)pg_dump, "--schema-only", "--no-owner", "-f", path, "-d", (char *)db,
 		NULL };
