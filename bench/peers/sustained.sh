@@ -30,6 +30,9 @@
 #          running in the "with" case). p50/p99/p99.9 from pgbench --log
 #          (every transaction's latency, not a per-interval average), and the
 #          ratio with/without. PEERS_COST_PAIRS (1) pairs, order alternating.
+#          PEERS_COST_EXTRA="plain unrelayed" adds, per pair: the same message
+#          INSERTed into a plain table instead (the floor), and enqueue with no
+#          relay or consumer running.
 #
 # Knobs (env; each validated, a non-number exits 2): the PEERS_SUSTAIN_*,
 # PEERS_COST_* and PEERS_SIZE_INTERVAL above; PEERS_WORKERS (2) PEERS_BATCH
@@ -60,6 +63,7 @@ COST_CLIENTS=${PEERS_COST_CLIENTS:-32}
 COST_THREADS=${PEERS_COST_THREADS:-2}
 COST_PAIRS=${PEERS_COST_PAIRS:-1}
 COST_RATE=${PEERS_COST_RATE:-0}
+COST_EXTRA=${PEERS_COST_EXTRA:-}
 WORKERS=${PEERS_WORKERS:-2}
 BATCH=${PEERS_BATCH:-100}
 INFLIGHT=${PEERS_INFLIGHT:-4}
@@ -95,6 +99,10 @@ for ((i = 0; i < ${#RATE_LIST[@]}; i++)); do
 	PEERS_RATE=${RATE_LIST[i]}
 	need_int PEERS_RATE 1 10000000 "PEERS_SUSTAIN_RATES (each)"
 	RATE_LIST[i]=$PEERS_RATE
+done
+for extra in $COST_EXTRA; do
+	case $extra in plain | unrelayed) ;; *)
+		echo "peers: PEERS_COST_EXTRA: '$extra' is not one of: plain unrelayed" >&2; exit 2 ;; esac
 done
 ((SUSTAIN_THREADS <= SUSTAIN_CLIENTS)) || SUSTAIN_THREADS=$SUSTAIN_CLIENTS
 ((COST_THREADS <= COST_CLIENTS)) || COST_THREADS=$COST_CLIENTS
@@ -261,11 +269,20 @@ cost_run() {
 	{
 		echo "BEGIN;"
 		echo "INSERT INTO app_rows (payload) VALUES (repeat('x', 200));"
-		if [ "$kind" = with ]; then
-			echo "SELECT outbox.enqueue('bench.topic', 'c-' || txid_current()::text, $PAYLOAD_LIT);"
-		fi
+		case $kind in
+		with | unrelayed)
+			echo "SELECT outbox.enqueue('bench.topic', 'c-' || txid_current()::text, $PAYLOAD_LIT);" ;;
+		plain)
+			echo "INSERT INTO app_outbox (topic, idempotency_key, payload) VALUES ('bench.topic', 'c-' || txid_current()::text, $PAYLOAD_LIT);" ;;
+		esac
 		echo "END;"
 	} >"$PEERS_WORK/$db.sql"
+	if [ "$kind" = plain ]; then
+		q "$db" "CREATE TABLE app_outbox (id bigserial PRIMARY KEY, topic text NOT NULL,
+		                                  idempotency_key text NOT NULL UNIQUE, payload jsonb NOT NULL,
+		                                  created_at timestamptz NOT NULL DEFAULT now())" >/dev/null
+	fi
+	[ "$kind" != unrelayed ] || ours_migrate "$db"
 	if [ "$kind" = with ]; then
 		ours_migrate "$db"
 		ours_consumer "$db" "$db"
@@ -317,13 +334,18 @@ run_cost() {
 	local load=unthrottled
 	((COST_RATE == 0)) || load="-R $COST_RATE"
 	echo "peers: cost: business transaction = one INSERT (pgbench, $COST_CLIENTS clients, -j $COST_THREADS, ${COST_SECONDS}s each, $load)"
-	local pair w50=() w99=() o50=() o99=() wt=() ot=()
+	local pair w50=() w99=() o50=() o99=() wt=() ot=() extra
+	declare -A x99=()
 	for ((pair = 1; pair <= COST_PAIRS; pair++)); do
-		local order=(without with)
-		((pair % 2)) || order=(with without)
+		local order=(without with $COST_EXTRA)
+		((pair % 2)) || order=(with without $COST_EXTRA)
 		for k in "${order[@]}"; do
 			cost_run "$k" "$pair"
-			if [ "$k" = with ]; then w50+=("$C_P50"); w99+=("$C_P99"); wt+=("$C_TPS"); else o50+=("$C_P50"); o99+=("$C_P99"); ot+=("$C_TPS"); fi
+			case $k in
+			with) w50+=("$C_P50"); w99+=("$C_P99"); wt+=("$C_TPS") ;;
+			without) o50+=("$C_P50"); o99+=("$C_P99"); ot+=("$C_TPS") ;;
+			*) x99[$k]="${x99[$k]:-} $C_P99" ;;
+			esac
 		done
 	done
 	local mo50 mo99 mw50 mw99 mot mwt
@@ -333,6 +355,11 @@ run_cost() {
 		printf "peers: cost to the application: p50 %.2f -> %.2f ms (x%.2f), p99 %.2f -> %.2f ms (x%.2f), throughput %d -> %d tx/s (x%.2f)",
 			a50, b50, b50 / a50, a99, b99, b99 / a99, at, bt, bt / at }')
 	echo "$COST_LINE (without -> with outbox.enqueue; relay + consumer running)"
+	for extra in $COST_EXTRA; do
+		# shellcheck disable=SC2086 # a list of numbers
+		awk -v k="$extra" -v a="$mo99" -v b="$(median ${x99[$extra]})" 'BEGIN {
+			printf "peers: cost [%s]: p99 %.2f -> %.2f ms (x%.2f) against without\n", k, a, b, b / a }'
+	done
 	echo "peers: cost per-run numbers: $COST_CSV"
 }
 
