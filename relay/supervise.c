@@ -249,15 +249,18 @@ start_child(struct sup *s, struct child *c, int wait_ms)
 	return ok;
 }
 
-/* After the workers: stop the metrics process, SIGKILL after a while. */
+/* After the workers: stop the metrics process, SIGKILL after a while:
+ * RELAY_METRICS_STOP_MS, or --shutdown-grace when that is longer (the
+ * user allowed that much; an exit that runs a leak check, as under ASan on
+ * a busy machine, can take seconds). */
 static void
-stop_metrics(struct child *c)
+stop_metrics(struct child *c, int64_t grace_ms)
 {
 	if (c == NULL || c->pid <= 0)
 		return;
 	kill(c->pid, SIGTERM);
 	kill(c->pid, SIGCONT); /* a stopped one could not handle SIGTERM */
-	int64_t end = ob_mono_ms() + RELAY_METRICS_STOP_MS;
+	int64_t end = ob_mono_ms() + (grace_ms > RELAY_METRICS_STOP_MS ? grace_ms : RELAY_METRICS_STOP_MS);
 	int st = 0;
 	pid_t r;
 	while ((r = waitpid(c->pid, &st, WNOHANG)) == 0 && ob_mono_ms() < end)
@@ -442,7 +445,7 @@ relay_supervise(const struct relay_config *cfg, struct relay_shared *shared)
 		}
 	}
 	relay_metrics_fold(&shared->metrics, shared->live, s.nworkers);
-	stop_metrics(metrics);
+	stop_metrics(metrics, s.cfg->shutdown_grace_ms);
 	relay_totals_log("relay.totals", "", &shared->totals);
 	ob_info("relay.supervisor.stopped", "clean=%d", s.unclean ? 0 : 1);
 	free(s.children);

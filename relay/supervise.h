@@ -23,7 +23,8 @@
 #define RELAY_RESTART_RESET_MS 30000
 
 /* How long the supervisor waits for the metrics process to bind at start
- * (a failure then is fatal: exit 1), and for it to stop at the end. */
+ * (a failure then is fatal: exit 1), and at least for it to stop at the
+ * end (--shutdown-grace when longer). */
 #define RELAY_METRICS_START_MS 10000
 #define RELAY_METRICS_STOP_MS 3000
 
