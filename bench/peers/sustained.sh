@@ -322,7 +322,9 @@ cost_run() {
 		}')
 	read -r C_P50 C_P99 C_P999 C_TPS C_N <<<"$r"
 	rm -f "$logp".*
-	echo "peers: cost [$kind outbox.enqueue] $(fmt_int "$C_N") transactions, $(fmt_int "$C_TPS")/s:" \
+	local label="$kind outbox.enqueue"
+	case $kind in plain) label="plain second row" ;; unrelayed) label="outbox.enqueue, no relay or consumer" ;; esac
+	echo "peers: cost [$label] $(fmt_int "$C_N") transactions, $(fmt_int "$C_TPS")/s:" \
 		"latency p50 $C_P50 ms, p99 $C_P99 ms, p99.9 $C_P999 ms"
 	echo "$kind,$2,$C_N,$C_TPS,$C_P50,$C_P99,$C_P999" >>"$COST_CSV"
 	drop_db "$db"
