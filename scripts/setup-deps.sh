@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # setup-deps.sh - install the Debian 12 packages the build and the demo
 # need, only when something is missing; with --tests also what only the
-# test suite needs (a Docker engine, debootstrap, systemd-analyze). Uses
-# sudo when not root.
+# test suite needs (a Docker engine, debootstrap, systemd-analyze, clang
+# with libFuzzer). Uses sudo when not root.
 set -euo pipefail
 
 packages=(build-essential cmake pkg-config libpq-dev uuid-dev libnng-dev nng-utils
 	check postgresql-15 postgresql-client-15 libjansson-dev docker-compose nftables)
 if [ "${1:-}" = --tests ]; then
-	packages+=(debootstrap systemd)
+	# clang + its fuzzer/sanitizer runtime: the libFuzzer tests (tests/fuzz.cmake)
+	packages+=(debootstrap systemd clang-14 libclang-rt-14-dev)
 	# The compose tests run a throwaway Docker engine (scripts/docker-tmp.sh)
 	# on the dockerd already installed (docker.io or Docker's own packages);
 	# Debian's docker.io only when there is none (it conflicts with Docker's).
