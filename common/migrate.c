@@ -11,6 +11,12 @@
  * changed, so after the files ran, an object of the set's schema whose row
  * this transaction did not write (xmin) is one no file defines any more,
  * such as the old overload left by a changed argument list.
+ *
+ * A set's functions/grants.sql (its roles' privileges, docs/security.md) is
+ * not an object and is applied last, after that drop: a GRANT or REVOKE
+ * rewrites the catalog row of every function it names, which would make a
+ * stale function look written by this run, and a function named without
+ * its arguments is ambiguous while a stale overload is still beside it.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -20,6 +26,9 @@
 #include "outbox/err.h"
 #include "outbox/migrate.h"
 #include "outbox/pg.h"
+
+/* The schema file holding a set's privileges, applied after the drop. */
+#define GRANTS_FILE "functions/grants.sql"
 
 /* Arbitrary constant naming "outbox relay migrations" for pg_advisory_xact_lock. */
 #define MIGRATE_LOCK_ID 0x6f62786d /* 'obxm' */
@@ -202,7 +211,7 @@ apply_files(PGconn *conn, const char *set, bool migrated,
 	if (rc != OB_OK || (!migrated && strcmp(digest, stored) == 0))
 		return rc;
 	for (const struct ob_schema_file *f = ob_schema_files; f->set != NULL; f++) {
-		if (strcmp(f->set, set) != 0)
+		if (strcmp(f->set, set) != 0 || strcmp(f->name, GRANTS_FILE) == 0)
 			continue;
 		if ((rc = apply_file(conn, f, err, errlen)) != OB_OK)
 			return rc;
@@ -210,6 +219,14 @@ apply_files(PGconn *conn, const char *set, bool migrated,
 	}
 	if ((rc = drop_stale(conn, set, report, err, errlen)) != OB_OK)
 		return rc;
+	/* the privileges last (see the top of this file) */
+	for (const struct ob_schema_file *f = ob_schema_files; f->set != NULL; f++) {
+		if (strcmp(f->set, set) != 0 || strcmp(f->name, GRANTS_FILE) != 0)
+			continue;
+		if ((rc = apply_file(conn, f, err, errlen)) != OB_OK)
+			return rc;
+		report->files++;
+	}
 	const char *params[2] = { set, digest };
 	return ob_pg_command(conn,
 	    "INSERT INTO public.outbox_schema_files (schema_set, digest) VALUES ($1, $2)"

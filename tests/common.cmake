@@ -39,6 +39,13 @@ set_tests_properties(table_writers table_writers_negative PROPERTIES LABELS "ops
 # Every program refuses a schema that does not serve its protocol version.
 outbox_test(test_protocol SOURCES integration/test_protocol.c
   LABELS integration PG TIMEOUT 300)
+# The group roles and their grants (sql/<set>/functions/grants.sql): the
+# whole flow with one login role per program, each forbidden write refused
+# (42501), a program whose role lacks a grant refused at start.
+outbox_test(test_roles SOURCES integration/test_roles.c LABELS integration PG TIMEOUT 300)
+if(TEST test_roles)
+  add_dependencies(test_roles outbox-relay outbox-consumer outbox-producer outboxctl)
+endif()
 
 # docs/configuration.md is what the programs' --help-markdown prints now.
 # Exit 77 = Skipped (shown by ctest, with the reason) while a program lacks

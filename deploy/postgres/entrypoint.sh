@@ -1,6 +1,7 @@
 #!/bin/sh
 # entrypoint.sh - first start: initdb in $PGDATA with $POSTGRES_USER as the
-# superuser (password $POSTGRES_PASSWORD) and create $POSTGRES_DB; every
+# superuser (password $POSTGRES_PASSWORD), create $POSTGRES_DB and run the
+# scripts in /docker-entrypoint-initdb.d/*.sh (as the official image does); every
 # start: exec the server in the foreground (PID 1, receives STOPSIGNAL).
 set -eu
 : "${PGDATA:=/var/lib/postgresql/data}"
@@ -31,6 +32,14 @@ if [ ! -s "$PGDATA/PG_VERSION" ]; then
 	if [ "$db" != postgres ]; then
 		createdb -U "$user" -h "$initsock" "$db"
 	fi
+	# as the official image does: the first-start scripts mounted in
+	# /docker-entrypoint-initdb.d (the compose stack's roles.sh), against
+	# this private server
+	for f in /docker-entrypoint-initdb.d/*.sh; do
+		[ -e "$f" ] || continue
+		echo "outbox-postgres: running $f"
+		PGHOST=$initsock POSTGRES_USER=$user POSTGRES_DB=$db sh "$f"
+	done
 	pg_ctl -D "$PGDATA" -m fast -w stop >/dev/null
 	rmdir "$initsock"
 	echo "outbox-postgres: initialized $PGDATA (user $user, database $db)"

@@ -120,6 +120,63 @@ ts_exec(PGconn *conn, const char *sql)
 }
 
 int64_t
+ts_exec_state(PGconn *conn, const char *sql, char *state, size_t statelen, char *msg,
+    size_t msglen)
+{
+	PGresult *r = PQexec(conn, sql);
+	ExecStatusType st = PQresultStatus(r);
+	int64_t n = 0;
+	state[0] = '\0';
+	if (msg != NULL)
+		msg[0] = '\0';
+	if (st == PGRES_TUPLES_OK) {
+		n = PQntuples(r);
+	} else if (st == PGRES_COMMAND_OK) {
+		n = strtoll(PQcmdTuples(r), NULL, 10);
+	} else {
+		const char *s = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+		const char *m = PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY);
+		snprintf(state, statelen, "%s", s ? s : "?????");
+		if (msg != NULL)
+			snprintf(msg, msglen, "%s", m ? m : PQresultErrorMessage(r));
+	}
+	PQclear(r);
+	return n;
+}
+
+void
+ts_role_create(const char *tag, const char *group, char *name)
+{
+	char sql[256];
+	snprintf(name, 64, "%.40s_%d", tag, (int)getpid());
+	PGconn *admin = ts_connect(ts_server_conninfo());
+	snprintf(sql, sizeof(sql), "DROP ROLE IF EXISTS %s", name);
+	ts_exec(admin, sql);
+	snprintf(sql, sizeof(sql), "CREATE ROLE %s LOGIN%s%s", name, group ? " IN ROLE " : "",
+	    group ? group : "");
+	ts_exec(admin, sql);
+	PQfinish(admin);
+}
+
+void
+ts_role_drop(const char *name)
+{
+	char sql[128];
+	PGconn *admin = ts_connect(ts_server_conninfo());
+	snprintf(sql, sizeof(sql), "DROP ROLE IF EXISTS %s", name);
+	ts_exec(admin, sql);
+	PQfinish(admin);
+}
+
+void
+ts_conninfo_as(const char *db, const char *role, char *out, size_t outlen)
+{
+	/* a later keyword wins: db's own user= is overridden */
+	int n = snprintf(out, outlen, "%s user=%s", db, role);
+	ck_assert_msg(n > 0 && (size_t)n < outlen, "conninfo too long");
+}
+
+int64_t
 ts_query_int(PGconn *conn, const char *sql)
 {
 	PGresult *r = PQexec(conn, sql);

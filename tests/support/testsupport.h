@@ -38,6 +38,25 @@ int64_t ts_query_int(PGconn *conn, const char *sql);
 /* Run sql, expect success (any statements, no result wanted). */
 void ts_exec(PGconn *conn, const char *sql);
 
+/* Run sql, success or not: its SQLSTATE into state ("" when it succeeded)
+ * and the server's primary message into msg (may be NULL; "" on success).
+ * Returns the rows it affected or returned (0 when it failed). */
+int64_t ts_exec_state(PGconn *conn, const char *sql, char *state, size_t statelen, char *msg,
+    size_t msglen);
+
+/* A LOGIN role of the fixture's server named tag_<pid>, into name (room
+ * for 64), made a member of group (NULL: of none); dropped first if a
+ * role of that name is left over. Roles belong to the server, not to a
+ * database: drop it with ts_role_drop. */
+void ts_role_create(const char *tag, const char *group, char *name);
+
+/* Drop a role of ts_role_create (it must own nothing and hold no direct
+ * grant any more). */
+void ts_role_drop(const char *name);
+
+/* conninfo of db (ts_db_create) connecting as role, into out. */
+void ts_conninfo_as(const char *db, const char *role, char *out, size_t outlen);
+
 /* Poll sql every 50 ms until it returns want, or timeout_ms passes.
  * Returns the last value seen. */
 int64_t ts_wait_value(PGconn *conn, const char *sql, int64_t want, int timeout_ms);

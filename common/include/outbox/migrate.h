@@ -51,7 +51,8 @@ struct ob_migrate_report {
  * pending migrations, then, when a migration was applied or a file changed
  * since the last run, every schema file of the set, then DROP of each
  * function, view and trigger in the set's schema that no file defined in
- * this run (RESTRICT: one still used fails the run). Blocks while another run
+ * this run (RESTRICT: one still used fails the run), then the set's
+ * functions/grants.sql (the roles' privileges). Blocks while another run
  * holds the lock. OB_OK, OB_EINVAL (unknown set) or OB_EDB with the server's
  * message and the file in err; on error nothing changed. Borrows conn. */
 int ob_migrate(PGconn *conn, const char *set, struct ob_migrate_report *report,

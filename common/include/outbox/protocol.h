@@ -1,8 +1,9 @@
 /*
  * protocol.h - the check every program makes at start and after every
- * reconnect: does the database schema serve the protocol version this
- * build speaks? (outbox.protocols / inbox.protocols, and their
- * check_protocol function; docs/relay.md, "Upgrading".)
+ * reconnect: does its role hold the privileges it needs, and does the
+ * database schema serve the protocol version this build speaks?
+ * (outbox.protocols / inbox.protocols, and their check_protocol function;
+ * docs/relay.md, "Upgrading"; the grants: sql/<set>/functions/grants.sql.)
  */
 #ifndef OUTBOX_PROTOCOL_H
 #define OUTBOX_PROTOCOL_H
@@ -17,9 +18,14 @@
 #define OB_PROTOCOL_CONSUMER 1
 
 /* Ask schema ("outbox" or "inbox") whether it serves component at
- * version. OB_OK; OB_EPROTO with one line in err that says what to
- * upgrade (a schema too old to know versions counts as too old); OB_EDB
- * when the database could not be asked. */
+ * version, after checking that the session's role holds the privileges
+ * component ("producer", "relay", "admin", "consumer") needs there, the
+ * grants of its group role (docs/security.md, "Database roles"). OB_OK;
+ * OB_EDB with one line in err, "permission denied for KIND OBJECT: role
+ * "R" has no PRIVILEGE on it; ... GRANT GROUP TO R", when a privilege is
+ * missing; OB_EPROTO with one line in err that says what to upgrade (a
+ * schema too old to know versions counts as too old); OB_EDB when the
+ * database could not be asked. */
 int ob_protocol_check(PGconn *conn, const char *schema, const char *component, int version,
     char *err, size_t errlen);
 

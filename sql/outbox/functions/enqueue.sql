@@ -10,10 +10,21 @@
 -- the insert, the other slots are looked at again (a new snapshot, taken
 -- after the switch, which waited for every transaction inserting into the
 -- old slot): a copy found there wins and this one is removed again.
+--
+-- SECURITY DEFINER (docs/security.md, "Database roles"): a producer's role
+-- may call this and nothing else of the outbox. It runs as its owner, who
+-- writes the message log, the key's ordering_seqs row and (its trigger,
+-- outbox.notify_enqueued) takes a waiting relay's announcement: none of
+-- which a producer may write itself. Safe to run so because it takes no
+-- switch from its caller (only the message, checked above all else), every
+-- name in it is schema-qualified, and the search_path is pinned: a caller's
+-- schema or temporary table can never stand in for one of ours.
 CREATE OR REPLACE FUNCTION outbox.enqueue(topic text, idempotency_key text, payload jsonb,
                                           ordering_key text DEFAULT NULL)
     RETURNS bigint
     LANGUAGE plpgsql
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable
 DECLARE

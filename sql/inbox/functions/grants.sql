@@ -1,0 +1,22 @@
+-- grants.sql: who may use what in the inbox database. Not an object: the
+-- privileges of the group role of 004_roles.sql (docs/security.md,
+-- "Database roles"), applied by outboxctl migrate after the other files of
+-- this set and the drop of what no file defines (sql/README.md), on every
+-- run that applies the files. It starts from nothing: a privilege is added
+-- or removed here, nowhere else.
+--
+-- PUBLIC has nothing here. outbox_consumer writes the dedup record and the
+-- built-in effect (consumer/inbox.c, consumer/handler_record.c), the
+-- webhook handler's key claims (common/keyclaim.c), and deletes expired
+-- records and claims (consumer/inbox_purge.c); nothing outside schema inbox.
+
+REVOKE ALL ON SCHEMA inbox FROM PUBLIC, outbox_consumer;
+REVOKE ALL ON ALL TABLES IN SCHEMA inbox FROM PUBLIC, outbox_consumer;
+REVOKE ALL ON ALL SEQUENCES IN SCHEMA inbox FROM PUBLIC, outbox_consumer;
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA inbox FROM PUBLIC, outbox_consumer;
+
+GRANT USAGE ON SCHEMA inbox TO outbox_consumer;
+GRANT EXECUTE ON FUNCTION inbox.check_protocol TO outbox_consumer;
+GRANT SELECT ON inbox.protocols TO outbox_consumer;
+GRANT SELECT, INSERT, UPDATE, DELETE ON inbox.processed, inbox.webhook_calls TO outbox_consumer;
+GRANT SELECT, INSERT ON inbox.notifications TO outbox_consumer;
