@@ -8,8 +8,10 @@ outbox_test(test_config SOURCES unit/test_config.c LABELS unit)
 outbox_test(test_log SOURCES unit/test_log.c LABELS unit)
 outbox_test(test_ready_file SOURCES unit/test_ready_file.c LABELS unit)
 outbox_test(test_backoff SOURCES unit/test_backoff.c LABELS unit)
-# Secrets never shown (every conninfo form, libpq's own messages scrubbed).
+# Secrets never shown (every conninfo form, libpq's own messages scrubbed)
+# and stored text escaped for the terminal.
 outbox_test(test_redact SOURCES unit/test_redact.c LABELS unit)
+outbox_test(test_term SOURCES unit/test_term.c LABELS unit)
 
 # promtool comes from scripts/get-promtool.sh (into <build>/tools); the
 # metrics test says SKIPPED for that one case when it is absent.
