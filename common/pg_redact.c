@@ -166,8 +166,42 @@ scan_query(const char *b, size_t q, size_t end, struct secrets *sec)
 }
 
 /*
- * A URI in b[start..end): the password of its user info and the values of
- * secret keys in its query. libpq ends the user info at the first '@'
+ * The host list of a URI without user info, from b[p]: a "port" that is
+ * not digits ("postgresql://u:S3cret", the '@host' forgotten, or
+ * "u:S3c/ret@h", where libpq stops at the '/') is taken for a password.
+ * libpq reads it as a port, and its message repeats it ("invalid integer
+ * value ... for connection option \"port\"").
+ */
+static void
+scan_ports(const char *b, size_t p, size_t end, struct secrets *sec)
+{
+	size_t e;
+
+	for (e = p; e < end && b[e] != '/' && b[e] != '?'; e++)
+		;
+	while (p < e) {
+		size_t h = p, c, pe;
+		if (b[h] == '[') /* an IPv6 address: its ':' are no port */
+			while (h < e && b[h] != ']' && b[h] != ',')
+				h++;
+		for (c = h; c < e && b[c] != ':' && b[c] != ','; c++)
+			;
+		for (pe = c; pe < e && b[pe] != ','; pe++)
+			;
+		if (c < e && b[c] == ':') {
+			bool digits = true;
+			for (size_t i = c + 1; i < pe; i++)
+				digits = digits && b[i] >= '0' && b[i] <= '9';
+			if (!digits)
+				add_span(sec, c + 1, pe - c - 1, SPAN_URI);
+		}
+		p = pe + 1;
+	}
+}
+
+/*
+ * A URI in b[start..end): the password of its user info (or, without one,
+ * a port that is not a number) and the values of secret keys in its query. libpq ends the user info at the first '@'
  * before any '/' (a '?' does not stop it: "u:pa?ss@h" has the password
  * "pa?ss"), and the query starts at the first '?' after that; the writer
  * of "u:pa@ss@host" or "u:pa/ss@host" meant the last '@' before the query,
@@ -200,6 +234,8 @@ scan_uri(const char *b, size_t start, size_t end, struct secrets *sec)
 			if (at_a != at_b)
 				sec->withhold = true;
 		}
+	} else {
+		scan_ports(b, p, end, sec);
 	}
 	if (q0 < q && scan_query(b, q0, end, sec) > 0)
 		sec->withhold = true; /* libpq reads that "query" as a user name */
@@ -245,10 +281,16 @@ scan_keywords(const char *b, size_t p, size_t end, struct secrets *sec)
 		if (next_secret || scheme_len(b + p, end - p) > 0) {
 			while (p < end && !isspace((unsigned char)b[p]))
 				p++;
-			if (next_secret)
+			if (next_secret) {
 				add_span(sec, k, p - k, SPAN_KEYWORD);
-			else
+			} else {
+				/* libpq takes the word up to its first '=' for a key,
+				 * and its message repeats that much: scanned too */
+				const char *eq = memchr(b + k, '=', p - k);
 				scan_uri(b, k, p, sec);
+				if (eq != NULL)
+					scan_uri(b, k, (size_t)(eq - b), sec);
+			}
 			next_secret = false;
 			continue;
 		}
@@ -298,20 +340,9 @@ scan(const char *conninfo, struct secrets *sec)
 		scan_uri(conninfo, 0, n, sec);
 	else
 		scan_keywords(conninfo, 0, n, sec);
-	/* in order, overlaps merged (two readings of one malformed URI) */
+	/* in order; two readings of one malformed URI may overlap (each is a
+	 * form to scrub; the conninfo shown hides their union) */
 	qsort(sec->s, sec->n, sizeof sec->s[0], by_offset);
-	size_t w = 0;
-	for (size_t i = 0; i < sec->n; i++) {
-		struct span *last = w > 0 ? &sec->s[w - 1] : NULL;
-		if (last != NULL && sec->s[i].off <= last->off + last->len) {
-			size_t e = sec->s[i].off + sec->s[i].len;
-			if (e > last->off + last->len)
-				last->len = e - last->off;
-		} else {
-			sec->s[w++] = sec->s[i];
-		}
-	}
-	sec->n = w;
 }
 
 /* Bounded output for the redactor: truncates, always NUL-terminated. */
@@ -351,9 +382,15 @@ ob_pg_redact_conninfo(const char *conninfo, char *out, size_t outlen)
 		return;
 	}
 	for (size_t i = 0; i < sec.n; i++) {
-		put(&o, conninfo + at, sec.s[i].off - at);
+		size_t off = sec.s[i].off, e = off + sec.s[i].len;
+		if (i > 0 && off <= at) { /* overlaps the one before: one "***" */
+			if (e > at)
+				at = e;
+			continue;
+		}
+		put(&o, conninfo + at, off - at);
 		put(&o, "***", 3);
-		at = sec.s[i].off + sec.s[i].len;
+		at = e;
 	}
 	put(&o, conninfo + at, strlen(conninfo + at));
 }
@@ -548,7 +585,8 @@ ob_pg_scrub(const char *conninfo, const char *text, char *out, size_t outlen)
 			needles_of_span(&nd, conninfo, &sec.s[i]);
 		needles_of_libpq(&nd, conninfo);
 		if (!nd.failed) {
-			qsort(nd.v, nd.n, sizeof *nd.v, longer_first);
+			if (nd.n > 0)
+				qsort(nd.v, nd.n, sizeof *nd.v, longer_first);
 			clean = replace_all(text, &nd);
 		}
 	}

@@ -5,8 +5,9 @@
  * ob_pg_scrub over the forms a secret takes in other text, and
  * ob_pg_connect's error line against libpq's own message, which for the
  * malformed forms does contain the password (shown first, for each case
- * where libpq echoes it). No server: every conninfo points at a socket
- * directory that does not exist, or is one libpq refuses to parse.
+ * where libpq echoes it), and random conninfos around a password. No
+ * server: every conninfo points at a socket directory that does not exist,
+ * or is one libpq refuses to parse.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,6 +54,8 @@ static const struct rcase cases[] = {
 	    SECRET, true, false },
 	{ "POSTGRESQL://u:" SECRET "@/x?host=" NOSOCK, "POSTGRESQL://u:***@/x?host=" NOSOCK,
 	    SECRET, true, false },
+	/* ... where libpq repeats only the word up to its '=' */
+	{ " POSTGRES://u:" SECRET "x=y", " POSTGRES://u:***", SECRET, true, false },
 	{ "dbname=postgresql://u:" SECRET "@/x host=" NOSOCK,
 	    "dbname=postgresql://u:***@/x host=" NOSOCK, SECRET, false, false },
 	{ "dbname='postgresql://u:" SECRET "@/x' host=" NOSOCK,
@@ -80,6 +83,17 @@ static const struct rcase cases[] = {
 	{ "postgresql://u:" SECRET "@[]/db", "postgresql://u:***@[]/db", SECRET, true, false },
 	{ "postgresql://u:" SECRET "@:12x/x?host=" NOSOCK,
 	    "postgresql://u:***@:12x/x?host=" NOSOCK, SECRET, false, false },
+	/* no user info: a port that is not a number is taken for a password
+	 * (the '@host' forgotten); libpq repeats it as a bad port */
+	{ "postgresql://u:" SECRET, "postgresql://u:***", SECRET, true, false },
+	{ "postgresql://u:" SECRET "/x?host=" NOSOCK, "postgresql://u:***/x?host=" NOSOCK, SECRET,
+	    true, false },
+	{ "postgresql://h1:5432,u:" SECRET "/x?host=" NOSOCK "," NOSOCK,
+	    "postgresql://h1:5432,u:***/x?host=" NOSOCK "," NOSOCK, SECRET, true, false },
+	{ "postgresql://[::1]:" SECRET "/x?host=" NOSOCK, "postgresql://[::1]:***/x?host=" NOSOCK,
+	    SECRET, true, false },
+	{ "postgresql://:5432,:6543/x?host=" NOSOCK, "postgresql://:5432,:6543/x?host=" NOSOCK,
+	    "***", false, false },
 	/* read two ways: libpq splits the password into host / port / dbname */
 	{ "postgresql://u:S3cret@Pw@/x?host=" NOSOCK, "postgresql://u:***@/x?host=" NOSOCK,
 	    "S3cret", false, true },
@@ -223,6 +237,90 @@ START_TEST(test_scrub_too_many)
 }
 END_TEST
 
+/* Random conninfos around a password: neither the conninfo shown nor the
+ * connect error ever holds the password, nor what libpq itself takes for
+ * one (PQconninfoParse). It found two classes the table now holds: a
+ * port that is not a number, and a URI word cut at its '='. */
+#define FUZZ_RUNS 10000
+
+static const char *
+opt(const PQconninfoOption *opts, const char *key)
+{
+	for (const PQconninfoOption *o = opts; o->keyword != NULL; o++)
+		if (strcmp(o->keyword, key) == 0)
+			return o->val;
+	return NULL;
+}
+
+/* Would connecting look a host name up? libpq checks the first host's
+ * port before it resolves that host; a socket directory needs no lookup. */
+static bool
+looks_up_names(const PQconninfoOption *opts)
+{
+	const char *host = opt(opts, "host"), *port = opt(opts, "port");
+	if (opt(opts, "hostaddr") != NULL)
+		return true;
+	size_t n = port != NULL ? strcspn(port, ",") : 0, i;
+	for (i = 0; i < n && port[i] >= '0' && port[i] <= '9'; i++)
+		;
+	if (n > 0 && (i < n || n > 5 || atol(port) < 1 || atol(port) > 65535))
+		return false; /* the first host's port fails before any lookup */
+	for (const char *h = host; h != NULL && *h != '\0';) {
+		if (*h != '/' && *h != ',')
+			return true;
+		h += strcspn(h, ",");
+		if (*h == ',')
+			h++;
+	}
+	return false;
+}
+
+START_TEST(test_random_conninfos)
+{
+	static const char alpha[] = "postgresql://:@/?&=%'\\ pPasswordsl7Oz0[]x,";
+	static const char *const pre[] = { "postgresql://u:" SECRET, "password=" SECRET " ",
+		"postgresql:///x?password=" SECRET, "postgresql://", "", "host=h password='" SECRET,
+		"dbname=postgresql://u:" SECRET, " POSTGRES://u:" SECRET,
+		"postgresql://u@h/d?pass%77ord=" SECRET "&", "sslpassword = '" SECRET };
+	char ci[128], shown[512], err[2048];
+	int tried = 0;
+
+	srand(15);
+	for (int it = 0; it < FUZZ_RUNS; it++) {
+		size_t k;
+		snprintf(ci, sizeof ci, "%s", pre[rand() % (int)(sizeof pre / sizeof pre[0])]);
+		k = strlen(ci);
+		for (int n = rand() % 40; n > 0 && k < sizeof ci - 1; n--)
+			ci[k++] = alpha[rand() % (int)(sizeof alpha - 1)];
+		ci[k] = '\0';
+		ob_pg_redact_conninfo(ci, shown, sizeof shown);
+		char *perr = NULL;
+		PQconninfoOption *opts = PQconninfoParse(ci, &perr);
+		PQfreemem(perr);
+		const char *pw = NULL;
+		for (PQconninfoOption *o = opts; o != NULL && o->keyword != NULL; o++)
+			if (strcmp(o->keyword, "password") == 0 && o->val != NULL && strlen(o->val) >= 4)
+				pw = o->val;
+		ck_assert_msg(strstr(shown, SECRET) == NULL && (pw == NULL || strstr(shown, pw) == NULL),
+		    "<%s> shown as <%s>", ci, shown);
+		if (opts != NULL && looks_up_names(opts)) {
+			PQconninfoFree(opts); /* loopback only: no name is looked up */
+			continue;
+		}
+		PGconn *conn = NULL;
+		if (ob_pg_connect(ci, "test", &conn, err, sizeof err) == OB_OK) {
+			PQfinish(conn); /* cannot happen: no server anywhere */
+			ck_abort_msg("<%s> connected", ci);
+		}
+		ck_assert_msg(strstr(err, SECRET) == NULL && (pw == NULL || strstr(err, pw) == NULL),
+		    "<%s>: password in <%s>", ci, err);
+		PQconninfoFree(opts);
+		tried++;
+	}
+	ck_assert_msg(tried > FUZZ_RUNS / 2, "only %d of %d tried to connect", tried, FUZZ_RUNS);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -233,6 +331,8 @@ main(void)
 	tcase_add_loop_test(tc, test_connect_error_scrubbed, 0, (int)NCASES);
 	tcase_add_test(tc, test_scrub_forms);
 	tcase_add_test(tc, test_scrub_too_many);
+	tcase_add_test(tc, test_random_conninfos);
+	tcase_set_timeout(tc, 120);
 	suite_add_tcase(s, tc);
 	return ts_run_suite(s);
 }
