@@ -23,6 +23,7 @@
 
 #include "outbox/config.h"
 #include "outbox/err.h"
+#include "outbox/pg.h"
 
 /* Where a value came from: error messages name the flag or the variable. */
 enum src { SRC_FLAG, SRC_ENV, SRC_DEF };
@@ -33,6 +34,9 @@ enum { NUM_OK = 0, NUM_SYNTAX, NUM_RANGE };
 /* The --config file: at most this big, lines at most this long. */
 #define FILE_MAX (64 * 1024)
 #define FILE_LINE_MAX 4096
+
+/* A bad value is shown up to this long, redacted like a conninfo. */
+#define VALUE_SHOWN_MAX 512
 
 /* ob_cfg_load's one error line (what every main used to allocate). */
 #define LOAD_ERR_MAX 1024
@@ -78,13 +82,16 @@ static int
 bad_value(char *err, size_t errlen, const struct ob_cfg_opt *o, enum src src,
     const char *v, bool quote, const char *fmt, ...)
 {
-	char why[256];
+	char why[256], shown[VALUE_SHOWN_MAX];
 	const char *q = quote ? "'" : "";
 	va_list ap;
 
 	va_start(ap, fmt);
 	vsnprintf(why, sizeof why, fmt, ap);
 	va_end(ap);
+	/* a conninfo given to the wrong flag is still not shown with its password */
+	ob_pg_redact_conninfo(v, shown, sizeof shown);
+	v = shown;
 	switch (src) {
 	case SRC_FLAG:
 		snprintf(err, errlen, "--%s: %s%s%s is %s", o->name, q, v, q, why);
@@ -809,8 +816,9 @@ ob_cfg_load(const struct ob_cfg_program *p, void *cfg, int argc,
 		return 0;
 	}
 	if (!p->positional && first < argc) {
-		fprintf(stderr, "%s: unexpected argument '%s'\n", p->name,
-		    argv[first]);
+		char shown[VALUE_SHOWN_MAX]; /* a conninfo after a flag that takes none */
+		ob_pg_redact_conninfo(argv[first], shown, sizeof shown);
+		fprintf(stderr, "%s: unexpected argument '%s'\n", p->name, shown);
 		ob_cfg_free(p->options, cfg);
 		return 2;
 	}

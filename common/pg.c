@@ -1,15 +1,19 @@
 /*
- * pg.c - the libpq boundary: connect, check results, translate errors,
- * and redact a conninfo's password for every message that names one.
+ * pg.c - the libpq boundary: connect, check results, translate errors.
+ * A failed connect names the conninfo redacted and libpq's message
+ * scrubbed of its secrets (pg_redact.c): the one way any program reports
+ * a connection error.
  */
-#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "outbox/err.h"
 #include "outbox/pg.h"
+
+/* How much of a (redacted) conninfo and of libpq's message an error shows. */
+#define CONNINFO_SHOWN_MAX 512
+#define PG_MSG_MAX 1024
 
 /* Copy a libpq message into err on one line (libpq ends them with '\n'). */
 static void
@@ -19,6 +23,18 @@ one_line(char *err, size_t errlen, const char *prefix, const char *msg)
 	for (char *p = err; *p; p++)
 		if (*p == '\n' || *p == '\r')
 			*p = (p[1] == '\0') ? '\0' : ' ';
+}
+
+void
+ob_pg_connect_error(const char *conninfo, const char *libpq_msg, char *err, size_t errlen)
+{
+	char redacted[CONNINFO_SHOWN_MAX], prefix[CONNINFO_SHOWN_MAX + 16];
+	char clean[PG_MSG_MAX];
+
+	ob_pg_redact_conninfo(conninfo, redacted, sizeof(redacted));
+	snprintf(prefix, sizeof(prefix), "connect to '%s'", redacted);
+	(void)ob_pg_scrub(conninfo, libpq_msg, clean, sizeof(clean));
+	one_line(err, errlen, prefix, clean);
 }
 
 static void
@@ -41,11 +57,7 @@ ob_pg_connect(const char *conninfo, const char *appname, PGconn **out,
 		return OB_ENOMEM;
 	}
 	if (PQstatus(conn) != CONNECTION_OK) {
-		char redacted[512];
-		ob_pg_redact_conninfo(conninfo, redacted, sizeof(redacted));
-		char prefix[600];
-		snprintf(prefix, sizeof(prefix), "connect to '%s'", redacted);
-		one_line(err, errlen, prefix, PQerrorMessage(conn));
+		ob_pg_connect_error(conninfo, PQerrorMessage(conn), err, errlen);
 		PQfinish(conn);
 		return OB_EDB;
 	}
@@ -155,130 +167,4 @@ ob_pg_exec_prepared(PGconn *conn, const char *name, const char *sql, int nparams
 		return r;
 	PQclear(r);
 	return PQexecPrepared(conn, name, nparams, values, lengths, formats, 0);
-}
-
-/* Bounded output for the redactor: truncates, always NUL-terminated. */
-struct out {
-	char *p;
-	size_t len, cap;
-};
-
-static void
-put(struct out *o, const char *s, size_t n)
-{
-	size_t room = o->cap - 1 - o->len;
-
-	if (n > room)
-		n = room;
-	memcpy(o->p + o->len, s, n);
-	o->len += n;
-	o->p[o->len] = '\0';
-}
-
-/* Keyword form: "host=h password = 'it\'s' dbname=d". Values may be
- * single-quoted; a backslash escapes the next character either way. */
-static void
-redact_keywords(const char *s, struct out *o)
-{
-	while (*s != '\0') {
-		const char *k = s, *v;
-		size_t klen;
-
-		if (isspace((unsigned char)*s)) {
-			put(o, s++, 1);
-			continue;
-		}
-		while (*s != '\0' && *s != '=' && !isspace((unsigned char)*s))
-			s++;
-		klen = (size_t)(s - k);
-		while (isspace((unsigned char)*s))
-			s++;
-		if (*s != '=') { /* not key=value: copy as is */
-			put(o, k, (size_t)(s - k));
-			continue;
-		}
-		for (s++; isspace((unsigned char)*s); s++)
-			;
-		put(o, k, (size_t)(s - k));
-		v = s;
-		if (*s == '\'') {
-			for (s++; *s != '\0' && *s != '\''; s++)
-				if (*s == '\\' && s[1] != '\0')
-					s++;
-			if (*s == '\'')
-				s++;
-		} else {
-			for (; *s != '\0' && !isspace((unsigned char)*s); s++)
-				if (*s == '\\' && s[1] != '\0')
-					s++;
-		}
-		if (klen == 8 && strncmp(k, "password", 8) == 0)
-			put(o, "***", 3);
-		else
-			put(o, v, (size_t)(s - v));
-	}
-}
-
-/* URI form: postgresql://user:secret@host/db?password=x&sslmode=y */
-static void
-redact_uri(const char *s, size_t scheme, struct out *o)
-{
-	const char *auth = s + scheme, *at = NULL, *rest, *q;
-	size_t alen = strcspn(auth, "/?#");
-
-	put(o, s, scheme);
-	for (size_t i = 0; i < alen; i++)
-		if (auth[i] == '@')
-			at = auth + i; /* the last '@' ends the user info */
-	if (at != NULL) {
-		const char *colon = memchr(auth, ':', (size_t)(at - auth));
-		if (colon != NULL) {
-			put(o, auth, (size_t)(colon + 1 - auth));
-			put(o, "***", 3);
-			put(o, at, (size_t)(auth + alen - at));
-		} else {
-			put(o, auth, alen);
-		}
-	} else {
-		put(o, auth, alen);
-	}
-	rest = auth + alen;
-	if ((q = strchr(rest, '?')) == NULL) {
-		put(o, rest, strlen(rest));
-		return;
-	}
-	put(o, rest, (size_t)(q + 1 - rest));
-	for (s = q + 1; *s != '\0' && *s != '#';) {
-		size_t plen = strcspn(s, "&#");
-		if (plen >= 9 && strncmp(s, "password=", 9) == 0) {
-			put(o, "password=***", 12);
-		} else {
-			put(o, s, plen);
-		}
-		s += plen;
-		if (*s == '&')
-			put(o, s++, 1);
-	}
-	put(o, s, strlen(s));
-}
-
-void
-ob_pg_redact_conninfo(const char *conninfo, char *out, size_t outlen)
-{
-	static const char *const schemes[] = { "postgresql://", "postgres://" };
-	struct out o = { out, 0, outlen };
-
-	if (outlen == 0)
-		return;
-	out[0] = '\0';
-	if (conninfo == NULL)
-		return;
-	for (size_t i = 0; i < 2; i++) {
-		size_t n = strlen(schemes[i]);
-		if (strncasecmp(conninfo, schemes[i], n) == 0) {
-			redact_uri(conninfo, n, &o);
-			return;
-		}
-	}
-	redact_keywords(conninfo, &o);
 }

@@ -4,7 +4,10 @@
  * forms (aligned tables for people, JSON via jansson for scripts).
  *
  * Never: decide what a command means; print anything but the result on
- * stdout (errors go to stderr as one line).
+ * stdout (errors go to stderr as one line); print a stored value raw:
+ * tables and records escape it for the terminal (ob_term_escape), JSON is
+ * ASCII only (jansson escapes control characters and, with
+ * JSON_ENSURE_ASCII, every character past ASCII as \uXXXX).
  */
 #include <ctype.h>
 #include <errno.h>
@@ -19,6 +22,7 @@
 #include "outbox/err.h"
 #include "outbox/pg.h"
 #include "outbox/protocol.h"
+#include "outbox/term.h"
 
 /* PostgreSQL type OIDs (pg_type.h is server-side only). */
 #define OID_BOOL 16
@@ -32,6 +36,9 @@
 #define OID_JSONB 3802
 
 #define SECONDS_SUFFIX "_seconds"
+/* The one column a record shows on several lines, as JSON text
+ * (jsonb_pretty: its backslashes are JSON's escapes, kept as they are). */
+#define PAYLOAD_COLUMN "payload"
 
 static const struct ob_cfg_opt *
 find_opt(const struct ob_cfg_opt *table, const char *flag)
@@ -139,8 +146,9 @@ ctl_start(const struct ctl_cmd *cmd, void *cfg, char *const *db, int argc, char 
 	if ((code = ctl_parse(cmd, cfg, argc, argv, &pos, &npos)) >= 0)
 		return code;
 	if (npos > 0) {
-		fprintf(stderr, "outboxctl %s: unexpected argument '%s'%s%s\n", cmd->name, pos[0],
-		    hint ? " " : "", hint ? hint : "");
+		char shown[CTL_SHOWN_MAX];
+		fprintf(stderr, "outboxctl %s: unexpected argument '%s'%s%s\n", cmd->name,
+		    ctl_shown(pos[0], shown, sizeof shown), hint ? " " : "", hint ? hint : "");
 		free(pos);
 		return CTL_EXIT_USAGE;
 	}
@@ -148,6 +156,16 @@ ctl_start(const struct ctl_cmd *cmd, void *cfg, char *const *db, int argc, char 
 	if ((*conn = ctl_connect(cmd, *db)) == NULL)
 		return CTL_EXIT_FAIL;
 	return -1;
+}
+
+const char *
+ctl_shown(const char *s, char *out, size_t outlen)
+{
+	char redacted[CTL_SHOWN_MAX];
+
+	ob_pg_redact_conninfo(s != NULL ? s : "", redacted, sizeof redacted);
+	(void)ob_term_escape(out, outlen, redacted, 0);
+	return out;
 }
 
 bool
@@ -199,6 +217,25 @@ is_seconds(const char *name)
 	return n > k && strcmp(name + n - k, SECONDS_SUFFIX) == 0;
 }
 
+/* A text value as a JSON string. jansson refuses text that is not UTF-8
+ * (a SQL_ASCII database can hold it): that one goes escaped, so the field
+ * is still there and the JSON still valid. */
+static json_t *
+text_cell(const char *v)
+{
+	json_t *j = json_string(v);
+	if (j != NULL)
+		return j;
+	size_t need = ob_term_escape(NULL, 0, v, 0);
+	char *e = malloc(need + 1);
+	if (e == NULL)
+		return json_null();
+	(void)ob_term_escape(e, need + 1, v, 0);
+	j = json_string(e);
+	free(e);
+	return j != NULL ? j : json_null();
+}
+
 json_t *
 ctl_json_cell(const PGresult *res, int row, int col)
 {
@@ -223,10 +260,10 @@ ctl_json_cell(const PGresult *res, int row, int col)
 	case OID_JSON:
 	case OID_JSONB: {
 		json_t *j = json_loads(v, JSON_DECODE_ANY, NULL);
-		return j != NULL ? j : json_string(v);
+		return j != NULL ? j : text_cell(v);
 	}
 	default:
-		return json_string(v);
+		return text_cell(v);
 	}
 }
 
@@ -243,12 +280,13 @@ row_object(const PGresult *res, int row)
 static void
 json_print(json_t *j)
 {
-	json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_ENCODE_ANY);
+	json_dumpf(j, stdout, CTL_JSON_FLAGS | JSON_ENCODE_ANY);
 	fputc('\n', stdout);
 	json_decref(j);
 }
 
-/* Table text of a cell: "-" for NULL, ages for *_seconds, newlines flattened. */
+/* Table text of a cell: "-" for NULL, ages for *_seconds, else the value
+ * escaped for the terminal on one line (ob_term_escape: "\x1b", "\n"). */
 static void
 cell_text(const PGresult *res, int row, int col, char *out, size_t outlen)
 {
@@ -260,10 +298,7 @@ cell_text(const PGresult *res, int row, int col, char *out, size_t outlen)
 		ctl_fmt_age(strtod(PQgetvalue(res, row, col), NULL), out, outlen);
 		return;
 	}
-	snprintf(out, outlen, "%s", PQgetvalue(res, row, col));
-	for (char *p = out; *p != '\0'; p++)
-		if (*p == '\n' || *p == '\t' || *p == '\r')
-			*p = ' ';
+	(void)ob_term_escape(out, outlen, PQgetvalue(res, row, col), 0);
 }
 
 static void
@@ -355,15 +390,26 @@ ctl_print_record(const PGresult *res, int row, bool json)
 			ctl_fmt_age(strtod(PQgetvalue(res, row, c), NULL), age, sizeof age);
 			printf("%-*s  %s\n", (int)w, name, age);
 		} else {
-			/* multi-line values (a pretty payload) keep their lines */
-			const char *v = PQgetvalue(res, row, c);
+			/* escaped for the terminal; the payload (jsonb_pretty) keeps
+			 * its lines, every other field stays on its line */
+			const char *raw = PQgetvalue(res, row, c);
+			unsigned flags = strcmp(name, PAYLOAD_COLUMN) == 0 ?
+			    OB_TERM_MULTILINE | OB_TERM_RAW_BACKSLASH : 0;
+			size_t need = ob_term_escape(NULL, 0, raw, flags);
+			char *v = malloc(need + 1);
+			if (v == NULL) {
+				printf("%-*s  (out of memory)\n", (int)w, name);
+				continue;
+			}
+			(void)ob_term_escape(v, need + 1, raw, flags);
 			printf("%-*s  ", (int)w, name);
-			for (; *v != '\0'; v++) {
-				putchar(*v);
-				if (*v == '\n')
+			for (const char *p = v; *p != '\0'; p++) {
+				putchar(*p);
+				if (*p == '\n')
 					printf("%-*s  ", (int)w, "");
 			}
 			putchar('\n');
+			free(v);
 		}
 	}
 }

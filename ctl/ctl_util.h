@@ -43,6 +43,20 @@ PGconn *ctl_connect(const struct ctl_cmd *cmd, const char *conninfo);
 int ctl_start(const struct ctl_cmd *cmd, void *cfg, char *const *db, int argc, char **argv,
     const char *hint, PGconn **conn);
 
+/* A text shown in a message line is cut to this (escapes included). */
+#define CTL_SHOWN_MAX 512
+
+/* jansson's dump flags for every --json output: ASCII only (control
+ * characters and every character past ASCII as \uXXXX), so no stored
+ * byte reaches the terminal raw and the JSON stays valid. */
+#define CTL_JSON_FLAGS (JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII)
+
+/* s (an argument, or a value from the database) as a message line may show
+ * it: redacted like a conninfo (ob_pg_redact_conninfo: a URI given where
+ * another value was meant) and escaped for the terminal (ob_term_escape),
+ * cut to fit out. Returns out. */
+const char *ctl_shown(const char *s, char *out, size_t outlen);
+
 /* A message id: decimal digits only, 1..INT64_MAX. */
 bool ctl_parse_id(const char *s, int64_t *out);
 
@@ -50,14 +64,18 @@ bool ctl_parse_id(const char *s, int64_t *out);
 void ctl_fmt_age(double seconds, char *out, size_t outlen);
 
 /* Print res (every row) as an aligned table with upper-cased column names,
- * or (json) as a JSON array of objects. Column conventions: a name ending
+ * each cell escaped for the terminal on one line (ob_term_escape), or
+ * (json) as a JSON array of objects. Column conventions: a name ending
  * in "_seconds" is shown as an age in the table; int/float/numeric columns
  * are JSON numbers, bool JSON booleans, json/jsonb embedded, NULL is "-"
  * in the table and null in JSON. Columns named in hide[] (NULL-terminated,
  * may be NULL) are left out of the table only. */
 void ctl_print_table(const PGresult *res, bool json, const char *const *hide);
 
-/* Print one row as "name: value" lines, or (json) as one JSON object. */
+/* Print one row as "name: value" lines, each value escaped for the
+ * terminal (ob_term_escape; a column named payload is JSON text: it keeps
+ * its lines, indented under the first, and its backslashes), or (json) as
+ * one JSON object. */
 void ctl_print_record(const PGresult *res, int row, bool json);
 
 /* JSON value of one cell (new reference), by the conventions above. */

@@ -125,9 +125,10 @@ dead_list(PGconn *conn, struct dead_config *cfg)
 		PQclear(res);
 		return CTL_EXIT_FAIL;
 	}
+	char shown[CTL_SHOWN_MAX];
 	if (!cfg->json && PQntuples(res) == 0)
 		printf("no dead messages%s%s\n", cfg->topic ? " in topic " : "",
-		    cfg->topic ? cfg->topic : "");
+		    cfg->topic ? ctl_shown(cfg->topic, shown, sizeof shown) : "");
 	else
 		ctl_print_table(res, cfg->json, NULL);
 	PQclear(res);
@@ -148,7 +149,7 @@ dead_list(PGconn *conn, struct dead_config *cfg)
 static int
 dead_show(PGconn *conn, struct dead_config *cfg, const char *idtext)
 {
-	char err[1024];
+	char err[1024], shown[CTL_SHOWN_MAX];
 	const char *params[1] = { idtext };
 	PGresult *res;
 	int code = CTL_EXIT_FAIL;
@@ -175,7 +176,8 @@ dead_show(PGconn *conn, struct dead_config *cfg, const char *idtext)
 		fprintf(stderr, "outboxctl dead show: no message with id %s\n", idtext);
 	else
 		fprintf(stderr, "outboxctl dead show: message %s is %s, not dead"
-		    " (see outboxctl inspect)\n", idtext, PQgetvalue(res, 0, 0));
+		    " (see outboxctl inspect)\n", idtext,
+		    ctl_shown(PQgetvalue(res, 0, 0), shown, sizeof shown));
 out:
 	PQclear(res);
 	return code;
@@ -254,8 +256,9 @@ dead_requeue(PGconn *conn, struct dead_config *cfg, char **ids, int nids)
 			fprintf(stderr, "outboxctl dead requeue: no message with id %s\n", id);
 			bad++;
 		} else if (strcmp(PQgetvalue(res, r, 1), "dead") != 0) {
+			char shown[CTL_SHOWN_MAX];
 			fprintf(stderr, "outboxctl dead requeue: message %s is %s, not dead:"
-			    " not requeued\n", id, PQgetvalue(res, r, 1));
+			    " not requeued\n", id, ctl_shown(PQgetvalue(res, r, 1), shown, sizeof shown));
 			bad++;
 		} else if (PQgetvalue(res, r, 4)[0] != 't') {
 			/* dead in this snapshot, gone before the lock (expired by a
@@ -285,8 +288,10 @@ dead_requeue(PGconn *conn, struct dead_config *cfg, char **ids, int nids)
 	if (n == 0) {
 		PQclear(res);
 		ob_pg_rollback(conn);
+		char shown[CTL_SHOWN_MAX];
 		printf("dead requeue: no dead messages%s%s: nothing to do\n",
-		    cfg->topic ? " in topic " : "", cfg->topic ? cfg->topic : "");
+		    cfg->topic ? " in topic " : "",
+		    cfg->topic ? ctl_shown(cfg->topic, shown, sizeof shown) : "");
 		free(arr);
 		return CTL_EXIT_OK;
 	}
@@ -359,8 +364,10 @@ dead_run(const struct ctl_cmd *cmd, int argc, char **argv)
 	if ((code = ctl_parse(cmd, &cfg, argc, argv, &pos, &npos)) >= 0)
 		goto out;
 	code = CTL_EXIT_USAGE;
+	char shown[CTL_SHOWN_MAX];
 	if (cmd == &list_cmd && npos > 0) {
-		fprintf(stderr, "outboxctl dead list: unexpected argument '%s'\n", pos[0]);
+		fprintf(stderr, "outboxctl dead list: unexpected argument '%s'\n",
+		    ctl_shown(pos[0], shown, sizeof shown));
 		goto out;
 	}
 	if (cmd == &show_cmd && npos != 1) {
@@ -380,7 +387,7 @@ dead_run(const struct ctl_cmd *cmd, int argc, char **argv)
 	for (int i = 0; i < npos; i++) {
 		if (!ctl_parse_id(pos[i], &id)) {
 			fprintf(stderr, "outboxctl %s: bad id '%s': want a positive integer\n",
-			    cmd->name, pos[i]);
+			    cmd->name, ctl_shown(pos[i], shown, sizeof shown));
 			goto out;
 		}
 	}
@@ -416,7 +423,9 @@ ctl_dead(int argc, char **argv)
 		    "   (outboxctl dead SUBCOMMAND --help)\n");
 		return CTL_EXIT_OK;
 	}
+	char shown[CTL_SHOWN_MAX];
 	fprintf(stderr, "outboxctl dead: want list, show or requeue%s%s%s\n",
-	    argc >= 2 ? " (got '" : "", argc >= 2 ? argv[1] : "", argc >= 2 ? "')" : "");
+	    argc >= 2 ? " (got '" : "", argc >= 2 ? ctl_shown(argv[1], shown, sizeof shown) : "",
+	    argc >= 2 ? "')" : "");
 	return CTL_EXIT_USAGE;
 }

@@ -74,8 +74,10 @@ ctl_inspect(int argc, char **argv)
 		goto out;
 	}
 	if (PQntuples(res) == 0) {
-		fprintf(stderr, "outboxctl inspect: no message with key '%s'%s%s\n", cfg.key,
-		    cfg.topic ? " in topic " : "", cfg.topic ? cfg.topic : "");
+		char key[CTL_SHOWN_MAX], topic[CTL_SHOWN_MAX];
+		fprintf(stderr, "outboxctl inspect: no message with key '%s'%s%s\n",
+		    ctl_shown(cfg.key, key, sizeof key), cfg.topic ? " in topic " : "",
+		    cfg.topic ? ctl_shown(cfg.topic, topic, sizeof topic) : "");
 		goto out;
 	}
 	if (cfg.json) {

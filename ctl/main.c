@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "ctl.h"
+#include "ctl_util.h"
 #include "outbox/log.h"
 
 struct subcommand {
@@ -74,6 +75,8 @@ main(int argc, char **argv)
 	for (const struct subcommand *c = subcommands; c->name; c++)
 		if (strcmp(argv[1], c->name) == 0)
 			return c->run(argc - 1, argv + 1);
-	fprintf(stderr, "outboxctl: unknown command '%s' (see outboxctl --help)\n", argv[1]);
+	char shown[CTL_SHOWN_MAX];
+	fprintf(stderr, "outboxctl: unknown command '%s' (see outboxctl --help)\n",
+	    ctl_shown(argv[1], shown, sizeof shown));
 	return 2;
 }

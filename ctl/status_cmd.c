@@ -116,7 +116,7 @@ ctl_status(int argc, char **argv)
 		}
 		json_object_set_new(root, "topics", topics);
 		json_object_set_new(root, "total", total ? total : json_null());
-		json_dumpf(root, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+		json_dumpf(root, stdout, CTL_JSON_FLAGS);
 		fputc('\n', stdout);
 		json_decref(root);
 	} else {

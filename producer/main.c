@@ -10,6 +10,7 @@
 
 #include "outbox/config.h"
 #include "outbox/log.h"
+#include "outbox/pg.h"
 #include "producer.h"
 
 struct subcommand {
@@ -83,8 +84,10 @@ main(int argc, char **argv)
 		if (strcmp(argv[1], c->name) == 0)
 			code = c->run(argc - 1, argv + 1);
 	if (code < 0) {
+		char shown[512]; /* a conninfo where the command goes: not shown with its password */
+		ob_pg_redact_conninfo(argv[1], shown, sizeof(shown));
 		fprintf(stderr, "outbox-producer: unknown command '%s' (see outbox-producer --help)\n",
-		    argv[1]);
+		    shown);
 		code = 2;
 	}
 	nng_fini();

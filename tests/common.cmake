@@ -8,6 +8,10 @@ outbox_test(test_config SOURCES unit/test_config.c LABELS unit)
 outbox_test(test_log SOURCES unit/test_log.c LABELS unit)
 outbox_test(test_ready_file SOURCES unit/test_ready_file.c LABELS unit)
 outbox_test(test_backoff SOURCES unit/test_backoff.c LABELS unit)
+# Secrets never shown (every conninfo form, libpq's own messages scrubbed)
+# and stored text escaped for the terminal.
+outbox_test(test_redact SOURCES unit/test_redact.c LABELS unit)
+outbox_test(test_term SOURCES unit/test_term.c LABELS unit)
 
 # promtool comes from scripts/get-promtool.sh (into <build>/tools); the
 # metrics test says SKIPPED for that one case when it is absent.
@@ -60,4 +64,11 @@ set_tests_properties(config_doc_fresh PROPERTIES LABELS "ops" TIMEOUT 60 SKIP_RE
 outbox_test(test_signals SOURCES integration/test_signals.c LABELS integration PG TIMEOUT 300)
 if(TEST test_signals)
   add_dependencies(test_signals outbox-relay outbox-consumer outbox-producer)
+endif()
+
+# No program prints a conninfo's password, in any form, by flag or by
+# environment (the test PostgreSQL echoes a URI given as a database name).
+outbox_test(test_secrets SOURCES integration/test_secrets.c LABELS integration PG TIMEOUT 300)
+if(TEST test_secrets)
+  add_dependencies(test_secrets outbox-relay outbox-consumer outbox-producer outboxctl)
 endif()

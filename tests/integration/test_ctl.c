@@ -5,6 +5,7 @@
  * outboxctl runs as a child process, and both its output and the tables
  * afterwards are checked. Every bad input must print one line, exit
  * non-zero and leave every table of the outbox byte-for-byte unchanged.
+ * Stored text with terminal escape sequences is printed escaped.
  */
 #include <jansson.h>
 #include <stdarg.h>
@@ -775,6 +776,118 @@ START_TEST(test_bad_input)
 }
 END_TEST
 
+/* A producer's key, topic and payload and a consumer's error text are
+ * stored as given: ESC sequences in them (clear the screen, retitle the
+ * window, recolour) reach the database raw, but never the terminal. Every
+ * text output shows them as "\x1b"; --json stays valid and gives them
+ * back exactly. */
+#define ESC_KEY "k\x1b[2J\x1b]0;owned\x07"
+#define ESC_TOPIC "e\x1b[1m"
+#define ESC_ERROR "boom \x1b[2J\rfake line"
+
+static void
+assert_no_raw_escape(const char *out, const char *what)
+{
+	ck_assert_msg(strchr(out, '\x1b') == NULL, "%s printed a raw ESC:\n%s", what, out);
+	ck_assert_msg(strchr(out, '\x07') == NULL, "%s printed a raw BEL", what);
+	ck_assert_msg(strchr(out, '\r') == NULL, "%s printed a raw CR", what);
+	ck_assert_msg(strstr(out, "\xe2\x80\xae") == NULL, "%s printed a raw U+202E", what);
+}
+
+START_TEST(test_escapes)
+{
+	char *out = malloc(OUT_MAX);
+	/* the payload: an ESC (jsonb prints it as \u001b) and a right-to-left
+	 * override (jsonb prints it raw) */
+	int64_t id = ts_query_int(conn, "SELECT outbox.enqueue(E'" ESC_TOPIC "', E'" ESC_KEY "',"
+	    " jsonb_build_object('note', E'\\u202e' || 'txt', 'esc', E'\\x1b[31mred'),"
+	    " E'ord\\x1b[5m')");
+	ck_assert_int_eq(id, 7);
+	struct batch b = claim_from("{\"" ESC_TOPIC "\"}", 1, "relay-1", false);
+	ck_assert_str_eq(b.ids, "7");
+	record(&b, "done", 0, "{7}", "{dead}", "{0}", "{\"" ESC_ERROR "\"}");
+	/* the attack is in place: the raw bytes are stored */
+	ck_assert_int_eq(ts_query_int(conn, "SELECT count(*) FROM outbox.dead WHERE id = 7"
+	    " AND strpos(idempotency_key, E'\\x1b') > 0 AND strpos(topic, E'\\x1b') > 0"
+	    " AND strpos(last_error, E'\\x1b') > 0 AND strpos(last_error, E'\\r') > 0"), 1);
+
+	ck_assert_int_eq(ctl(out, "dead", "list", NULL), 0);
+	assert_no_raw_escape(out, "dead list");
+	assert_has(out, "k\\x1b[2J\\x1b]0;owned\\x07");
+	assert_has(out, "e\\x1b[1m");
+	assert_has(out, "boom \\x1b[2J\\rfake line");
+
+	ck_assert_int_eq(ctl(out, "dead", "show", "7", NULL), 0);
+	assert_no_raw_escape(out, "dead show");
+	assert_has(out, "key            k\\x1b[2J\\x1b]0;owned\\x07\n");
+	assert_has(out, "topic          e\\x1b[1m\n");
+	assert_has(out, "ordering_key   ord\\x1b[5m\n");
+	assert_has(out, "last_error     boom \\x1b[2J\\rfake line\n");
+	assert_has(out, "\\u202etxt");
+	assert_has(out, "\"esc\": \"\\u001b[31mred\""); /* jsonb's own escape */
+
+	ck_assert_int_eq(ctl(out, "inspect", "--key", ESC_KEY, NULL), 0);
+	assert_no_raw_escape(out, "inspect");
+	assert_has(out, "key           k\\x1b[2J\\x1b]0;owned\\x07\n");
+	assert_has(out, "state         dead\n");
+	assert_has(out, "last_error    boom \\x1b[2J\\rfake line\n");
+	/* a key given on the command line is echoed escaped too */
+	ck_assert_int_eq(ctl(out, "inspect", "--key", "zz\x1b[2J", NULL), 1);
+	assert_no_raw_escape(out, "inspect (not found)");
+	assert_has(out, "no message with key 'zz\\x1b[2J'");
+
+	ck_assert_int_eq(ctl(out, "status", NULL), 0);
+	assert_no_raw_escape(out, "status");
+	assert_has(out, "\ne\\x1b[1m  ");
+	ck_assert_int_eq(ctl(out, "dead", "list", "--topic", ESC_TOPIC "x", NULL), 0);
+	assert_no_raw_escape(out, "dead list (no such topic)");
+	assert_has(out, "no dead messages in topic e\\x1b[1mx");
+
+	/* JSON: valid, no raw byte, and the exact values back */
+	const char *json_runs[][4] = {
+		{ "dead", "list", "--json", NULL },
+		{ "dead", "show", "--json", "7" },
+		{ "inspect", "--json", "--key", ESC_KEY },
+		{ "status", "--json", NULL, NULL },
+	};
+	for (size_t i = 0; i < sizeof json_runs / sizeof json_runs[0]; i++) {
+		ck_assert_int_eq(ctl(out, json_runs[i][0], json_runs[i][1], json_runs[i][2],
+		    json_runs[i][3], NULL), 0);
+		assert_no_raw_escape(out, json_runs[i][0]);
+		for (const unsigned char *p = (const unsigned char *)out; *p; p++)
+			ck_assert_msg(*p == '\n' || (*p >= 0x20 && *p < 0x7f),
+			    "%s --json: byte 0x%02x is not printable ASCII", json_runs[i][0], *p);
+		json_t *j = parse_json(out);
+		json_t *o = json_is_array(j) ? json_array_get(j, json_array_size(j) - 1) : j;
+		if (i == 3) { /* the topic with the escape, wherever it sorts */
+			json_t *topics = json_object_get(j, "topics");
+			o = NULL;
+			for (size_t k = 0; k < json_array_size(topics); k++) {
+				const char *t = json_string_value(
+				    json_object_get(json_array_get(topics, k), "topic"));
+				if (t != NULL && t[0] == 'e')
+					o = json_array_get(topics, k);
+			}
+		}
+		ck_assert_ptr_nonnull(o);
+		if (i < 3) {
+			ck_assert_str_eq(json_string_value(json_object_get(o, "key")), ESC_KEY);
+			ck_assert_str_eq(json_string_value(json_object_get(o, "last_error")),
+			    ESC_ERROR);
+		}
+		ck_assert_str_eq(json_string_value(json_object_get(o, "topic")), ESC_TOPIC);
+		json_decref(j);
+	}
+	ck_assert_int_eq(ctl(out, "dead", "show", "--json", "7", NULL), 0);
+	json_t *j = parse_json(out);
+	json_t *payload = json_object_get(j, "payload");
+	ck_assert_str_eq(json_string_value(json_object_get(payload, "esc")), "\x1b[31mred");
+	ck_assert_str_eq(json_string_value(json_object_get(payload, "note")), "\xe2\x80\xaetxt");
+	json_decref(j);
+	free(out);
+}
+END_TEST
+
 /* --help is generated from the tables and mentions every flag and env var;
  * --help-markdown prints them all for docs/configuration.md. */
 START_TEST(test_help)
@@ -823,6 +936,7 @@ ctl_suite(void)
 	tcase_add_test(tc, test_purge);
 	tcase_add_test(tc, test_bad_input);
 	tcase_add_test(tc, test_protocol);
+	tcase_add_test(tc, test_escapes);
 	tcase_set_timeout(tc, 240);
 	suite_add_tcase(s, tc);
 	TCase *th = tcase_create("help");

@@ -3,7 +3,8 @@
  *
  * Every PGresult is checked with ob_pg_check and cleared by its caller on
  * every path. Server messages go into the caller's buffer, prefixed with
- * what was being done; a conninfo is never logged unredacted.
+ * what was being done; a conninfo is never logged unredacted, and libpq's
+ * message after a failed connect is scrubbed of its secrets.
  */
 #ifndef OUTBOX_PG_H
 #define OUTBOX_PG_H
@@ -60,8 +61,32 @@ bool ob_pg_broken(PGconn *conn);
 /* Parse a bigint column value. */
 int64_t ob_pg_int64(const PGresult *res, int row, int col);
 
-/* Copy conninfo into out with any password replaced by "***" (both
- * "password=..." keywords and postgresql://user:pass@ URIs). */
+/* The one line of a failed connect into err: "connect to '<conninfo
+ * redacted>': <libpq_msg scrubbed>" (ob_pg_redact_conninfo, ob_pg_scrub).
+ * ob_pg_connect reports with it; so must anything else that prints a
+ * libpq message after a connection attempt. */
+void ob_pg_connect_error(const char *conninfo, const char *libpq_msg, char *err,
+    size_t errlen);
+
+/* Copy conninfo into out (truncated, always NUL-terminated) with the value
+ * of every secret key replaced by "***": password, sslpassword, passfile,
+ * in keyword form (quoted or not, blanks around '=', backslash escapes),
+ * in a URI's user info ("postgresql://u:***@h", malformed ones too:
+ * "%zz", bad brackets or ports), in a URI query under any letter case or
+ * percent-encoding of the key ("?%70assword=***"), and in a URI given as a
+ * keyword value (dbname=postgresql://...). Text that is no conninfo comes
+ * back as it is. Pure string work (pg_redact.c). */
 void ob_pg_redact_conninfo(const char *conninfo, char *out, size_t outlen);
+
+/* Copy text (e.g. libpq's PQerrorMessage after connecting with conninfo,
+ * which may echo the conninfo or a piece of it) into out with every form
+ * of each secret value of conninfo replaced by "***": as written, unquoted
+ * and unescaped, percent-decoded and percent-encoded, and as libpq itself
+ * parses it (PQconninfoParse). When conninfo is a URI that libpq reads
+ * differently from its writer ("u:pa@ss@h", "u:pa/ss@h": libpq puts part
+ * of the password into the host or database name), or scrubbing runs out
+ * of memory, out gets a note instead of text and true is returned (text
+ * withheld); false when out is text, scrubbed. Blocks on nothing. */
+bool ob_pg_scrub(const char *conninfo, const char *text, char *out, size_t outlen);
 
 #endif
