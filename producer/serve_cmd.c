@@ -20,6 +20,7 @@
 #include "keygc.h"
 #include "metrics.h"
 #include "outbox/http_endpoint.h"
+#include "outbox/httpd.h"
 #include "outbox/config.h"
 #include "outbox/err.h"
 #include "outbox/log.h"
@@ -37,7 +38,12 @@ struct serve_config {
 	int64_t threads;
 	int64_t max_queue;
 	int64_t max_body;
+	int64_t max_header;
+	int64_t header_timeout;
 	int64_t read_timeout;
+	int64_t idle_timeout;
+	int64_t write_timeout;
+	int64_t max_connections;
 	int64_t lease;
 	int64_t max_processing;
 	int64_t key_retention;
@@ -74,8 +80,27 @@ static const struct ob_cfg_opt serve_options[] = {
 	    max_queue, "requests waiting for a serving thread; beyond it 503 + Retry-After"),
 	OPT("max-body", "OUTBOX_MAX_BODY", OB_CFG_SIZE, "64k", 256, 1048576, NULL, false,
 	    max_body, "largest request body accepted (larger: 413)"),
+	OPT("max-header", "OUTBOX_MAX_HEADER", OB_CFG_SIZE, "16k", 1024, 1048576, NULL, false,
+	    max_header, "largest request line + headers accepted (larger: 431, connection closed)"),
+	OPT("header-timeout", "OUTBOX_HEADER_TIMEOUT", OB_CFG_DURATION, "5s", 100, 600000, NULL,
+	    false, header_timeout, "a request's headers must be complete this long after its"
+	    " first byte (a total, not an inactivity timer); else 408 and the connection is"
+	    " closed"),
 	OPT("read-timeout", "OUTBOX_READ_TIMEOUT", OB_CFG_DURATION, "10s", 100, 600000, NULL,
-	    false, read_timeout, "time allowed to receive a request body"),
+	    false, read_timeout, "a whole request, headers and body, must arrive this long after"
+	    " its first byte (a total: a client sending a byte a second cannot extend it); else"
+	    " 408 and the connection is closed. No serving thread waits for a body"),
+	OPT("idle-timeout", "OUTBOX_IDLE_TIMEOUT", OB_CFG_DURATION, "30s", 0, 3600000, NULL,
+	    false, idle_timeout, "close a connection with no request in progress (new, or"
+	    " keep-alive between requests) after this; 0 = never (unsafe: idle connections"
+	    " pile up)"),
+	OPT("write-timeout", "OUTBOX_WRITE_TIMEOUT", OB_CFG_DURATION, "10s", 100, 600000, NULL,
+	    false, write_timeout, "a response must be written within this; else the connection"
+	    " is closed"),
+	OPT("max-connections", "OUTBOX_MAX_CONNECTIONS", OB_CFG_INT, "512", 0, 1000000, NULL,
+	    false, max_connections, "open connections; at the cap the one idle the longest is"
+	    " closed, and with none idle a new connection gets 503 and is closed at once; 0 = no"
+	    " cap (unsafe: descriptors run out)"),
 	OPT("lease", "OUTBOX_LEASE", OB_CFG_DURATION, "5s", 10, 3600000, NULL, false, lease,
 	    "idempotency key lease: a claim older than this is taken over (fencing token bumped)"),
 	OPT("max-processing", "OUTBOX_MAX_PROCESSING", OB_CFG_DURATION, "3s", 1, 3600000, NULL,
@@ -156,6 +181,12 @@ producer_cmd_serve(int argc, char **argv)
 		    " fenced out\n", cfg.lease, cfg.max_processing);
 		goto out;
 	}
+	if (cfg.header_timeout > cfg.read_timeout) {
+		fprintf(stderr, "outbox-producer serve: --header-timeout %" PRId64 "ms is longer than"
+		    " --read-timeout %" PRId64 "ms (the whole request's deadline)\n",
+		    cfg.header_timeout, cfg.read_timeout);
+		goto out;
+	}
 	if (cfg.metrics != NULL && cfg.metrics[0] != '\0') {
 		char url[OB_HTTP_ENDPOINT_URL_MAX], why[300];
 		if (ob_http_endpoint_url(cfg.metrics, url, sizeof(url), why, sizeof(why)) != OB_OK) {
@@ -184,13 +215,27 @@ producer_cmd_serve(int argc, char **argv)
 		long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 		cfg.threads = cpus > 1 ? 2 * cpus : 2;
 	}
+	/* Every connection the cap allows, the metrics endpoint's, one per
+	 * serving thread, and the rest of the process must fit. */
+	if (cfg.max_connections > 0 &&
+	    ob_httpd_reserve_fds(cfg.max_connections + OB_HTTP_ENDPOINT_MAX_CONNS + cfg.threads +
+	            OB_HTTPD_FD_RESERVE, err, sizeof(err)) != OB_OK) {
+		fprintf(stderr, "outbox-producer serve: --max-connections %" PRId64 ": %s\n",
+		    cfg.max_connections, err);
+		goto out;
+	}
 	struct http_server_config hcfg = {
 		.url = cfg.http,
 		.db = cfg.db,
 		.threads = (int)cfg.threads,
 		.max_queue = (int)cfg.max_queue,
 		.max_body = cfg.max_body,
+		.max_header = cfg.max_header,
+		.header_timeout_ms = cfg.header_timeout,
 		.read_timeout_ms = cfg.read_timeout,
+		.idle_timeout_ms = cfg.idle_timeout,
+		.write_timeout_ms = cfg.write_timeout,
+		.max_conns = (int)cfg.max_connections,
 		.api = { .lease_ms = cfg.lease, .fencing = !cfg.no_fencing, .faults = &faults },
 	};
 	producer_mode_parse(cfg.idempotency, &hcfg.api.mode);
@@ -200,6 +245,7 @@ producer_cmd_serve(int argc, char **argv)
 		goto out;
 	}
 	hcfg.api.metrics = pm;
+	hcfg.conn_metrics = pm != NULL ? pm->reg : NULL;
 
 	/* Before any thread starts: a signal only counts and wakes main. */
 	code = 1;
@@ -236,9 +282,15 @@ producer_cmd_serve(int argc, char **argv)
 		}
 	}
 	ob_info("producer.started", "http=%s port=%d idempotency=%s%s threads=%d lease_ms=%" PRId64
-	    " key_retention_ms=%" PRId64, cfg.http, port, cfg.idempotency,
-	    hcfg.api.mode != PRODUCER_MODE_ATOMIC ? "(broken-mode)" : "", (int)cfg.threads,
-	    cfg.lease, cfg.key_retention);
+	    " key_retention_ms=%" PRId64 " max_connections=%" PRId64 " idle_timeout_ms=%" PRId64
+	    " header_timeout_ms=%" PRId64 " read_timeout_ms=%" PRId64, cfg.http, port,
+	    cfg.idempotency, hcfg.api.mode != PRODUCER_MODE_ATOMIC ? "(broken-mode)" : "",
+	    (int)cfg.threads, cfg.lease, cfg.key_retention, cfg.max_connections, cfg.idle_timeout,
+	    cfg.header_timeout, cfg.read_timeout);
+	if (cfg.max_connections == 0 || cfg.idle_timeout == 0)
+		ob_warn("producer.http.unprotected", "max_connections=%" PRId64 " idle_timeout_ms=%"
+		    PRId64 " note=%s", cfg.max_connections, cfg.idle_timeout,
+		    "0 turns the protection off: idle connections can exhaust descriptors");
 	if (cfg.no_fencing)
 		ob_warn("producer.fencing_off", "mode=%s", "TEST-ONLY");
 
