@@ -100,11 +100,41 @@ reply_error(struct ob_httpd_req *req, int status, const char *code, const char *
 	api_response_fini(&r);
 }
 
-/* The server's thread: queue the request, never block. */
+/* 401 unless the request carries one of the tokens (RFC 6750). GET and
+ * HEAD /healthz stay open for liveness probes. true: answered. */
+static bool
+refuse_unauthorized(struct http_server *s, struct ob_httpd_req *req)
+{
+	if (s->cfg.tokens == NULL ||
+	    (strcmp(req->path, "/healthz") == 0 &&
+	        (strcmp(req->method, "GET") == 0 || strcmp(req->method, "HEAD") == 0)))
+		return false;
+	enum producer_auth a = producer_tokens_check(s->cfg.tokens,
+	    ob_httpd_req_header(req, "Authorization"));
+	if (a == PRODUCER_AUTH_OK)
+		return false;
+	struct api_response r = { 0 };
+	api_error(&r, 401, "unauthorized", a == PRODUCER_AUTH_MISSING
+	    ? "an Authorization: Bearer token is required"
+	    : "the bearer token is not valid");
+	count(s, req->method, req->path, 401, false, req->t0_ns);
+	struct ob_httpd_res res = { .status = 401, .content_type = "application/json",
+		.body = r.body, .body_len = r.body ? strlen(r.body) : 0,
+		.headers = a == PRODUCER_AUTH_MISSING
+		    ? "WWW-Authenticate: Bearer realm=\"outbox-producer\"\r\n"
+		    : "WWW-Authenticate: Bearer realm=\"outbox-producer\", error=\"invalid_token\"\r\n" };
+	ob_httpd_respond(req, &res);
+	api_response_fini(&r);
+	return true;
+}
+
+/* The server's thread: check the token, queue the request, never block. */
 static void
 handle_cb(void *arg, struct ob_httpd_req *req)
 {
 	struct http_server *s = arg;
+	if (refuse_unauthorized(s, req))
+		return;
 	pthread_mutex_lock(&s->mtx);
 	if (s->stopping || s->qlen >= s->cfg.max_queue) {
 		bool stopping = s->stopping;

@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "api.h"
+#include "auth.h"
 
 struct http_server_config {
 	const char *url;          /* http://HOST:PORT (port 0 = any free port) */
@@ -31,6 +32,8 @@ struct http_server_config {
 	int64_t write_timeout_ms; /* to write one response */
 	int max_conns;            /* open connections; 0 = no cap */
 	struct ob_metrics *conn_metrics; /* connection counters (NULL: none) */
+	const struct producer_tokens *tokens; /* NULL: no auth; else Bearer required
+	                                       * on every route but GET /healthz */
 	struct api_config api;
 };
 

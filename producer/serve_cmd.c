@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "api.h"
+#include "auth.h"
 #include "http_server.h"
 #include "keygc.h"
 #include "metrics.h"
@@ -55,6 +56,7 @@ struct serve_config {
 	char *log_format;
 	char *config;
 	char *metrics;
+	char *api_token_file;
 	int64_t fault_lose_response;
 	int64_t fault_crash;
 	int64_t fault_slow;
@@ -126,6 +128,10 @@ static const struct ob_cfg_opt serve_options[] = {
 	OPT("metrics", "OUTBOX_METRICS", OB_CFG_STRING, NULL, 0, 0, NULL, false, metrics,
 	    "serve /metrics, /healthz and /readyz on HOST:PORT (or :PORT, [::1]:PORT,"
 	    " http://HOST:PORT); empty = off (docs/metrics.md)"),
+	OPT("api-token-file", "OUTBOX_API_TOKEN_FILE", OB_CFG_STRING, NULL, 0, 0, NULL, false,
+	    api_token_file, "require Authorization: Bearer TOKEN on every route but GET /healthz"
+	    " (else 401); the file holds the accepted tokens, one per line (16..256 printable"
+	    " characters; '#' comments), read at start; tokens are never logged"),
 	OPT("fault-lose-response", "OUTBOX_FAULT_LOSE_RESPONSE", OB_CFG_INT, "0", 0,
 	    SERVE_MAX_FAULT, NULL, false, fault_lose_response,
 	    "fault: after COMMIT close the connection without a byte, N times"),
@@ -170,6 +176,7 @@ producer_cmd_serve(int argc, char **argv)
 	struct keygc *gc = NULL;
 	struct producer_metrics *pm = NULL;
 	struct ob_http_endpoint *ep = NULL;
+	struct producer_tokens *tokens = NULL;
 	bool metrics_on = false;
 
 	if ((code = ob_cfg_load(&program, &cfg, argc, argv, NULL)) >= 0)
@@ -185,6 +192,11 @@ producer_cmd_serve(int argc, char **argv)
 		fprintf(stderr, "outbox-producer serve: --header-timeout %" PRId64 "ms is longer than"
 		    " --read-timeout %" PRId64 "ms (the whole request's deadline)\n",
 		    cfg.header_timeout, cfg.read_timeout);
+		goto out;
+	}
+	if (cfg.api_token_file != NULL && cfg.api_token_file[0] != '\0' &&
+	    producer_tokens_load(cfg.api_token_file, &tokens, err, sizeof(err)) != OB_OK) {
+		fprintf(stderr, "outbox-producer serve: %s\n", err);
 		goto out;
 	}
 	if (cfg.metrics != NULL && cfg.metrics[0] != '\0') {
@@ -246,6 +258,7 @@ producer_cmd_serve(int argc, char **argv)
 	}
 	hcfg.api.metrics = pm;
 	hcfg.conn_metrics = pm != NULL ? pm->reg : NULL;
+	hcfg.tokens = tokens;
 
 	/* Before any thread starts: a signal only counts and wakes main. */
 	code = 1;
@@ -293,6 +306,8 @@ producer_cmd_serve(int argc, char **argv)
 		    "0 turns the protection off: idle connections can exhaust descriptors");
 	if (cfg.no_fencing)
 		ob_warn("producer.fencing_off", "mode=%s", "TEST-ONLY");
+	if (tokens != NULL)
+		ob_info("producer.auth.bearer", "tokens=%d", producer_tokens_count(tokens));
 
 	struct ob_reload reload = { &program, &cfg, sizeof(cfg), argc, argv, "producer", NULL };
 	ob_reload_until_stop(&reload);
@@ -306,6 +321,7 @@ out:
 	if (srv != NULL)
 		http_server_stop(srv);
 	producer_metrics_free(pm);
+	producer_tokens_free(tokens);
 	ob_cfg_free(serve_options, &cfg);
 	return code;
 }
