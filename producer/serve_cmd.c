@@ -302,8 +302,7 @@ producer_cmd_serve(int argc, char **argv)
 	    cfg.header_timeout, cfg.read_timeout);
 	if (cfg.max_connections == 0 || cfg.idle_timeout == 0)
 		ob_warn("producer.http.unprotected", "max_connections=%" PRId64 " idle_timeout_ms=%"
-		    PRId64 " note=%s", cfg.max_connections, cfg.idle_timeout,
-		    "0 turns the protection off: idle connections can exhaust descriptors");
+		    PRId64 " risk=descriptor_exhaustion", cfg.max_connections, cfg.idle_timeout);
 	if (cfg.no_fencing)
 		ob_warn("producer.fencing_off", "mode=%s", "TEST-ONLY");
 	if (tokens != NULL)
