@@ -787,6 +787,16 @@ reject(struct ob_httpd *s, int fd)
 	static const char body[] =
 	    "{\"error\":\"overloaded\",\"message\":\"too many open connections; retry later\"}";
 	char msg[256], sink[4096];
+	/* Counted and logged before the client can see the answer. */
+	ob_metric_inc(s->m_rejected);
+	s->rejected_since_log++;
+	int64_t now = ob_mono_ns();
+	if (s->last_cap_log_ns == 0 || now - s->last_cap_log_ns >= OB_HTTPD_LOG_EVERY_MS * NS_PER_MS) {
+		ob_warn("http.conn.cap_reached", "server=%s max_connections=%d rejected=%" PRIu64,
+		    s->name, s->cfg.limits.max_conns, s->rejected_since_log);
+		s->last_cap_log_ns = now;
+		s->rejected_since_log = 0;
+	}
 	int n = snprintf(msg, sizeof(msg), "HTTP/1.1 503 Service Unavailable\r\nContent-Type:"
 	    " application/json\r\nContent-Length: %zu\r\nRetry-After: 1\r\nConnection: close\r\n"
 	    "\r\n%s", sizeof(body) - 1, body);
@@ -802,15 +812,6 @@ reject(struct ob_httpd *s, int fd)
 		got += (size_t)r;
 	}
 	close(fd);
-	ob_metric_inc(s->m_rejected);
-	s->rejected_since_log++;
-	int64_t now = ob_mono_ns();
-	if (s->last_cap_log_ns == 0 || now - s->last_cap_log_ns >= OB_HTTPD_LOG_EVERY_MS * NS_PER_MS) {
-		ob_warn("http.conn.cap_reached", "server=%s max_connections=%d rejected=%" PRIu64,
-		    s->name, s->cfg.limits.max_conns, s->rejected_since_log);
-		s->last_cap_log_ns = now;
-		s->rejected_since_log = 0;
-	}
 }
 
 static void
