@@ -62,6 +62,7 @@
 #define OB_HTTPD_LOG_EVERY_MS 10000  /* cap / descriptor warnings */
 #define OB_HTTPD_ACCEPT_PAUSE_MS 100 /* out of descriptors: retry accept after */
 #define OB_HTTPD_DRAIN_MAX 65536     /* bytes drained before closing a refused socket */
+#define OB_HTTPD_STOP_FLUSH_MS 1000  /* on stop: answers still being written get this long */
 
 #define NS_PER_MS ((int64_t)1000000)
 
@@ -952,7 +953,27 @@ loop_main(void *arg)
 	struct ob_httpd *s = arg;
 	struct epoll_event evs[OB_HTTPD_EVENTS];
 	int64_t last_scan = ob_mono_ns();
-	while (!atomic_load(&s->stop)) {
+	int64_t flush_until = 0;
+	for (;;) {
+		if (atomic_load(&s->stop)) {
+			/* Stopping: accept nothing more, finish writing the answers
+			 * already given (the handler's threads were stopped first),
+			 * for at most OB_HTTPD_STOP_FLUSH_MS. */
+			int64_t now = ob_mono_ns();
+			if (flush_until == 0) {
+				flush_until = now + OB_HTTPD_STOP_FLUSH_MS * NS_PER_MS;
+				listen_pause(s, true);
+				s->accept_resume_ns = 0;
+			}
+			bool writing = false;
+			for (struct conn *c = s->conns; c != NULL && !writing; c = c->next)
+				writing = c->st == CONN_WRITE;
+			pthread_mutex_lock(&s->mtx);
+			writing = writing || s->done != NULL;
+			pthread_mutex_unlock(&s->mtx);
+			if (!writing || now >= flush_until)
+				break;
+		}
 		int n = epoll_wait(s->epfd, evs, OB_HTTPD_EVENTS, OB_HTTPD_TICK_MS);
 		bool accept_ready = false;
 		/* Connections first, new ones last: bytes that arrived before a

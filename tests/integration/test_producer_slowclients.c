@@ -19,7 +19,8 @@
  *     bytes behind it are not served as a second request (before: nng
  *     honoured Content-Length and served the rest: a row was written);
  *   - %00 in the query (before: ?idempotency_key=K%00zzz returned K's
- *     report) or a NUL in a header: 400, nothing written.
+ *     report) or a NUL in a header: 400, nothing written;
+ *   - SIGTERM while a request is processed: its answer is still written.
  */
 #include <pthread.h>
 #include <signal.h>
@@ -467,6 +468,28 @@ START_TEST(test_nul_refused)
 }
 END_TEST
 
+/* SIGTERM while a request is being processed: its answer is still
+ * written before the server closes its connections. */
+START_TEST(test_stop_finishes_answers_in_flight)
+{
+	char db[TS_CONNINFO_MAX];
+	PGconn *c = fresh_db(db, sizeof(db));
+	struct ts_producer_server s;
+	char *extra[] = { "--fault-slow", "1", "--fault-slow-ms", "1s", NULL };
+	ts_producer_serve(db, extra, &s);
+	struct ts_producer_poster a = { .url = s.url, .key = "stop-1" };
+	pthread_create(&a.t, NULL, ts_producer_poster_main, &a);
+	ts_assert_logged(s.log, "fault=producer.slow");
+	kill(s.pid, SIGTERM);
+	pthread_join(a.t, NULL);
+	ck_assert_msg(a.r.status == 201, "in flight at SIGTERM: rv %d status %d", a.r.rv,
+	    a.r.status);
+	ck_assert_int_eq(ts_wait_exit(s.pid, 30000), 0);
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM app.bug_reports"), 1);
+	PQfinish(c);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -480,6 +503,7 @@ main(void)
 	tcase_add_test(tc, test_idle_connections_closed);
 	tcase_add_test(tc, test_smuggling_refused);
 	tcase_add_test(tc, test_nul_refused);
+	tcase_add_test(tc, test_stop_finishes_answers_in_flight);
 	suite_add_tcase(s, tc);
 	int rc = ts_run_suite(s);
 	nng_fini();

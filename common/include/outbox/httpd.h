@@ -118,8 +118,10 @@ int ob_httpd_port(const struct ob_httpd *s);
  * client: the response is written by the server's thread. */
 void ob_httpd_respond(struct ob_httpd_req *req, const struct ob_httpd_res *res);
 
-/* Stop the thread, close every connection, free s. Every request handed to
- * the handler must have been answered before. NULL is ok. */
+/* Stop accepting, finish writing the answers already given (at most a
+ * second), then stop the thread, close every connection and free s. Every
+ * request handed to the handler must have been answered before. NULL is
+ * ok. */
 void ob_httpd_stop(struct ob_httpd *s);
 
 /* Make sure this process may open n descriptors: raise the soft
