@@ -1,36 +1,40 @@
 /*
- * http_endpoint.c - /metrics, /healthz and /readyz on nng's HTTP server.
+ * http_endpoint.c - /metrics, /healthz and /readyz on the program's own
+ * small HTTP server (outbox/httpd.h).
  *
- * Owns one nng HTTP server (held by URL) and its three GET handlers. The
- * handlers run on nng's threads, render into a private buffer and hand nng
- * a copy; they read atomics only and take no lock the program's delivery
- * path could be holding. Unknown paths (404) and wrong methods (405) are
- * answered by nng itself.
+ * Owns one ob_httpd and its one handler, which runs on the server's
+ * thread, renders into a private buffer and answers at once; it reads
+ * atomics only and takes no lock the program's delivery path could be
+ * holding. The server's limits are the OB_HTTP_ENDPOINT_* constants: at
+ * most OB_HTTP_ENDPOINT_MAX_CONNS connections, idle ones closed, every
+ * request within its deadline, so that a flood on the metrics port cannot
+ * take the descriptors the program's real work needs. Unknown paths get
+ * 404, other methods 405.
  *
  * Never: parse HTTP by hand, block in a handler, or log from a handler
  * (a scrape every few seconds would flood the log).
  */
-#include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <nng/nng.h>
-#include <nng/supplemental/http/http.h>
 
 #include "outbox/buf.h"
 #include "outbox/err.h"
 #include "outbox/http_endpoint.h"
+#include "outbox/httpd.h"
 
 #define CONTENT_TYPE_METRICS "text/plain; version=0.0.4; charset=utf-8"
 #define CONTENT_TYPE_TEXT "text/plain; charset=utf-8"
 
+#define NO_STORE "Cache-Control: no-store\r\n"
+
 struct ob_http_endpoint {
-	nng_http_server *srv;
+	struct ob_httpd *srv;
 	struct ob_metrics *m;
 	ob_ready_fn ready;
 	void *arg;
-	int port;
 };
 
 int
@@ -89,84 +93,46 @@ out:
 	return rc;
 }
 
-static struct ob_http_endpoint *
-endpoint_of(nng_aio *aio)
+static void
+reply(struct ob_httpd_req *req, int status, const char *type, const void *body, size_t len,
+    const char *headers)
 {
-	nng_http_handler *h = nng_aio_get_input(aio, 1);
-	return nng_http_handler_get_data(h);
+	struct ob_httpd_res res = { .status = status, .content_type = type, .body = body,
+		.body_len = len, .headers = headers };
+	ob_httpd_respond(req, &res);
 }
 
+/* The server's thread: render and answer at once (atomics only). */
 static void
-reply(nng_aio *aio, uint16_t status, const char *type, const void *body, size_t len)
+on_request(void *arg, struct ob_httpd_req *req)
 {
-	nng_http_res *res;
-	int rv;
+	struct ob_http_endpoint *e = arg;
+	bool get = strcmp(req->method, "GET") == 0 || strcmp(req->method, "HEAD") == 0;
+	bool metrics = strcmp(req->path, "/metrics") == 0;
+	bool healthz = strcmp(req->path, "/healthz") == 0;
+	bool readyz = strcmp(req->path, "/readyz") == 0;
 
-	if ((rv = nng_http_res_alloc(&res)) != 0) {
-		nng_aio_finish(aio, rv);
-		return;
-	}
-	if ((rv = nng_http_res_set_status(res, status)) != 0 ||
-	    (rv = nng_http_res_set_header(res, "Content-Type", type)) != 0 ||
-	    (rv = nng_http_res_set_header(res, "Cache-Control", "no-store")) != 0 ||
-	    (rv = nng_http_res_copy_data(res, body, len)) != 0) {
-		nng_http_res_free(res);
-		nng_aio_finish(aio, rv);
-		return;
-	}
-	nng_aio_set_output(aio, 0, res);
-	nng_aio_finish(aio, 0);
-}
-
-static void
-on_metrics(nng_aio *aio)
-{
-	struct ob_http_endpoint *e = endpoint_of(aio);
-	struct ob_buf b = OB_BUF_INIT;
-
-	if (ob_metrics_render(e->m, &b) != OB_OK) {
+	if (!metrics && !healthz && !readyz) {
+		reply(req, 404, CONTENT_TYPE_TEXT, "not found\n", 10, NO_STORE);
+	} else if (!get) {
+		reply(req, 405, CONTENT_TYPE_TEXT, "method not allowed\n", 19,
+		    NO_STORE "Allow: GET, HEAD\r\n");
+	} else if (metrics) {
+		struct ob_buf b = OB_BUF_INIT;
+		if (ob_metrics_render(e->m, &b) != OB_OK) {
+			ob_buf_fini(&b);
+			reply(req, 500, CONTENT_TYPE_TEXT, "out of memory\n", 14, NO_STORE);
+			return;
+		}
+		reply(req, 200, CONTENT_TYPE_METRICS, b.data ? b.data : "", b.len, NO_STORE);
 		ob_buf_fini(&b);
-		nng_aio_finish(aio, NNG_ENOMEM);
-		return;
+	} else if (healthz) {
+		reply(req, 200, CONTENT_TYPE_TEXT, "ok\n", 3, NO_STORE);
+	} else if (e->ready ? e->ready(e->arg) : ob_metrics_ready(e->m)) {
+		reply(req, 200, CONTENT_TYPE_TEXT, "ready\n", 6, NO_STORE);
+	} else {
+		reply(req, 503, CONTENT_TYPE_TEXT, "not ready\n", 10, NO_STORE);
 	}
-	reply(aio, NNG_HTTP_STATUS_OK, CONTENT_TYPE_METRICS, b.data ? b.data : "", b.len);
-	ob_buf_fini(&b);
-}
-
-static void
-on_healthz(nng_aio *aio)
-{
-	reply(aio, NNG_HTTP_STATUS_OK, CONTENT_TYPE_TEXT, "ok\n", 3);
-}
-
-static void
-on_readyz(nng_aio *aio)
-{
-	struct ob_http_endpoint *e = endpoint_of(aio);
-	bool ready = e->ready ? e->ready(e->arg) : ob_metrics_ready(e->m);
-
-	if (ready)
-		reply(aio, NNG_HTTP_STATUS_OK, CONTENT_TYPE_TEXT, "ready\n", 6);
-	else
-		reply(aio, NNG_HTTP_STATUS_SERVICE_UNAVAILABLE, CONTENT_TYPE_TEXT,
-		    "not ready\n", 10);
-}
-
-static int
-add_handler(struct ob_http_endpoint *e, const char *path, void (*cb)(nng_aio *))
-{
-	nng_http_handler *h;
-	int rv;
-
-	if ((rv = nng_http_handler_alloc(&h, path, cb)) != 0)
-		return rv;
-	if ((rv = nng_http_handler_set_method(h, "GET")) != 0 ||
-	    (rv = nng_http_handler_set_data(h, e, NULL)) != 0 ||
-	    (rv = nng_http_server_add_handler(e->srv, h)) != 0) {
-		nng_http_handler_free(h);
-		return rv;
-	}
-	return 0; /* the server owns h now */
 }
 
 int
@@ -175,9 +141,7 @@ ob_http_endpoint_start(const char *addr, struct ob_metrics *m, ob_ready_fn ready
 {
 	char url[OB_HTTP_ENDPOINT_URL_MAX];
 	struct ob_http_endpoint *e;
-	nng_url *u = NULL;
-	nng_sockaddr sa;
-	int rv, rc;
+	int rc;
 
 	if (m == NULL) {
 		snprintf(err, errlen, "metrics endpoint needs a registry");
@@ -192,29 +156,27 @@ ob_http_endpoint_start(const char *addr, struct ob_metrics *m, ob_ready_fn ready
 	e->m = m;
 	e->ready = ready;
 	e->arg = arg;
-	e->port = -1;
-	if ((rv = nng_url_parse(&u, url)) != 0 ||
-	    (rv = nng_http_server_hold(&e->srv, u)) != 0) {
-		snprintf(err, errlen, "metrics endpoint %s: %s", url, nng_strerror(rv));
-		nng_url_free(u);
+	struct ob_httpd_config cfg = {
+		.url = url,
+		.name = "metrics",
+		.limits = {
+			.max_conns = OB_HTTP_ENDPOINT_MAX_CONNS,
+			.idle_timeout_ms = OB_HTTP_ENDPOINT_IDLE_MS,
+			.header_timeout_ms = OB_HTTP_ENDPOINT_REQUEST_MS,
+			.request_timeout_ms = OB_HTTP_ENDPOINT_REQUEST_MS,
+			.write_timeout_ms = OB_HTTP_ENDPOINT_WRITE_MS,
+			.max_header = OB_HTTP_ENDPOINT_MAX_HEADER,
+			.max_body = OB_HTTP_ENDPOINT_MAX_BODY,
+		},
+		.handler = on_request,
+		.arg = e,
+		.metrics = m,
+	};
+	char why[400];
+	if ((rc = ob_httpd_start(&cfg, &e->srv, why, sizeof why)) != OB_OK) {
+		snprintf(err, errlen, "metrics endpoint %s", why);
 		free(e);
-		return rv == NNG_ENOMEM ? OB_ENOMEM : OB_EINVAL;
-	}
-	nng_url_free(u);
-	if ((rv = add_handler(e, "/metrics", on_metrics)) != 0 ||
-	    (rv = add_handler(e, "/healthz", on_healthz)) != 0 ||
-	    (rv = add_handler(e, "/readyz", on_readyz)) != 0 ||
-	    (rv = nng_http_server_start(e->srv)) != 0) {
-		snprintf(err, errlen, "metrics endpoint %s: %s", url, nng_strerror(rv));
-		nng_http_server_release(e->srv);
-		free(e);
-		return rv == NNG_ENOMEM ? OB_ENOMEM : OB_ENET;
-	}
-	if (nng_http_server_get_addr(e->srv, &sa) == 0) {
-		if (sa.s_family == NNG_AF_INET)
-			e->port = ntohs(sa.s_in.sa_port);
-		else if (sa.s_family == NNG_AF_INET6)
-			e->port = ntohs(sa.s_in6.sa_port);
+		return rc;
 	}
 	*out = e;
 	return OB_OK;
@@ -223,7 +185,7 @@ ob_http_endpoint_start(const char *addr, struct ob_metrics *m, ob_ready_fn ready
 int
 ob_http_endpoint_port(const struct ob_http_endpoint *e)
 {
-	return e ? e->port : -1;
+	return e ? ob_httpd_port(e->srv) : -1;
 }
 
 void
@@ -231,7 +193,6 @@ ob_http_endpoint_stop(struct ob_http_endpoint *e)
 {
 	if (e == NULL)
 		return;
-	nng_http_server_stop(e->srv);
-	nng_http_server_release(e->srv);
+	ob_httpd_stop(e->srv);
 	free(e);
 }

@@ -439,8 +439,8 @@ hexval(char c)
 }
 
 /* The value of name in a query string, percent-decoded into out (RFC 3986;
- * '+' is a literal plus). OB_OK, or OB_EINVAL when absent, malformed, or
- * too long. */
+ * '+' is a literal plus). OB_OK, or OB_EINVAL when absent, malformed,
+ * decoding to a NUL, or too long. */
 static int
 query_param(const char *query, const char *name, char *out, size_t outlen)
 {
@@ -457,6 +457,10 @@ query_param(const char *query, const char *name, char *out, size_t outlen)
 					return OB_EINVAL;
 				c = hi * 16 + lo;
 				v += 2;
+				/* %00 would cut the value short (K%00zzz read as K):
+				 * refused (the HTTP server refuses it first, httpd.h). */
+				if (c == 0)
+					return OB_EINVAL;
 			}
 			if (n + 1 >= outlen)
 				return OB_EINVAL;

@@ -1,11 +1,13 @@
 /*
- * http_server.h - the producer's HTTP server: nng's HTTP server for the
- * protocol, a pool of serving threads for the blocking work.
+ * http_server.h - the producer's HTTP server: outbox/httpd.h for the
+ * protocol (connections, deadlines, the cap, the refusals), a pool of
+ * serving threads for the blocking work.
  *
- * nng runs the handler callbacks on its own threads, which must never
- * block; each request is queued to one of `threads` serving threads, each
- * with its own PostgreSQL connection, which reads the body, calls
- * api_handle, and hands the response back to nng.
+ * The server hands over only complete requests (headers and body read
+ * within their deadlines); each is queued to one of `threads` serving
+ * threads, each with its own PostgreSQL connection, which calls
+ * api_handle and hands the response back. A slow client therefore holds a
+ * connection slot until its deadline, never a serving thread.
  */
 #ifndef OUTBOX_PRODUCER_HTTP_SERVER_H
 #define OUTBOX_PRODUCER_HTTP_SERVER_H
@@ -15,6 +17,7 @@
 #include <stdint.h>
 
 #include "api.h"
+#include "auth.h"
 
 struct http_server_config {
 	const char *url;          /* http://HOST:PORT (port 0 = any free port) */
@@ -22,7 +25,15 @@ struct http_server_config {
 	int threads;              /* serving threads = DB connections */
 	int max_queue;            /* requests waiting for a thread; more get 503 */
 	int64_t max_body;         /* bytes; a larger Content-Length gets 413 */
-	int64_t read_timeout_ms;  /* to read a request body */
+	int64_t max_header;       /* bytes of request line + headers; more gets 431 */
+	int64_t header_timeout_ms; /* first byte of a request -> end of its headers */
+	int64_t read_timeout_ms;  /* first byte of a request -> end of its body */
+	int64_t idle_timeout_ms;  /* connection with no request in progress; 0 = never */
+	int64_t write_timeout_ms; /* to write one response */
+	int max_conns;            /* open connections; 0 = no cap */
+	struct ob_metrics *conn_metrics; /* connection counters (NULL: none) */
+	const struct producer_tokens *tokens; /* NULL: no auth; else Bearer required
+	                                       * on every route but GET /healthz */
 	struct api_config api;
 };
 

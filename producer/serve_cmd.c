@@ -16,10 +16,12 @@
 #include <unistd.h>
 
 #include "api.h"
+#include "auth.h"
 #include "http_server.h"
 #include "keygc.h"
 #include "metrics.h"
 #include "outbox/http_endpoint.h"
+#include "outbox/httpd.h"
 #include "outbox/config.h"
 #include "outbox/err.h"
 #include "outbox/log.h"
@@ -37,7 +39,12 @@ struct serve_config {
 	int64_t threads;
 	int64_t max_queue;
 	int64_t max_body;
+	int64_t max_header;
+	int64_t header_timeout;
 	int64_t read_timeout;
+	int64_t idle_timeout;
+	int64_t write_timeout;
+	int64_t max_connections;
 	int64_t lease;
 	int64_t max_processing;
 	int64_t key_retention;
@@ -49,6 +56,7 @@ struct serve_config {
 	char *log_format;
 	char *config;
 	char *metrics;
+	char *api_token_file;
 	int64_t fault_lose_response;
 	int64_t fault_crash;
 	int64_t fault_slow;
@@ -74,8 +82,27 @@ static const struct ob_cfg_opt serve_options[] = {
 	    max_queue, "requests waiting for a serving thread; beyond it 503 + Retry-After"),
 	OPT("max-body", "OUTBOX_MAX_BODY", OB_CFG_SIZE, "64k", 256, 1048576, NULL, false,
 	    max_body, "largest request body accepted (larger: 413)"),
+	OPT("max-header", "OUTBOX_MAX_HEADER", OB_CFG_SIZE, "16k", 1024, 1048576, NULL, false,
+	    max_header, "largest request line + headers accepted (larger: 431, connection closed)"),
+	OPT("header-timeout", "OUTBOX_HEADER_TIMEOUT", OB_CFG_DURATION, "5s", 100, 600000, NULL,
+	    false, header_timeout, "a request's headers must be complete this long after its"
+	    " first byte (a total, not an inactivity timer); else 408 and the connection is"
+	    " closed"),
 	OPT("read-timeout", "OUTBOX_READ_TIMEOUT", OB_CFG_DURATION, "10s", 100, 600000, NULL,
-	    false, read_timeout, "time allowed to receive a request body"),
+	    false, read_timeout, "a whole request, headers and body, must arrive this long after"
+	    " its first byte (a total: a client sending a byte a second cannot extend it); else"
+	    " 408 and the connection is closed. No serving thread waits for a body"),
+	OPT("idle-timeout", "OUTBOX_IDLE_TIMEOUT", OB_CFG_DURATION, "30s", 0, 3600000, NULL,
+	    false, idle_timeout, "close a connection with no request in progress (new, or"
+	    " keep-alive between requests) after this; 0 = never (unsafe: idle connections"
+	    " pile up)"),
+	OPT("write-timeout", "OUTBOX_WRITE_TIMEOUT", OB_CFG_DURATION, "10s", 100, 600000, NULL,
+	    false, write_timeout, "a response must be written within this; else the connection"
+	    " is closed"),
+	OPT("max-connections", "OUTBOX_MAX_CONNECTIONS", OB_CFG_INT, "512", 0, 1000000, NULL,
+	    false, max_connections, "open connections; at the cap the one idle the longest is"
+	    " closed, and with none idle a new connection gets 503 and is closed at once; 0 = no"
+	    " cap (unsafe: descriptors run out)"),
 	OPT("lease", "OUTBOX_LEASE", OB_CFG_DURATION, "5s", 10, 3600000, NULL, false, lease,
 	    "idempotency key lease: a claim older than this is taken over (fencing token bumped)"),
 	OPT("max-processing", "OUTBOX_MAX_PROCESSING", OB_CFG_DURATION, "3s", 1, 3600000, NULL,
@@ -101,6 +128,10 @@ static const struct ob_cfg_opt serve_options[] = {
 	OPT("metrics", "OUTBOX_METRICS", OB_CFG_STRING, NULL, 0, 0, NULL, false, metrics,
 	    "serve /metrics, /healthz and /readyz on HOST:PORT (or :PORT, [::1]:PORT,"
 	    " http://HOST:PORT); empty = off (docs/metrics.md)"),
+	OPT("api-token-file", "OUTBOX_API_TOKEN_FILE", OB_CFG_STRING, NULL, 0, 0, NULL, false,
+	    api_token_file, "require Authorization: Bearer TOKEN on every route but GET /healthz"
+	    " (else 401); the file holds the accepted tokens, one per line (16..256 printable"
+	    " characters; '#' comments), read at start; tokens are never logged"),
 	OPT("fault-lose-response", "OUTBOX_FAULT_LOSE_RESPONSE", OB_CFG_INT, "0", 0,
 	    SERVE_MAX_FAULT, NULL, false, fault_lose_response,
 	    "fault: after COMMIT close the connection without a byte, N times"),
@@ -145,6 +176,7 @@ producer_cmd_serve(int argc, char **argv)
 	struct keygc *gc = NULL;
 	struct producer_metrics *pm = NULL;
 	struct ob_http_endpoint *ep = NULL;
+	struct producer_tokens *tokens = NULL;
 	bool metrics_on = false;
 
 	if ((code = ob_cfg_load(&program, &cfg, argc, argv, NULL)) >= 0)
@@ -154,6 +186,17 @@ producer_cmd_serve(int argc, char **argv)
 		fprintf(stderr, "outbox-producer serve: --lease %" PRId64 "ms is shorter than"
 		    " --max-processing %" PRId64 "ms: a live slow request would be taken over and"
 		    " fenced out\n", cfg.lease, cfg.max_processing);
+		goto out;
+	}
+	if (cfg.header_timeout > cfg.read_timeout) {
+		fprintf(stderr, "outbox-producer serve: --header-timeout %" PRId64 "ms is longer than"
+		    " --read-timeout %" PRId64 "ms (the whole request's deadline)\n",
+		    cfg.header_timeout, cfg.read_timeout);
+		goto out;
+	}
+	if (cfg.api_token_file != NULL && cfg.api_token_file[0] != '\0' &&
+	    producer_tokens_load(cfg.api_token_file, &tokens, err, sizeof(err)) != OB_OK) {
+		fprintf(stderr, "outbox-producer serve: %s\n", err);
 		goto out;
 	}
 	if (cfg.metrics != NULL && cfg.metrics[0] != '\0') {
@@ -184,13 +227,27 @@ producer_cmd_serve(int argc, char **argv)
 		long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 		cfg.threads = cpus > 1 ? 2 * cpus : 2;
 	}
+	/* Every connection the cap allows, the metrics endpoint's, one per
+	 * serving thread, and the rest of the process must fit. */
+	if (cfg.max_connections > 0 &&
+	    ob_httpd_reserve_fds(cfg.max_connections + OB_HTTP_ENDPOINT_MAX_CONNS + cfg.threads +
+	            OB_HTTPD_FD_RESERVE, err, sizeof(err)) != OB_OK) {
+		fprintf(stderr, "outbox-producer serve: --max-connections %" PRId64 ": %s\n",
+		    cfg.max_connections, err);
+		goto out;
+	}
 	struct http_server_config hcfg = {
 		.url = cfg.http,
 		.db = cfg.db,
 		.threads = (int)cfg.threads,
 		.max_queue = (int)cfg.max_queue,
 		.max_body = cfg.max_body,
+		.max_header = cfg.max_header,
+		.header_timeout_ms = cfg.header_timeout,
 		.read_timeout_ms = cfg.read_timeout,
+		.idle_timeout_ms = cfg.idle_timeout,
+		.write_timeout_ms = cfg.write_timeout,
+		.max_conns = (int)cfg.max_connections,
 		.api = { .lease_ms = cfg.lease, .fencing = !cfg.no_fencing, .faults = &faults },
 	};
 	producer_mode_parse(cfg.idempotency, &hcfg.api.mode);
@@ -200,6 +257,8 @@ producer_cmd_serve(int argc, char **argv)
 		goto out;
 	}
 	hcfg.api.metrics = pm;
+	hcfg.conn_metrics = pm != NULL ? pm->reg : NULL;
+	hcfg.tokens = tokens;
 
 	/* Before any thread starts: a signal only counts and wakes main. */
 	code = 1;
@@ -236,11 +295,18 @@ producer_cmd_serve(int argc, char **argv)
 		}
 	}
 	ob_info("producer.started", "http=%s port=%d idempotency=%s%s threads=%d lease_ms=%" PRId64
-	    " key_retention_ms=%" PRId64, cfg.http, port, cfg.idempotency,
-	    hcfg.api.mode != PRODUCER_MODE_ATOMIC ? "(broken-mode)" : "", (int)cfg.threads,
-	    cfg.lease, cfg.key_retention);
+	    " key_retention_ms=%" PRId64 " max_connections=%" PRId64 " idle_timeout_ms=%" PRId64
+	    " header_timeout_ms=%" PRId64 " read_timeout_ms=%" PRId64, cfg.http, port,
+	    cfg.idempotency, hcfg.api.mode != PRODUCER_MODE_ATOMIC ? "(broken-mode)" : "",
+	    (int)cfg.threads, cfg.lease, cfg.key_retention, cfg.max_connections, cfg.idle_timeout,
+	    cfg.header_timeout, cfg.read_timeout);
+	if (cfg.max_connections == 0 || cfg.idle_timeout == 0)
+		ob_warn("producer.http.unprotected", "max_connections=%" PRId64 " idle_timeout_ms=%"
+		    PRId64 " risk=descriptor_exhaustion", cfg.max_connections, cfg.idle_timeout);
 	if (cfg.no_fencing)
 		ob_warn("producer.fencing_off", "mode=%s", "TEST-ONLY");
+	if (tokens != NULL)
+		ob_info("producer.auth.bearer", "tokens=%d", producer_tokens_count(tokens));
 
 	struct ob_reload reload = { &program, &cfg, sizeof(cfg), argc, argv, "producer", NULL };
 	ob_reload_until_stop(&reload);
@@ -254,6 +320,7 @@ out:
 	if (srv != NULL)
 		http_server_stop(srv);
 	producer_metrics_free(pm);
+	producer_tokens_free(tokens);
 	ob_cfg_free(serve_options, &cfg);
 	return code;
 }

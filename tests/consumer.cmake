@@ -21,3 +21,8 @@ if(TEST test_consumer_metrics)
     "OUTBOX_PROMTOOL=${CMAKE_BINARY_DIR}/tools/promtool")
   add_dependencies(test_consumer_metrics outbox-consumer)
 endif()
+
+# 1,100 idle connections on the metrics port of a consumer under a 1,024
+# descriptor limit: the endpoint's cap keeps delivery flowing.
+outbox_test(test_consumer_metrics_flood SOURCES integration/test_consumer_metrics_flood.c
+  LABELS integration PG TIMEOUT 300 LIBS outbox_consumer)

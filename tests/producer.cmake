@@ -18,3 +18,15 @@ if(TEST test_producer_metrics)
   set_property(TEST test_producer_metrics APPEND PROPERTY ENVIRONMENT
     "OUTBOX_PROMTOOL=${CMAKE_BINARY_DIR}/tools/promtool")
 endif()
+
+# Slow and hostile clients on raw sockets (common/httpd.c): deadlines that a
+# trickle cannot extend, the connection cap, the idle timeout, descriptor
+# exhaustion with the protection off, request smuggling and %00 refused.
+outbox_test(test_producer_slowclients SOURCES integration/test_producer_slowclients.c
+  LABELS integration PG TIMEOUT 300 LIBS outbox_producer)
+
+# serve --api-token-file: 401 + WWW-Authenticate without a valid bearer
+# token (nothing written), several tokens, /healthz open, no token logged,
+# bad token files exit 2.
+outbox_test(test_producer_auth SOURCES integration/test_producer_auth.c
+  LABELS integration PG TIMEOUT 300 LIBS outbox_producer)

@@ -9,10 +9,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -672,4 +674,158 @@ ts_args_cat(const char **out, size_t n, const char *const *a, const char *const 
 	}
 	out[k] = NULL;
 	return out;
+}
+
+/* --- raw TCP ---------------------------------------------------------- */
+
+int
+ts_tcp_connect(int port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ck_assert_msg(fd >= 0, "socket: %s", strerror(errno));
+	ck_assert_msg(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0,
+	    "connect 127.0.0.1:%d: %s", port, strerror(errno));
+	return fd;
+}
+
+void
+ts_tcp_send(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+	while (len > 0) {
+		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+		if (n < 0 && errno == EINTR)
+			continue;
+		ck_assert_msg(n > 0, "send: %s", strerror(errno));
+		p += n;
+		len -= (size_t)n;
+	}
+}
+
+size_t
+ts_tcp_read_all(int fd, char *out, size_t outlen, int timeout_ms, bool *closed)
+{
+	int64_t end = ts_now_ms() + timeout_ms;
+	size_t got = 0;
+	bool eof = false;
+	while (got + 1 < outlen) {
+		int64_t left = end - ts_now_ms();
+		if (left <= 0)
+			break;
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		int r = poll(&pfd, 1, (int)left);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		ssize_t n = recv(fd, out + got, outlen - 1 - got, 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			eof = true;
+			break;
+		}
+		got += (size_t)n;
+	}
+	out[got] = '\0';
+	if (closed != NULL)
+		*closed = eof;
+	return got;
+}
+
+/* Whether out holds a whole response (headers + Content-Length bytes). */
+static bool
+response_complete(const char *out, size_t got)
+{
+	const char *end = strstr(out, "\r\n\r\n");
+	if (end == NULL)
+		return false;
+	const char *cl = strcasestr(out, "\r\nContent-Length:");
+	size_t want = cl != NULL && cl < end ? (size_t)strtoul(cl + 17, NULL, 10) : 0;
+	return got >= (size_t)(end + 4 - out) + want;
+}
+
+int
+ts_tcp_read_response(int fd, char *out, size_t outlen, int timeout_ms)
+{
+	int64_t end = ts_now_ms() + timeout_ms;
+	size_t got = 0;
+	out[0] = '\0';
+	while (got + 1 < outlen && !response_complete(out, got)) {
+		int64_t left = end - ts_now_ms();
+		if (left <= 0)
+			break;
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		int r = poll(&pfd, 1, (int)left);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		ssize_t n = recv(fd, out + got, outlen - 1 - got, 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+		out[got] = '\0';
+	}
+	return ts_http_raw_status(out);
+}
+
+int64_t
+ts_tcp_wait_closed(int fd, int timeout_ms)
+{
+	int64_t t0 = ts_now_ms(), end = t0 + timeout_ms;
+	char sink[4096];
+	for (;;) {
+		int64_t left = end - ts_now_ms();
+		if (left <= 0)
+			return -1;
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		int r = poll(&pfd, 1, (int)left);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		ssize_t n = recv(fd, sink, sizeof(sink), MSG_DONTWAIT);
+		if (n > 0)
+			continue;
+		if (n < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		return ts_now_ms() - t0;
+	}
+}
+
+int
+ts_http_raw_status(const char *response)
+{
+	const char *p = strstr(response, "HTTP/1.");
+	int status = 0;
+	if (p != NULL && sscanf(p, "HTTP/1.%*d %d", &status) != 1)
+		status = 0;
+	return status;
+}
+
+int
+ts_http_raw(int port, const char *request, size_t len, char *out, size_t outlen,
+    int timeout_ms)
+{
+	int fd = ts_tcp_connect(port);
+	ts_tcp_send(fd, request, len);
+	ts_tcp_read_all(fd, out, outlen, timeout_ms, NULL);
+	close(fd);
+	return ts_http_raw_status(out);
+}
+
+long
+ts_set_nofile(long n)
+{
+	struct rlimit rl;
+	ck_assert(getrlimit(RLIMIT_NOFILE, &rl) == 0);
+	rl.rlim_cur = rl.rlim_max != RLIM_INFINITY && (rlim_t)n > rl.rlim_max ? rl.rlim_max
+	                                                                      : (rlim_t)n;
+	ck_assert_msg(setrlimit(RLIMIT_NOFILE, &rl) == 0, "setrlimit: %s", strerror(errno));
+	return (long)rl.rlim_cur;
 }

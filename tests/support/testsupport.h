@@ -200,4 +200,41 @@ int ts_listen_local(int *port);
  * into *port. */
 int ts_refusing_local(int *port);
 
+/* --- raw TCP to a local server (slow and hostile clients) ------------ */
+
+/* A connected TCP socket to 127.0.0.1:port (blocking; asserts). */
+int ts_tcp_connect(int port);
+
+/* Send all of len bytes on fd (asserts it could). */
+void ts_tcp_send(int fd, const void *buf, size_t len);
+
+/* Read from fd into out until the peer closes, outlen-1 bytes, or
+ * timeout_ms passes; NUL-terminated. Returns the bytes read; *closed (may
+ * be NULL) tells whether the peer closed (EOF or reset) within the time. */
+size_t ts_tcp_read_all(int fd, char *out, size_t outlen, int timeout_ms, bool *closed);
+
+/* Read one HTTP response from fd into out (NUL-terminated): until its
+ * headers and Content-Length body are in, the peer closes, or timeout_ms
+ * passes. Returns its status (0: none), the connection left open. */
+int ts_tcp_read_response(int fd, char *out, size_t outlen, int timeout_ms);
+
+/* Poll fd until the peer closes it (EOF or reset; bytes before are
+ * discarded), up to timeout_ms. Returns the milliseconds it took, or -1
+ * when still open at the deadline. */
+int64_t ts_tcp_wait_closed(int fd, int timeout_ms);
+
+/* The status of the first "HTTP/1.x NNN" line in a raw response, 0 when
+ * none. */
+int ts_http_raw_status(const char *response);
+
+/* Connect, send the whole raw request, read the answer until the server
+ * closes or timeout_ms passes (into out, NUL-terminated), close. Returns
+ * the status of the first response (0: none). */
+int ts_http_raw(int port, const char *request, size_t len, char *out, size_t outlen,
+    int timeout_ms);
+
+/* Set this process's soft RLIMIT_NOFILE to n (capped at the hard limit;
+ * children started after inherit it). Returns the limit now in force. */
+long ts_set_nofile(long n);
+
 #endif

@@ -61,6 +61,41 @@ ts_producer_post(const char *base, const char *key, const char *body, struct ts_
 	ts_producer_http(base, "POST", "/v1/reports", key, body, body ? strlen(body) : 0, out);
 }
 
+int
+ts_producer_port(const struct ts_producer_server *s)
+{
+	const char *colon = strrchr(s->url, ':');
+	ck_assert_msg(colon != NULL, "no port in %s", s->url);
+	return atoi(colon + 1);
+}
+
+int
+ts_producer_metrics_port(const struct ts_producer_server *s)
+{
+	return ts_log_wait_port(s->log, "producer.metrics.listening", 30000);
+}
+
+size_t
+ts_producer_raw_post(char *out, size_t outlen, const char *key, const char *extra,
+    const char *body)
+{
+	int n = snprintf(out, outlen, "POST /v1/reports HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+	    "Idempotency-Key: %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+	    "%s\r\n%s", key, strlen(body), extra, body);
+	ck_assert(n > 0 && (size_t)n < outlen);
+	return (size_t)n;
+}
+
+int
+ts_producer_raw_get(int port, const char *target, char *out, size_t outlen)
+{
+	char req[1024];
+	int n = snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+	    "Connection: close\r\n\r\n", target);
+	ck_assert(n > 0 && (size_t)n < sizeof(req));
+	return ts_http_raw(port, req, (size_t)n, out, outlen, 10000);
+}
+
 /* report_id of a JSON body (0 when none). */
 long long
 ts_producer_report_id(const char *body)

@@ -40,6 +40,23 @@ void ts_producer_http(const char *base, const char *method, const char *path, co
 void ts_producer_post(const char *base, const char *key, const char *body,
     struct ts_producer_reply *out);
 
+/* The TCP port of s->url. */
+int ts_producer_port(const struct ts_producer_server *s);
+
+/* The port of the --metrics endpoint of s (started with "--metrics",
+ * "127.0.0.1:0"), read back from its log. */
+int ts_producer_metrics_port(const struct ts_producer_server *s);
+
+/* A raw HTTP/1.1 POST /v1/reports of body with Idempotency-Key key and the
+ * extra header lines extra ("Name: v\r\n"..., or ""), Content-Length set,
+ * into out. Returns its length (asserts it fits). */
+size_t ts_producer_raw_post(char *out, size_t outlen, const char *key, const char *extra,
+    const char *body);
+
+/* A raw GET of target (exactly as given, "Connection: close") on port;
+ * the answer into out. Returns its status (0: none). */
+int ts_producer_raw_get(int port, const char *target, char *out, size_t outlen);
+
 /* report_id of a JSON body (0 when none). */
 long long ts_producer_report_id(const char *body);
 

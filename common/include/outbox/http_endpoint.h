@@ -5,9 +5,14 @@
  * caller-supplied callback or the registry's ready flag). Other paths get
  * 404, other methods 405.
  *
- * Served from nng's HTTP server threads (<nng/supplemental/http/http.h>);
- * a request reads atomics only, so a scrape never blocks or slows the
- * program's own work.
+ * Served from one thread of its own (outbox/httpd.h); a request reads
+ * atomics only, so a scrape never blocks or slows the program's own work.
+ * Limits (constants below, the same in every program): at most
+ * OB_HTTP_ENDPOINT_MAX_CONNS connections open (at the cap the idlest is
+ * closed, else 503), idle ones closed after OB_HTTP_ENDPOINT_IDLE_MS, a
+ * request must arrive whole within OB_HTTP_ENDPOINT_REQUEST_MS of its
+ * first byte. The connection counters go into the served registry
+ * (outbox_http_connections_*{server="metrics"}).
  *
  * fork(): nng's state does not survive fork(). A process that forks
  * workers (the relay supervisor) must not start the endpoint itself before
@@ -25,7 +30,14 @@
 
 #define OB_HTTP_ENDPOINT_URL_MAX 300
 
-/* Readiness callback, called on an nng thread for each GET /readyz: must be
+#define OB_HTTP_ENDPOINT_MAX_CONNS 64      /* open connections */
+#define OB_HTTP_ENDPOINT_IDLE_MS 10000     /* keep-alive idle timeout */
+#define OB_HTTP_ENDPOINT_REQUEST_MS 5000   /* first byte -> whole request */
+#define OB_HTTP_ENDPOINT_WRITE_MS 10000    /* to write one response */
+#define OB_HTTP_ENDPOINT_MAX_HEADER 8192   /* request line + headers */
+#define OB_HTTP_ENDPOINT_MAX_BODY 4096     /* a GET with a body: read, ignored */
+
+/* Readiness callback, called on the endpoint's thread for each GET /readyz: must be
  * thread-safe and must not block. */
 typedef bool (*ob_ready_fn)(void *arg);
 
