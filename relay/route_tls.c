@@ -100,8 +100,14 @@ relay_dest_refusals(struct relay_deliverer *d, struct relay_dest *ds)
 	struct ob_bus_refusals now;
 	struct ob_bus_watch_news news;
 	char h[600];
-	if (nng_dialer_id(ds->dialer) <= 0 || ob_bus_refusals_dialer(ds->dialer, &now) != OB_OK)
+	if (nng_dialer_id(ds->dialer) <= 0 || ob_bus_refusals_dialer(ds->dialer, &now) != OB_OK) {
+		ob_debug("relay.handshake.counters", "dest=%s err=%s", ds->url,
+		    "no statistics for the dialer");
 		return;
+	}
+	ob_debug("relay.handshake.counters", "dest=%s tls_auth=%" PRIu64 " protocol=%" PRIu64
+	    " timeout=%" PRIu64 " closed=%" PRIu64, ds->url, now.n[OB_BUS_REFUSED_AUTH],
+	    now.n[OB_BUS_REFUSED_PROTO], now.n[OB_BUS_REFUSED_TIMEOUT], now.n[OB_BUS_REFUSED_CLOSED]);
 	if (!ob_bus_watch_update(&ds->watch, &now, ob_mono_ms(), &news))
 		return;
 	for (int r = 0; r < OB_BUS_REFUSED_COUNT; r++) {

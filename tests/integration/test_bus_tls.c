@@ -225,6 +225,7 @@ START_TEST(test_rogue_client_refused)
 	refused = wait_consumer_refused(&c, before);
 	ck_assert_msg(refused > before, "other-CA client not counted: %s", c.log);
 	ck_assert_int_eq(rogue_rows(conn), 1); /* the plain consumer's only */
+	ck_assert_int_eq(ts_query_int(conn, "SELECT count(*) FROM inbox.processed"), 1);
 
 	/* The listener still serves a client with the right certificate. */
 	nng_tls_config *good = ts_tls_client_config(t->ca, t->client_cert, t->client_key);
@@ -255,7 +256,7 @@ relay_start(const struct relay_case *rc, const char *db, int port, char *log)
 	const char *base[] = { "--poll-ms", "100", "--metrics", "127.0.0.1:0",
 		"--breaker-threshold", "2", "--breaker-probe-interval", "200ms",
 		"--delivery-timeout-ms", "2s", "--lease-ms", "5s", "--max-attempts", "2",
-		"--backoff-base-ms", "10ms", "--backoff-cap-ms", "100ms", NULL };
+		"--backoff-base-ms", "10ms", "--backoff-cap-ms", "100ms", "--log-level", "debug", NULL };
 	const char *tls[12];
 	int n = 0;
 	if (rc->cert != NULL) {
@@ -302,8 +303,13 @@ START_TEST(test_relay_mtls)
 		double before = consumer_refused(&c);
 		pid_t rpid = relay_start(rc, db, port, log);
 		/* the relay says so at warn level, with a class, and counts it */
-		ck_assert_msg(ts_log_wait(log, "relay.handshake.refused", 1, 60 * T_SEC) >= 1,
-		    "%s: no relay.handshake.refused in %s", rc->name, log);
+		if (ts_log_wait(log, "relay.handshake.refused", 1, 60 * T_SEC) < 1) {
+			char *text = ts_read_file(log), *ctext = ts_read_file(c.log);
+			size_t n = text ? strlen(text) : 0, cn = ctext ? strlen(ctext) : 0;
+			ck_abort_msg("%s: no relay.handshake.refused in %s; its end:\n%s\nconsumer's"
+			    " end:\n%s", rc->name, log, text ? text + (n > 3000 ? n - 3000 : 0) : "",
+			    ctext ? ctext + (cn > 1500 ? cn - 1500 : 0) : "");
+		}
 		warned(log, "relay.handshake.refused", rc->relay_reason);
 		warned(log, "relay.breaker.open", NULL);
 		int mport = ts_log_wait_port(log, "relay.metrics.listening", 30 * T_SEC);
@@ -328,6 +334,7 @@ START_TEST(test_relay_mtls)
 		ts_stop(rpid, SIGTERM);
 		/* nothing written, nothing burnt: every message still pending */
 		ck_assert_int_eq(ts_query_int(conn, "SELECT count(*) FROM inbox.notifications"), 0);
+		ck_assert_int_eq(ts_query_int(conn, "SELECT count(*) FROM inbox.processed"), 0);
 		ck_assert_int_eq(ts_query_int(conn,
 		    "SELECT count(*) FROM outbox.messages WHERE status = 'dead'"), 0);
 		ck_assert_int_eq(ts_query_int(conn,
