@@ -45,8 +45,8 @@ static const struct ob_cfg_opt relay_options[] = {
 	    " be signed by; use a CA of this hop's own (docs/security.md)"),
 	OPT("tls-server-name", "OUTBOX_TLS_SERVER_NAME", OB_CFG_STRING, NULL, 0, 0, NULL,
 	    false, tls_server_name, "with a tls+tcp:// route: the DNS name the consumer's"
-	    " certificate must carry (default: each route URL's host; mbedTLS matches DNS"
-	    " names only, not IP addresses)"),
+	    " certificate must carry (default: each route URL's host; give one when the"
+	    " routes name IP addresses)"),
 	OPT("workers", "OUTBOX_WORKERS", OB_CFG_INT, "1", 1, RELAY_MAX_WORKERS, NULL, false,
 	    workers, "worker processes forked by the supervisor, each with its own connections"),
 	OPT("shutdown-grace", "OUTBOX_SHUTDOWN_GRACE", OB_CFG_DURATION, "10s", 0, 3600000,
