@@ -26,6 +26,7 @@
 /* Fixed bytes of one message (ids, counters, the four length fields) and of
  * one result (id, status, detail_len). */
 #define REQ_MSG_FIXED (8 + 8 + 4 + 8 + 8 + 2 + 2 + 2 + 4)
+_Static_assert(REQ_MSG_FIXED == OB_WIRE_REQ_MSG_FIXED, "wire.h states the layout");
 #define REP_RES_FIXED OB_WIRE_REP_RESULT
 
 _Static_assert(OB_WIRE_REQ_HEADER == 4 + 1 + 1 + 2 + 4, "request header");

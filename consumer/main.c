@@ -14,6 +14,7 @@
 
 #include <nng/nng.h>
 
+#include "outbox/bus_tls.h"
 #include "outbox/config.h"
 #include "outbox/err.h"
 #include "outbox/http_endpoint.h"
@@ -28,6 +29,9 @@
 struct consumer_config {
 	char *db;
 	char *listen;
+	char *tls_cert;
+	char *tls_key;
+	char *tls_ca;
 	int64_t threads;
 	char *handler;
 	char *webhook_url;
@@ -64,8 +68,17 @@ static const struct ob_cfg_opt consumer_options[] = {
 	OPT("db", "OUTBOX_DB", OB_CFG_STRING, NULL, 0, 0, NULL, true, db,
 	    "PostgreSQL connection string of the consumer's database (inbox schema)"),
 	OPT("listen", "OUTBOX_LISTEN", OB_CFG_STRING, "tcp://127.0.0.1:7450", 0, 0, NULL,
-	    false, listen, "nng URL to serve requests on (tcp://, ipc://, tls+tcp://;"
-	    " tcp port 0 = any free port, see --ready-file)"),
+	    false, listen, "nng URL to serve requests on (tcp://, ipc://, tls+tcp:// = mutual"
+	    " TLS, needs --tls-cert, --tls-key, --tls-ca; tcp port 0 = any free port, see"
+	    " --ready-file)"),
+	OPT("tls-cert", "OUTBOX_TLS_CERT", OB_CFG_STRING, NULL, 0, 0, NULL, false, tls_cert,
+	    "with --listen tls+tcp://: this consumer's certificate (PEM; chain allowed)"),
+	OPT("tls-key", "OUTBOX_TLS_KEY", OB_CFG_STRING, NULL, 0, 0, NULL, false, tls_key,
+	    "with --listen tls+tcp://: the private key of --tls-cert (PEM, unencrypted)"),
+	OPT("tls-ca", "OUTBOX_TLS_CA", OB_CFG_STRING, NULL, 0, 0, NULL, false, tls_ca,
+	    "with --listen tls+tcp://: CA certificate(s) (PEM); a relay must present a client"
+	    " certificate signed by it. Every certificate it ever signed is admitted (nng 1.5"
+	    " cannot read the peer's name): give this hop a CA of its own (docs/security.md)"),
 	OPT("threads", "OUTBOX_THREADS", OB_CFG_INT, "4", 1, 256, NULL, false, threads,
 	    "serving threads, each with its own DB connection: requests in flight"),
 	OPT("handler", "OUTBOX_HANDLER", OB_CFG_ENUM, "record", 0, 0, "record|webhook", false,
@@ -92,9 +105,12 @@ static const struct ob_cfg_opt consumer_options[] = {
 	OPT("purge-batch", "OUTBOX_PURGE_BATCH", OB_CFG_INT, "10000", 1, 1000000, NULL, false,
 	    purge_batch, "dedup records deleted per purge statement"),
 	OPT("max-payload", "OUTBOX_MAX_PAYLOAD", OB_CFG_SIZE, "1m", 0, OB_WIRE_MAX_PAYLOAD,
-	    NULL, false, max_payload, "largest payload accepted, in bytes"),
+	    NULL, false, max_payload, "largest payload accepted, in bytes; with --max-batch"
+	    " it sets the receive limit: a frame longer than --max-batch x (--max-payload +"
+	    " 811) + 76 bytes closes its connection unread"),
 	OPT("max-batch", "OUTBOX_MAX_BATCH", OB_CFG_INT, "1000", 1, OB_WIRE_MAX_BATCH, NULL,
-	    false, max_batch, "most messages accepted in one request"),
+	    false, max_batch, "most messages accepted in one request (keep it near the"
+	    " relays' --batch: it bounds the receive limit, see --max-payload)"),
 	OPT("no-dedup", "OUTBOX_NO_DEDUP", OB_CFG_BOOL, "false", 0, 0, NULL, false,
 	    no_dedup, "BROKEN MODE for demos and tests: apply without the dedup record"),
 	OPT("no-fencing", "OUTBOX_NO_FENCING", OB_CFG_BOOL, "false", 0, 0, NULL, false,
@@ -133,6 +149,10 @@ static const struct ob_cfg_opt consumer_options[] = {
 	OB_CFG_END,
 };
 
+/* --max-payload's help states the receive limit in numbers. */
+_Static_assert(OB_WIRE_REQ_MSG_OVERHEAD_MAX == 811 &&
+    OB_WIRE_REQ_HEADER + CONSUMER_SP_HEADER_MAX == 76, "--max-payload's help");
+
 static const struct ob_cfg_program program = {
 	.name = "outbox-consumer",
 	.synopsis = "outbox-consumer --db CONNINFO [--listen URL] [options]",
@@ -141,11 +161,21 @@ static const struct ob_cfg_program program = {
     " one transaction: the dedup record (inbox.processed) and the effect commit"
     " together; a key already processed answers 'duplicate' and applies nothing."
     " The reply is sent only after COMMIT. A key redelivered with a different"
-    " payload is rejected (fingerprint mismatch). Run `outboxctl migrate --schema"
-    " inbox` first.",
+    " payload is rejected (fingerprint mismatch). With --listen tls+tcp:// only"
+    " relays holding a client certificate signed by --tls-ca are served"
+    " (docs/security.md). Run `outboxctl migrate --schema inbox` first.",
 	.options = consumer_options,
 	.markdown = OB_CFG_MARKDOWN_ALONE,
 };
+
+static uint64_t
+consumer_refusals_total(const struct consumer_counters *c)
+{
+	uint64_t n = 0;
+	for (int r = 0; r < OB_BUS_REFUSED_COUNT; r++)
+		n += c->handshake_refused[r];
+	return n;
+}
 
 static bool
 ready_cb(void *arg)
@@ -236,9 +266,23 @@ main(int argc, char **argv)
 		    " retention are rejected as possible duplicates of purged records\"",
 		    (long long)cfg.dedup_retention, (long long)cfg.max_redelivery_age);
 
+	/* tls+tcp:// needs the three files; they are read and parsed now, so a
+	 * bad one stops the start with one line (exit 2). */
+	struct ob_bus_tls_files tls_files = { cfg.tls_cert, cfg.tls_key, cfg.tls_ca, NULL };
+	const char *urls[] = { cfg.listen };
+	nng_tls_config *tls = NULL;
+	if (ob_bus_tls_check(urls, 1, &tls_files, true, err, sizeof(err)) != OB_OK ||
+	    (ob_bus_tls_url(cfg.listen) &&
+	        ob_bus_tls_config_new(true, &tls_files, cfg.listen, &tls, err, sizeof(err)) !=
+	            OB_OK)) {
+		fprintf(stderr, "outbox-consumer: %s\n", err);
+		goto out;
+	}
+
 	struct consumer_server_config scfg = {
 		.db = cfg.db,
 		.listen = cfg.listen,
+		.tls = tls,
 		.threads = (int)cfg.threads,
 		.limits = { (uint32_t)cfg.max_payload, (uint32_t)cfg.max_batch },
 		.inbox = { !cfg.no_dedup, handler, &faults, cfg.dedup_retention,
@@ -257,7 +301,10 @@ main(int argc, char **argv)
 	}
 	ob_sig_exit_on_second_stop();
 
-	if (consumer_server_start(&scfg, &srv, err, sizeof(err)) != OB_OK) {
+	int started = consumer_server_start(&scfg, &srv, err, sizeof(err));
+	if (tls != NULL)
+		nng_tls_config_free(tls); /* the listener holds its own reference */
+	if (started != OB_OK) {
 		fprintf(stderr, "outbox-consumer: %s\n", err);
 		goto out;
 	}
@@ -281,10 +328,11 @@ main(int argc, char **argv)
 		goto out;
 	}
 	char q[600];
-	ob_info("consumer.started", "listen=%s threads=%d dedup=%s handler=%s fencing=%s",
-	    ob_log_q(url, q, sizeof(q)), (int)cfg.threads,
+	ob_info("consumer.started", "listen=%s threads=%d dedup=%s handler=%s fencing=%s"
+	    " tls=%s recv_max=%zu", ob_log_q(url, q, sizeof(q)), (int)cfg.threads,
 	    cfg.no_dedup ? "OFF(broken-mode)" : "on", cfg.handler,
-	    cfg.no_fencing ? "OFF(broken-mode)" : "on");
+	    cfg.no_fencing ? "OFF(broken-mode)" : "on",
+	    ob_bus_tls_url(cfg.listen) ? "mutual" : "off", CONSUMER_RECV_MAX(&scfg.limits));
 
 	struct ob_reload reload = { &program, &cfg, sizeof(cfg), argc, argv, "consumer", NULL };
 	ob_reload_until_stop(&reload);
@@ -292,12 +340,13 @@ main(int argc, char **argv)
 	const struct consumer_counters *c = consumer_server_counters(srv);
 	ob_info("consumer.stopped", "requests=%llu applied=%llu duplicate=%llu retried=%llu"
 	    " rejected=%llu fingerprint_mismatch=%llu bad_frames=%llu purged=%llu"
-	    " webhook_calls=%llu webhook_fenced_out=%llu",
+	    " webhook_calls=%llu webhook_fenced_out=%llu handshakes_refused=%llu",
 	    (unsigned long long)c->requests, (unsigned long long)c->applied,
 	    (unsigned long long)c->duplicate, (unsigned long long)c->retried,
 	    (unsigned long long)c->rejected, (unsigned long long)c->fingerprint_mismatch,
 	    (unsigned long long)c->bad_frames, (unsigned long long)c->purged,
-	    (unsigned long long)c->webhook.calls, (unsigned long long)c->webhook.fenced_out);
+	    (unsigned long long)c->webhook.calls, (unsigned long long)c->webhook.fenced_out,
+	    (unsigned long long)consumer_refusals_total(c));
 	code = 0;
 out:
 	/* The endpoint's ready callback reads srv: stop it first. */

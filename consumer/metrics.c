@@ -107,6 +107,17 @@ consumer_metrics_new(bool webhook, struct consumer_metrics **out)
 	    "Dedup records deleted by the retention purge (--dedup-retention)", NULL);
 	cm->purge_failures = ob_metrics_counter(r, "outbox_consumer_purge_failures_total",
 	    "Retention purge passes that failed (tried again next interval)", NULL);
+	for (int k = 0; k < OB_BUS_REFUSED_COUNT; k++) {
+		const char *labels[] = { "reason", ob_bus_refusal_name((enum ob_bus_refusal)k),
+			NULL };
+		cm->handshake_refused[k] = ob_metrics_counter(r,
+		    "outbox_consumer_handshake_refused_total",
+		    "Connections refused before any request was read, by class: tls_auth (TLS"
+		    " handshake: no client certificate, not signed by --tls-ca, expired, or not"
+		    " TLS), protocol (not an SP REQ peer), timeout (negotiation over 10 s), closed"
+		    " (reset or closed in negotiation)",
+		    labels);
+	}
 	if (webhook)
 		register_webhook(r, &cm->webhook);
 	*out = cm;

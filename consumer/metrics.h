@@ -18,6 +18,7 @@
 
 #include "handler_webhook.h"
 #include "inbox.h"
+#include "outbox/bus_tls.h"
 #include "outbox/err.h"
 #include "outbox/metrics.h"
 #include "outbox/wire.h"
@@ -40,6 +41,7 @@ struct consumer_metrics {
 	struct ob_metric *db_connections;             /* gauge */
 	struct ob_metric *purged;
 	struct ob_metric *purge_failures;
+	struct ob_metric *handshake_refused[OB_BUS_REFUSED_COUNT]; /* by enum ob_bus_refusal */
 	struct webhook_metrics webhook;               /* NULL handles without webhook */
 };
 

@@ -35,6 +35,7 @@
 #include "outbox/log.h"
 #include "outbox/pg.h"
 #include "outbox/protocol.h"
+#include "listen_watch.h"
 #include "metrics.h"
 #include "server.h"
 
@@ -59,6 +60,7 @@ struct consumer_server {
 	nng_socket sock;
 	nng_listener listener;
 	char *url;                          /* cfg.listen with the bound port */
+	struct consumer_listen_watch *watch; /* refused connections, logged */
 	struct serve_thread *threads;
 	int nthreads;
 	struct consumer_counters own_counters;
@@ -207,6 +209,16 @@ stop_asked(struct consumer_server *s)
 	return stop;
 }
 
+/* Whether the request came over a TLS connection whose peer certificate
+ * nng verified. */
+static bool
+peer_verified(nng_msg *msg)
+{
+	bool verified = false;
+	nng_pipe p = nng_msg_get_pipe(msg);
+	return nng_pipe_get_bool(p, NNG_OPT_TLS_VERIFIED, &verified) == 0 && verified;
+}
+
 static void *
 serve(void *arg)
 {
@@ -228,6 +240,17 @@ serve(void *arg)
 			continue;
 		}
 		nng_msg *msg = nng_aio_get_msg(t->aio);
+		if (t->srv->cfg.tls != NULL && !peer_verified(msg)) {
+			/* cannot happen with auth mode required: nng makes no
+			 * pipe of a failed handshake; never apply it anyway */
+			consumer_refusal_count(t->srv->counters, t->srv->cfg.metrics,
+			    OB_BUS_REFUSED_AUTH, 1);
+			ob_warn("consumer.handshake.refused", "reason=%s refused=1 hint=\"a request"
+			    " from a TLS peer nng does not call verified: dropped unread\"",
+			    ob_bus_refusal_name(OB_BUS_REFUSED_AUTH));
+			nng_msg_free(msg);
+			continue;
+		}
 		atomic_fetch_add(&t->srv->counters->requests, 1);
 		if (t->srv->cfg.metrics != NULL)
 			ob_metric_inc(t->srv->cfg.metrics->requests);
@@ -368,8 +391,6 @@ consumer_server_start(const struct consumer_server_config *cfg,
 		rc = OB_ENET;
 		goto fail_free;
 	}
-	nng_socket_set_size(s->sock, NNG_OPT_RECVMAXSZ,
-	    (size_t)cfg->limits.max_batch * (cfg->limits.max_payload + 1024) + 64);
 
 	for (int i = 0; i < cfg->threads; i++) {
 		struct serve_thread *t = &s->threads[i];
@@ -389,7 +410,14 @@ consumer_server_start(const struct consumer_server_config *cfg,
 		s->nthreads = i + 1;
 		set_connected(t, true);
 	}
-	if ((rv = nng_listen(s->sock, cfg->listen, &s->listener, 0)) != 0) {
+	/* The receive limit and TLS go on the listener before it starts: the
+	 * first connection already gets them. */
+	if ((rv = nng_listener_create(&s->listener, s->sock, cfg->listen)) != 0 ||
+	    (rv = nng_listener_set_size(s->listener, NNG_OPT_RECVMAXSZ,
+	         CONSUMER_RECV_MAX(&cfg->limits))) != 0 ||
+	    (cfg->tls != NULL &&
+	        (rv = nng_listener_set_ptr(s->listener, NNG_OPT_TLS_CONFIG, cfg->tls)) != 0) ||
+	    (rv = nng_listener_start(s->listener, 0)) != 0) {
 		snprintf(err, errlen, "listen on %s: %s", cfg->listen, nng_strerror(rv));
 		rc = OB_ENET;
 		goto fail;
@@ -399,9 +427,19 @@ consumer_server_start(const struct consumer_server_config *cfg,
 		rc = OB_ENOMEM;
 		goto fail;
 	}
+	if (consumer_listen_watch_new(cfg->tls != NULL, s->url, s->counters, cfg->metrics,
+	        &s->watch) != OB_OK ||
+	    consumer_listen_watch_start(s->watch, s->listener) != OB_OK) {
+		snprintf(err, errlen, "cannot start the listener's watch");
+		consumer_listen_watch_stop(s->watch);
+		s->watch = NULL;
+		rc = OB_ENOMEM;
+		goto fail;
+	}
 	for (int i = 0; i < s->nthreads; i++) {
 		if (pthread_create(&s->threads[i].tid, NULL, serve, &s->threads[i]) != 0) {
 			snprintf(err, errlen, "cannot start serving thread");
+			consumer_listen_watch_stop(s->watch);
 			nng_close(s->sock);
 			for (int j = 0; j < i; j++)
 				pthread_join(s->threads[j].tid, NULL);
@@ -459,6 +497,7 @@ consumer_server_stop(struct consumer_server *s)
 	pthread_mutex_unlock(&s->mtx);
 	if (s->purging)
 		pthread_join(s->purger, NULL);
+	consumer_listen_watch_stop(s->watch);
 	/* no nng_close(s->sock): see the top of the file */
 	for (int i = 0; i < s->nthreads; i++)
 		pthread_join(s->threads[i].tid, NULL);

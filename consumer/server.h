@@ -11,6 +11,11 @@
  * connection without blocking (a backend terminated by the server is seen
  * then, not only at the next request) and re-opens a broken one; readiness
  * (consumer_server_ready) is "every serving thread has a usable connection".
+ *
+ * The listener refuses a frame larger than CONSUMER_RECV_MAX(limits) from
+ * its length header, before reading or allocating it; on tls+tcp:// it
+ * admits only peers with a client certificate signed by the configured CA.
+ * Refused connections are counted and logged (listen_watch.h).
  */
 #ifndef OUTBOX_CONSUMER_SERVER_H
 #define OUTBOX_CONSUMER_SERVER_H
@@ -19,8 +24,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <nng/nng.h>
+#include <nng/supplemental/tls/tls.h>
+
 #include "handler_webhook.h"
 #include "inbox.h"
+#include "outbox/bus_tls.h"
 #include "outbox/buf.h"
 #include "outbox/err.h"
 #include "outbox/wire.h"
@@ -41,17 +50,34 @@ struct consumer_counters {
 	_Atomic uint64_t db_failures;                   /* batches whose transaction failed */
 	_Atomic uint64_t purged;                        /* dedup records removed by retention */
 	_Atomic uint64_t purge_failures;
+	_Atomic uint64_t handshake_refused[OB_BUS_REFUSED_COUNT]; /* connections refused,
+	                                                 * by class (listen_watch.h) */
 	struct webhook_counters webhook;                /* outcomes of the webhook handler */
 };
 
 #define CONSUMER_IDLE_CHECK_MS 1000      /* idle thread's connection check */
 #define CONSUMER_RECONNECT_LOG_EVERY 50  /* failed reconnects per warning line */
+/* What nng's REQ/REP adds to a request on the wire: the request id and the
+ * backtrace of any devices in between, 4 bytes a hop (nng's largest TTL is
+ * 15 hops). Part of the receive limit. */
+#define CONSUMER_SP_HEADER_MAX 64
+
+/* The receive limit for limits (NNG_OPT_RECVMAXSZ on the listener): the
+ * largest request they admit (OB_WIRE_REQUEST_MAX_BYTES) plus
+ * CONSUMER_SP_HEADER_MAX. nng reads a frame's 8-byte length first and
+ * closes the connection when it exceeds this, before allocating or reading
+ * the frame. */
+#define CONSUMER_RECV_MAX(lim) (OB_WIRE_REQUEST_MAX_BYTES((lim)->max_batch, \
+	(lim)->max_payload) + CONSUMER_SP_HEADER_MAX)
 
 struct consumer_metrics; /* metrics.h */
 
 struct consumer_server_config {
 	const char *db;          /* conninfo, borrowed */
 	const char *listen;      /* nng URL, borrowed; tcp port 0 = any free port */
+	nng_tls_config *tls;     /* borrowed (the listener takes its own hold); set
+	                          * exactly when listen is tls+tcp:// (outbox/bus_tls.h:
+	                          * client certificate required) */
 	int threads;             /* serving threads = requests in flight */
 	struct ob_wire_limits limits;
 	struct inbox_options inbox;

@@ -22,8 +22,10 @@
 
 #include "deliver.h"
 #include "outbox/buf.h"
+#include "outbox/bus_tls.h"
 #include "outbox/err.h"
 #include "outbox/log.h"
+#include "route_tls.h"
 
 static double
 seconds_since(const struct timespec *t0)
@@ -90,10 +92,26 @@ relay_deliverer_open(struct relay_deliverer *d, char *err, size_t errlen)
 		    OB_WIRE_REPLY_MAX_BYTES(d->limits.max_batch));
 		nng_pipe_notify(ds->sock, NNG_PIPE_EV_ADD_POST, pipe_event, ds);
 		nng_pipe_notify(ds->sock, NNG_PIPE_EV_REM_POST, pipe_event, ds);
-		if ((rv = nng_dial(ds->sock, ds->url, NULL, NNG_FLAG_NONBLOCK)) != 0) {
+		ds->watch.every_ms = RELAY_REFUSAL_LOG_EVERY_MS;
+		nng_tls_config *tls = NULL;
+		if (ob_bus_tls_url(ds->url)) {
+			int rc = ob_bus_tls_config_new(false, &d->tls, ds->url, &tls, err, errlen);
+			if (rc != OB_OK)
+				return rc;
+		}
+		/* A dialer of our own, not nng_dial: its counters say why the
+		 * handshakes fail (relay_dest_refusals). */
+		if ((rv = nng_dialer_create(&ds->dialer, ds->sock, ds->url)) != 0 ||
+		    (tls != NULL &&
+		        (rv = nng_dialer_set_ptr(ds->dialer, NNG_OPT_TLS_CONFIG, tls)) != 0) ||
+		    (rv = nng_dialer_start(ds->dialer, NNG_FLAG_NONBLOCK)) != 0) {
 			snprintf(err, errlen, "dial %s: %s", ds->url, nng_strerror(rv));
+			if (tls != NULL)
+				nng_tls_config_free(tls);
 			return OB_ENET;
 		}
+		if (tls != NULL)
+			nng_tls_config_free(tls); /* the dialer holds its own reference */
 	}
 	return OB_OK;
 }
@@ -637,6 +655,9 @@ relay_frame_finish(struct relay_deliverer *d, struct relay_frame *f, struct rela
 			}
 			if (f->sent)
 				d->frames_failed++;
+			/* never on a connection: was a handshake refused? */
+			if (f->sent && !f->reached && f->dest >= 0)
+				relay_dest_refusals(d, &d->dests[f->dest]);
 			result = RELAY_FRAME_FAILED;
 		} else {
 			ob_metric_observe(d->frame_seconds, f->rtt_s);

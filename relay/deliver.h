@@ -25,6 +25,7 @@
 #include "claim.h"
 #include "metrics.h"
 #include "outbox/buf.h"
+#include "outbox/bus_tls.h"
 #include "outbox/metrics.h"
 #include "outbox/wire.h"
 #include "record.h"
@@ -38,6 +39,8 @@
 struct relay_dest {
 	const char *url;       /* borrowed from the route table */
 	nng_socket sock;
+	nng_dialer dialer;     /* its one dialer (TLS configured on it for tls+tcp://) */
+	struct ob_bus_watch watch; /* the dialer's refused handshakes (route_tls.h) */
 	_Atomic int pipes;     /* live connections: 0 = the consumer is down */
 	struct relay_breaker breaker;
 	uint32_t inflight;     /* frames out to it now */
@@ -56,6 +59,7 @@ struct relay_deliverer {
 	int ndests;
 	unsigned *next;                /* per route of rt: its round-robin cursor */
 	struct ob_wire_limits limits;
+	struct ob_bus_tls_files tls;   /* borrowed strings: for tls+tcp:// destinations */
 	int64_t timeout_ms;
 	uint32_t window_max;   /* a destination's largest window (--max-inflight) */
 	uint32_t breaker_threshold;
@@ -68,6 +72,7 @@ struct relay_deliverer {
 	 * breaker state and the time of its last failed / replied frame, for
 	 * the supervisor to fold (metrics.h). */
 	struct ob_metric *frame_seconds;
+	struct ob_metric *handshake_refused[OB_BUS_REFUSED_COUNT];
 	struct relay_breaker_live *breakers;
 	int breakers_n;
 	/* the frames' callbacks wake the worker: they set state under mtx and
@@ -116,8 +121,9 @@ struct relay_frame {
 int relay_deliverer_init(struct relay_deliverer *d, const struct relay_routes *rt);
 
 /* Open one REQ socket per destination and start dialing (non-blocking: a
- * consumer that is down is retried by nng), and the wakeup pipe. OB_OK or
- * OB_ENET. */
+ * consumer that is down is retried by nng; a tls+tcp:// one with mutual TLS
+ * from d->tls), and the wakeup pipe. OB_OK, OB_ENET, or OB_EINVAL (a TLS
+ * file that does not parse: relay_tls_probe checked them at start). */
 int relay_deliverer_open(struct relay_deliverer *d, char *err, size_t errlen);
 
 /* Close sockets and free everything (safe on a half-opened deliverer). */

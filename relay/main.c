@@ -13,6 +13,7 @@
 
 #include <nng/nng.h>
 
+#include "outbox/bus_tls.h"
 #include "outbox/err.h"
 #include "outbox/http_endpoint.h"
 #include "outbox/log.h"
@@ -22,6 +23,7 @@
 #include "relay.h"
 #include "routes.h"
 #include "supervise.h"
+#include "route_tls.h"
 
 #define OPT(name, env, type, def, min, max, choices, req, field, help)      \
 	{ name, env, type, def, min, max, choices, req, false,              \
@@ -31,7 +33,20 @@ static const struct ob_cfg_opt relay_options[] = {
 	OPT("db", "OUTBOX_DB", OB_CFG_STRING, NULL, 0, 0, NULL, true, db,
 	    "PostgreSQL connection string of the producer's database (outbox schema)"),
 	OPT("route", "OUTBOX_ROUTE", OB_CFG_LIST, NULL, 0, 0, NULL, true, routes,
-	    "TOPIC=URL, repeatable; TOPIC * is the default route (env: comma-separated)"),
+	    "TOPIC=URL, repeatable; TOPIC * is the default route (env: comma-separated);"
+	    " a tls+tcp:// URL is dialed with mutual TLS (--tls-cert, --tls-key, --tls-ca)"),
+	OPT("tls-cert", "OUTBOX_TLS_CERT", OB_CFG_STRING, NULL, 0, 0, NULL, false, tls_cert,
+	    "with a tls+tcp:// route: this relay's client certificate (PEM; chain allowed),"
+	    " signed by the CA the consumers trust (--tls-ca of outbox-consumer)"),
+	OPT("tls-key", "OUTBOX_TLS_KEY", OB_CFG_STRING, NULL, 0, 0, NULL, false, tls_key,
+	    "with a tls+tcp:// route: the private key of --tls-cert (PEM, unencrypted)"),
+	OPT("tls-ca", "OUTBOX_TLS_CA", OB_CFG_STRING, NULL, 0, 0, NULL, false, tls_ca,
+	    "with a tls+tcp:// route: CA certificate(s) (PEM) the consumer's certificate must"
+	    " be signed by; use a CA of this hop's own (docs/security.md)"),
+	OPT("tls-server-name", "OUTBOX_TLS_SERVER_NAME", OB_CFG_STRING, NULL, 0, 0, NULL,
+	    false, tls_server_name, "with a tls+tcp:// route: the DNS name the consumer's"
+	    " certificate must carry (default: each route URL's host; give one when the"
+	    " routes name IP addresses)"),
 	OPT("workers", "OUTBOX_WORKERS", OB_CFG_INT, "1", 1, RELAY_MAX_WORKERS, NULL, false,
 	    workers, "worker processes forked by the supervisor, each with its own connections"),
 	OPT("shutdown-grace", "OUTBOX_SHUTDOWN_GRACE", OB_CFG_DURATION, "10s", 0, 3600000,
@@ -126,7 +141,10 @@ static const struct ob_cfg_program program = {
     " lease with a fencing token from one sequence; sends a batch as one nng REQ"
     " frame and records its outcome in one write, refused once another worker"
     " took the batch over. Retries back off with Full Jitter; a destination"
-    " that is down costs no database writes.",
+    " that is down costs no database writes. A tls+tcp:// route is dialed with"
+    " mutual TLS; a consumer that refuses the handshake (or is refused) is a"
+    " destination that is down: nothing sent, attempts refunded, a warning"
+    " (docs/security.md).",
 	.options = relay_options,
 	.markdown = OB_CFG_MARKDOWN_ALONE,
 };
@@ -164,7 +182,12 @@ check_config(const struct relay_config *c, struct relay_routes *rt, char *err, s
 		    (long long)c->retention_ms);
 		return OB_EINVAL;
 	}
-	return relay_routes_parse(rt, c->routes.items, c->routes.n, err, errlen);
+	int rc = relay_routes_parse(rt, c->routes.items, c->routes.n, err, errlen);
+	if (rc != OB_OK)
+		return rc;
+	struct ob_bus_tls_files tls = relay_tls_files(c);
+	return ob_bus_tls_check((const char *const *)rt->urls, (size_t)rt->nurls, &tls, false,
+	    err, errlen);
 }
 
 /* check_config for a reload (ob_reload's check): the routes are parsed to
@@ -194,6 +217,13 @@ main(int argc, char **argv)
 		goto out;
 	}
 	cfg.route_table = &route_table;
+	/* The TLS files are parsed by nng in a child, so that this process
+	 * forks its workers before any nng state exists (relay/route_tls.h). */
+	struct ob_bus_tls_files tls = relay_tls_files(&cfg);
+	if (relay_tls_probe(&tls, &route_table, err, sizeof(err)) != OB_OK) {
+		fprintf(stderr, "outbox-relay: %s\n", err);
+		goto out;
+	}
 	enum ob_log_level level;
 	enum ob_log_format format;
 	ob_log_level_parse(cfg.log_level, &level);

@@ -54,6 +54,16 @@ relay_metrics_init(struct relay_metrics *rm, const char *const *dests, int ndest
 	rm->oldest_xact_pid = ob_metrics_gauge(r, "outbox_relay_oldest_xact_pid",
 	    "Backend pid of that transaction's session (pg_stat_activity.pid); 0 when none",
 	    NULL);
+	for (int k = 0; k < OB_BUS_REFUSED_COUNT; k++) {
+		const char *labels[] = { "reason", ob_bus_refusal_name((enum ob_bus_refusal)k),
+			NULL };
+		rm->handshake_refused[k] = ob_metrics_counter(r, "outbox_relay_handshake_refused_total",
+		    "Connection attempts to a consumer refused in negotiation, by class: tls_auth"
+		    " (TLS handshake: certificate not signed by --tls-ca, expired, wrong server"
+		    " name, or not TLS), protocol (not an SP REP peer: tcp:// against tls+tcp://),"
+		    " timeout, closed (reset or closed in negotiation); counted after a frame"
+		    " failed for want of a connection", labels);
+	}
 	for (int i = 0; i < ndests && i < RELAY_METRICS_MAX_DESTS; i++) {
 		const char *labels[] = { "destination", dests[i], NULL };
 		rm->breaker_open[i] = ob_metrics_gauge(r, "outbox_relay_breaker_open",

@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "outbox/bus_tls.h"
 #include "outbox/metrics.h"
 #include "outbox/wire.h"
 
@@ -49,6 +50,7 @@ struct relay_metrics {
 	struct ob_metric *purged;
 	struct ob_metric *oldest_xact_age;
 	struct ob_metric *oldest_xact_pid;
+	struct ob_metric *handshake_refused[OB_BUS_REFUSED_COUNT]; /* by enum ob_bus_refusal */
 	struct ob_metric *breaker_open[RELAY_METRICS_MAX_DESTS];
 	int ndests;                    /* destinations with a breaker gauge */
 };

@@ -28,6 +28,10 @@ struct relay_routes; /* routes.h */
 struct relay_config {
 	char *db;
 	struct ob_cfg_list routes;
+	char *tls_cert;           /* tls+tcp:// routes: client certificate (PEM) */
+	char *tls_key;            /* ... its private key (PEM, unencrypted) */
+	char *tls_ca;             /* ... the CA the consumers' certificates chain to */
+	char *tls_server_name;    /* ... the name they must carry; NULL = the URL's host */
 	int64_t workers;
 	int64_t batch;            /* messages per batch (one request frame) */
 	int64_t max_inflight;     /* batches in flight per worker */

@@ -39,6 +39,7 @@
 #include "outbox/sig.h"
 #include "record.h"
 #include "relay.h"
+#include "route_tls.h"
 #include "stats.h"
 #include "worker.h"
 
@@ -832,6 +833,8 @@ relay_worker_run(const struct relay_config *cfg, int worker_index,
 		w.metrics = &shared->metrics;
 		w.live = &shared->live[worker_index];
 		w.deliverer.frame_seconds = shared->metrics.delivery_seconds;
+		for (int k = 0; k < OB_BUS_REFUSED_COUNT; k++)
+			w.deliverer.handshake_refused[k] = shared->metrics.handshake_refused[k];
 		w.deliverer.breakers = w.live->breakers;
 		w.deliverer.breakers_n = shared->metrics.ndests;
 	}
@@ -844,6 +847,7 @@ relay_worker_run(const struct relay_config *cfg, int worker_index,
 	w.deliverer.limits.max_payload = (uint32_t)cfg->max_payload;
 	w.deliverer.limits.max_batch = (uint32_t)cfg->batch;
 	w.deliverer.timeout_ms = cfg->delivery_timeout_ms;
+	w.deliverer.tls = relay_tls_files(cfg);
 	w.deliverer.window_max = w.nslots;
 	w.deliverer.breaker_threshold = (uint32_t)cfg->breaker_threshold;
 	w.deliverer.breaker_probe_ms = cfg->breaker_probe_ms;

@@ -7,6 +7,15 @@ outbox_test(test_consumer_dedup SOURCES integration/test_consumer_dedup.c
   LABELS integration PG TIMEOUT 300 LIBS outbox_consumer)
 outbox_test(test_consumer_badinput SOURCES integration/test_consumer_badinput.c
   LABELS integration PG TIMEOUT 300 LIBS outbox_consumer)
+# The receive limit: a frame over --max-batch x (--max-payload + overhead)
+# closes its connection from its length header (RSS flat); the defaults'
+# ~1 GiB limit buffers a 64 MiB partial frame (shown first); the limit is
+# exact and admits the largest legal frame.
+outbox_test(test_consumer_recvmax SOURCES integration/test_consumer_recvmax.c
+  LABELS integration PG TIMEOUT 300 LIBS outbox_consumer)
+if(TARGET test_consumer_recvmax)
+  add_dependencies(test_consumer_recvmax outbox-consumer)
+endif()
 outbox_test(test_consumer_webhook SOURCES integration/test_consumer_webhook.c
   support/webhook_target.c LABELS integration PG TIMEOUT 300 LIBS outbox_consumer)
 

@@ -49,3 +49,18 @@ outbox_test(test_chaos SOURCES integration/test_chaos.c
 if(TARGET test_chaos)
   add_dependencies(test_chaos outbox-relay outbox-consumer)
 endif()
+
+# The TLS settings' start-up check, the TLS URL test and the refusal
+# watch's rate limit (common/bus_tls.c), without sockets.
+outbox_test(test_bus_tls_unit SOURCES unit/test_bus_tls.c LABELS unit)
+# Mutual TLS between relay and consumer (tls+tcp://, certificates made with
+# the openssl CLI at run time): a rogue REQ client writes an effect into a
+# plain consumer and is refused by an mTLS one; wrong CA, expired
+# certificate, wrong server name and a plaintext relay are refused (nothing
+# written, messages pending, a warning and a metric); the right relay then
+# delivers; bad TLS settings stop both programs at start (exit 2).
+outbox_test(test_bus_tls SOURCES integration/test_bus_tls.c
+  LABELS integration PG TIMEOUT 600)
+if(TARGET test_bus_tls)
+  add_dependencies(test_bus_tls outbox-relay outbox-consumer)
+endif()

@@ -31,6 +31,19 @@
 
 /* Header sizes, exposed for tests and docs. */
 #define OB_WIRE_REQ_HEADER 12  /* magic 4, version 1, kind 1, flags 2, count 4 */
+/* Fixed bytes of one request message: id 8, fence 8, attempt 4,
+ * created_at 8, ordering_seq 8, the lengths of topic, key and ordering key
+ * 2 each, payload length 4. */
+#define OB_WIRE_REQ_MSG_FIXED 46
+/* The most one request message adds beyond its payload: its fixed bytes
+ * and every string at its maximum. */
+#define OB_WIRE_REQ_MSG_OVERHEAD_MAX (OB_WIRE_REQ_MSG_FIXED + OB_WIRE_MAX_TOPIC + \
+	OB_WIRE_MAX_KEY + OB_WIRE_MAX_ORDKEY)
+/* A bound on the size of any request of at most n messages whose payloads
+ * are at most p bytes each: what a consumer with those limits must accept,
+ * and the most it needs to (its receive limit, NNG_OPT_RECVMAXSZ). */
+#define OB_WIRE_REQUEST_MAX_BYTES(n, p) ((size_t)OB_WIRE_REQ_HEADER + \
+	(size_t)(n) * ((size_t)OB_WIRE_REQ_MSG_OVERHEAD_MAX + (size_t)(p)))
 /* Fixed bytes of the reply header: magic 4, version 1, kind 1, flags 2,
  * frame_err 1, reserved 1, detail_len 2, count 4. The detail_len bytes of
  * frame detail sit between detail_len and count (offset 12). */

@@ -1,0 +1,124 @@
+/*
+ * route_tls.c - mutual TLS from the relay's side: the settings, the start-up
+ * probe in a child process, and the dialers' refusal counters turned into
+ * log lines and metrics (route_tls.h).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "deliver.h"
+#include "outbox/clock.h"
+#include "outbox/err.h"
+#include "outbox/log.h"
+#include "route_tls.h"
+
+struct ob_bus_tls_files
+relay_tls_files(const struct relay_config *c)
+{
+	return (struct ob_bus_tls_files){ c->tls_cert, c->tls_key, c->tls_ca,
+		c->tls_server_name };
+}
+
+/* The child: one configuration per TLS URL, the first error down the pipe. */
+static void
+probe_child(const struct ob_bus_tls_files *f, const struct relay_routes *rt, int fd)
+{
+	char err[1024];
+	int code = 0;
+	for (int i = 0; i < rt->nurls && code == 0; i++) {
+		nng_tls_config *cfg = NULL;
+		if (!ob_bus_tls_url(rt->urls[i]))
+			continue;
+		if (ob_bus_tls_config_new(false, f, rt->urls[i], &cfg, err, sizeof(err)) != OB_OK) {
+			(void)!write(fd, err, strlen(err));
+			code = 2;
+		} else {
+			nng_tls_config_free(cfg);
+		}
+	}
+	close(fd);
+	_exit(code); /* no atexit, no nng_fini: this process only checked */
+}
+
+int
+relay_tls_probe(const struct ob_bus_tls_files *f, const struct relay_routes *rt, char *err,
+    size_t errlen)
+{
+	bool any = false;
+	for (int i = 0; i < rt->nurls; i++)
+		any |= ob_bus_tls_url(rt->urls[i]);
+	if (!any)
+		return OB_OK;
+	int fds[2];
+	if (pipe(fds) != 0) {
+		snprintf(err, errlen, "TLS check: pipe: %s", strerror(errno));
+		return OB_EINVAL;
+	}
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid < 0) {
+		snprintf(err, errlen, "TLS check: fork: %s", strerror(errno));
+		close(fds[0]);
+		close(fds[1]);
+		return OB_EINVAL;
+	}
+	if (pid == 0) {
+		close(fds[0]);
+		probe_child(f, rt, fds[1]);
+	}
+	close(fds[1]);
+	char line[1024];
+	size_t len = 0;
+	ssize_t n;
+	while (len < sizeof(line) - 1 &&
+	    ((n = read(fds[0], line + len, sizeof(line) - 1 - len)) > 0 ||
+	        (n < 0 && errno == EINTR)))
+		if (n > 0)
+			len += (size_t)n;
+	line[len] = '\0';
+	close(fds[0]);
+	int st = 0;
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+		return OB_OK;
+	if (len > 0)
+		snprintf(err, errlen, "%s", line);
+	else
+		snprintf(err, errlen, "TLS check: the checking process ended abnormally (status %d)",
+		    st);
+	return OB_EINVAL;
+}
+
+void
+relay_dest_refusals(struct relay_deliverer *d, struct relay_dest *ds)
+{
+	struct ob_bus_refusals now;
+	struct ob_bus_watch_news news;
+	char h[600];
+	if (nng_dialer_id(ds->dialer) <= 0 || ob_bus_refusals_dialer(ds->dialer, &now) != OB_OK) {
+		ob_debug("relay.handshake.counters", "dest=%s err=%s", ds->url,
+		    "no statistics for the dialer");
+		return;
+	}
+	ob_debug("relay.handshake.counters", "dest=%s tls_auth=%" PRIu64 " protocol=%" PRIu64
+	    " timeout=%" PRIu64 " closed=%" PRIu64, ds->url, now.n[OB_BUS_REFUSED_AUTH],
+	    now.n[OB_BUS_REFUSED_PROTO], now.n[OB_BUS_REFUSED_TIMEOUT], now.n[OB_BUS_REFUSED_CLOSED]);
+	if (!ob_bus_watch_update(&ds->watch, &now, ob_mono_ms(), &news))
+		return;
+	for (int r = 0; r < OB_BUS_REFUSED_COUNT; r++) {
+		if (news.fresh[r] > 0)
+			ob_metric_add(d->handshake_refused[r], news.fresh[r]);
+		if (news.log[r] > 0)
+			ob_warn("relay.handshake.refused", "dest=%s reason=%s refused=%" PRIu64
+			    " total=%" PRIu64 " tls=%s breaker=%s hint=%s", ds->url,
+			    ob_bus_refusal_name((enum ob_bus_refusal)r), news.log[r], news.total[r],
+			    ob_bus_tls_url(ds->url) ? "mutual" : "off",
+			    relay_breaker_state_name(ds->breaker.state),
+			    ob_log_q(ob_bus_refusal_hint((enum ob_bus_refusal)r), h, sizeof(h)));
+	}
+}

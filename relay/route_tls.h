@@ -1,0 +1,49 @@
+/*
+ * route_tls.h - the relay's side of mutual TLS to its consumers (tls+tcp://
+ * routes): the settings, their check at start, and what a refused
+ * handshake looks like from here.
+ *
+ * The supervisor must fork its workers before any nng state exists, yet a
+ * certificate is only known to parse once mbedTLS (inside nng) parsed it:
+ * relay_tls_probe does that in a throwaway child process and reports the
+ * first failure back, so a bad file stops the start (exit 2) with one
+ * line. Each worker then builds its own configuration per destination
+ * (relay_deliverer_open).
+ *
+ * A refused handshake never becomes a connection: the destination has no
+ * pipe, its frames fail without reaching a consumer (attempt refunded, the
+ * breaker counts them: the destination is down). Why, nng says only in
+ * the dialer's counters; relay_dest_refusals reads them after a failed
+ * frame and logs and counts their growth (relay.handshake.refused).
+ */
+#ifndef OUTBOX_RELAY_ROUTE_TLS_H
+#define OUTBOX_RELAY_ROUTE_TLS_H
+
+#include <stddef.h>
+
+#include "outbox/bus_tls.h"
+#include "relay.h"
+#include "routes.h"
+
+/* Per destination and reason, after the first line: one line per this. */
+#define RELAY_REFUSAL_LOG_EVERY_MS 30000
+
+struct relay_deliverer;
+struct relay_dest;
+
+/* The TLS settings of c (borrowed from it). */
+struct ob_bus_tls_files relay_tls_files(const struct relay_config *c);
+
+/* Build (and drop) the TLS configuration of every tls+tcp:// URL of rt in a
+ * child process. OB_OK (also when there is none), or OB_EINVAL with the
+ * child's one line in err (which file, why). Blocks until the child exits;
+ * this process creates no nng state. */
+int relay_tls_probe(const struct ob_bus_tls_files *f, const struct relay_routes *rt,
+    char *err, size_t errlen);
+
+/* After a frame to ds failed without reaching a connection: read ds's
+ * dialer counters, count what is new in d's metrics, log it (rate-limited:
+ * RELAY_REFUSAL_LOG_EVERY_MS per reason). Worker loop only. */
+void relay_dest_refusals(struct relay_deliverer *d, struct relay_dest *ds);
+
+#endif
