@@ -80,7 +80,8 @@ outbox_fuzz(fuzz_request SOURCES tests/fuzz/fuzz_request.c consumer/request.c
   INCLUDES consumer CORPUS wire-corpus)
 # Config values of every kind, and the relay's TOPIC=URL routes.
 outbox_fuzz(fuzz_config SOURCES tests/fuzz/fuzz_config.c common/config.c
-  common/err.c relay/routes.c INCLUDES relay LINK -lnng CORPUS config fuzz-config)
+  common/pg_redact.c common/err.c relay/routes.c INCLUDES relay LINK -lnng -lpq
+  CORPUS config fuzz-config)
 # The producer API's Idempotency-Key header and JSON body.
 outbox_fuzz(fuzz_producer_input SOURCES tests/fuzz/fuzz_producer_input.c
   producer/report_input.c common/err.c INCLUDES producer LINK -ljansson
