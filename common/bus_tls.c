@@ -20,6 +20,7 @@
 
 #include "outbox/bus_tls.h"
 #include "outbox/err.h"
+#include "outbox/url.h"
 
 bool
 ob_bus_tls_url(const char *url)
@@ -132,7 +133,7 @@ static bool
 url_host(const char *url, char *out, size_t outlen)
 {
 	nng_url *u = NULL;
-	bool ok = nng_url_parse(&u, url) == 0 && u->u_hostname != NULL &&
+	bool ok = ob_url_parse(&u, url) == 0 && u->u_hostname != NULL &&
 	    u->u_hostname[0] != '\0' && strlen(u->u_hostname) < outlen;
 	if (ok)
 		snprintf(out, outlen, "%s", u->u_hostname);

@@ -24,6 +24,7 @@
 #include "outbox/err.h"
 #include "outbox/http_endpoint.h"
 #include "outbox/httpd.h"
+#include "outbox/url.h"
 
 #define CONTENT_TYPE_METRICS "text/plain; version=0.0.4; charset=utf-8"
 #define CONTENT_TYPE_TEXT "text/plain; charset=utf-8"
@@ -64,7 +65,7 @@ ob_http_endpoint_url(const char *addr, char *out, size_t outlen, char *err,
 		snprintf(err, errlen, "metrics address is too long");
 		return OB_EINVAL;
 	}
-	if (nng_url_parse(&u, url) != 0) {
+	if (ob_url_parse(&u, url) != 0) {
 		snprintf(err, errlen, "metrics address '%s' is not HOST:PORT", addr);
 		return OB_EINVAL;
 	}

@@ -53,6 +53,7 @@
 #include "outbox/err.h"
 #include "outbox/httpd.h"
 #include "outbox/log.h"
+#include "outbox/url.h"
 
 #define OB_HTTPD_TICK_MS 50          /* deadline scan period */
 #define OB_HTTPD_LINGER_MS 1000      /* drain input after a closing answer */
@@ -1056,7 +1057,7 @@ bind_listen(struct ob_httpd *s, char *err, size_t errlen)
 	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
 		.ai_flags = AI_PASSIVE | AI_NUMERICSERV }, *ai = NULL;
 	int rv, rc = OB_ENET;
-	if ((rv = nng_url_parse(&u, s->cfg.url)) != 0 || strcmp(u->u_scheme, "http") != 0 ||
+	if ((rv = ob_url_parse(&u, s->cfg.url)) != 0 || strcmp(u->u_scheme, "http") != 0 ||
 	    u->u_port[0] == '\0') {
 		snprintf(err, errlen, "%s: not an http://HOST:PORT URL", s->cfg.url);
 		nng_url_free(u);

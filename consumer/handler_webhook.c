@@ -31,6 +31,7 @@
 #include "outbox/keyclaim.h"
 #include "outbox/log.h"
 #include "outbox/pg.h"
+#include "outbox/url.h"
 
 struct webhook {
 	struct webhook_config cfg;
@@ -371,7 +372,7 @@ webhook_handler_new(const struct webhook_config *cfg, struct inbox_handler *out,
 	if (w->cfg.counters == NULL)
 		w->cfg.counters = &w->own;
 	int rv;
-	if ((rv = nng_url_parse(&w->url, cfg->url)) != 0 ||
+	if ((rv = ob_url_parse(&w->url, cfg->url)) != 0 ||
 	    (rv = nng_http_client_alloc(&w->client, w->url)) != 0) {
 		snprintf(err, errlen, "--webhook-url %s: %s", cfg->url, nng_strerror(rv));
 		if (w->url != NULL)

@@ -35,6 +35,7 @@
 #include "outbox/log.h"
 #include "outbox/pg.h"
 #include "outbox/protocol.h"
+#include "outbox/url.h"
 #include "listen_watch.h"
 #include "metrics.h"
 #include "server.h"
@@ -342,7 +343,7 @@ bound_url(const char *listen, nng_listener l)
 	nng_url *u = NULL;
 	int port = 0;
 	char *out = NULL;
-	if (nng_url_parse(&u, listen) == 0 && u->u_port != NULL &&
+	if (ob_url_parse(&u, listen) == 0 && u->u_port != NULL &&
 	    strcmp(u->u_port, "0") == 0 &&
 	    nng_listener_get_int(l, NNG_OPT_TCP_BOUND_PORT, &port) == 0 && port > 0) {
 		bool v6 = strchr(u->u_hostname, ':') != NULL;

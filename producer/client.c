@@ -25,6 +25,7 @@
 #include "outbox/backoff.h"
 #include "outbox/clock.h"
 #include "outbox/err.h"
+#include "outbox/url.h"
 #include "report_input.h"
 
 /* Namespace of the content-derived keys (a UUIDv5 of run + module + title). */
@@ -60,7 +61,7 @@ http_call(const char *base, const char *method, const char *pathq, const char *k
 	out->outcome = ATTEMPT_NOT_SENT;
 	snprintf(urlbuf, sizeof(urlbuf), "%s%s", base, pathq);
 	int64_t start = ob_mono_ms();
-	if ((rv = nng_url_parse(&url, urlbuf)) != 0 || (rv = nng_http_client_alloc(&cli, url)) != 0 ||
+	if ((rv = ob_url_parse(&url, urlbuf)) != 0 || (rv = nng_http_client_alloc(&cli, url)) != 0 ||
 	    (rv = nng_aio_alloc(&aio, NULL, NULL)) != 0) {
 		snprintf(out->why, sizeof(out->why), "bad URL %s: %s", base, nng_strerror(rv));
 		goto done;

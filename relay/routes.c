@@ -10,6 +10,7 @@
 
 #include "outbox/err.h"
 #include "outbox/wire.h"
+#include "outbox/url.h"
 #include "routes.h"
 
 static int
@@ -93,7 +94,7 @@ parse_one(struct relay_routes *rt, const char *spec, char *err, size_t errlen)
 	topic[tlen] = '\0';
 	const char *url = eq + 1;
 	nng_url *u = NULL;
-	int rv = nng_url_parse(&u, url);
+	int rv = ob_url_parse(&u, url);
 	if (rv != 0) {
 		snprintf(err, errlen, "--route '%s': nng cannot parse URL '%s': %s", spec, url,
 		    nng_strerror(rv));

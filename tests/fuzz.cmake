@@ -62,7 +62,7 @@ function(outbox_fuzz name)
     COMMENT "Building the libFuzzer target ${name} with clang")
   add_custom_target(${name}_bin ALL DEPENDS ${CMAKE_BINARY_DIR}/bin/${name})
   add_test(NAME ${name} COMMAND sh -c
-    "b=$0 s=$1; shift 2; d=$(mktemp -d) && \"$b\" -max_total_time=$s -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix=$b.crash- \"$d\" \"$@\"; rc=$?; rm -rf \"$d\"; exit $rc"
+    "b=$0 s=$1; shift 2; d=$(mktemp -d) && \"$b\" -max_total_time=$s -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix=$b. \"$d\" \"$@\"; rc=$?; rm -rf \"$d\"; exit $rc"
     ${CMAKE_BINARY_DIR}/bin/${name} ${OUTBOX_FUZZ_SECONDS} ${corpus})
   math(EXPR _t "${OUTBOX_FUZZ_SECONDS} * 10 + 60")
   set_tests_properties(${name} PROPERTIES LABELS fuzz TIMEOUT ${_t})
@@ -80,7 +80,8 @@ outbox_fuzz(fuzz_request SOURCES tests/fuzz/fuzz_request.c consumer/request.c
   INCLUDES consumer CORPUS wire-corpus)
 # Config values of every kind, and the relay's TOPIC=URL routes.
 outbox_fuzz(fuzz_config SOURCES tests/fuzz/fuzz_config.c common/config.c
-  common/pg_redact.c common/err.c relay/routes.c INCLUDES relay LINK -lnng -lpq
+  common/pg_redact.c common/url.c common/err.c relay/routes.c INCLUDES relay
+  LINK -lnng -lpq
   CORPUS config fuzz-config)
 # The producer API's Idempotency-Key header and JSON body.
 outbox_fuzz(fuzz_producer_input SOURCES tests/fuzz/fuzz_producer_input.c

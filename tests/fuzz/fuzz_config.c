@@ -14,7 +14,7 @@
  *
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE \
  *       -I common/include -I relay -I /usr/include/postgresql tests/fuzz/fuzz_config.c \
- *       common/config.c common/pg_redact.c common/err.c relay/routes.c -lnng -lpq \
+ *       common/config.c common/pg_redact.c common/url.c common/err.c relay/routes.c -lnng -lpq \
  *       -o /tmp/fuzz_config
  *   mkdir -p /tmp/cfg-new && /tmp/fuzz_config -max_total_time=60 /tmp/cfg-new tests/data/config
  */

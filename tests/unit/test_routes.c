@@ -69,6 +69,12 @@ START_TEST(test_parse_refused)
 		{ "t=", "--route 't=': expected TOPIC=URL" },
 		{ "t=not a url", "--route 't=not a url': nng cannot parse URL 'not a url'" },
 		{ "t=http://127.0.0.1:80", "--route 't=http://127.0.0.1:80': nng cannot parse URL" },
+		/* user info with no host: nng 1.5.2's parser reads past the end of
+		 * these (fuzz_config under ASan); refused before nng sees them */
+		{ "t=tcp://@", "--route 't=tcp://@': nng cannot parse URL 'tcp://@': Invalid argument" },
+		{ "t=tcp://x:y@", "--route 't=tcp://x:y@': nng cannot parse URL" },
+		{ "t=tls+tcp://@", "--route 't=tls+tcp://@': nng cannot parse URL" },
+		{ "t=tcp://u@127.0.0.1:7450", "--route 't=tcp://u@127.0.0.1:7450': nng cannot parse URL" },
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		const char *specs[] = { cases[i].spec };
