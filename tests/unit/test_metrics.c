@@ -360,7 +360,9 @@ START_TEST(test_http_endpoint)
 	struct ob_http_endpoint *e = NULL, *e2 = NULL;
 	char err[256], resp[65536];
 
-	ck_assert_int_eq(ob_metrics_new(8, &m), OB_OK);
+	/* room for the endpoint's own outbox_http_* series too (common/httpd.c
+	 * counts its connections in the registry it serves) */
+	ck_assert_int_eq(ob_metrics_new(32, &m), OB_OK);
 	ob_metric_add(ob_metrics_counter(m, "outbox_test_requests_total", "Requests.", NULL), 5);
 	ck_assert_int_eq(ob_http_endpoint_start("127.0.0.1:0", m, NULL, NULL, &e, err,
 	    sizeof err), OB_OK);
@@ -369,7 +371,10 @@ START_TEST(test_http_endpoint)
 
 	ck_assert_int_eq(http_request(port, "GET", "/metrics", resp, sizeof resp), 200);
 	assert_has(resp, "Content-Type: text/plain; version=0.0.4");
-	assert_has(resp, "\r\n\r\n# HELP outbox_test_requests_total Requests.\n");
+	assert_has(resp, "\r\n\r\n# HELP outbox_");
+	assert_has(resp, "\n# HELP outbox_test_requests_total Requests.\n");
+	assert_has(resp, "\noutbox_http_connections_open{server=\"metrics\"} 1\n");
+	assert_has(resp, "\noutbox_metrics_dropped_series_total 0\n");
 	assert_has(resp, "\noutbox_test_requests_total 5\n");
 	/* the numbers move between scrapes */
 	ob_metric_inc(ob_metrics_counter(m, "outbox_test_requests_total", "Requests.", NULL));
