@@ -704,13 +704,29 @@ ts_tcp_send(int fd, const void *buf, size_t len)
 	}
 }
 
-size_t
-ts_tcp_read_all(int fd, char *out, size_t outlen, int timeout_ms, bool *closed)
+/* Whether out holds a whole response (headers + Content-Length bytes). */
+static bool
+response_complete(const char *out, size_t got)
+{
+	const char *end = strstr(out, "\r\n\r\n");
+	if (end == NULL)
+		return false;
+	const char *cl = strcasestr(out, "\r\nContent-Length:");
+	size_t want = cl != NULL && cl < end ? (size_t)strtoul(cl + 17, NULL, 10) : 0;
+	return got >= (size_t)(end + 4 - out) + want;
+}
+
+/* Read fd into out (NUL-terminated) until done(out, got) says so (NULL:
+ * never), the peer closes (*eof), out is full or timeout_ms pass. */
+static size_t
+read_until(int fd, char *out, size_t outlen, int timeout_ms,
+    bool (*done)(const char *, size_t), bool *eof)
 {
 	int64_t end = ts_now_ms() + timeout_ms;
 	size_t got = 0;
-	bool eof = false;
-	while (got + 1 < outlen) {
+	*eof = false;
+	out[0] = '\0';
+	while (got + 1 < outlen && (done == NULL || !done(out, got))) {
 		int64_t left = end - ts_now_ms();
 		if (left <= 0)
 			break;
@@ -724,53 +740,30 @@ ts_tcp_read_all(int fd, char *out, size_t outlen, int timeout_ms, bool *closed)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0) {
-			eof = true;
+			*eof = true;
 			break;
 		}
 		got += (size_t)n;
+		out[got] = '\0';
 	}
-	out[got] = '\0';
+	return got;
+}
+
+size_t
+ts_tcp_read_all(int fd, char *out, size_t outlen, int timeout_ms, bool *closed)
+{
+	bool eof;
+	size_t got = read_until(fd, out, outlen, timeout_ms, NULL, &eof);
 	if (closed != NULL)
 		*closed = eof;
 	return got;
 }
 
-/* Whether out holds a whole response (headers + Content-Length bytes). */
-static bool
-response_complete(const char *out, size_t got)
-{
-	const char *end = strstr(out, "\r\n\r\n");
-	if (end == NULL)
-		return false;
-	const char *cl = strcasestr(out, "\r\nContent-Length:");
-	size_t want = cl != NULL && cl < end ? (size_t)strtoul(cl + 17, NULL, 10) : 0;
-	return got >= (size_t)(end + 4 - out) + want;
-}
-
 int
 ts_tcp_read_response(int fd, char *out, size_t outlen, int timeout_ms)
 {
-	int64_t end = ts_now_ms() + timeout_ms;
-	size_t got = 0;
-	out[0] = '\0';
-	while (got + 1 < outlen && !response_complete(out, got)) {
-		int64_t left = end - ts_now_ms();
-		if (left <= 0)
-			break;
-		struct pollfd pfd = { .fd = fd, .events = POLLIN };
-		int r = poll(&pfd, 1, (int)left);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		ssize_t n = recv(fd, out + got, outlen - 1 - got, 0);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		got += (size_t)n;
-		out[got] = '\0';
-	}
+	bool eof;
+	read_until(fd, out, outlen, timeout_ms, response_complete, &eof);
 	return ts_http_raw_status(out);
 }
 
