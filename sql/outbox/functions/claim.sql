@@ -40,8 +40,6 @@ DECLARE
     discovered boolean := false;
     locked  record;
     bid     bigint;
-    win     integer;
-    got     bigint;
 BEGIN
     PERFORM outbox.check_protocol('relay', protocol);
     IF max_n < 1 THEN
@@ -152,66 +150,6 @@ BEGIN
             hi := st.snap_hi;
             ptxid := st.pos_txid;
             pid := st.pos_id;
-
-            IF st.lane = 0 OR NOT ordering THEN
-                -- Unordered: nothing is held back, so one statement reads
-                -- the cut, records the batch and the stream's new position
-                -- and returns the messages (payloads go from the read
-                -- straight to the result, never through an array: that
-                -- copying was 4.2 of every 10 s of claim's time at
-                -- 1,000 msgs/s). Window 1: the rest of the open one;
-                -- window 2: the next one.
-                FOR win IN 1 .. 2 LOOP
-                    IF win = 2 THEN
-                        IF hi IS NOT NULL THEN
-                            lo := hi;
-                        END IF;
-                        hi := pg_current_snapshot();
-                        ptxid := NULL;
-                        pid := NULL;
-                    ELSIF hi IS NULL THEN
-                        CONTINUE;
-                    END IF;
-                    RETURN QUERY
-                    WITH c AS MATERIALIZED (
-                        SELECT e.* FROM outbox.stream_read(st.topic, st.lane, lo, hi, ptxid, pid,
-                                                           max_n) e),
-                    l AS (
-                        SELECT c.txid, c.id, (SELECT count(*) FROM c)::integer AS n
-                          FROM c ORDER BY c.txid DESC, c.id DESC LIMIT 1),
-                    nb AS (
-                        INSERT INTO outbox.batches (kind, topic, lane, snap_lo, snap_hi, from_txid,
-                                                    from_id, to_txid, to_id, size, fence,
-                                                    attempts, claims, owner, lease_until, state)
-                        SELECT 's', st.topic, st.lane, lo, hi, ptxid, pid, l.txid, l.id, l.n,
-                               nextval('outbox.fences'), 1, 1, claim.owner, now() + lease,
-                               'leased'
-                          FROM l
-                        RETURNING id, fence),
-                    mv AS (
-                        UPDATE outbox.streams s
-                           SET snap_lo = lo, snap_hi = hi, pos_txid = l.txid, pos_id = l.id,
-                               cut_at = now(), inflight = NULL
-                          FROM l
-                         WHERE s.topic = st.topic AND s.lane = st.lane)
-                    SELECT nb.id, 's'::"char", nb.fence, 1, false, c.id,
-                           (extract(epoch FROM c.created_at) * 1000000)::bigint, c.topic,
-                           c.idempotency_key, c.payload::text, c.ordering_key, c.ordering_seq
-                      FROM c CROSS JOIN nb ORDER BY c.txid, c.id;
-                    GET DIAGNOSTICS got = ROW_COUNT;
-                    IF got > 0 THEN
-                        RETURN;
-                    END IF;
-                END LOOP;
-                -- Everything hi shows is assigned: it becomes the floor.
-                UPDATE outbox.streams s SET snap_lo = hi, snap_hi = NULL,
-                       pos_txid = NULL, pos_id = NULL
-                 WHERE s.topic = st.topic AND s.lane = st.lane;
-                CONTINUE;
-            END IF;
-
-            -- An ordered lane: the cut is read into an array first, to
-            -- hold back what waits behind its key.
             cand := NULL;
             IF hi IS NOT NULL THEN
                 cand := ARRAY(SELECT e FROM outbox.stream_read(st.topic, st.lane, lo, hi,
@@ -236,49 +174,55 @@ BEGIN
                 END IF;
             END IF;
 
-            -- A lane: a key's messages wait behind a retry or dead letter
-            -- of the key (parked, in order), and a batch holds at most
-            -- one message of a key: it ends before a key's second one.
-            -- FOR SHARE: an unblock of these keys (outbox.record) waits
-            -- until this cut commits, then sees what it parked.
-            keys := ARRAY(SELECT DISTINCT c.ordering_key FROM unnest(cand) c);
-            blocked := ARRAY(SELECT k.ordering_key FROM outbox.ordering_blocks k
-                              WHERE k.topic = st.topic AND k.ordering_key = ANY(keys)
-                              ORDER BY k.ordering_key FOR SHARE);
-            SELECT min(x.n) INTO stop_at FROM (
-                SELECT c.n, row_number() OVER (PARTITION BY c.ordering_key ORDER BY c.n) nth,
-                       c.ordering_key = ANY(blocked) AS is_blocked
-                  FROM unnest(cand) WITH ORDINALITY c(slot, id, txid, lane, topic,
-                       idempotency_key, payload, ordering_key, ordering_seq, created_at, n)
-            ) x WHERE x.nth > 1 AND NOT x.is_blocked;
-            taken := ARRAY(SELECT ROW(c.slot, c.id, c.txid, c.lane, c.topic, c.idempotency_key,
-                                      c.payload, c.ordering_key, c.ordering_seq,
-                                      c.created_at)::outbox.events
-                             FROM unnest(cand) WITH ORDINALITY c(slot, id, txid, lane, topic,
-                                  idempotency_key, payload, ordering_key, ordering_seq,
-                                  created_at, n)
-                            WHERE (stop_at IS NULL OR c.n < stop_at)
-                              AND NOT (c.ordering_key = ANY(blocked))
-                            ORDER BY c.n);
-            parked := ARRAY(SELECT c.id
-                              FROM unnest(cand) WITH ORDINALITY c(slot, id, txid, lane, topic,
-                                   idempotency_key, payload, ordering_key, ordering_seq,
-                                   created_at, n)
-                             WHERE (stop_at IS NULL OR c.n < stop_at)
-                               AND c.ordering_key = ANY(blocked)
-                             ORDER BY c.n);
-            last := cand[COALESCE(stop_at - 1, cardinality(cand))];
-            IF cardinality(parked) > 0 THEN
-                INSERT INTO outbox.retries (id, topic, idempotency_key, payload, ordering_key,
-                                            ordering_seq, created_at, attempts, claims,
-                                            due_at, last_error)
-                SELECT c.id, c.topic, c.idempotency_key, c.payload, c.ordering_key,
-                       c.ordering_seq, c.created_at, 0, 0, now(),
-                       'waits behind an earlier message of its ordering key'
-                  FROM unnest(cand) c WHERE c.id = ANY(parked)
-                ON CONFLICT DO NOTHING;
-            ELSE
+            IF st.lane = 0 OR NOT ordering THEN
+                taken := cand;
                 parked := NULL;
+                last := cand[cardinality(cand)];
+            ELSE
+                -- A lane: a key's messages wait behind a retry or dead letter
+                -- of the key (parked, in order), and a batch holds at most
+                -- one message of a key: it ends before a key's second one.
+                -- FOR SHARE: an unblock of these keys (outbox.record) waits
+                -- until this cut commits, then sees what it parked.
+                keys := ARRAY(SELECT DISTINCT c.ordering_key FROM unnest(cand) c);
+                blocked := ARRAY(SELECT k.ordering_key FROM outbox.ordering_blocks k
+                                  WHERE k.topic = st.topic AND k.ordering_key = ANY(keys)
+                                  ORDER BY k.ordering_key FOR SHARE);
+                SELECT min(x.n) INTO stop_at FROM (
+                    SELECT c.n, row_number() OVER (PARTITION BY c.ordering_key ORDER BY c.n) nth,
+                           c.ordering_key = ANY(blocked) AS is_blocked
+                      FROM unnest(cand) WITH ORDINALITY c(slot, id, txid, lane, topic,
+                           idempotency_key, payload, ordering_key, ordering_seq, created_at, n)
+                ) x WHERE x.nth > 1 AND NOT x.is_blocked;
+                taken := ARRAY(SELECT ROW(c.slot, c.id, c.txid, c.lane, c.topic, c.idempotency_key,
+                                          c.payload, c.ordering_key, c.ordering_seq,
+                                          c.created_at)::outbox.events
+                                 FROM unnest(cand) WITH ORDINALITY c(slot, id, txid, lane, topic,
+                                      idempotency_key, payload, ordering_key, ordering_seq,
+                                      created_at, n)
+                                WHERE (stop_at IS NULL OR c.n < stop_at)
+                                  AND NOT (c.ordering_key = ANY(blocked))
+                                ORDER BY c.n);
+                parked := ARRAY(SELECT c.id
+                                  FROM unnest(cand) WITH ORDINALITY c(slot, id, txid, lane, topic,
+                                       idempotency_key, payload, ordering_key, ordering_seq,
+                                       created_at, n)
+                                 WHERE (stop_at IS NULL OR c.n < stop_at)
+                                   AND c.ordering_key = ANY(blocked)
+                                 ORDER BY c.n);
+                last := cand[COALESCE(stop_at - 1, cardinality(cand))];
+                IF cardinality(parked) > 0 THEN
+                    INSERT INTO outbox.retries (id, topic, idempotency_key, payload, ordering_key,
+                                                ordering_seq, created_at, attempts, claims,
+                                                due_at, last_error)
+                    SELECT c.id, c.topic, c.idempotency_key, c.payload, c.ordering_key,
+                           c.ordering_seq, c.created_at, 0, 0, now(),
+                           'waits behind an earlier message of its ordering key'
+                      FROM unnest(cand) c WHERE c.id = ANY(parked)
+                    ON CONFLICT DO NOTHING;
+                ELSE
+                    parked := NULL;
+                END IF;
             END IF;
 
             bid := NULL;
@@ -294,7 +238,7 @@ BEGIN
             END IF;
             UPDATE outbox.streams s
                SET snap_lo = lo, snap_hi = hi, pos_txid = last.txid, pos_id = last.id,
-                   cut_at = now(), inflight = bid
+                   cut_at = now(), inflight = CASE WHEN st.lane > 0 AND ordering THEN bid END
              WHERE s.topic = st.topic AND s.lane = st.lane;
             IF bid IS NOT NULL THEN
                 RETURN QUERY
