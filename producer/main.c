@@ -27,6 +27,8 @@ static const struct subcommand subcommands[] = {
 	{ "submit", producer_cmd_submit,
 	    "agent-side client: one key per logical call, retries, one JSON observation" },
 	{ "lookup", producer_cmd_lookup, "look a report up by its idempotency key" },
+	{ "mcp", producer_cmd_mcp,
+	    "MCP tool server on stdio for agent hosts: the tools with server-made keys" },
 	{ "matrix", producer_cmd_matrix,
 	    "reproduce the article's fault matrix against real servers, compare cell for cell" },
 	{ NULL, NULL, NULL },
@@ -53,6 +55,7 @@ markdown(void)
 		{ "outbox-producer serve", &producer_serve_options },
 		{ "outbox-producer submit", &producer_submit_options },
 		{ "outbox-producer lookup", &producer_lookup_options },
+		{ "outbox-producer mcp", &producer_mcp_options },
 		{ "outbox-producer matrix", &producer_matrix_options },
 	};
 	for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) {

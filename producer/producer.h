@@ -13,6 +13,7 @@ int producer_cmd_serve(int argc, char **argv);
 int producer_cmd_submit(int argc, char **argv);
 int producer_cmd_lookup(int argc, char **argv);
 int producer_cmd_matrix(int argc, char **argv);
+int producer_cmd_mcp(int argc, char **argv);
 
 /* Each subcommand's config table (the one its --help prints), for
  * `outbox-producer --help-markdown`. */
@@ -21,6 +22,7 @@ extern const struct ob_cfg_opt *const producer_serve_options;
 extern const struct ob_cfg_opt *const producer_submit_options;
 extern const struct ob_cfg_opt *const producer_lookup_options;
 extern const struct ob_cfg_opt *const producer_matrix_options;
+extern const struct ob_cfg_opt *const producer_mcp_options;
 
 /* The first article's fault matrix, [row][column] (see matrix.c). */
 extern const int producer_matrix_expected[5][5];

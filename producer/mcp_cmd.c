@@ -1,0 +1,247 @@
+/*
+ * mcp_cmd.c - `outbox-producer mcp`: the MCP tool server (mcp.h) on stdio,
+ * as an MCP host starts it: one JSON-RPC message per line on stdin, one
+ * per line on stdout, logs on stderr (stdout carries nothing else). Ends
+ * with 0 at the end of stdin.
+ *
+ * The run id, half of every tool key: `--run-id`, or else derived from
+ * the process that started us (boot id, parent pid and the parent's start
+ * time): a host that restarts this server after a crash gets the same run
+ * id, so its retry of a call keeps the call's key; a new host process
+ * (a new session) gets a new one.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <uuid/uuid.h>
+
+#include "mcp.h"
+#include "outbox/config.h"
+#include "outbox/err.h"
+#include "outbox/log.h"
+#include "producer.h"
+
+#define MCP_MAX_ATTEMPTS 100
+#define MCP_MESSAGE_MIN 1024
+#define MCP_MESSAGE_MAX (64 * 1024 * 1024)
+
+struct mcp_config {
+	char *url;
+	char *run_id;
+	int64_t attempts;
+	int64_t backoff_base;
+	int64_t backoff_cap;
+	int64_t timeout_ms;
+	int64_t max_retry_after;
+	int64_t max_message;
+	char *ledger;
+	char *log_level;
+};
+
+#define OPT(name, env, type, def, min, max, choices, req, field, help)      \
+	{ name, env, type, def, min, max, choices, req, false,              \
+	    offsetof(struct mcp_config, field), help }
+
+static const struct ob_cfg_opt mcp_options[] = {
+	OPT("url", "OUTBOX_URL", OB_CFG_STRING, "http://127.0.0.1:8080", 0, 0, NULL, false, url,
+	    "base URL of outbox-producer serve"),
+	OPT("run-id", "OUTBOX_RUN_ID", OB_CFG_STRING, NULL, 0, 0, NULL, false, run_id,
+	    "the run the tool keys belong to (1..128 printable characters); default: derived"
+	    " from the host process (kept across restarts of this server by the same host)"),
+	OPT("attempts", "OUTBOX_ATTEMPTS", OB_CFG_INT, "4", 1, MCP_MAX_ATTEMPTS, NULL, false,
+	    attempts, "HTTP attempts per tool call, the first included"),
+	OPT("backoff-base", "OUTBOX_BACKOFF_BASE", OB_CFG_DURATION, "20ms", 1, 60000, NULL, false,
+	    backoff_base, "Full Jitter base: sleep = random(0, min(cap, base * 2^attempt))"),
+	OPT("backoff-cap", "OUTBOX_BACKOFF_CAP", OB_CFG_DURATION, "200ms", 1, 600000, NULL, false,
+	    backoff_cap, "Full Jitter cap"),
+	OPT("timeout-ms", "OUTBOX_TIMEOUT_MS", OB_CFG_INT, "2000", 1, 600000, NULL, false,
+	    timeout_ms, "per-attempt timeout in milliseconds"),
+	OPT("max-retry-after", "OUTBOX_MAX_RETRY_AFTER", OB_CFG_DURATION, "5s", 0, 3600000, NULL,
+	    false, max_retry_after, "longest Retry-After honoured between attempts"),
+	OPT("max-message", "OUTBOX_MCP_MAX_MESSAGE", OB_CFG_SIZE, "1m", MCP_MESSAGE_MIN,
+	    MCP_MESSAGE_MAX, NULL, false, max_message,
+	    "longest JSON-RPC message (one line) read; a longer one is answered with a parse"
+	    " error and skipped"),
+	OPT("ledger", "OUTBOX_LEDGER", OB_CFG_STRING, NULL, 0, 0, NULL, false, ledger,
+	    "append-only JSON-lines tool ledger (fsynced); an uncertain key is looked up first"),
+	OPT("log-level", "OUTBOX_LOG_LEVEL", OB_CFG_ENUM, "info", 0, 0, "debug|info|warn|error",
+	    false, log_level, "log level (logs go to stderr)"),
+	OB_CFG_END,
+};
+
+/* The mcp table, for --help-markdown (main.c). */
+const struct ob_cfg_opt *const producer_mcp_options = mcp_options;
+
+static const struct ob_cfg_program mcp_program = {
+	.name = "outbox-producer mcp",
+	.synopsis = "outbox-producer mcp [--url URL] [--run-id RUN] [options]",
+	.description = "An MCP tool server on stdio (JSON-RPC 2.0, one message per line) for"
+	    " agent hosts, with the tools submit_bug_report and lookup_by_key. Each call's"
+	    " idempotency key is made by this server from the run id and the call's"
+	    " normalized arguments (never by the model; a key in the request's"
+	    " _meta.idempotency_key wins), so a retried call is answered from the first"
+	    " result. Logs go to stderr.",
+	.options = mcp_options,
+};
+
+static int
+check_run_id(const char *s, char *err, size_t errlen)
+{
+	size_t n = strlen(s);
+	if (n == 0 || n > MCP_RUN_ID_MAX) {
+		snprintf(err, errlen, "--run-id: 1..%d characters", MCP_RUN_ID_MAX);
+		return OB_EINVAL;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (s[i] < 0x21 || s[i] > 0x7e) {
+			snprintf(err, errlen, "--run-id: printable ASCII without spaces only");
+			return OB_EINVAL;
+		}
+	return OB_OK;
+}
+
+/* The parent's start time in clock ticks since boot (field 22 of
+ * /proc/PID/stat, after the parenthesised command name). */
+static int
+parent_start(pid_t ppid, unsigned long long *out)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)ppid);
+	FILE *f = fopen(path, "r");
+	if (f == NULL)
+		return OB_EINVAL;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	char *p = strrchr(buf, ')');
+	if (p == NULL)
+		return OB_EINVAL;
+	/* after ") ": state is field 3; starttime is field 22 */
+	p++;
+	for (int field = 2; field < 22 && p != NULL; field++)
+		p = strchr(p + 1, ' ');
+	if (p == NULL || sscanf(p, " %llu", out) != 1)
+		return OB_EINVAL;
+	return OB_OK;
+}
+
+static int
+derive_run_id(char *out, size_t outlen, char *err, size_t errlen)
+{
+	static const uuid_t run_ns = { 0x6f, 0x75, 0x74, 0x62, 0x6f, 0x78, 0x52, 0x55, 0x8e, 0x4e,
+		0x68, 0x6f, 0x73, 0x74, 0x70, 0x31 };
+	char boot[64] = "", name[256];
+	unsigned long long start = 0;
+	pid_t ppid = getppid();
+
+	FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+	if (f == NULL || fgets(boot, sizeof(boot), f) == NULL || parent_start(ppid, &start) != OB_OK) {
+		if (f != NULL)
+			fclose(f);
+		snprintf(err, errlen, "cannot derive a run id from /proc (%s): give --run-id",
+		    strerror(errno));
+		return OB_EINVAL;
+	}
+	fclose(f);
+	boot[strcspn(boot, "\n")] = '\0';
+	snprintf(name, sizeof(name), "%s/%d/%llu", boot, (int)ppid, start);
+	uuid_t u;
+	char s[37];
+	uuid_generate_sha1(u, run_ns, name, strlen(name));
+	uuid_unparse_lower(u, s);
+	snprintf(out, outlen, "host-%s", s);
+	return OB_OK;
+}
+
+/* One response line on stdout. */
+static int
+reply(json_t *resp)
+{
+	if (resp == NULL)
+		return OB_OK;
+	char *line = json_dumps(resp, JSON_COMPACT);
+	json_decref(resp);
+	if (line == NULL)
+		return OB_ENOMEM;
+	int bad = fputs(line, stdout) == EOF || fputc('\n', stdout) == EOF || fflush(stdout) != 0;
+	free(line);
+	return bad ? OB_EINVAL : OB_OK;
+}
+
+static int
+serve_stdio(const struct mcp_server *s, size_t max_message)
+{
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t n;
+	int rc = OB_OK;
+
+	while (rc == OB_OK && (n = getline(&line, &cap, stdin)) >= 0) {
+		while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+			line[--n] = '\0';
+		if (n == 0)
+			continue;
+		if ((size_t)n > max_message) {
+			rc = reply(mcp_parse_error("message longer than --max-message"));
+			continue;
+		}
+		json_error_t jerr;
+		json_t *msg = json_loadb(line, (size_t)n, JSON_REJECT_DUPLICATES, &jerr);
+		if (msg == NULL) {
+			rc = reply(mcp_parse_error(jerr.text));
+			continue;
+		}
+		rc = reply(mcp_handle(s, msg));
+		json_decref(msg);
+	}
+	free(line);
+	if (rc != OB_OK) {
+		ob_error("mcp.stdout.failed", "reason=%s", strerror(errno));
+		return 1;
+	}
+	return 0;
+}
+
+int
+producer_cmd_mcp(int argc, char **argv)
+{
+	struct mcp_config cfg;
+	char err[512];
+	int code;
+
+	if ((code = ob_cfg_load(&mcp_program, &cfg, argc, argv, NULL)) >= 0)
+		return code;
+	code = 2;
+	enum ob_log_level level;
+	if (ob_log_level_parse(cfg.log_level, &level) == OB_OK)
+		ob_log_set_level(level);
+	struct mcp_server s = {
+		.url = cfg.url,
+		.attempts = (int)cfg.attempts,
+		.base_ms = cfg.backoff_base,
+		.cap_ms = cfg.backoff_cap,
+		.timeout_ms = cfg.timeout_ms,
+		.max_retry_after_ms = cfg.max_retry_after,
+		.ledger = cfg.ledger,
+	};
+	int rc = cfg.run_id != NULL ? check_run_id(cfg.run_id, err, sizeof(err))
+	                            : derive_run_id(s.run_id, sizeof(s.run_id), err, sizeof(err));
+	if (rc != OB_OK) {
+		fprintf(stderr, "outbox-producer mcp: %s\n", err);
+		goto out;
+	}
+	if (cfg.run_id != NULL)
+		snprintf(s.run_id, sizeof(s.run_id), "%s", cfg.run_id);
+	ob_info("mcp.started", "url=%s run_id=%s derived=%s", s.url, s.run_id,
+	    cfg.run_id != NULL ? "no" : "yes");
+	code = serve_stdio(&s, (size_t)cfg.max_message);
+	ob_info("mcp.stopped", "reason=eof");
+out:
+	ob_cfg_free(mcp_options, &cfg);
+	return code;
+}
