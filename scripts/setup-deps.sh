@@ -15,21 +15,37 @@ if [ "${1:-}" = --tests ]; then
 	# on the dockerd already installed (docker.io or Docker's own packages);
 	# Debian's docker.io only when there is none (it conflicts with Docker's).
 	command -v dockerd >/dev/null || packages+=(docker.io)
+	# The MCP test drives the server with the official SDK client (Node >= 18)
+	command -v node >/dev/null || packages+=(nodejs)
+	command -v npm >/dev/null || packages+=(npm)
 fi
 
 missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
+install_missing() {
+	[ ${#missing[@]} -eq 0 ] && return 0
 
-SUDO=
-if [ "$(id -u)" != 0 ]; then
-	command -v sudo >/dev/null || { echo "setup-deps: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
-	SUDO=sudo
+	SUDO=
+	if [ "$(id -u)" != 0 ]; then
+		command -v sudo >/dev/null || { echo "setup-deps: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+		SUDO=sudo
+	fi
+	echo "setup-deps: installing ${missing[*]}" >&2
+	export DEBIAN_FRONTEND=noninteractive
+	$SUDO apt-get -o DPkg::Lock::Timeout=300 update -q >/dev/null
+	$SUDO env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -q \
+		--no-install-recommends "${missing[@]}" >/dev/null
+}
+install_missing
+
+# The MCP SDK client of tests/mcp (pinned by its package-lock.json), from
+# the npm registry, once.
+if [ "${1:-}" = --tests ]; then
+	mcp="$(cd "$(dirname "$0")/.." && pwd)/tests/mcp"
+	if [ ! -d "$mcp/node_modules/@modelcontextprotocol/sdk" ]; then
+		echo "setup-deps: npm ci in $mcp" >&2
+		npm ci --prefix "$mcp" --no-audit --no-fund --loglevel=error >/dev/null
+	fi
 fi
-echo "setup-deps: installing ${missing[*]}" >&2
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get -o DPkg::Lock::Timeout=300 update -q >/dev/null
-$SUDO env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -q \
-	--no-install-recommends "${missing[@]}" >/dev/null

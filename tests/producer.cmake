@@ -30,3 +30,5 @@ outbox_test(test_producer_slowclients SOURCES integration/test_producer_slowclie
 # bad token files exit 2.
 outbox_test(test_producer_auth SOURCES integration/test_producer_auth.c
   LABELS integration PG TIMEOUT 300 LIBS outbox_producer)
+outbox_test(test_mcp_sdk SOURCES integration/test_mcp_sdk.c
+  LABELS integration PG TIMEOUT 300 LIBS outbox_producer)

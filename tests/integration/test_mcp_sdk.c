@@ -1,0 +1,171 @@
+/*
+ * test_mcp_sdk.c - `outbox-producer mcp` driven by a real MCP client that
+ * nobody here wrote: the official SDK (@modelcontextprotocol/sdk, pinned in
+ * tests/mcp/package.json, installed by scripts/setup-deps.sh --tests),
+ * tests/mcp/sdk_client.mjs, against a real `serve` that loses the first
+ * response after committing (--fault-lose-response 1).
+ *
+ * What a user would check: the tools and their annotations as the SDK
+ * parsed them; the lost response retried under the same key (one report,
+ * `replayed`); a host's retry of the same call (members in another order)
+ * answered from the first report; a new call a new report; the host's
+ * _meta key used as given; the lookup; bad arguments a tool error the
+ * model can read; an unknown tool a protocol error. Rows counted in the
+ * database.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "testsupport.h"
+#include "ts_producer.h"
+
+#define RUN_ID "run-test-mcp-1"
+#define NODE_TIMEOUT_MS 120000
+
+static json_t *
+get(json_t *o, const char *path)
+{
+	char buf[256], *save = NULL;
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (char *p = strtok_r(buf, ".", &save); p != NULL && o != NULL;
+	     p = strtok_r(NULL, ".", &save))
+		o = json_object_get(o, p);
+	return o;
+}
+
+static const char *
+get_s(json_t *o, const char *path)
+{
+	return json_string_value(get(o, path));
+}
+
+static json_t *
+tool_named(json_t *tools, const char *name)
+{
+	size_t i;
+	json_t *t;
+	json_array_foreach(tools, i, t)
+		if (strcmp(get_s(t, "name"), name) == 0)
+			return t;
+	return NULL;
+}
+
+START_TEST(test_sdk_client_calls_the_tools)
+{
+	char db[TS_CONNINFO_MAX], dir[512], script[600], bin[600];
+	const char *src = getenv("OUTBOX_SOURCE_DIR");
+	const char *bindir = getenv("OUTBOX_BIN_DIR");
+	ck_assert_ptr_nonnull(src);
+	ck_assert_ptr_nonnull(bindir);
+	snprintf(dir, sizeof(dir), "%s/tests/mcp/node_modules/@modelcontextprotocol/sdk", src);
+	ck_assert_msg(access(dir, R_OK) == 0,
+	    "%s is missing: run scripts/setup-deps.sh --tests (it runs npm ci in tests/mcp)", dir);
+	snprintf(script, sizeof(script), "%s/tests/mcp/sdk_client.mjs", src);
+	snprintf(bin, sizeof(bin), "%s/outbox-producer", bindir);
+
+	ts_db_create("mcpsdk", "outbox", db, sizeof(db));
+	PGconn *c = ts_connect(db);
+	struct ts_producer_server s;
+	char *extra[] = { "--fault-lose-response", "1", NULL };
+	ts_producer_serve(db, extra, &s);
+
+	static char out[1 << 20];
+	char *argv[] = { "/usr/bin/env", "node", script, bin, s.url, RUN_ID, NULL };
+	int code = ts_run(argv, NULL, out, sizeof(out), NODE_TIMEOUT_MS);
+	ck_assert_msg(code == 0, "the SDK client exited %d:\n%s", code, out);
+	char *line = strstr(out, "RESULT ");
+	ck_assert_msg(line != NULL, "no RESULT line:\n%s", out);
+	line += strlen("RESULT ");
+	line[strcspn(line, "\n")] = '\0';
+	json_error_t jerr;
+	json_t *r = json_loads(line, 0, &jerr);
+	ck_assert_msg(r != NULL, "RESULT is not JSON (%s): %s", jerr.text, line);
+
+	/* The tools as the SDK parsed them. */
+	ck_assert_str_eq(get_s(r, "server.name"), "outbox-producer");
+	json_t *tools = get(r, "tools");
+	ck_assert_int_eq((int)json_array_size(tools), 2);
+	json_t *submit = tool_named(tools, "submit_bug_report");
+	json_t *lookup = tool_named(tools, "lookup_by_key");
+	ck_assert_ptr_nonnull(submit);
+	ck_assert_ptr_nonnull(lookup);
+	ck_assert(json_is_true(get(submit, "annotations.idempotentHint")));
+	ck_assert(json_is_false(get(submit, "annotations.readOnlyHint")));
+	ck_assert(json_is_true(get(lookup, "annotations.readOnlyHint")));
+	ck_assert_str_eq(get_s(submit, "inputSchema.type"), "object");
+
+	/* The first call: created, its answer lost, retried under the same
+	 * key and answered from the stored response. */
+	ck_assert(json_is_false(get(r, "first.isError")));
+	ck_assert(json_is_true(get(r, "first.structuredContent.ok")));
+	ck_assert(json_is_true(get(r, "first.structuredContent.metadata.replayed")));
+	ck_assert_int_eq((int)json_integer_value(get(r, "first.structuredContent.metadata.attempts")),
+	    2);
+	const char *key = get_s(r, "first.structuredContent.metadata.idempotencyKey");
+	ck_assert_ptr_nonnull(key);
+	ck_assert_msg(strncmp(key, "mcp-", 4) == 0, "key %s", key);
+	json_int_t id = json_integer_value(get(r, "first.structuredContent.metadata.reportId"));
+	ck_assert_int_gt(id, 0);
+
+	/* The host's retry: the same key, the same report, replayed. */
+	ck_assert_str_eq(get_s(r, "again.structuredContent.metadata.idempotencyKey"), key);
+	ck_assert_int_eq(json_integer_value(get(r, "again.structuredContent.metadata.reportId")), id);
+	ck_assert(json_is_true(get(r, "again.structuredContent.metadata.replayed")));
+
+	/* A new call: another key, another report. */
+	const char *other = get_s(r, "other.structuredContent.metadata.idempotencyKey");
+	ck_assert_ptr_nonnull(other);
+	ck_assert_str_ne(other, key);
+	ck_assert_int_ne(json_integer_value(get(r, "other.structuredContent.metadata.reportId")), id);
+	ck_assert(json_is_true(get(r, "other.structuredContent.ok")));
+
+	/* The host's key, used as given. */
+	ck_assert_str_eq(get_s(r, "hostKey.structuredContent.metadata.idempotencyKey"),
+	    "host-key-0001");
+	ck_assert(json_is_true(get(r, "hostKey.structuredContent.ok")));
+
+	/* The lookup finds the first report; an unused key is NOT_FOUND. */
+	ck_assert(json_is_true(get(r, "lookup.structuredContent.ok")));
+	ck_assert_int_eq(json_integer_value(get(r, "lookup.structuredContent.metadata.reportId")), id);
+	ck_assert(json_is_true(get(r, "missing.isError")));
+	ck_assert_str_eq(get_s(r, "missing.structuredContent.code"), "NOT_FOUND");
+
+	/* Bad arguments: a tool error with words; an unknown tool: a protocol
+	 * error (-32602, invalid params). */
+	ck_assert(json_is_true(get(r, "badArgs.isError")));
+	ck_assert_str_eq(get_s(r, "badArgs.structuredContent.code"), "INVALID_ARGUMENTS");
+	ck_assert_msg(strstr(get_s(r, "badArgs.structuredContent.content"), "colour") != NULL,
+	    "%s", line);
+	ck_assert_int_eq((int)json_integer_value(get(r, "unknownTool.code")), -32602);
+
+	/* In the database: three reports (first, other, hostKey), one outbox
+	 * message each, the keys as the tools reported them. */
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM app.bug_reports"), 3);
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM outbox.messages"), 3);
+	char sql[512];
+	snprintf(sql, sizeof(sql),
+	    "SELECT count(*) FROM app.idempotency_keys WHERE idempotency_key IN ('%s', '%s',"
+	    " 'host-key-0001')", key, other);
+	ck_assert_int_eq(ts_query_int(c, sql), 3);
+
+	json_decref(r);
+	ts_stop(s.pid, SIGTERM);
+	PQfinish(c);
+}
+END_TEST
+
+int
+main(void)
+{
+	Suite *s = suite_create("mcp_sdk");
+	TCase *tc = tcase_create("sdk");
+	tcase_set_timeout(tc, 200);
+	tcase_add_test(tc, test_sdk_client_calls_the_tools);
+	suite_add_tcase(s, tc);
+	return ts_run_suite(s);
+}

@@ -1,0 +1,66 @@
+// sdk_client.mjs - the official MCP SDK client (@modelcontextprotocol/sdk,
+// pinned in package.json) driving `outbox-producer mcp` over stdio, as an
+// agent host would: initialize, tools/list, then the calls of
+// tests/integration/test_mcp_sdk.c. Prints ONE line, "RESULT " + JSON of
+// everything the server answered; the C test makes the assertions.
+//
+// usage: node sdk_client.mjs PRODUCER_BIN URL RUN_ID
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+
+const [bin, url, run] = process.argv.slice(2);
+if (!bin || !url || !run) {
+  console.error("usage: node sdk_client.mjs PRODUCER_BIN URL RUN_ID");
+  process.exit(2);
+}
+
+const transport = new StdioClientTransport({
+  command: bin,
+  args: ["mcp", "--url", url, "--run-id", run, "--log-level", "warn"],
+  stderr: "inherit",
+});
+const client = new Client({ name: "outbox-test-host", version: "1.0.0" });
+await client.connect(transport);
+
+const report = { title: "Login fails on Safari", module: "auth", severity: "high" };
+const out = { server: client.getServerVersion() };
+out.tools = (await client.listTools()).tools;
+// The first call meets the producer's --fault-lose-response: the report
+// is created, the answer lost; the client retries with the same key.
+out.first = await client.callTool({ name: "submit_bug_report", arguments: report });
+// The host retries the same call (other member order): the same key.
+out.again = await client.callTool({
+  name: "submit_bug_report",
+  arguments: { severity: "high", module: "auth", title: "Login fails on Safari" },
+});
+// A new call: a new key, a new report.
+out.other = await client.callTool({
+  name: "submit_bug_report",
+  arguments: { title: "Logout fails", module: "auth" },
+});
+// The host's own key wins over the derived one.
+out.hostKey = await client.callTool({
+  name: "submit_bug_report",
+  arguments: report,
+  _meta: { idempotency_key: "host-key-0001" },
+});
+out.lookup = await client.callTool({
+  name: "lookup_by_key",
+  arguments: { idempotency_key: out.first.structuredContent.metadata.idempotencyKey },
+});
+out.missing = await client.callTool({
+  name: "lookup_by_key",
+  arguments: { idempotency_key: "never-used-key" },
+});
+out.badArgs = await client.callTool({
+  name: "submit_bug_report",
+  arguments: { title: "x", module: "auth", colour: "red" },
+});
+try {
+  await client.callTool({ name: "no_such_tool", arguments: {} });
+  out.unknownTool = "answered";
+} catch (e) {
+  out.unknownTool = { code: e.code, message: e.message };
+}
+await client.close();
+console.log("RESULT " + JSON.stringify(out));
