@@ -38,6 +38,7 @@
 #include "outbox/keyclaim.h"
 #include "outbox/log.h"
 #include "outbox/pg.h"
+#include "outbox/url.h"
 #include "report_input.h"
 
 /* Retry-After of a 409: poll again this soon (rounded up to whole seconds). */
@@ -426,18 +427,6 @@ create(PGconn *conn, const struct api_config *cfg, const struct api_request *req
 	report_input_fini(&in);
 }
 
-static int
-hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* The value of name in a query string, percent-decoded into out (RFC 3986;
  * '+' is a literal plus). OB_OK, or OB_EINVAL when absent, malformed,
  * decoding to a NUL, or too long. */
@@ -452,7 +441,8 @@ query_param(const char *query, const char *name, char *out, size_t outlen)
 		for (const char *v = p + nlen + 1; *v && *v != '&'; v++) {
 			int c = (unsigned char)*v;
 			if (c == '%') {
-				int hi = hexval(v[1]), lo = hi < 0 ? -1 : hexval(v[2]);
+				int hi = ob_url_hexval((unsigned char)v[1]);
+				int lo = hi < 0 ? -1 : ob_url_hexval((unsigned char)v[2]);
 				if (lo < 0)
 					return OB_EINVAL;
 				c = hi * 16 + lo;
