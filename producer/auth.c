@@ -225,6 +225,25 @@ producer_tokens_check(const struct producer_tokens *t, const char *authorization
 	return PRODUCER_AUTH_OK;
 }
 
+int
+producer_token_read(const char *path, char *out, size_t outlen, char *err, size_t errlen)
+{
+	struct producer_tokens *t;
+	int rc = producer_tokens_load(path, &t, err, errlen);
+	if (rc != OB_OK)
+		return rc;
+	if (t->n != 1 || t->len[0] + 1 > outlen) {
+		snprintf(err, errlen, "--api-token-file %s: holds %d tokens; a client sends one",
+		    path, t->n);
+		producer_tokens_free(t);
+		return OB_EINVAL;
+	}
+	memcpy(out, t->tok[0], t->len[0]);
+	out[t->len[0]] = '\0';
+	producer_tokens_free(t);
+	return OB_OK;
+}
+
 void
 producer_tokens_free(struct producer_tokens *t)
 {

@@ -59,6 +59,14 @@ int producer_tokens_scopes(const struct producer_tokens *t);
 enum producer_auth producer_tokens_check(const struct producer_tokens *t,
     const char *authorization, const char **scope);
 
+/* A client's token (`submit` / `lookup --api-token-file`): the file must
+ * hold exactly one token, in the same format (a `scope=NAME` prefix is
+ * allowed and ignored: the server's file decides the scope). On OB_OK the
+ * token is in out, which must hold PRODUCER_TOKEN_MAX + 1 bytes; OB_EINVAL
+ * or OB_ENOMEM with one line in err that never contains a token. */
+int producer_token_read(const char *path, char *out, size_t outlen, char *err,
+    size_t errlen);
+
 /* Wipe and free. NULL is ok. */
 void producer_tokens_free(struct producer_tokens *t);
 

@@ -11,7 +11,8 @@
  * (rotation). The default scope (a bare TOKEN line) stores keys as before.
  * A scope's name counts against the key limit (400 naming the maximum).
  * Malformed lines are start-up errors naming the file and the line, never
- * the token or what stood where a scope name should be.
+ * the token or what stood where a scope name should be. `submit` and
+ * `lookup` send a token from their own --api-token-file.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -227,6 +228,52 @@ START_TEST(test_bad_scope_lines_refused)
 }
 END_TEST
 
+/* The agent-side client sends a token from --api-token-file (submit and
+ * lookup), so it works against a server with tokens, in its token's
+ * scope; without one it is refused (PERMISSION_DENIED, exit 1). */
+START_TEST(test_client_sends_token)
+{
+	char db[TS_CONNINFO_MAX], server[300], alpha[300], beta[300], two[300], out[8192];
+	ts_db_create("prodscopecli", "outbox", db, sizeof(db));
+	PGconn *c = ts_connect(db);
+	snprintf(server, sizeof(server), "%s/cli-server-%d", ts_tmpdir(), (int)getpid());
+	snprintf(alpha, sizeof(alpha), "%s/cli-alpha-%d", ts_tmpdir(), (int)getpid());
+	snprintf(beta, sizeof(beta), "%s/cli-beta-%d", ts_tmpdir(), (int)getpid());
+	snprintf(two, sizeof(two), "%s/cli-two-%d", ts_tmpdir(), (int)getpid());
+	ts_write_file(server, "scope=alpha " ALPHA_OLD "\nscope=beta " BETA "\n");
+	ts_write_file(alpha, "# the agent's token\n" ALPHA_OLD "\n");
+	ts_write_file(beta, "scope=beta " BETA "\n"); /* the server's format works too */
+	ts_write_file(two, ALPHA_OLD "\n" BETA "\n");
+	struct ts_producer_server s;
+	char *extra[] = { "--api-token-file", server, NULL };
+	ts_producer_serve(db, extra, &s);
+
+	char *submit[] = { "outbox-producer", "submit", "--url", s.url, "--title", "Crash on save",
+		"--module", "editor", "--key", "cli-1", "--api-token-file", alpha, NULL };
+	ck_assert_int_eq(ts_run(submit, NULL, out, sizeof(out), 30000), 0);
+	ck_assert_msg(strstr(out, "\"ok\":true") != NULL, "%s", out);
+	char *lookup[] = { "outbox-producer", "lookup", "--url", s.url, "--key", "cli-1",
+		"--api-token-file", alpha, NULL };
+	ck_assert_int_eq(ts_run(lookup, NULL, out, sizeof(out), 30000), 0);
+	lookup[7] = beta;
+	ck_assert_int_eq(ts_run(lookup, NULL, out, sizeof(out), 30000), 1);
+	ck_assert_msg(strstr(out, "NOT_FOUND") != NULL, "%s", out);
+	/* Without a token: refused, nothing created. */
+	submit[10] = NULL;
+	ck_assert_int_eq(ts_run(submit, NULL, out, sizeof(out), 30000), 1);
+	ck_assert_msg(strstr(out, "PERMISSION_DENIED") != NULL, "%s", out);
+	/* A client sends one token. */
+	submit[10] = "--api-token-file";
+	submit[11] = two;
+	ck_assert_int_eq(ts_run(submit, NULL, out, sizeof(out), 30000), 2);
+	ck_assert_msg(strstr(out, "holds 2 tokens") != NULL && strstr(out, "tok-") == NULL,
+	    "%s", out);
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM app.bug_reports"), 1);
+	ts_stop(s.pid, SIGTERM);
+	PQfinish(c);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -235,6 +282,7 @@ main(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_keys_are_per_scope);
 	tcase_add_test(tc, test_bad_scope_lines_refused);
+	tcase_add_test(tc, test_client_sends_token);
 	suite_add_tcase(s, tc);
 	int rc = ts_run_suite(s);
 	nng_fini();
