@@ -30,6 +30,7 @@
 #include <strings.h>
 
 #include "outbox/pg.h"
+#include "outbox/url.h"
 
 /* Secret values one conninfo may name; past this, libpq's message is
  * withheld rather than scrubbed of only some of them. */
@@ -92,18 +93,6 @@ scheme_len(const char *s, size_t n)
 	return 0;
 }
 
-static int
-hexval(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* Percent-decode s[0..n) into out (room for n + 1); a malformed escape
  * ("%zz", "%4") is kept as written. Returns false when there was one. */
 static bool
@@ -114,8 +103,8 @@ pct_decode(const char *s, size_t n, char *out)
 
 	for (size_t i = 0; i < n; i++) {
 		int hi, lo;
-		if (s[i] == '%' && i + 2 < n && (hi = hexval((unsigned char)s[i + 1])) >= 0 &&
-		    (lo = hexval((unsigned char)s[i + 2])) >= 0) {
+		if (s[i] == '%' && i + 2 < n && (hi = ob_url_hexval((unsigned char)s[i + 1])) >= 0 &&
+		    (lo = ob_url_hexval((unsigned char)s[i + 2])) >= 0) {
 			out[o++] = (char)(hi * 16 + lo);
 			i += 2;
 			continue;

@@ -1,6 +1,6 @@
 /*
  * url.c - nng_url_parse behind a guard for nng 1.5.2's over-read on user
- * info (see url.h).
+ * info, and the hex digits of percent-escapes (see url.h).
  */
 #include <stdbool.h>
 #include <string.h>
@@ -21,4 +21,16 @@ ob_url_parse(nng_url **u, const char *s)
 			return NNG_EINVAL;
 	}
 	return nng_url_parse(u, s);
+}
+
+int
+ob_url_hexval(int c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
 }

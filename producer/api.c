@@ -20,6 +20,14 @@
  * the business write from keyclaim.h's own SQL fragments
  * (OB_KEYCLAIM_HELD_SQL, OB_KEYCLAIM_DONE_SQL): common/keyclaim.c owns every
  * write of a key table. The statement is prepared once per connection.
+ *
+ * Scopes: a request made with a token of a named scope (auth.h) has its
+ * key stored as SCOPE 0x1f KEY (report_input.h, report_scoped_key), in the
+ * key table and on the report alike, so another scope's same key is
+ * another key: a new request, never a replay, a 422 or a lookup of the
+ * other client's report. Everything a client reads back shows the key it
+ * sent (PRODUCER_CLIENT_KEY_SQL), and a report is found by id only in the
+ * scope that made it. The default scope's keys are stored as sent.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -38,6 +46,7 @@
 #include "outbox/keyclaim.h"
 #include "outbox/log.h"
 #include "outbox/pg.h"
+#include "outbox/url.h"
 #include "report_input.h"
 
 /* Retry-After of a 409: poll again this soon (rounded up to whole seconds). */
@@ -45,8 +54,16 @@
 
 #define REPORT_JSON                                                              \
 	"json_build_object('report_id', id, 'title', title, 'module', module,"   \
-	" 'steps', steps, 'severity', severity, 'idempotency_key', idempotency_key," \
-	" 'created_at', created_at)::text"
+	" 'steps', steps, 'severity', severity, 'idempotency_key', "             \
+	PRODUCER_CLIENT_KEY_SQL("idempotency_key") ", 'created_at', created_at)::text"
+
+/* A request's Idempotency-Key: as the client sent it (what it reads back
+ * and what is logged), and as stored under its token's scope. */
+struct req_key {
+	const char *sent;
+	const char *stored;
+	const char *scope; /* "" = the default scope */
+};
 
 int
 producer_mode_parse(const char *s, enum producer_mode *out)
@@ -160,13 +177,13 @@ busy(struct api_response *res, int64_t lease_left_ms)
 /* After being fenced out: answer with the winner's stored result, or 409
  * when the winner is not done yet. */
 static void
-answer_winner(PGconn *conn, const char *key, struct api_response *res)
+answer_winner(PGconn *conn, const char *stored_key, struct api_response *res)
 {
 	char err[512];
 	struct ob_key_row row;
 	struct ob_key_claim winner;
 	bool found = false;
-	if (ob_keyclaim_lookup(conn, PRODUCER_KEY_TABLE, key, &row, &winner, &found, err,
+	if (ob_keyclaim_lookup(conn, PRODUCER_KEY_TABLE, stored_key, &row, &winner, &found, err,
 	        sizeof(err)) != OB_OK) {
 		unavailable(res, "read_winner", err);
 	} else if (found && row.state == OB_KEY_DONE) {
@@ -182,8 +199,9 @@ answer_winner(PGconn *conn, const char *key, struct api_response *res)
 }
 
 /* The atomic final write (see the top of the file). $1..$4 the report,
- * $5 the key, $6 the fence, $7 true = fencing OFF (test-only broken switch:
- * the key is marked done whoever holds it, even after a takeover).
+ * $5 the key as stored, $6 the fence, $7 true = fencing OFF (test-only
+ * broken switch: the key is marked done whoever holds it, even after a
+ * takeover), $8 the key as the client sent it (for the 201 body).
  * Returns one row (report id, message id, body, keys completed) when the
  * token still held, none when it was fenced out. */
 #define CREATE_ATOMIC_STMT "producer_create_atomic"
@@ -200,7 +218,7 @@ static const char create_atomic_sql[] =
     "    FROM r),"
     " b AS ("
     "  SELECT m.id, m.mid, json_build_object('report_id', m.id, 'message_id', m.mid,"
-    "         'idempotency_key', $5::text, 'title', m.title, 'module', m.module,"
+    "         'idempotency_key', $8::text, 'title', m.title, 'module', m.module,"
     "         'severity', m.severity)::text AS body"
     "    FROM m),"
     " d AS ("
@@ -218,30 +236,30 @@ release_key(PGconn *conn, const char *key, int64_t fence)
 }
 
 static void
-create_atomic_write(PGconn *conn, const struct api_config *cfg, const char *key,
+create_atomic_write(PGconn *conn, const struct api_config *cfg, const struct req_key *key,
     const struct report_input *in, const struct ob_key_claim *c, struct api_response *res)
 {
 	char err[512], q[300], fence[24];
 
 	if (c->takeover) {
 		producer_metrics_takeover(cfg->metrics);
-		ob_info("producer.key.takeover", "key=%s fence=%" PRId64, ob_log_q(key, q, sizeof(q)),
-		    c->fence);
+		ob_info("producer.key.takeover", "key=%s scope=%s fence=%" PRId64,
+		    ob_log_q(key->sent, q, sizeof(q)), key->scope[0] ? key->scope : "\"\"", c->fence);
 	}
 	fault_crash(cfg, "producer.atomic.after_claim");
 	fault_slow(cfg);
 
 	snprintf(fence, sizeof(fence), "%" PRId64, c->fence);
-	const char *params[7] = { in->r.title, in->r.module, in->r.steps ? in->r.steps : "",
-		in->r.severity, key, fence, cfg->fencing ? "false" : "true" };
-	PGresult *r = ob_pg_exec_prepared(conn, CREATE_ATOMIC_STMT, create_atomic_sql, 7, params, NULL, NULL);
+	const char *params[8] = { in->r.title, in->r.module, in->r.steps ? in->r.steps : "",
+		in->r.severity, key->stored, fence, cfg->fencing ? "false" : "true", key->sent };
+	PGresult *r = ob_pg_exec_prepared(conn, CREATE_ATOMIC_STMT, create_atomic_sql, 8, params, NULL, NULL);
 	int rc = ob_pg_check(r, PGRES_TUPLES_OK, "create", err, sizeof(err));
 	if (rc != OB_OK) {
 		/* 22xxx/23xxx: the database refused the values (nothing stored). */
 		const char *state = ob_pg_sqlstate(r);
 		bool invalid = strncmp(state, "22", 2) == 0 || strncmp(state, "23", 2) == 0;
 		PQclear(r);
-		release_key(conn, key, c->fence);
+		release_key(conn, key->stored, c->fence);
 		if (invalid)
 			api_error(res, 400, "invalid_body", err);
 		else
@@ -252,9 +270,9 @@ create_atomic_write(PGconn *conn, const struct api_config *cfg, const char *key,
 		/* Taken over while we were slow: nothing of ours was written. */
 		PQclear(r);
 		producer_metrics_fenced_out(cfg->metrics);
-		ob_warn("producer.key.fenced_out", "key=%s fence=%" PRId64,
-		    ob_log_q(key, q, sizeof(q)), c->fence);
-		answer_winner(conn, key, res);
+		ob_warn("producer.key.fenced_out", "key=%s scope=%s fence=%" PRId64,
+		    ob_log_q(key->sent, q, sizeof(q)), key->scope[0] ? key->scope : "\"\"", c->fence);
+		answer_winner(conn, key->stored, res);
 		return;
 	}
 	char *body = strdup(PQgetvalue(r, 0, 2));
@@ -271,12 +289,12 @@ create_atomic_write(PGconn *conn, const struct api_config *cfg, const char *key,
 }
 
 static void
-create_atomic(PGconn *conn, const struct api_config *cfg, const char *key,
+create_atomic(PGconn *conn, const struct api_config *cfg, const struct req_key *key,
     const struct report_input *in, struct api_response *res)
 {
 	char err[512];
 	struct ob_key_claim c;
-	if (ob_keyclaim_claim(conn, PRODUCER_KEY_TABLE, key, in->canonical, in->canonical_len,
+	if (ob_keyclaim_claim(conn, PRODUCER_KEY_TABLE, key->stored, in->canonical, in->canonical_len,
 	        cfg->lease_ms, &c, err, sizeof(err)) != OB_OK) {
 		unavailable(res, "claim", err);
 		return;
@@ -306,11 +324,11 @@ create_atomic(PGconn *conn, const struct api_config *cfg, const char *key,
  * the key (transaction 2). A crash between the two, or two concurrent
  * requests that both pass the check, make a second report. */
 static void
-create_split(PGconn *conn, const struct api_config *cfg, const char *key,
+create_split(PGconn *conn, const struct api_config *cfg, const struct req_key *key,
     const struct report_input *in, struct api_response *res)
 {
 	char err[512];
-	const char *params[3] = { key, in->canonical, NULL };
+	const char *params[3] = { key->stored, in->canonical, NULL };
 	int lens[3] = { 0, (int)in->canonical_len, 0 };
 	int formats[3] = { 0, 1, 0 };
 	PGresult *r = PQexecParams(conn,
@@ -338,7 +356,7 @@ create_split(PGconn *conn, const struct api_config *cfg, const char *key,
 
 	fault_slow(cfg);
 	int64_t rid, mid;
-	int rc = producer_enqueue_report(conn, &in->r, key, &rid, &mid, err, sizeof(err));
+	int rc = producer_enqueue_report(conn, &in->r, key->stored, &rid, &mid, err, sizeof(err));
 	if (rc != OB_OK) {
 		if (rc == OB_EINVAL)
 			api_error(res, 400, "invalid_body", err);
@@ -347,8 +365,8 @@ create_split(PGconn *conn, const struct api_config *cfg, const char *key,
 		return;
 	}
 	fault_crash(cfg, "producer.split.before_key_recorded");
-	char *body = created_body(rid, mid, key, &in->r);
-	rc = ob_keyclaim_record_done(conn, PRODUCER_KEY_TABLE, key, in->canonical,
+	char *body = created_body(rid, mid, key->sent, &in->r);
+	rc = ob_keyclaim_record_done(conn, PRODUCER_KEY_TABLE, key->stored, in->canonical,
 	    in->canonical_len, 201, body, err, sizeof(err));
 	if (rc != OB_OK) {
 		/* The other request recorded the key first: its report and ours
@@ -365,17 +383,22 @@ create_split(PGconn *conn, const struct api_config *cfg, const char *key,
 	res->drop = fault_lose(cfg);
 }
 
-/* None (BROKEN): every request creates a report. The outbox record gets a
- * fresh key so that each report is delivered. */
+/* None (BROKEN): every request creates a report, stored with a fresh
+ * random key (in the request's scope, so that it is looked up there). */
 static void
-create_none(PGconn *conn, const struct api_config *cfg, const struct report_input *in,
-    struct api_response *res)
+create_none(PGconn *conn, const struct api_config *cfg, const char *scope,
+    const struct report_input *in, struct api_response *res)
 {
-	char err[512], key[37];
+	char err[512], key[37], stored[PRODUCER_KEY_MAX + 1];
 	int64_t rid, mid;
 	fault_slow(cfg);
 	producer_new_key(key);
-	int rc = producer_enqueue_report(conn, &in->r, key, &rid, &mid, err, sizeof(err));
+	/* 36 bytes and a scope name always fit (auth.h, PRODUCER_SCOPE_MAX) */
+	if (report_scoped_key(scope, key, stored, sizeof(stored), err, sizeof(err)) != OB_OK) {
+		api_error(res, 500, "internal", err);
+		return;
+	}
+	int rc = producer_enqueue_report(conn, &in->r, stored, &rid, &mid, err, sizeof(err));
 	if (rc != OB_OK) {
 		if (rc == OB_EINVAL)
 			api_error(res, 400, "invalid_body", err);
@@ -393,9 +416,11 @@ static void
 create(PGconn *conn, const struct api_config *cfg, const struct api_request *req,
     struct api_response *res)
 {
-	char key[PRODUCER_KEY_MAX + 1], err[512];
+	char key[PRODUCER_KEY_MAX + 1], stored[PRODUCER_KEY_MAX + 1], err[512];
+	const char *scope = req->scope != NULL ? req->scope : "";
 	if (req->key_header != NULL) {
-		if (report_parse_key(req->key_header, key, sizeof(key), err, sizeof(err)) != OB_OK) {
+		if (report_parse_key(req->key_header, key, sizeof(key), err, sizeof(err)) != OB_OK ||
+		    report_scoped_key(scope, key, stored, sizeof(stored), err, sizeof(err)) != OB_OK) {
 			api_error(res, 400, "invalid_idempotency_key", err);
 			return;
 		}
@@ -412,30 +437,19 @@ create(PGconn *conn, const struct api_config *cfg, const struct api_request *req
 		api_error(res, rc == OB_EINVAL ? 400 : 500, "invalid_body", err);
 		return;
 	}
+	struct req_key k = { key, stored, scope };
 	switch (cfg->mode) {
 	case PRODUCER_MODE_ATOMIC:
-		create_atomic(conn, cfg, key, &in, res);
+		create_atomic(conn, cfg, &k, &in, res);
 		break;
 	case PRODUCER_MODE_SPLIT:
-		create_split(conn, cfg, key, &in, res);
+		create_split(conn, cfg, &k, &in, res);
 		break;
 	case PRODUCER_MODE_NONE:
-		create_none(conn, cfg, &in, res);
+		create_none(conn, cfg, scope, &in, res);
 		break;
 	}
 	report_input_fini(&in);
-}
-
-static int
-hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
 }
 
 /* The value of name in a query string, percent-decoded into out (RFC 3986;
@@ -452,7 +466,8 @@ query_param(const char *query, const char *name, char *out, size_t outlen)
 		for (const char *v = p + nlen + 1; *v && *v != '&'; v++) {
 			int c = (unsigned char)*v;
 			if (c == '%') {
-				int hi = hexval(v[1]), lo = hi < 0 ? -1 : hexval(v[2]);
+				int hi = ob_url_hexval((unsigned char)v[1]);
+				int lo = hi < 0 ? -1 : ob_url_hexval((unsigned char)v[2]);
 				if (lo < 0)
 					return OB_EINVAL;
 				c = hi * 16 + lo;
@@ -475,17 +490,20 @@ query_param(const char *query, const char *name, char *out, size_t outlen)
 static void
 lookup_by_key(PGconn *conn, const struct api_request *req, struct api_response *res)
 {
-	char key[PRODUCER_KEY_MAX + 2], err[512];
+	char key[PRODUCER_KEY_MAX + 2], stored[PRODUCER_KEY_MAX + 1], err[512];
 	if (req->query == NULL || query_param(req->query, "idempotency_key", key, sizeof(key)) != OB_OK) {
 		api_error(res, 400, "idempotency_key_required",
 		    "query parameter idempotency_key is required (1..255 printable ASCII, percent-encoded)");
 		return;
 	}
-	if (report_check_key(key, err, sizeof(err)) != OB_OK) {
+	/* Looked up as stored in the caller's scope: another scope's same key
+	 * is another key (404 unless the caller made one). */
+	if (report_check_key(key, err, sizeof(err)) != OB_OK ||
+	    report_scoped_key(req->scope, key, stored, sizeof(stored), err, sizeof(err)) != OB_OK) {
 		api_error(res, 400, "invalid_idempotency_key", err);
 		return;
 	}
-	const char *params[1] = { key };
+	const char *params[1] = { stored };
 	PGresult *r = PQexecParams(conn,
 	    "SELECT (SELECT " REPORT_JSON " FROM app.bug_reports WHERE idempotency_key = $1"
 	    "         ORDER BY id LIMIT 1),"
@@ -511,8 +529,11 @@ lookup_by_key(PGconn *conn, const struct api_request *req, struct api_response *
 	PQclear(r);
 }
 
+/* A report by id, only in the caller's scope (by its stored key's scope):
+ * ids are sequential, so without this any client could read every other
+ * client's reports. */
 static void
-get_by_id(PGconn *conn, const char *id, struct api_response *res)
+get_by_id(PGconn *conn, const char *id, const char *scope, struct api_response *res)
 {
 	char err[512];
 	size_t n = strlen(id);
@@ -520,9 +541,10 @@ get_by_id(PGconn *conn, const char *id, struct api_response *res)
 		api_error(res, 404, "not_found", "no such report (ids are positive integers)");
 		return;
 	}
-	const char *params[1] = { id };
-	PGresult *r = PQexecParams(conn, "SELECT " REPORT_JSON " FROM app.bug_reports WHERE id = $1",
-	    1, NULL, params, NULL, NULL, 0);
+	const char *params[2] = { id, scope != NULL ? scope : "" };
+	PGresult *r = PQexecParams(conn, "SELECT " REPORT_JSON " FROM app.bug_reports"
+	    " WHERE id = $1 AND " PRODUCER_KEY_SCOPE_SQL("idempotency_key") " = $2",
+	    2, NULL, params, NULL, NULL, 0);
 	if (ob_pg_check(r, PGRES_TUPLES_OK, "get report", err, sizeof(err)) != OB_OK) {
 		PQclear(r);
 		unavailable(res, "get", err);
@@ -565,7 +587,7 @@ api_handle(PGconn *conn, const struct api_config *cfg, const struct api_request 
 			api_error(res, 405, "method_not_allowed", "use POST or GET");
 	} else if (strncmp(req->path, prefix, sizeof(prefix) - 1) == 0) {
 		if (get)
-			get_by_id(conn, req->path + sizeof(prefix) - 1, res);
+			get_by_id(conn, req->path + sizeof(prefix) - 1, req->scope, res);
 		else
 			api_error(res, 405, "method_not_allowed", "use GET");
 	} else if (strcmp(req->path, "/healthz") == 0) {

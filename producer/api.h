@@ -14,6 +14,11 @@
  * insert, record the key in a second transaction: the known-broken way) and
  * none (no key handling). The key table is app.idempotency_keys, driven by
  * common/keyclaim.c.
+ *
+ * Every request is served in its bearer token's scope (auth.h): keys are
+ * stored per scope (report_input.h, report_scoped_key), so a key, its
+ * replay, the lookup by key and GET by id only ever see the caller's own
+ * scope. Without tokens everything is in the default scope.
  */
 #ifndef OUTBOX_PRODUCER_API_H
 #define OUTBOX_PRODUCER_API_H
@@ -68,6 +73,8 @@ struct api_request {
 	const char *key_header; /* Idempotency-Key header, or NULL */
 	const char *body;
 	size_t body_len;
+	const char *scope;     /* the bearer token's scope (auth.h): keys and
+	                        * reports are its own; NULL or "" = the default */
 };
 
 /* The answer. body is owned (free()); NULL = no body. */

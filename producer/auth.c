@@ -6,6 +6,10 @@
  * over all PRODUCER_TOKEN_MAX bytes (and its length), the differences
  * OR-ed together, with no early exit; so the time does not depend on
  * which token matched, how long a prefix matched, or whether any did.
+ * The matching token's scope is picked the same way: every token's scope
+ * index is AND-ed with its match mask (all ones or zero) and OR-ed in, so
+ * the scope costs no branch either. That needs at most one token to
+ * match: the same token in two scopes is refused at load.
  * Never: log, print or keep a copy of a token beyond this struct (wiped
  * on free).
  */
@@ -24,6 +28,10 @@ struct producer_tokens {
 	int n;
 	size_t len[PRODUCER_TOKENS_MAX];
 	unsigned char tok[PRODUCER_TOKENS_MAX][PRODUCER_TOKEN_MAX];
+	unsigned scope_of[PRODUCER_TOKENS_MAX]; /* index into scope[] */
+	int line[PRODUCER_TOKENS_MAX];          /* of the file, for errors */
+	int nscopes;                            /* scope[0] is "", the default */
+	char scope[PRODUCER_TOKENS_MAX + 1][PRODUCER_SCOPE_MAX + 1];
 };
 
 static bool
@@ -33,6 +41,31 @@ token_chars_ok(const char *s, size_t n)
 		if ((unsigned char)s[i] <= 0x20 || (unsigned char)s[i] >= 0x7f)
 			return false;
 	return true;
+}
+
+static bool
+scope_name_ok(const char *s, size_t n)
+{
+	if (n == 0 || n > PRODUCER_SCOPE_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '_' ||
+		        s[i] == '-'))
+			return false;
+	return true;
+}
+
+/* The index of scope name[0..n) in t, added when new (n == 0: the default). */
+static unsigned
+scope_index(struct producer_tokens *t, const char *name, size_t n)
+{
+	for (int i = 0; i < t->nscopes; i++)
+		if (strlen(t->scope[i]) == n && memcmp(t->scope[i], name, n) == 0)
+			return (unsigned)i;
+	/* at most one new scope per token, and t->n < PRODUCER_TOKENS_MAX */
+	memcpy(t->scope[t->nscopes], name, n);
+	t->scope[t->nscopes][n] = '\0';
+	return (unsigned)t->nscopes++;
 }
 
 /* Wipe memory the compiler must not optimise away. */
@@ -48,7 +81,8 @@ int
 producer_tokens_load(const char *path, struct producer_tokens **out, char *err,
     size_t errlen)
 {
-	char line[PRODUCER_TOKEN_MAX + 64];
+	static const char prefix[] = PRODUCER_SCOPE_PREFIX;
+	char line[PRODUCER_TOKEN_LINE_MAX + 2]; /* + '\n' + NUL */
 	int lineno = 0, rc = OB_EINVAL;
 	FILE *f = fopen(path, "r");
 	if (f == NULL) {
@@ -61,12 +95,13 @@ producer_tokens_load(const char *path, struct producer_tokens **out, char *err,
 		snprintf(err, errlen, "out of memory");
 		return OB_ENOMEM;
 	}
+	t->nscopes = 1; /* the default scope, "" */
 	while (fgets(line, sizeof(line), f) != NULL) {
 		lineno++;
 		size_t n = strlen(line);
 		if (n == sizeof(line) - 1 && line[n - 1] != '\n') {
 			snprintf(err, errlen, "--api-token-file %s line %d: longer than %d characters",
-			    path, lineno, PRODUCER_TOKEN_MAX);
+			    path, lineno, PRODUCER_TOKEN_LINE_MAX);
 			goto out;
 		}
 		while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r' || line[n - 1] == ' ' ||
@@ -74,7 +109,28 @@ producer_tokens_load(const char *path, struct producer_tokens **out, char *err,
 			line[--n] = '\0';
 		if (n == 0 || line[0] == '#')
 			continue;
-		if (n < PRODUCER_TOKEN_MIN || n > PRODUCER_TOKEN_MAX || !token_chars_ok(line, n)) {
+		/* `scope=NAME TOKEN` or `TOKEN` */
+		const char *tok = line, *name = "";
+		size_t nlen = 0;
+		if (strncmp(line, prefix, sizeof(prefix) - 1) == 0) {
+			name = line + sizeof(prefix) - 1;
+			nlen = strcspn(name, " \t");
+			if (!scope_name_ok(name, nlen)) {
+				snprintf(err, errlen, "--api-token-file %s line %d: a scope name (%s"
+				    "NAME TOKEN) is 1..%d characters of a-z, 0-9, '_' and '-'", path,
+				    lineno, PRODUCER_SCOPE_PREFIX, PRODUCER_SCOPE_MAX);
+				goto out;
+			}
+			tok = name + nlen + strspn(name + nlen, " \t");
+			if (*tok == '\0') {
+				snprintf(err, errlen, "--api-token-file %s line %d: no token after the"
+				    " scope name (%sNAME TOKEN)", path, lineno, PRODUCER_SCOPE_PREFIX);
+				goto out;
+			}
+		}
+		size_t tlen = strlen(tok);
+		if (tlen < PRODUCER_TOKEN_MIN || tlen > PRODUCER_TOKEN_MAX ||
+		    !token_chars_ok(tok, tlen)) {
 			snprintf(err, errlen, "--api-token-file %s line %d: a token is %d..%d printable"
 			    " ASCII characters without spaces", path, lineno, PRODUCER_TOKEN_MIN,
 			    PRODUCER_TOKEN_MAX);
@@ -85,8 +141,21 @@ producer_tokens_load(const char *path, struct producer_tokens **out, char *err,
 			    PRODUCER_TOKENS_MAX);
 			goto out;
 		}
-		memcpy(t->tok[t->n], line, n);
-		t->len[t->n] = n;
+		unsigned scope = scope_index(t, name, nlen);
+		for (int i = 0; i < t->n; i++) {
+			/* At load, not per request: no need for constant time. */
+			if (t->len[i] == tlen && memcmp(t->tok[i], tok, tlen) == 0 &&
+			    t->scope_of[i] != scope) {
+				snprintf(err, errlen, "--api-token-file %s line %d: the same token as line"
+				    " %d, in another scope (a token names one scope)", path, lineno,
+				    t->line[i]);
+				goto out;
+			}
+		}
+		memcpy(t->tok[t->n], tok, tlen);
+		t->len[t->n] = tlen;
+		t->scope_of[t->n] = scope;
+		t->line[t->n] = lineno;
 		t->n++;
 	}
 	if (ferror(f)) {
@@ -113,8 +182,15 @@ producer_tokens_count(const struct producer_tokens *t)
 	return t != NULL ? t->n : 0;
 }
 
+int
+producer_tokens_scopes(const struct producer_tokens *t)
+{
+	return t != NULL ? t->nscopes - 1 : 0;
+}
+
 enum producer_auth
-producer_tokens_check(const struct producer_tokens *t, const char *authorization)
+producer_tokens_check(const struct producer_tokens *t, const char *authorization,
+    const char **scope)
 {
 	unsigned char given[PRODUCER_TOKEN_MAX];
 	if (authorization == NULL || strncasecmp(authorization, "Bearer ", 7) != 0)
@@ -130,16 +206,42 @@ producer_tokens_check(const struct producer_tokens *t, const char *authorization
 	size_t copy = n < sizeof(given) ? n : sizeof(given);
 	memset(given, 0, sizeof(given));
 	memcpy(given, p, copy);
-	unsigned match = 0;
+	unsigned match = 0, which = 0;
 	for (int i = 0; i < t->n; i++) {
 		unsigned diff = (unsigned)(t->len[i] ^ n);
 		for (size_t j = 0; j < PRODUCER_TOKEN_MAX; j++)
 			diff |= (unsigned)(t->tok[i][j] ^ given[j]);
 		/* 1 when diff == 0, without a branch */
-		match |= 1u & ((diff - 1u) >> (sizeof(diff) * 8 - 1)) & ~(diff >> (sizeof(diff) * 8 - 1));
+		unsigned m = 1u & ((diff - 1u) >> (sizeof(diff) * 8 - 1)) &
+		    ~(diff >> (sizeof(diff) * 8 - 1));
+		match |= m;
+		which |= t->scope_of[i] & (0u - m); /* this token's scope, if it matched */
 	}
 	wipe(given, sizeof(given));
-	return match ? PRODUCER_AUTH_OK : PRODUCER_AUTH_INVALID;
+	if (!match)
+		return PRODUCER_AUTH_INVALID;
+	if (scope != NULL)
+		*scope = t->scope[which];
+	return PRODUCER_AUTH_OK;
+}
+
+int
+producer_token_read(const char *path, char *out, size_t outlen, char *err, size_t errlen)
+{
+	struct producer_tokens *t;
+	int rc = producer_tokens_load(path, &t, err, errlen);
+	if (rc != OB_OK)
+		return rc;
+	if (t->n != 1 || t->len[0] + 1 > outlen) {
+		snprintf(err, errlen, "--api-token-file %s: holds %d tokens; a client sends one",
+		    path, t->n);
+		producer_tokens_free(t);
+		return OB_EINVAL;
+	}
+	memcpy(out, t->tok[0], t->len[0]);
+	out[t->len[0]] = '\0';
+	producer_tokens_free(t);
+	return OB_OK;
 }
 
 void

@@ -1,14 +1,23 @@
 /*
- * auth.h - bearer tokens for the producer API (`serve --api-token-file`).
+ * auth.h - bearer tokens for the producer API (`serve --api-token-file`),
+ * each in a scope.
  *
  * The file holds one token per line (blank lines and lines starting with
  * '#' ignored): PRODUCER_TOKEN_MIN..PRODUCER_TOKEN_MAX printable ASCII
- * characters without spaces, at most PRODUCER_TOKENS_MAX of them, so that
- * tokens can be rotated by listing the old and the new one for a while.
+ * characters without spaces, at most PRODUCER_TOKENS_MAX of them. A line
+ * is either `TOKEN` (the default scope) or `scope=NAME TOKEN` (scope NAME:
+ * 1..PRODUCER_SCOPE_MAX characters of a-z, 0-9, '_', '-'). Several lines
+ * may share a scope, so that a client's token can be rotated by listing
+ * the old and the new one for a while; one token may not be in two
+ * scopes. A scope is the client (Stripe's account): idempotency keys are
+ * kept per scope (report_input.h, report_scoped_key), so that two clients
+ * using the same key make two reports and neither sees the other's.
+ *
  * A request must carry `Authorization: Bearer <one of them>`; the
  * comparison takes the same time whichever token (if any) matches and
  * wherever they differ. Tokens are never logged or printed: errors name
- * the file and the line number only.
+ * the file and the line number only (not even what looked like a scope
+ * name: it may be a token written in the wrong place).
  */
 #ifndef OUTBOX_PRODUCER_AUTH_H
 #define OUTBOX_PRODUCER_AUTH_H
@@ -18,6 +27,9 @@
 #define PRODUCER_TOKENS_MAX 64
 #define PRODUCER_TOKEN_MIN 16
 #define PRODUCER_TOKEN_MAX 256
+#define PRODUCER_SCOPE_MAX 32       /* characters of a scope name */
+#define PRODUCER_TOKEN_LINE_MAX 512 /* characters of a line of the file */
+#define PRODUCER_SCOPE_PREFIX "scope=" /* `scope=NAME TOKEN` */
 
 struct producer_tokens;
 
@@ -36,10 +48,24 @@ int producer_tokens_load(const char *path, struct producer_tokens **out, char *e
 /* How many tokens were loaded. */
 int producer_tokens_count(const struct producer_tokens *t);
 
+/* How many named scopes they are in (the default scope not counted). */
+int producer_tokens_scopes(const struct producer_tokens *t);
+
 /* Check an Authorization header value (NULL: absent). Constant time over
- * the configured tokens. Thread-safe (reads only). */
+ * the configured tokens, the matching token's scope included. On
+ * PRODUCER_AUTH_OK, *scope (when scope is not NULL) is the scope's name, ""
+ * for the default scope, borrowed from t (valid until producer_tokens_free);
+ * else *scope is not written. Thread-safe (reads only). */
 enum producer_auth producer_tokens_check(const struct producer_tokens *t,
-    const char *authorization);
+    const char *authorization, const char **scope);
+
+/* A client's token (`submit` / `lookup --api-token-file`): the file must
+ * hold exactly one token, in the same format (a `scope=NAME` prefix is
+ * allowed and ignored: the server's file decides the scope). On OB_OK the
+ * token is in out, which must hold PRODUCER_TOKEN_MAX + 1 bytes; OB_EINVAL
+ * or OB_ENOMEM with one line in err that never contains a token. */
+int producer_token_read(const char *path, char *out, size_t outlen, char *err,
+    size_t errlen);
 
 /* Wipe and free. NULL is ok. */
 void producer_tokens_free(struct producer_tokens *t);

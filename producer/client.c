@@ -44,12 +44,12 @@ struct http_reply {
 	char why[128];
 };
 
-/* One HTTP exchange on a fresh connection. */
+/* One HTTP exchange on a fresh connection (token NULL: no Authorization). */
 static void
-http_call(const char *base, const char *method, const char *pathq, const char *key,
-    const char *body, int64_t timeout_ms, struct http_reply *out)
+http_call(const char *base, const char *token, const char *method, const char *pathq,
+    const char *key, const char *body, int64_t timeout_ms, struct http_reply *out)
 {
-	char urlbuf[2048];
+	char urlbuf[2048], auth[300];
 	nng_url *url = NULL;
 	nng_http_client *cli = NULL;
 	nng_http_conn *conn = NULL;
@@ -60,6 +60,10 @@ http_call(const char *base, const char *method, const char *pathq, const char *k
 	memset(out, 0, sizeof(*out));
 	out->outcome = ATTEMPT_NOT_SENT;
 	snprintf(urlbuf, sizeof(urlbuf), "%s%s", base, pathq);
+	if (token != NULL && snprintf(auth, sizeof(auth), "Bearer %s", token) >= (int)sizeof(auth)) {
+		snprintf(out->why, sizeof(out->why), "the bearer token is too long");
+		return;
+	}
 	int64_t start = ob_mono_ms();
 	if ((rv = ob_url_parse(&url, urlbuf)) != 0 || (rv = nng_http_client_alloc(&cli, url)) != 0 ||
 	    (rv = nng_aio_alloc(&aio, NULL, NULL)) != 0) {
@@ -78,6 +82,7 @@ http_call(const char *base, const char *method, const char *pathq, const char *k
 	if ((rv = nng_http_req_alloc(&req, url)) != 0 || (rv = nng_http_res_alloc(&res)) != 0 ||
 	    (rv = nng_http_req_set_method(req, method)) != 0 ||
 	    (key != NULL && (rv = nng_http_req_set_header(req, "Idempotency-Key", key)) != 0) ||
+	    (token != NULL && (rv = nng_http_req_set_header(req, "Authorization", auth)) != 0) ||
 	    (body != NULL &&
 	        ((rv = nng_http_req_set_header(req, "Content-Type", "application/json")) != 0 ||
 	            (rv = nng_http_req_copy_data(req, body, strlen(body))) != 0))) {
@@ -290,7 +295,8 @@ finish_with_status(struct client_result *res, const struct http_reply *r)
 }
 
 void
-client_lookup(const char *url, const char *key, int64_t timeout_ms, struct client_result *res)
+client_lookup(const char *url, const char *token, const char *key, int64_t timeout_ms,
+    struct client_result *res)
 {
 	char path[1024], msg[600];
 	size_t n = (size_t)snprintf(path, sizeof(path), "/v1/reports?idempotency_key=");
@@ -304,7 +310,7 @@ client_lookup(const char *url, const char *key, int64_t timeout_ms, struct clien
 	}
 	path[n] = '\0';
 	struct http_reply r;
-	http_call(url, "GET", path, NULL, NULL, timeout_ms, &r);
+	http_call(url, token, "GET", path, NULL, NULL, timeout_ms, &r);
 	res->attempts = 1;
 	res->last_status = r.status;
 	if (r.outcome == ATTEMPT_ANSWERED && r.status == 200) {
@@ -353,7 +359,7 @@ client_submit(const struct client_opts *o, struct client_result *res)
 		}
 		if (strcmp(last, "uncertain") == 0 || strcmp(last, "started") == 0) {
 			struct client_result lk;
-			client_lookup(o->url, key, o->timeout_ms, &lk);
+			client_lookup(o->url, o->token, key, o->timeout_ms, &lk);
 			if (lk.exit_code == CLIENT_EXIT_OK) {
 				res->report_id = lk.report_id;
 				snprintf(msg, sizeof(msg), "Bug report %" PRId64 " already exists for this"
@@ -398,7 +404,8 @@ client_submit(const struct client_opts *o, struct client_result *res)
 			snprintf(res->key, sizeof(res->key), "%s", key);
 		}
 		free(r.body);
-		http_call(o->url, "POST", "/v1/reports", key[0] ? key : NULL, body, o->timeout_ms, &r);
+		http_call(o->url, o->token, "POST", "/v1/reports", key[0] ? key : NULL, body,
+		    o->timeout_ms, &r);
 		res->attempts = attempt;
 		res->last_status = r.status;
 		if (r.outcome == ATTEMPT_ANSWERED && r.status >= 200 && r.status < 300) {

@@ -45,6 +45,7 @@ struct client_opts {
 	int64_t timeout_ms;       /* per attempt */
 	int64_t max_retry_after_ms; /* longest Retry-After honoured */
 	const char *ledger;       /* NULL = no ledger */
+	const char *token;        /* sent as Authorization: Bearer; NULL = none */
 };
 
 /* The outcome. observation is owned (free with client_result_fini). */
@@ -69,9 +70,11 @@ int client_derive_key(const struct client_opts *opts, char *out, size_t outlen, 
  * ends up in the observation. */
 void client_submit(const struct client_opts *opts, struct client_result *res);
 
-/* GET /v1/reports?idempotency_key=key: OK with the report, NOT_FOUND, or
- * TOOL_CRASH / TIMEOUT when the service did not answer. */
-void client_lookup(const char *url, const char *key, int64_t timeout_ms,
+/* GET /v1/reports?idempotency_key=key (with token, NULL = none, as
+ * Authorization: Bearer; the server looks the key up in that token's
+ * scope): OK with the report, NOT_FOUND, or TOOL_CRASH / TIMEOUT when the
+ * service did not answer. */
+void client_lookup(const char *url, const char *token, const char *key, int64_t timeout_ms,
     struct client_result *res);
 
 void client_result_fini(struct client_result *res);

@@ -31,6 +31,7 @@
 struct queued {
 	struct ob_httpd_req *req;
 	int64_t t0_ns;      /* CLOCK_MONOTONIC: the request's first byte */
+	const char *scope;  /* its token's scope ("" default), borrowed from cfg.tokens */
 };
 
 struct http_server {
@@ -101,16 +102,18 @@ reply_error(struct ob_httpd_req *req, int status, const char *code, const char *
 }
 
 /* 401 unless the request carries one of the tokens (RFC 6750). GET and
- * HEAD /healthz stay open for liveness probes. true: answered. */
+ * HEAD /healthz stay open for liveness probes. true: answered; false: go
+ * on, in *scope (the token's scope; "" without tokens or a token). */
 static bool
-refuse_unauthorized(struct http_server *s, struct ob_httpd_req *req)
+refuse_unauthorized(struct http_server *s, struct ob_httpd_req *req, const char **scope)
 {
+	*scope = "";
 	if (s->cfg.tokens == NULL ||
 	    (strcmp(req->path, "/healthz") == 0 &&
 	        (strcmp(req->method, "GET") == 0 || strcmp(req->method, "HEAD") == 0)))
 		return false;
 	enum producer_auth a = producer_tokens_check(s->cfg.tokens,
-	    ob_httpd_req_header(req, "Authorization"));
+	    ob_httpd_req_header(req, "Authorization"), scope);
 	if (a == PRODUCER_AUTH_OK)
 		return false;
 	struct api_response r = { 0 };
@@ -133,7 +136,8 @@ static void
 handle_cb(void *arg, struct ob_httpd_req *req)
 {
 	struct http_server *s = arg;
-	if (refuse_unauthorized(s, req))
+	const char *scope;
+	if (refuse_unauthorized(s, req, &scope))
 		return;
 	pthread_mutex_lock(&s->mtx);
 	if (s->stopping || s->qlen >= s->cfg.max_queue) {
@@ -145,7 +149,7 @@ handle_cb(void *arg, struct ob_httpd_req *req)
 		    1, stopping);
 		return;
 	}
-	s->queue[(s->qhead + s->qlen) % s->cfg.max_queue] = (struct queued){ req, req->t0_ns };
+	s->queue[(s->qhead + s->qlen) % s->cfg.max_queue] = (struct queued){ req, req->t0_ns, scope };
 	s->qlen++;
 	pthread_cond_signal(&s->cv);
 	pthread_mutex_unlock(&s->mtx);
@@ -194,7 +198,8 @@ ensure_conn(struct http_server *s, int i)
 }
 
 static void
-serve_one(struct http_server *s, int index, struct ob_httpd_req *req, int64_t t0)
+serve_one(struct http_server *s, int index, struct ob_httpd_req *req, int64_t t0,
+    const char *scope)
 {
 	const char *method = req->method;
 	/* The path and method are borrowed from req: count before answering. */
@@ -207,7 +212,7 @@ serve_one(struct http_server *s, int index, struct ob_httpd_req *req, int64_t t0
 	struct api_request ar = { method, req->path, req->query,
 		ob_httpd_req_header(req, "Idempotency-Key"),
 		strcmp(method, "POST") == 0 ? req->body : NULL,
-		strcmp(method, "POST") == 0 ? req->body_len : 0 };
+		strcmp(method, "POST") == 0 ? req->body_len : 0, scope };
 	struct api_response res;
 	api_handle(s->conns[index], &s->cfg.api, &ar, &res);
 	if (ob_pg_broken(s->conns[index]))
@@ -231,7 +236,7 @@ worker_main(void *arg)
 	struct worker_arg *w = arg;
 	struct queued q;
 	while (queue_pop(w->s, &q))
-		serve_one(w->s, w->index, q.req, q.t0_ns);
+		serve_one(w->s, w->index, q.req, q.t0_ns, q.scope);
 	free(w);
 	return NULL;
 }

@@ -33,7 +33,10 @@ struct http_server_config {
 	int max_conns;            /* open connections; 0 = no cap */
 	struct ob_metrics *conn_metrics; /* connection counters (NULL: none) */
 	const struct producer_tokens *tokens; /* NULL: no auth; else Bearer required
-	                                       * on every route but GET /healthz */
+	                                       * on every route but GET /healthz, and
+	                                       * each request is served in its
+	                                       * token's scope (auth.h); borrowed,
+	                                       * must outlive the server */
 	struct api_config api;
 };
 

@@ -91,6 +91,29 @@ report_parse_key(const char *header, char *out, size_t outlen, char *err,
 	return OB_OK;
 }
 
+int
+report_scoped_key(const char *scope, const char *key, char *out, size_t outlen, char *err,
+    size_t errlen)
+{
+	size_t slen = scope != NULL ? strlen(scope) : 0, klen = strlen(key);
+	size_t need = slen > 0 ? slen + 1 + klen : klen;
+	if (need > PRODUCER_KEY_MAX || need + 1 > outlen) {
+		snprintf(err, errlen, "Idempotency-Key is %zu bytes; with this token the maximum is"
+		    " %zu (its scope's name counts against the %d bytes a key may have)", klen,
+		    slen + 1 < PRODUCER_KEY_MAX ? (size_t)PRODUCER_KEY_MAX - slen - 1 : 0,
+		    PRODUCER_KEY_MAX);
+		return OB_EINVAL;
+	}
+	if (slen == 0) {
+		memcpy(out, key, klen + 1);
+		return OB_OK;
+	}
+	memcpy(out, scope, slen);
+	out[slen] = PRODUCER_SCOPE_SEP;
+	memcpy(out + slen + 1, key, klen + 1);
+	return OB_OK;
+}
+
 /* Characters (code points) of valid UTF-8, as PostgreSQL's length() counts. */
 static size_t
 utf8_chars(const char *s)

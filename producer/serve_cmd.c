@@ -131,7 +131,10 @@ static const struct ob_cfg_opt serve_options[] = {
 	OPT("api-token-file", "OUTBOX_API_TOKEN_FILE", OB_CFG_STRING, NULL, 0, 0, NULL, false,
 	    api_token_file, "require Authorization: Bearer TOKEN on every route but GET /healthz"
 	    " (else 401); the file holds the accepted tokens, one per line (16..256 printable"
-	    " characters; '#' comments), read at start; tokens are never logged"),
+	    " characters; '#' comments), read at start; tokens are never logged. A line"
+	    " 'scope=NAME TOKEN' puts the token in scope NAME (a-z 0-9 _ -, up to 32):"
+	    " idempotency keys and reports are per scope (another scope's same key is a new"
+	    " request); a bare TOKEN is in the default scope"),
 	OPT("fault-lose-response", "OUTBOX_FAULT_LOSE_RESPONSE", OB_CFG_INT, "0", 0,
 	    SERVE_MAX_FAULT, NULL, false, fault_lose_response,
 	    "fault: after COMMIT close the connection without a byte, N times"),
@@ -306,7 +309,8 @@ producer_cmd_serve(int argc, char **argv)
 	if (cfg.no_fencing)
 		ob_warn("producer.fencing_off", "mode=%s", "TEST-ONLY");
 	if (tokens != NULL)
-		ob_info("producer.auth.bearer", "tokens=%d", producer_tokens_count(tokens));
+		ob_info("producer.auth.bearer", "tokens=%d scopes=%d", producer_tokens_count(tokens),
+		    producer_tokens_scopes(tokens));
 
 	struct ob_reload reload = { &program, &cfg, sizeof(cfg), argc, argv, "producer", NULL };
 	ob_reload_until_stop(&reload);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "auth.h"
 #include "client.h"
 #include "outbox/config.h"
 #include "outbox/err.h"
@@ -32,6 +33,7 @@ struct submit_config {
 	int64_t timeout_ms;
 	int64_t max_retry_after;
 	char *ledger;
+	char *api_token_file;
 };
 
 #define OPT(name, env, type, def, min, max, choices, req, field, help)      \
@@ -68,6 +70,10 @@ static const struct ob_cfg_opt submit_options[] = {
 	    false, max_retry_after, "longest Retry-After honoured between attempts"),
 	OPT("ledger", "OUTBOX_LEDGER", OB_CFG_STRING, NULL, 0, 0, NULL, false, ledger,
 	    "append-only JSON-lines tool ledger (fsynced); an uncertain key is looked up first"),
+	OPT("api-token-file", "OUTBOX_API_TOKEN_FILE", OB_CFG_STRING, NULL, 0, 0, NULL, false,
+	    api_token_file, "send Authorization: Bearer with the one token in this file (the"
+	    " server's format; the server's file decides the token's scope, whose keys are the"
+	    " only ones this call can replay or look up); never printed"),
 	OB_CFG_END,
 };
 
@@ -146,7 +152,7 @@ int
 producer_cmd_submit(int argc, char **argv)
 {
 	struct submit_config cfg;
-	char err[1024], foldbuf[512];
+	char err[1024], foldbuf[512], token[PRODUCER_TOKEN_MAX + 1];
 	char *args[SUBMIT_MAX_ARGS];
 	int code;
 
@@ -172,6 +178,14 @@ producer_cmd_submit(int argc, char **argv)
 		fprintf(stderr, "outbox-producer submit: %s\n", err);
 		goto out;
 	}
+	if (cfg.api_token_file != NULL && cfg.api_token_file[0] != '\0') {
+		if (producer_token_read(cfg.api_token_file, token, sizeof(token), err,
+		        sizeof(err)) != OB_OK) {
+			fprintf(stderr, "outbox-producer submit: %s\n", err);
+			goto out;
+		}
+		o.token = token;
+	}
 	struct client_result res;
 	client_submit(&o, &res);
 	printf("%s\n", res.observation != NULL ? res.observation : "{}");
@@ -187,6 +201,7 @@ struct lookup_config {
 	char *url;
 	char *key;
 	int64_t timeout_ms;
+	char *api_token_file;
 };
 
 static const struct ob_cfg_opt lookup_options[] = {
@@ -196,6 +211,10 @@ static const struct ob_cfg_opt lookup_options[] = {
 	    offsetof(struct lookup_config, key), "the idempotency key to look up" },
 	{ "timeout-ms", "OUTBOX_TIMEOUT_MS", OB_CFG_INT, "2000", 1, 600000, NULL, false, false,
 	    offsetof(struct lookup_config, timeout_ms), "timeout in milliseconds" },
+	{ "api-token-file", "OUTBOX_API_TOKEN_FILE", OB_CFG_STRING, NULL, 0, 0, NULL, false,
+	    false, offsetof(struct lookup_config, api_token_file),
+	    "send Authorization: Bearer with the one token in this file; the key is looked up"
+	    " in that token's scope; never printed" },
 	OB_CFG_END,
 };
 
@@ -215,12 +234,21 @@ int
 producer_cmd_lookup(int argc, char **argv)
 {
 	struct lookup_config cfg;
+	char err[1024], token[PRODUCER_TOKEN_MAX + 1];
 	int code;
 
 	if ((code = ob_cfg_load(&lookup_program, &cfg, argc, argv, NULL)) >= 0)
 		return code;
+	if (cfg.api_token_file != NULL && cfg.api_token_file[0] != '\0' &&
+	    producer_token_read(cfg.api_token_file, token, sizeof(token), err, sizeof(err)) !=
+	        OB_OK) {
+		fprintf(stderr, "outbox-producer lookup: %s\n", err);
+		ob_cfg_free(lookup_options, &cfg);
+		return CLIENT_EXIT_USAGE;
+	}
 	struct client_result res;
-	client_lookup(cfg.url, cfg.key, cfg.timeout_ms, &res);
+	client_lookup(cfg.url, cfg.api_token_file != NULL && cfg.api_token_file[0] != '\0'
+	    ? token : NULL, cfg.key, cfg.timeout_ms, &res);
 	printf("%s\n", res.observation != NULL ? res.observation : "{}");
 	code = res.exit_code;
 	client_result_fini(&res);

@@ -30,5 +30,15 @@ outbox_test(test_producer_slowclients SOURCES integration/test_producer_slowclie
 # bad token files exit 2.
 outbox_test(test_producer_auth SOURCES integration/test_producer_auth.c
   LABELS integration PG TIMEOUT 300 LIBS outbox_producer)
+# Token scopes (`scope=NAME TOKEN`): idempotency keys are per scope (two
+# clients' same key = two reports and two messages, each sees only its
+# own), tokens of one scope share keys (rotation), the default scope as
+# before, the scope's name counted against the key limit, bad lines exit 2.
+outbox_test(test_producer_scopes SOURCES integration/test_producer_scopes.c
+  LABELS integration PG TIMEOUT 300 LIBS outbox_producer)
+
+# `outbox-producer mcp` driven by the official MCP SDK client (tests/mcp):
+# the tools, a lost response retried under the server-made key, the host's
+# retry answered from the first result, the lookup, tool errors.
 outbox_test(test_mcp_sdk SOURCES integration/test_mcp_sdk.c
   LABELS integration PG TIMEOUT 300 LIBS outbox_producer)

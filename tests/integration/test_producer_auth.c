@@ -21,15 +21,6 @@
 #define TOKEN_A "tok-A-0123456789abcdef"
 #define TOKEN_B "tok-B-fedcba9876543210"
 
-static void
-write_file(const char *path, const char *text)
-{
-	FILE *f = fopen(path, "w");
-	ck_assert_ptr_nonnull(f);
-	fputs(text, f);
-	fclose(f);
-}
-
 /* A POST with Authorization: auth (NULL: none); status, the raw answer in out. */
 static int
 post_with(int port, const char *key, const char *auth, char *out, size_t outlen)
@@ -47,7 +38,7 @@ START_TEST(test_bearer_tokens)
 	ts_db_create("prodauth", "outbox", db, sizeof(db));
 	PGconn *c = ts_connect(db);
 	snprintf(path, sizeof(path), "%s/tokens-%d", ts_tmpdir(), (int)getpid());
-	write_file(path, "# producer API tokens\n" TOKEN_A "\n\n" TOKEN_B "\r\n");
+	ts_write_file(path, "# producer API tokens\n" TOKEN_A "\n\n" TOKEN_B "\r\n");
 	struct ts_producer_server s;
 	char *extra[] = { "--api-token-file", path, NULL };
 	ts_producer_serve(db, extra, &s);
@@ -91,7 +82,7 @@ START_TEST(test_bad_token_files_refused)
 	static const char *const bad[] = { "# only a comment\n\n", "short-secret-1\n",
 		"tok-with space-0123456789\n", NULL };
 	for (int i = 0; bad[i] != NULL; i++) {
-		write_file(path, bad[i]);
+		ts_write_file(path, bad[i]);
 		ck_assert_int_eq(ts_run(argv, NULL, out, sizeof(out), 20000), 2);
 		ck_assert_msg(strstr(out, "--api-token-file") != NULL, "%s", out);
 		ck_assert_msg(strstr(out, "secret") == NULL && strstr(out, "space-") == NULL,

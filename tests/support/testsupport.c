@@ -73,6 +73,15 @@ ts_read_file(const char *path)
 	return buf;
 }
 
+void
+ts_write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+	ck_assert_msg(f != NULL, "cannot write %s", path);
+	ck_assert(fputs(text, f) >= 0);
+	ck_assert_int_eq(fclose(f), 0);
+}
+
 const char *
 ts_server_conninfo(void)
 {

@@ -88,6 +88,9 @@ const char *ts_tmpdir(void);
 /* Read a whole file into a malloc'ed NUL-terminated string (NULL if absent). */
 char *ts_read_file(const char *path);
 
+/* Write text to the file at path (created or truncated); asserts it worked. */
+void ts_write_file(const char *path, const char *text);
+
 /* Milliseconds of a monotonic clock. */
 int64_t ts_now_ms(void);
 

@@ -35,13 +35,32 @@ void
 ts_producer_http(const char *base, const char *method, const char *path, const char *key,
     const char *body, size_t body_len, struct ts_producer_reply *out)
 {
+	ts_producer_http_as(base, NULL, method, path, key, body, body_len, out);
+}
+
+void
+ts_producer_http_as(const char *base, const char *token, const char *method, const char *path,
+    const char *key, const char *body, size_t body_len, struct ts_producer_reply *out)
+{
 	static const char *const want[] = { "Idempotent-Replayed", "Retry-After", NULL };
-	const char *const headers[] = { "Idempotency-Key", key, NULL };
+	char auth[400];
+	const char *headers[5];
+	int h = 0;
+	if (key != NULL) {
+		headers[h++] = "Idempotency-Key";
+		headers[h++] = key;
+	}
+	if (token != NULL) {
+		ck_assert((size_t)snprintf(auth, sizeof(auth), "Bearer %s", token) < sizeof(auth));
+		headers[h++] = "Authorization";
+		headers[h++] = auth;
+	}
+	headers[h] = NULL;
 	char u[512];
 	struct ts_http_res r;
 	memset(out, 0, sizeof(*out));
 	snprintf(u, sizeof(u), "%s%s", base, path);
-	struct ts_http_req q = { .method = method, .url = u, .headers = key ? headers : NULL,
+	struct ts_http_req q = { .method = method, .url = u, .headers = h > 0 ? headers : NULL,
 		.body = body, .body_len = body_len, .timeout_ms = 20000, .want = want };
 	ts_http(&q, &r);
 	out->rv = r.rv;
@@ -104,6 +123,16 @@ ts_producer_report_id(const char *body)
 	long long id = (long long)json_integer_value(json_object_get(o, "report_id"));
 	json_decref(o);
 	return id;
+}
+
+const char *
+ts_producer_json_str(const char *body, const char *name, char *out, size_t outlen)
+{
+	json_t *o = json_loads(body, 0, NULL);
+	const char *v = json_string_value(json_object_get(o, name));
+	snprintf(out, outlen, "%s", v != NULL ? v : "");
+	json_decref(o);
+	return out;
 }
 
 void *

@@ -36,6 +36,11 @@ void ts_producer_serve(const char *db, char *const extra[], struct ts_producer_s
 void ts_producer_http(const char *base, const char *method, const char *path, const char *key,
     const char *body, size_t body_len, struct ts_producer_reply *out);
 
+/* ts_producer_http with `Authorization: Bearer token` (token NULL: none). */
+void ts_producer_http_as(const char *base, const char *token, const char *method,
+    const char *path, const char *key, const char *body, size_t body_len,
+    struct ts_producer_reply *out);
+
 /* POST /v1/reports. */
 void ts_producer_post(const char *base, const char *key, const char *body,
     struct ts_producer_reply *out);
@@ -59,6 +64,9 @@ int ts_producer_raw_get(int port, const char *target, char *out, size_t outlen);
 
 /* report_id of a JSON body (0 when none). */
 long long ts_producer_report_id(const char *body);
+
+/* The string member name of a JSON body into out ("" when none); returns out. */
+const char *ts_producer_json_str(const char *body, const char *name, char *out, size_t outlen);
 
 /* A POST of TS_PRODUCER_BODY in its own thread: pthread_create with
  * ts_producer_poster_main, then pthread_join. */

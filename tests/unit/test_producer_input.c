@@ -1,8 +1,9 @@
 /*
  * test_producer_input.c - what the producer API accepts before anything is
  * stored: the Idempotency-Key header (bare or quoted, printable ASCII,
- * 1..255 bytes), the report body (every field checked and named), the
- * canonical fingerprint input, and the client's derived keys.
+ * 1..255 bytes), its stored form under a token's scope, the report body
+ * (every field checked and named), the canonical fingerprint input, and
+ * the client's derived keys.
  */
 #include <stdio.h>
 #include <string.h>
@@ -49,6 +50,45 @@ START_TEST(test_key_header)
 	longkey[PRODUCER_KEY_MAX + 1] = '\0';
 	ck_assert_int_eq(report_parse_key(longkey, out, sizeof(out), err, sizeof(err)), OB_EINVAL);
 	ck_assert(strstr(err, "256 bytes") != NULL);
+}
+END_TEST
+
+/* The default scope stores a key as sent; a named scope as SCOPE 0x1f KEY,
+ * a byte no client key can hold, so no two (scope, key) pairs meet; the
+ * scope's name counts against the 255 bytes. */
+START_TEST(test_scoped_key)
+{
+	char out[PRODUCER_KEY_MAX + 1], err[256], key[PRODUCER_KEY_MAX + 1];
+	ck_assert_int_eq(report_scoped_key(NULL, "k1", out, sizeof(out), err, sizeof(err)), OB_OK);
+	ck_assert_str_eq(out, "k1");
+	ck_assert_int_eq(report_scoped_key("", "k1", out, sizeof(out), err, sizeof(err)), OB_OK);
+	ck_assert_str_eq(out, "k1");
+	ck_assert_int_eq(report_scoped_key("alpha", "k1", out, sizeof(out), err, sizeof(err)),
+	    OB_OK);
+	ck_assert_str_eq(out, "alpha\x1f" "k1");
+	/* The stored form is no client's key: refused as a header. */
+	char stored[PRODUCER_KEY_MAX + 1];
+	ck_assert_int_eq(report_parse_key(out, stored, sizeof(stored), err, sizeof(err)),
+	    OB_EINVAL);
+	/* "a" + "b:c" and "a:b" + "c" must differ whatever the separator looks like. */
+	ck_assert_int_eq(report_scoped_key("a", "b-c", out, sizeof(out), err, sizeof(err)), OB_OK);
+	ck_assert_int_eq(report_scoped_key("a-b", "c", stored, sizeof(stored), err, sizeof(err)),
+	    OB_OK);
+	ck_assert_str_ne(out, stored);
+
+	memset(key, 'k', PRODUCER_KEY_MAX - 6);
+	key[PRODUCER_KEY_MAX - 6] = '\0'; /* 249 = 255 - strlen("alpha") - 1 */
+	ck_assert_int_eq(report_scoped_key("alpha", key, out, sizeof(out), err, sizeof(err)),
+	    OB_OK);
+	ck_assert_uint_eq(strlen(out), PRODUCER_KEY_MAX);
+	strcat(key, "k");
+	ck_assert_int_eq(report_scoped_key("alpha", key, out, sizeof(out), err, sizeof(err)),
+	    OB_EINVAL);
+	ck_assert_msg(strstr(err, "250 bytes") != NULL && strstr(err, "maximum is 249") != NULL,
+	    "%s", err);
+	memset(key, 'k', PRODUCER_KEY_MAX);
+	key[PRODUCER_KEY_MAX] = '\0';
+	ck_assert_int_eq(report_scoped_key("", key, out, sizeof(out), err, sizeof(err)), OB_OK);
 }
 END_TEST
 
@@ -161,6 +201,7 @@ main(void)
 	Suite *s = suite_create("producer_input");
 	TCase *tc = tcase_create("input");
 	tcase_add_test(tc, test_key_header);
+	tcase_add_test(tc, test_scoped_key);
 	tcase_add_test(tc, test_body_fields);
 	tcase_add_test(tc, test_body_limits_count_characters);
 	tcase_add_test(tc, test_canonical_fingerprint);
