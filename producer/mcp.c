@@ -169,6 +169,7 @@ client_opts_of(const struct mcp_server *s, struct client_opts *o, const char *ke
 		.timeout_ms = s->timeout_ms,
 		.max_retry_after_ms = s->max_retry_after_ms,
 		.ledger = s->ledger,
+		.token = s->token,
 	};
 }
 
@@ -235,7 +236,7 @@ tool_lookup_by_key(const struct mcp_server *s, const json_t *args, const char *m
 	if (bad || key == NULL)
 		return bad_arguments("idempotency_key (a string) is required");
 	struct client_result res;
-	client_lookup(s->url, key, s->timeout_ms, &res);
+	client_lookup(s->url, s->token, key, s->timeout_ms, &res);
 	json_t *r = observation_result(&res);
 	client_result_fini(&res);
 	return r;

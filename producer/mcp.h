@@ -32,6 +32,7 @@ struct mcp_server {
 	int64_t timeout_ms;       /* per attempt */
 	int64_t max_retry_after_ms;
 	const char *ledger;       /* NULL = none */
+	const char *token;        /* Authorization: Bearer; NULL = none */
 };
 
 /* Handle one parsed JSON-RPC message. Returns the response (owned by the

@@ -20,6 +20,7 @@
 
 #include <uuid/uuid.h>
 
+#include "auth.h"
 #include "mcp.h"
 #include "outbox/config.h"
 #include "outbox/err.h"
@@ -40,6 +41,7 @@ struct mcp_config {
 	int64_t max_retry_after;
 	int64_t max_message;
 	char *ledger;
+	char *api_token_file;
 	char *log_level;
 };
 
@@ -69,6 +71,9 @@ static const struct ob_cfg_opt mcp_options[] = {
 	    " error and skipped"),
 	OPT("ledger", "OUTBOX_LEDGER", OB_CFG_STRING, NULL, 0, 0, NULL, false, ledger,
 	    "append-only JSON-lines tool ledger (fsynced); an uncertain key is looked up first"),
+	OPT("api-token-file", "OUTBOX_API_TOKEN_FILE", OB_CFG_STRING, NULL, 0, 0, NULL, false,
+	    api_token_file, "send Authorization: Bearer with the one token in this file (the"
+	    " server's format; its scope on the server holds the tools' keys); never printed"),
 	OPT("log-level", "OUTBOX_LOG_LEVEL", OB_CFG_ENUM, "info", 0, 0, "debug|info|warn|error",
 	    false, log_level, "log level (logs go to stderr)"),
 	OB_CFG_END,
@@ -211,7 +216,7 @@ int
 producer_cmd_mcp(int argc, char **argv)
 {
 	struct mcp_config cfg;
-	char err[512];
+	char err[512], token[PRODUCER_TOKEN_MAX + 1];
 	int code;
 
 	if ((code = ob_cfg_load(&mcp_program, &cfg, argc, argv, NULL)) >= 0)
@@ -237,11 +242,20 @@ producer_cmd_mcp(int argc, char **argv)
 	}
 	if (cfg.run_id != NULL)
 		snprintf(s.run_id, sizeof(s.run_id), "%s", cfg.run_id);
+	if (cfg.api_token_file != NULL && cfg.api_token_file[0] != '\0') {
+		if (producer_token_read(cfg.api_token_file, token, sizeof(token), err,
+		        sizeof(err)) != OB_OK) {
+			fprintf(stderr, "outbox-producer mcp: %s\n", err);
+			goto out;
+		}
+		s.token = token;
+	}
 	ob_info("mcp.started", "url=%s run_id=%s derived=%s", s.url, s.run_id,
 	    cfg.run_id != NULL ? "no" : "yes");
 	code = serve_stdio(&s, (size_t)cfg.max_message);
 	ob_info("mcp.stopped", "reason=eof");
 out:
+	explicit_bzero(token, sizeof(token));
 	ob_cfg_free(mcp_options, &cfg);
 	return code;
 }

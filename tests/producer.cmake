@@ -30,6 +30,7 @@ outbox_test(test_producer_slowclients SOURCES integration/test_producer_slowclie
 # bad token files exit 2.
 outbox_test(test_producer_auth SOURCES integration/test_producer_auth.c
   LABELS integration PG TIMEOUT 300 LIBS outbox_producer)
+
 # Token scopes (`scope=NAME TOKEN`): idempotency keys are per scope (two
 # clients' same key = two reports and two messages, each sees only its
 # own), tokens of one scope share keys (rotation), the default scope as

@@ -11,7 +11,8 @@
  * answered from the first report; a new call a new report; the host's
  * _meta key used as given; the lookup; bad arguments a tool error the
  * model can read; an unknown tool a protocol error. Rows counted in the
- * database.
+ * database. Once without tokens, once through a scoped bearer token that
+ * the MCP server sends (--api-token-file).
  */
 #include <signal.h>
 #include <stdio.h>
@@ -55,7 +56,11 @@ tool_named(json_t *tools, const char *name)
 	return NULL;
 }
 
-START_TEST(test_sdk_client_calls_the_tools)
+/* Run the SDK client against a fresh database's serve (with the token
+ * files when not NULL: the server's, and the one token the MCP server
+ * sends) and check everything it got. */
+static void
+run_and_check(const char *server_tokens, const char *client_token)
 {
 	char db[TS_CONNINFO_MAX], dir[512], script[600], bin[600];
 	const char *src = getenv("OUTBOX_SOURCE_DIR");
@@ -71,11 +76,16 @@ START_TEST(test_sdk_client_calls_the_tools)
 	ts_db_create("mcpsdk", "outbox", db, sizeof(db));
 	PGconn *c = ts_connect(db);
 	struct ts_producer_server s;
-	char *extra[] = { "--fault-lose-response", "1", NULL };
+	char *extra[] = { "--fault-lose-response", "1", NULL, NULL, NULL };
+	if (server_tokens != NULL) {
+		extra[2] = "--api-token-file";
+		extra[3] = (char *)server_tokens;
+	}
 	ts_producer_serve(db, extra, &s);
 
 	static char out[1 << 20];
-	char *argv[] = { "/usr/bin/env", "node", script, bin, s.url, RUN_ID, NULL };
+	char *argv[] = { "/usr/bin/env", "node", script, bin, s.url, RUN_ID, (char *)client_token,
+		NULL };
 	int code = ts_run(argv, NULL, out, sizeof(out), NODE_TIMEOUT_MS);
 	ck_assert_msg(code == 0, "the SDK client exited %d:\n%s", code, out);
 	char *line = strstr(out, "RESULT ");
@@ -151,11 +161,35 @@ START_TEST(test_sdk_client_calls_the_tools)
 	snprintf(sql, sizeof(sql),
 	    "SELECT count(*) FROM app.idempotency_keys WHERE idempotency_key IN ('%s', '%s',"
 	    " 'host-key-0001')", key, other);
+	/* A scoped token's keys are stored with the scope in front. */
+	ck_assert_int_eq(ts_query_int(c, sql), server_tokens != NULL ? 0 : 3);
+	snprintf(sql, sizeof(sql),
+	    "SELECT count(*) FROM app.idempotency_keys WHERE idempotency_key IN ('%s', '%s',"
+	    " 'host-key-0001') OR idempotency_key IN ('mcp' || chr(31) || '%s', 'mcp' || chr(31)"
+	    " || '%s', 'mcp' || chr(31) || 'host-key-0001')", key, other, key, other);
 	ck_assert_int_eq(ts_query_int(c, sql), 3);
 
 	json_decref(r);
 	ts_stop(s.pid, SIGTERM);
 	PQfinish(c);
+}
+
+START_TEST(test_sdk_client_calls_the_tools)
+{
+	run_and_check(NULL, NULL);
+}
+END_TEST
+
+/* The same through a scoped bearer token: the MCP server sends it
+ * (--api-token-file), the keys live in the token's scope. */
+START_TEST(test_sdk_client_with_a_token)
+{
+	char server[300], client[300];
+	snprintf(server, sizeof(server), "%s/server-tokens", ts_tmpdir());
+	snprintf(client, sizeof(client), "%s/mcp-token", ts_tmpdir());
+	ts_write_file(server, "scope=mcp tok-mcp-0123456789abcdef\n");
+	ts_write_file(client, "tok-mcp-0123456789abcdef\n");
+	run_and_check(server, client);
 }
 END_TEST
 
@@ -166,6 +200,7 @@ main(void)
 	TCase *tc = tcase_create("sdk");
 	tcase_set_timeout(tc, 200);
 	tcase_add_test(tc, test_sdk_client_calls_the_tools);
+	tcase_add_test(tc, test_sdk_client_with_a_token);
 	suite_add_tcase(s, tc);
 	return ts_run_suite(s);
 }

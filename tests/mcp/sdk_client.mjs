@@ -4,19 +4,20 @@
 // tests/integration/test_mcp_sdk.c. Prints ONE line, "RESULT " + JSON of
 // everything the server answered; the C test makes the assertions.
 //
-// usage: node sdk_client.mjs PRODUCER_BIN URL RUN_ID
+// usage: node sdk_client.mjs PRODUCER_BIN URL RUN_ID [TOKEN_FILE]
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 
-const [bin, url, run] = process.argv.slice(2);
+const [bin, url, run, tokenFile] = process.argv.slice(2);
 if (!bin || !url || !run) {
-  console.error("usage: node sdk_client.mjs PRODUCER_BIN URL RUN_ID");
+  console.error("usage: node sdk_client.mjs PRODUCER_BIN URL RUN_ID [TOKEN_FILE]");
   process.exit(2);
 }
 
 const transport = new StdioClientTransport({
   command: bin,
-  args: ["mcp", "--url", url, "--run-id", run, "--log-level", "warn"],
+  args: ["mcp", "--url", url, "--run-id", run, "--log-level", "warn",
+         ...(tokenFile ? ["--api-token-file", tokenFile] : [])],
   stderr: "inherit",
 });
 const client = new Client({ name: "outbox-test-host", version: "1.0.0" });
