@@ -38,6 +38,7 @@ static const struct need producer_needs[] = {
 	{ "function", "outbox", "enqueue", "EXECUTE" },
 	{ "table", "app", "bug_reports", "SELECT,INSERT" },
 	{ "table", "app", "idempotency_keys", "SELECT,INSERT,UPDATE,DELETE" },
+	{ "table", "app", "message_keys", "SELECT,INSERT,UPDATE,DELETE" },
 	{ NULL, NULL, NULL, NULL },
 };
 

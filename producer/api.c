@@ -39,6 +39,7 @@
 #include <jansson.h>
 
 #include "api.h"
+#include "api_internal.h"
 #include "enqueue.h"
 #include "metrics.h"
 #include "outbox/clock.h"
@@ -56,14 +57,6 @@
 	"json_build_object('report_id', id, 'title', title, 'module', module,"   \
 	" 'steps', steps, 'severity', severity, 'idempotency_key', "             \
 	PRODUCER_CLIENT_KEY_SQL("idempotency_key") ", 'created_at', created_at)::text"
-
-/* A request's Idempotency-Key: as the client sent it (what it reads back
- * and what is logged), and as stored under its token's scope. */
-struct req_key {
-	const char *sent;
-	const char *stored;
-	const char *scope; /* "" = the default scope */
-};
 
 int
 producer_mode_parse(const char *s, enum producer_mode *out)
@@ -107,8 +100,8 @@ api_error(struct api_response *res, int status, const char *code, const char *me
 	res->status = status;
 }
 
-static void
-unavailable(struct api_response *res, const char *what, const char *err)
+void
+api_unavailable(struct api_response *res, const char *what, const char *err)
 {
 	char q[600];
 	ob_warn("producer.db_error", "what=%s err=%s", what, ob_log_q(err, q, sizeof(q)));
@@ -116,22 +109,22 @@ unavailable(struct api_response *res, const char *what, const char *err)
 	res->retry_after_s = 1;
 }
 
-static void
-fault_slow(const struct api_config *cfg)
+void
+api_fault_slow(const struct api_config *cfg)
 {
 	if (cfg->faults != NULL && ob_fault_fire(&cfg->faults->slow))
 		ob_sleep_ms(cfg->faults->slow_ms);
 }
 
-static void
-fault_crash(const struct api_config *cfg, const char *where)
+void
+api_fault_crash(const struct api_config *cfg, const char *where)
 {
 	if (cfg->faults != NULL && ob_fault_fire(&cfg->faults->crash))
 		ob_fault_die(where);
 }
 
-static bool
-fault_lose(const struct api_config *cfg)
+bool
+api_fault_lose(const struct api_config *cfg)
 {
 	return cfg->faults != NULL && ob_fault_fire(&cfg->faults->lose_response);
 }
@@ -159,8 +152,8 @@ retry_after_s(int64_t ms)
 /* 409 for a key in progress. Retry-After is a polling hint (the holder
  * usually finishes well within its lease); the body says how long the lease
  * still runs, after which a retry takes the key over. */
-static void
-busy(struct api_response *res, int64_t lease_left_ms)
+void
+api_busy(struct api_response *res, int64_t lease_left_ms)
 {
 	json_t *o = json_pack("{s:s,s:s,s:I}", "error", "in_progress", "message",
 	    "a request with this Idempotency-Key is still in progress; retry after"
@@ -176,16 +169,17 @@ busy(struct api_response *res, int64_t lease_left_ms)
 
 /* After being fenced out: answer with the winner's stored result, or 409
  * when the winner is not done yet. */
-static void
-answer_winner(PGconn *conn, const char *stored_key, struct api_response *res)
+void
+api_answer_winner(PGconn *conn, const char *table, const char *stored_key,
+    struct api_response *res)
 {
 	char err[512];
 	struct ob_key_row row;
 	struct ob_key_claim winner;
 	bool found = false;
-	if (ob_keyclaim_lookup(conn, PRODUCER_KEY_TABLE, stored_key, &row, &winner, &found, err,
+	if (ob_keyclaim_lookup(conn, table, stored_key, &row, &winner, &found, err,
 	        sizeof(err)) != OB_OK) {
-		unavailable(res, "read_winner", err);
+		api_unavailable(res, "read_winner", err);
 	} else if (found && row.state == OB_KEY_DONE) {
 		res->status = winner.response_status;
 		free(res->body);
@@ -193,7 +187,7 @@ answer_winner(PGconn *conn, const char *stored_key, struct api_response *res)
 		winner.response_body = NULL;
 		res->replayed = true;
 	} else {
-		busy(res, found ? winner.retry_after_ms : 1000);
+		api_busy(res, found ? winner.retry_after_ms : 1000);
 	}
 	ob_keyclaim_result_fini(&winner);
 }
@@ -226,17 +220,17 @@ static const char create_atomic_sql[] =
     " AND EXISTS (SELECT 1 FROM b) RETURNING 1)"
     " SELECT b.id, b.mid, b.body, (SELECT count(*) FROM d) FROM b";
 
-static void
-release_key(PGconn *conn, const char *key, int64_t fence)
+void
+api_release_key(PGconn *conn, const char *table, const char *key, int64_t fence)
 {
 	char err[512];
 	if (!ob_pg_broken(conn) &&
-	    ob_keyclaim_release(conn, PRODUCER_KEY_TABLE, key, fence, err, sizeof(err)) != OB_OK)
+	    ob_keyclaim_release(conn, table, key, fence, err, sizeof(err)) != OB_OK)
 		ob_warn("producer.key.release_failed", "fence=%" PRId64, fence);
 }
 
 static void
-create_atomic_write(PGconn *conn, const struct api_config *cfg, const struct req_key *key,
+create_atomic_write(PGconn *conn, const struct api_config *cfg, const struct api_key *key,
     const struct report_input *in, const struct ob_key_claim *c, struct api_response *res)
 {
 	char err[512], q[300], fence[24];
@@ -246,8 +240,8 @@ create_atomic_write(PGconn *conn, const struct api_config *cfg, const struct req
 		ob_info("producer.key.takeover", "key=%s scope=%s fence=%" PRId64,
 		    ob_log_q(key->sent, q, sizeof(q)), key->scope[0] ? key->scope : "\"\"", c->fence);
 	}
-	fault_crash(cfg, "producer.atomic.after_claim");
-	fault_slow(cfg);
+	api_fault_crash(cfg, "producer.atomic.after_claim");
+	api_fault_slow(cfg);
 
 	snprintf(fence, sizeof(fence), "%" PRId64, c->fence);
 	const char *params[8] = { in->r.title, in->r.module, in->r.steps ? in->r.steps : "",
@@ -259,11 +253,11 @@ create_atomic_write(PGconn *conn, const struct api_config *cfg, const struct req
 		const char *state = ob_pg_sqlstate(r);
 		bool invalid = strncmp(state, "22", 2) == 0 || strncmp(state, "23", 2) == 0;
 		PQclear(r);
-		release_key(conn, key->stored, c->fence);
+		api_release_key(conn, PRODUCER_KEY_TABLE, key->stored, c->fence);
 		if (invalid)
 			api_error(res, 400, "invalid_body", err);
 		else
-			unavailable(res, "create", err);
+			api_unavailable(res, "create", err);
 		return;
 	}
 	if (PQntuples(r) == 0) {
@@ -272,7 +266,7 @@ create_atomic_write(PGconn *conn, const struct api_config *cfg, const struct req
 		producer_metrics_fenced_out(cfg->metrics);
 		ob_warn("producer.key.fenced_out", "key=%s scope=%s fence=%" PRId64,
 		    ob_log_q(key->sent, q, sizeof(q)), key->scope[0] ? key->scope : "\"\"", c->fence);
-		answer_winner(conn, key->stored, res);
+		api_answer_winner(conn, PRODUCER_KEY_TABLE, key->stored, res);
 		return;
 	}
 	char *body = strdup(PQgetvalue(r, 0, 2));
@@ -285,18 +279,18 @@ create_atomic_write(PGconn *conn, const struct api_config *cfg, const struct req
 	}
 	res->status = 201;
 	res->body = body;
-	res->drop = fault_lose(cfg);
+	res->drop = api_fault_lose(cfg);
 }
 
 static void
-create_atomic(PGconn *conn, const struct api_config *cfg, const struct req_key *key,
+create_atomic(PGconn *conn, const struct api_config *cfg, const struct api_key *key,
     const struct report_input *in, struct api_response *res)
 {
 	char err[512];
 	struct ob_key_claim c;
 	if (ob_keyclaim_claim(conn, PRODUCER_KEY_TABLE, key->stored, in->canonical, in->canonical_len,
 	        cfg->lease_ms, &c, err, sizeof(err)) != OB_OK) {
-		unavailable(res, "claim", err);
+		api_unavailable(res, "claim", err);
 		return;
 	}
 	switch (c.verdict) {
@@ -311,7 +305,7 @@ create_atomic(PGconn *conn, const struct api_config *cfg, const struct req_key *
 		    "this Idempotency-Key was already used with a different request body");
 		break;
 	case OB_KEY_BUSY:
-		busy(res, c.retry_after_ms);
+		api_busy(res, c.retry_after_ms);
 		break;
 	case OB_KEY_PROCEED:
 		create_atomic_write(conn, cfg, key, in, &c, res);
@@ -324,7 +318,7 @@ create_atomic(PGconn *conn, const struct api_config *cfg, const struct req_key *
  * the key (transaction 2). A crash between the two, or two concurrent
  * requests that both pass the check, make a second report. */
 static void
-create_split(PGconn *conn, const struct api_config *cfg, const struct req_key *key,
+create_split(PGconn *conn, const struct api_config *cfg, const struct api_key *key,
     const struct report_input *in, struct api_response *res)
 {
 	char err[512];
@@ -337,7 +331,7 @@ create_split(PGconn *conn, const struct api_config *cfg, const struct req_key *k
 	    2, NULL, params, lens, formats, 0);
 	if (ob_pg_check(r, PGRES_TUPLES_OK, "check key", err, sizeof(err)) != OB_OK) {
 		PQclear(r);
-		unavailable(res, "check_key", err);
+		api_unavailable(res, "check_key", err);
 		return;
 	}
 	if (PQntuples(r) == 1) {
@@ -354,17 +348,17 @@ create_split(PGconn *conn, const struct api_config *cfg, const struct req_key *k
 	}
 	PQclear(r);
 
-	fault_slow(cfg);
+	api_fault_slow(cfg);
 	int64_t rid, mid;
 	int rc = producer_enqueue_report(conn, &in->r, key->stored, &rid, &mid, err, sizeof(err));
 	if (rc != OB_OK) {
 		if (rc == OB_EINVAL)
 			api_error(res, 400, "invalid_body", err);
 		else
-			unavailable(res, "create", err);
+			api_unavailable(res, "create", err);
 		return;
 	}
-	fault_crash(cfg, "producer.split.before_key_recorded");
+	api_fault_crash(cfg, "producer.split.before_key_recorded");
 	char *body = created_body(rid, mid, key->sent, &in->r);
 	rc = ob_keyclaim_record_done(conn, PRODUCER_KEY_TABLE, key->stored, in->canonical,
 	    in->canonical_len, 201, body, err, sizeof(err));
@@ -380,7 +374,7 @@ create_split(PGconn *conn, const struct api_config *cfg, const struct req_key *k
 	}
 	res->status = 201;
 	res->body = body;
-	res->drop = fault_lose(cfg);
+	res->drop = api_fault_lose(cfg);
 }
 
 /* None (BROKEN): every request creates a report, stored with a fresh
@@ -391,7 +385,7 @@ create_none(PGconn *conn, const struct api_config *cfg, const char *scope,
 {
 	char err[512], key[37], stored[PRODUCER_KEY_MAX + 1];
 	int64_t rid, mid;
-	fault_slow(cfg);
+	api_fault_slow(cfg);
 	producer_new_key(key);
 	/* 36 bytes and a scope name always fit (auth.h, PRODUCER_SCOPE_MAX) */
 	if (report_scoped_key(scope, key, stored, sizeof(stored), err, sizeof(err)) != OB_OK) {
@@ -403,13 +397,13 @@ create_none(PGconn *conn, const struct api_config *cfg, const char *scope,
 		if (rc == OB_EINVAL)
 			api_error(res, 400, "invalid_body", err);
 		else
-			unavailable(res, "create", err);
+			api_unavailable(res, "create", err);
 		return;
 	}
-	fault_crash(cfg, "producer.none.after_commit");
+	api_fault_crash(cfg, "producer.none.after_commit");
 	res->status = 201;
 	res->body = created_body(rid, mid, key, &in->r);
-	res->drop = fault_lose(cfg);
+	res->drop = api_fault_lose(cfg);
 }
 
 static void
@@ -437,7 +431,7 @@ create(PGconn *conn, const struct api_config *cfg, const struct api_request *req
 		api_error(res, rc == OB_EINVAL ? 400 : 500, "invalid_body", err);
 		return;
 	}
-	struct req_key k = { key, stored, scope };
+	struct api_key k = { key, stored, scope };
 	switch (cfg->mode) {
 	case PRODUCER_MODE_ATOMIC:
 		create_atomic(conn, cfg, &k, &in, res);
@@ -455,8 +449,8 @@ create(PGconn *conn, const struct api_config *cfg, const struct api_request *req
 /* The value of name in a query string, percent-decoded into out (RFC 3986;
  * '+' is a literal plus). OB_OK, or OB_EINVAL when absent, malformed,
  * decoding to a NUL, or too long. */
-static int
-query_param(const char *query, const char *name, char *out, size_t outlen)
+int
+api_query_param(const char *query, const char *name, char *out, size_t outlen)
 {
 	size_t nlen = strlen(name);
 	for (const char *p = query; p != NULL && *p; p = strchr(p, '&') ? strchr(p, '&') + 1 : NULL) {
@@ -491,7 +485,7 @@ static void
 lookup_by_key(PGconn *conn, const struct api_request *req, struct api_response *res)
 {
 	char key[PRODUCER_KEY_MAX + 2], stored[PRODUCER_KEY_MAX + 1], err[512];
-	if (req->query == NULL || query_param(req->query, "idempotency_key", key, sizeof(key)) != OB_OK) {
+	if (req->query == NULL || api_query_param(req->query, "idempotency_key", key, sizeof(key)) != OB_OK) {
 		api_error(res, 400, "idempotency_key_required",
 		    "query parameter idempotency_key is required (1..255 printable ASCII, percent-encoded)");
 		return;
@@ -512,7 +506,7 @@ lookup_by_key(PGconn *conn, const struct api_request *req, struct api_response *
 	    1, NULL, params, NULL, NULL, 0);
 	if (ob_pg_check(r, PGRES_TUPLES_OK, "lookup", err, sizeof(err)) != OB_OK) {
 		PQclear(r);
-		unavailable(res, "lookup", err);
+		api_unavailable(res, "lookup", err);
 		return;
 	}
 	if (!PQgetisnull(r, 0, 0)) {
@@ -547,7 +541,7 @@ get_by_id(PGconn *conn, const char *id, const char *scope, struct api_response *
 	    2, NULL, params, NULL, NULL, 0);
 	if (ob_pg_check(r, PGRES_TUPLES_OK, "get report", err, sizeof(err)) != OB_OK) {
 		PQclear(r);
-		unavailable(res, "get", err);
+		api_unavailable(res, "get", err);
 		return;
 	}
 	if (PQntuples(r) == 1) {
@@ -564,7 +558,7 @@ healthz(PGconn *conn, struct api_response *res)
 {
 	char err[512];
 	if (ob_pg_exec(conn, "SELECT 1", "healthz", err, sizeof(err)) != OB_OK) {
-		unavailable(res, "healthz", err);
+		api_unavailable(res, "healthz", err);
 		return;
 	}
 	res->status = 200;
@@ -578,7 +572,14 @@ api_handle(PGconn *conn, const struct api_config *cfg, const struct api_request 
 	static const char prefix[] = "/v1/reports/";
 	memset(res, 0, sizeof(*res));
 	bool get = strcmp(req->method, "GET") == 0 || strcmp(req->method, "HEAD") == 0;
-	if (strcmp(req->path, "/v1/reports") == 0) {
+	if (strcmp(req->path, "/v1/messages") == 0) {
+		if (strcmp(req->method, "POST") == 0)
+			api_messages_create(conn, cfg, req, res);
+		else if (get)
+			api_messages_lookup(conn, req, res);
+		else
+			api_error(res, 405, "method_not_allowed", "use POST or GET");
+	} else if (strcmp(req->path, "/v1/reports") == 0) {
 		if (strcmp(req->method, "POST") == 0)
 			create(conn, cfg, req, res);
 		else if (get)

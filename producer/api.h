@@ -7,6 +7,9 @@
  *                                        in modes split and atomic)
  *   GET  /v1/reports?idempotency_key=K   recovery lookup by key
  *   GET  /v1/reports/{id}                one report
+ *   POST /v1/messages                    a generic message (api_messages.c;
+ *                                        Idempotency-Key required)
+ *   GET  /v1/messages?idempotency_key=K  its recovery lookup
  *   GET  /healthz                        the database answers
  *
  * Modes: atomic (the real one: key claim with lease and fencing token, then
@@ -30,7 +33,8 @@
 
 #include "outbox/fault.h"
 
-#define PRODUCER_KEY_TABLE "app.idempotency_keys"
+#define PRODUCER_KEY_TABLE "app.idempotency_keys"   /* POST /v1/reports */
+#define PRODUCER_MESSAGE_KEY_TABLE "app.message_keys" /* POST /v1/messages */
 
 enum producer_mode {
 	PRODUCER_MODE_NONE = 0, /* BROKEN: no key handling at all */

@@ -1,6 +1,7 @@
 /*
  * keygc.c - the key retention thread (see keygc.h). Every interval it
- * deletes expired keys one batch at a time until a batch comes back short.
+ * deletes expired keys of both key tables (reports, messages), one batch
+ * at a time until a batch comes back short.
  * Its database connection is its own.
  */
 #include <errno.h>
@@ -48,22 +49,29 @@ gc_pass(struct keygc *g, PGconn **conn)
 		    g->interval_ms, ob_log_q(err, q, sizeof(q)));
 		return;
 	}
-	for (;;) {
-		if (ob_keyclaim_gc(*conn, PRODUCER_KEY_TABLE, g->retention_ms, g->batch, &deleted, err,
-		        sizeof(err)) != OB_OK) {
-			char q[600];
-			ob_warn("producer.keygc.failed", "deleted=%" PRId64 " err=%s", total,
-			    ob_log_q(err, q, sizeof(q)));
-			return;
+	/* Both endpoints' key tables, under one retention. */
+	static const char *const tables[] = { PRODUCER_KEY_TABLE, PRODUCER_MESSAGE_KEY_TABLE };
+	for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++) {
+		for (;;) {
+			if (ob_keyclaim_gc(*conn, tables[t], g->retention_ms, g->batch, &deleted, err,
+			        sizeof(err)) != OB_OK) {
+				char q[600];
+				ob_warn("producer.keygc.failed", "table=%s deleted=%" PRId64 " err=%s",
+				    tables[t], total, ob_log_q(err, q, sizeof(q)));
+				return;
+			}
+			total += deleted;
+			producer_metrics_keys_collected(g->pm, deleted);
+			pthread_mutex_lock(&g->mtx);
+			bool stop = g->stopping;
+			pthread_mutex_unlock(&g->mtx);
+			if (stop)
+				goto done;
+			if (deleted < g->batch)
+				break;
 		}
-		total += deleted;
-		producer_metrics_keys_collected(g->pm, deleted);
-		pthread_mutex_lock(&g->mtx);
-		bool stop = g->stopping;
-		pthread_mutex_unlock(&g->mtx);
-		if (deleted < g->batch || stop)
-			break;
 	}
+done:
 	if (total > 0)
 		ob_info("producer.keygc.deleted", "keys=%" PRId64 " retention_ms=%" PRId64, total,
 		    g->retention_ms);

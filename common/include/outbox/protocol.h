@@ -13,7 +13,7 @@
 
 /* The versions of this build. */
 #define OB_PROTOCOL_RELAY 2
-#define OB_PROTOCOL_PRODUCER 1
+#define OB_PROTOCOL_PRODUCER 2
 #define OB_PROTOCOL_ADMIN 2
 #define OB_PROTOCOL_CONSUMER 1
 

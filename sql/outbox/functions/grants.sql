@@ -47,7 +47,7 @@ GRANT SELECT ON outbox.protocols TO outbox_producer;
 -- application grants its own tables the same way
 GRANT SELECT, INSERT ON app.bug_reports TO outbox_producer;
 -- the HTTP API's key claims (common/keyclaim.c) and their retention
-GRANT SELECT, INSERT, UPDATE, DELETE ON app.idempotency_keys TO outbox_producer;
+GRANT SELECT, INSERT, UPDATE, DELETE ON app.idempotency_keys, app.message_keys TO outbox_producer;
 
 -- ---------------------------------------------------------------------------
 -- outbox_relay

@@ -1,0 +1,224 @@
+/*
+ * api_messages.c - the generic message endpoint of the producer API:
+ *
+ *   POST /v1/messages                    {topic, payload, ordering_key?}
+ *                                        with Idempotency-Key (required)
+ *   GET  /v1/messages?idempotency_key=K  the recovery lookup
+ *
+ * For an application with no business row of its own (an agent tool's
+ * notification): the same contract as POST /v1/reports in atomic mode,
+ * through the same key-claim code (common/keyclaim.c) on a key table of
+ * its own (app.message_keys, sql/outbox/015_message_keys.sql). The claim
+ * commits on its own (a concurrent duplicate sees it: 409); then ONE
+ * statement, in autocommit, locks the key only while it still carries this
+ * request's fencing token, enqueues the message and marks the key done
+ * with the 201 body. The broken modes (--idempotency split|none) are the
+ * report demo's and do not apply here; --no-fencing does.
+ *
+ * The message's outbox key is the client's key (message_input.h,
+ * message_outbox_key: "~SCOPE/KEY" for a scoped token), so a consumer and a
+ * downstream see the key the agent sent, the same on every attempt.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+#include "api_internal.h"
+#include "metrics.h"
+#include "message_input.h"
+#include "outbox/err.h"
+#include "outbox/keyclaim.h"
+#include "outbox/log.h"
+#include "outbox/pg.h"
+#include "report_input.h"
+
+/* $1 topic, $2 payload, $3 ordering key (NULL: none), $4 the request's key
+ * as stored, $5 the fence, $6 true = fencing OFF (test-only broken switch),
+ * $7 the message's outbox key, $8 the key as the client sent it. One row
+ * (message id, body, keys completed) while the token held, none when
+ * fenced out. */
+#define CREATE_MESSAGE_STMT "producer_create_message"
+static const char create_message_sql[] =
+    "WITH k AS ("
+    OB_KEYCLAIM_HELD_SQL(PRODUCER_MESSAGE_KEY_TABLE, "$4::text", "$5::bigint", "$6::bool") "),"
+    " m AS ("
+    "  SELECT outbox.enqueue($1::text, $7::text, $2::jsonb, $3::text) AS mid FROM k),"
+    " b AS ("
+    "  SELECT m.mid, json_strip_nulls(json_build_object('message_id', m.mid,"
+    "         'idempotency_key', $8::text, 'topic', $1::text, 'ordering_key', $3::text))::text"
+    "         AS body"
+    "    FROM m),"
+    " d AS ("
+    OB_KEYCLAIM_DONE_SQL(PRODUCER_MESSAGE_KEY_TABLE, "$4::text", "201", "(SELECT b.body FROM b)")
+    " AND EXISTS (SELECT 1 FROM b) RETURNING 1)"
+    " SELECT b.mid, b.body, (SELECT count(*) FROM d) FROM b";
+
+/* A refusal of the database's, by SQLSTATE: what the client must change. */
+static bool
+refused_input(PGresult *r, const char *err, struct api_response *res)
+{
+	const char *state = ob_pg_sqlstate(r);
+	if (strcmp(state, "54000") == 0) { /* outbox.max_payload_bytes() */
+		api_error(res, 413, "payload_too_large", err);
+		return true;
+	}
+	if (strcmp(state, "OB002") == 0) { /* outbox.check_same_payload */
+		api_error(res, 422, "idempotency_key_reused",
+		    "the outbox already holds a message of this topic with this key and a"
+		    " different payload (its key record has expired); use a new key");
+		return true;
+	}
+	if (strncmp(state, "22", 2) == 0 || strncmp(state, "23", 2) == 0) {
+		api_error(res, 400, "invalid_body", err);
+		return true;
+	}
+	return false;
+}
+
+static void
+create_write(PGconn *conn, const struct api_config *cfg, const struct api_key *key,
+    const char *outbox_key, const struct message_input *in, const struct ob_key_claim *c,
+    struct api_response *res)
+{
+	char err[512], q[300], fence[24];
+
+	if (c->takeover) {
+		producer_metrics_takeover(cfg->metrics);
+		ob_info("producer.key.takeover", "endpoint=messages key=%s scope=%s fence=%" PRId64,
+		    ob_log_q(key->sent, q, sizeof(q)), key->scope[0] ? key->scope : "\"\"", c->fence);
+	}
+	api_fault_crash(cfg, "producer.messages.after_claim");
+	api_fault_slow(cfg);
+
+	snprintf(fence, sizeof(fence), "%" PRId64, c->fence);
+	const char *params[8] = { in->topic, in->payload, in->ordering_key, key->stored, fence,
+		cfg->fencing ? "false" : "true", outbox_key, key->sent };
+	PGresult *r = ob_pg_exec_prepared(conn, CREATE_MESSAGE_STMT, create_message_sql, 8, params,
+	    NULL, NULL);
+	if (ob_pg_check(r, PGRES_TUPLES_OK, "create message", err, sizeof(err)) != OB_OK) {
+		bool refused = refused_input(r, err, res);
+		PQclear(r);
+		api_release_key(conn, PRODUCER_MESSAGE_KEY_TABLE, key->stored, c->fence);
+		if (!refused)
+			api_unavailable(res, "create_message", err);
+		return;
+	}
+	if (PQntuples(r) == 0) {
+		/* Taken over while we were slow: nothing of ours was written. */
+		PQclear(r);
+		producer_metrics_fenced_out(cfg->metrics);
+		ob_warn("producer.key.fenced_out", "endpoint=messages key=%s scope=%s fence=%" PRId64,
+		    ob_log_q(key->sent, q, sizeof(q)), key->scope[0] ? key->scope : "\"\"", c->fence);
+		api_answer_winner(conn, PRODUCER_MESSAGE_KEY_TABLE, key->stored, res);
+		return;
+	}
+	char *body = strdup(PQgetvalue(r, 0, 1));
+	PQclear(r);
+	if (body == NULL) {
+		api_error(res, 500, "out_of_memory", "created, but the answer could not be built;"
+		    " retry with the same Idempotency-Key");
+		return;
+	}
+	res->status = 201;
+	res->body = body;
+	res->drop = api_fault_lose(cfg);
+}
+
+void
+api_messages_create(PGconn *conn, const struct api_config *cfg, const struct api_request *req,
+    struct api_response *res)
+{
+	char key[PRODUCER_KEY_MAX + 1], stored[PRODUCER_KEY_MAX + 1];
+	char outbox_key[PRODUCER_KEY_MAX + 1], err[512];
+	const char *scope = req->scope != NULL ? req->scope : "";
+	if (req->key_header == NULL) {
+		api_error(res, 400, "idempotency_key_required",
+		    "the Idempotency-Key header is required: 1..255 printable ASCII characters,"
+		    " one value per logical operation, reused on every retry");
+		return;
+	}
+	if (report_parse_key(req->key_header, key, sizeof(key), err, sizeof(err)) != OB_OK ||
+	    report_scoped_key(scope, key, stored, sizeof(stored), err, sizeof(err)) != OB_OK ||
+	    message_outbox_key(scope, key, outbox_key, sizeof(outbox_key), err, sizeof(err)) !=
+	        OB_OK) {
+		api_error(res, 400, "invalid_idempotency_key", err);
+		return;
+	}
+	struct message_input in;
+	int rc = message_parse_body(req->body != NULL ? req->body : "", req->body_len, &in, err,
+	    sizeof(err));
+	if (rc != OB_OK) {
+		api_error(res, rc == OB_EINVAL ? 400 : 500, "invalid_body", err);
+		return;
+	}
+	struct ob_key_claim c;
+	if (ob_keyclaim_claim(conn, PRODUCER_MESSAGE_KEY_TABLE, stored, in.canonical, in.canonical_len,
+	        cfg->lease_ms, &c, err, sizeof(err)) != OB_OK) {
+		api_unavailable(res, "claim", err);
+		message_input_fini(&in);
+		return;
+	}
+	struct api_key k = { key, stored, scope };
+	switch (c.verdict) {
+	case OB_KEY_REPLAY:
+		res->status = c.response_status;
+		res->body = c.response_body;
+		c.response_body = NULL;
+		res->replayed = true;
+		break;
+	case OB_KEY_MISMATCH:
+		api_error(res, 422, "idempotency_key_reused",
+		    "this Idempotency-Key was already used with a different request body");
+		break;
+	case OB_KEY_BUSY:
+		api_busy(res, c.retry_after_ms);
+		break;
+	case OB_KEY_PROCEED:
+		create_write(conn, cfg, &k, outbox_key, &in, &c, res);
+		break;
+	}
+	ob_keyclaim_result_fini(&c);
+	message_input_fini(&in);
+}
+
+void
+api_messages_lookup(PGconn *conn, const struct api_request *req, struct api_response *res)
+{
+	char key[PRODUCER_KEY_MAX + 2], stored[PRODUCER_KEY_MAX + 1], err[512];
+	if (req->query == NULL ||
+	    api_query_param(req->query, "idempotency_key", key, sizeof(key)) != OB_OK) {
+		api_error(res, 400, "idempotency_key_required",
+		    "query parameter idempotency_key is required (1..255 printable ASCII,"
+		    " percent-encoded)");
+		return;
+	}
+	if (report_check_key(key, err, sizeof(err)) != OB_OK ||
+	    report_scoped_key(req->scope, key, stored, sizeof(stored), err, sizeof(err)) != OB_OK) {
+		api_error(res, 400, "invalid_idempotency_key", err);
+		return;
+	}
+	const char *params[1] = { stored };
+	PGresult *r = PQexecParams(conn,
+	    "SELECT state, response_status, response_body FROM " PRODUCER_MESSAGE_KEY_TABLE
+	    " WHERE idempotency_key = $1", 1, NULL, params, NULL, NULL, 0);
+	if (ob_pg_check(r, PGRES_TUPLES_OK, "lookup message", err, sizeof(err)) != OB_OK) {
+		PQclear(r);
+		api_unavailable(res, "lookup_message", err);
+		return;
+	}
+	if (PQntuples(r) == 1 && strcmp(PQgetvalue(r, 0, 0), "done") == 0 &&
+	    !PQgetisnull(r, 0, 2)) {
+		/* The 201's stored body: the message's id, key and topic. */
+		res->status = 200;
+		res->body = strdup(PQgetvalue(r, 0, 2));
+	} else if (PQntuples(r) == 1 && strcmp(PQgetvalue(r, 0, 0), "started") == 0) {
+		api_error(res, 404, "in_progress",
+		    "no message with this key yet, but a request with it is in progress");
+	} else {
+		api_error(res, 404, "not_found", "no message with this Idempotency-Key (or its"
+		    " record has expired: --key-retention)");
+	}
+	PQclear(r);
+}
