@@ -89,6 +89,15 @@ START_TEST(test_https_post_and_plain_refused)
 	    sizeof(why)), 0);
 	ck_assert_msg(strstr(why, "handshake") != NULL, "%s", why);
 
+	/* Keep-alive and pipelining over TLS: two requests in one write, two
+	 * answers on one connection. */
+	static const char two[] = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+	    "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+	ck_assert_int_eq(ts_https_raw(port, &cl, two, sizeof(two) - 1, out, sizeof(out), 10000,
+	    why, sizeof(why)), 200);
+	const char *second = strstr(out + 1, "HTTP/1.1 200");
+	ck_assert_msg(second != NULL && strstr(second, "Connection: close") != NULL, "%s", out);
+
 	/* Plain HTTP to the HTTPS port: no HTTP answer, connection closed,
 	 * nothing written. */
 	char req[4096];
