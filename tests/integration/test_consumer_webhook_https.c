@@ -29,7 +29,7 @@ start(const char *db, const char *url, const char *hook, const char *ca, const c
     char *log)
 {
 	const char *args[] = { "--handler", "webhook", "--webhook-url", hook, "--webhook-ca", ca,
-		"--webhook-server-name", name, "--webhook-timeout", "3s", NULL };
+		"--webhook-server-name", name, "--webhook-timeout", "10s", NULL };
 	return ts_consumer_spawn(log, db, url, args);
 }
 
@@ -56,7 +56,8 @@ START_TEST(test_https_webhook_applied_once)
 	struct ts_consumer_conn cc;
 	ts_consumer_open(&cc, url);
 	struct ob_wire_msg m = ts_consumer_msg(7, "report.created", "https-1", "{\"n\":1}");
-	ck_assert_int_eq(ts_consumer_call1(&cc, m, detail, sizeof(detail)), OB_WIRE_APPLIED);
+	int st = ts_consumer_call1(&cc, m, detail, sizeof(detail));
+	ck_assert_msg(st == OB_WIRE_APPLIED, "status %d: %s", st, detail);
 	ck_assert_msg(strstr(detail, "201") != NULL, "%s", detail);
 	ck_assert_int_eq(wt_effects(wt, "https-1"), 1);
 	ck_assert_int_eq(processed(c, "https-1"), 1);
@@ -109,7 +110,8 @@ refused_run(const char *tag, const char *ca, const char *name)
 
 	pid_t good = start(db, url2, hook, t->ca, TS_TLS_SERVER_NAME, log2);
 	ts_consumer_open(&cc, url2);
-	ck_assert_int_eq(ts_consumer_call1(&cc, m, detail, sizeof(detail)), OB_WIRE_APPLIED);
+	int st = ts_consumer_call1(&cc, m, detail, sizeof(detail));
+	ck_assert_msg(st == OB_WIRE_APPLIED, "status %d: %s", st, detail);
 	ck_assert_int_eq(wt_effects(wt, key), 1);
 	ck_assert_int_eq(wt_requests(wt, key), 1);
 	ck_assert_int_eq(processed(c, key), 1);
