@@ -22,6 +22,20 @@
  *     stay in the buffer for the next one.
  *   - Answers from other threads go through a mutex-protected list and the
  *     eventfd; only the loop thread touches a connection's socket.
+ *   - HTTPS (cfg.tls, httpd_tls.c: OpenSSL): every socket read and write
+ *     goes through conn_recv / conn_send, which hand it to OpenSSL when
+ *     the connection has a TLS session. A TLS connection starts IDLE like
+ *     any other (idle deadline, evictable at the cap: nothing received);
+ *     its first byte moves it to HANDSHAKE, whose deadline is the header
+ *     deadline counted from that byte, so a client that stalls the
+ *     handshake is cut off exactly like one that stalls its headers. The
+ *     handshake is driven one non-blocking step per socket event
+ *     (WANT_READ / WANT_WRITE pick the epoll interest); when it is done
+ *     the connection is IDLE again and HTTP begins. Bytes OpenSSL already
+ *     holds are invisible to epoll, so they are read before the loop
+ *     waits (after_write, conn_handshake). Over HTTPS the 503 at the cap
+ *     cannot be written before a handshake: that connection is closed at
+ *     once instead.
  *
  * Never: block the loop, log per byte or per scrape (one line per
  * connection cut off, cap and descriptor warnings at most every
@@ -52,6 +66,7 @@
 #include "outbox/clock.h"
 #include "outbox/err.h"
 #include "outbox/httpd.h"
+#include "outbox/httpd_tls.h"
 #include "outbox/log.h"
 #include "outbox/url.h"
 
@@ -69,6 +84,7 @@
 
 enum conn_state {
 	CONN_IDLE = 0, /* no request in progress */
+	CONN_HANDSHAKE, /* TLS handshake in progress (header deadline) */
 	CONN_HEAD,     /* reading a request's line and headers */
 	CONN_BODY,     /* reading its body */
 	CONN_HANDLER,  /* handed to the handler; socket out of epoll */
@@ -84,10 +100,11 @@ enum close_reason {
 	CLOSE_HEADER_TIMEOUT,
 	CLOSE_BODY_TIMEOUT,
 	CLOSE_WRITE_TIMEOUT,
+	CLOSE_TLS_HANDSHAKE, /* registered only for an HTTPS server */
 	CLOSE_N,
 };
 static const char *const close_names[CLOSE_N] = { "idle", "evicted", "header_timeout",
-	"body_timeout", "write_timeout" };
+	"body_timeout", "write_timeout", "tls_handshake" };
 
 /* Why a request was refused by the server itself. */
 enum refuse_reason {
@@ -114,7 +131,10 @@ struct conn {
 	int64_t deadline_ns;   /* 0 = none */
 	int64_t since_ns;      /* entered the current state */
 	bool in_epoll;
+	uint32_t ep_events;    /* the interest now registered */
 	char peer[64];
+	struct ob_httpd_tls_conn *tls; /* NULL: plain HTTP */
+	bool tls_ready;        /* handshake done */
 	struct conn *prev, *next; /* s->conns */
 	struct conn *done_next;   /* s->done */
 
@@ -141,6 +161,7 @@ struct conn {
 	char *wbuf;
 	size_t wlen, woff;
 	bool close_after, drop;
+	bool tls_dead;         /* a TLS write is stuck half-done: close, write nothing */
 };
 
 struct ob_httpd {
@@ -162,6 +183,7 @@ struct ob_httpd {
 	struct conn *dead;   /* closed this loop pass (events may still name them) */
 	http_parser_settings settings;
 	/* metrics (NULL when none) */
+	struct ob_httpd_tls *tls; /* borrowed (cfg.tls); NULL: plain HTTP */
 	struct ob_metric *m_open, *m_accepted, *m_rejected;
 	struct ob_metric *m_closed[CLOSE_N];
 	struct ob_metric *m_refused[REFUSE_N];
@@ -170,6 +192,7 @@ struct ob_httpd {
 static void conn_set_state(struct conn *c, enum conn_state st);
 static void conn_close(struct conn *c);
 static void conn_feed(struct conn *c);
+static void conn_read(struct conn *c);
 
 static const char *
 reason_phrase(int status)
@@ -208,10 +231,15 @@ ep_set(struct conn *c, uint32_t events)
 		if (c->in_epoll)
 			epoll_ctl(c->s->epfd, EPOLL_CTL_DEL, c->fd, NULL);
 		c->in_epoll = false;
+		c->ep_events = 0;
 		return;
 	}
-	if (epoll_ctl(c->s->epfd, c->in_epoll ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, c->fd, &ev) == 0)
+	if (c->in_epoll && c->ep_events == events)
+		return;
+	if (epoll_ctl(c->s->epfd, c->in_epoll ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, c->fd, &ev) == 0) {
 		c->in_epoll = true;
+		c->ep_events = events;
+	}
 }
 
 /* The one place a connection changes state: deadline and epoll interest
@@ -229,6 +257,7 @@ conn_set_state(struct conn *c, enum conn_state st)
 		c->deadline_ns = l->idle_timeout_ms > 0 ? now + l->idle_timeout_ms * NS_PER_MS : 0;
 		ep_set(c, EPOLLIN | EPOLLRDHUP);
 		break;
+	case CONN_HANDSHAKE:
 	case CONN_HEAD:
 		c->deadline_ns = c->req.t0_ns + l->header_timeout_ms * NS_PER_MS;
 		ep_set(c, EPOLLIN | EPOLLRDHUP);
@@ -399,8 +428,19 @@ on_headers_complete(http_parser *p)
 	if (cl && p->content_length > 0) {
 		if (cont) {
 			static const char cont100[] = "HTTP/1.1 100 Continue\r\n\r\n";
-			/* Nothing else is queued on the socket yet: this fits. */
-			(void)send(c->fd, cont100, sizeof(cont100) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+			/* Nothing else is queued on the socket yet: this fits. Over
+			 * TLS a record that did not go out whole would have to be
+			 * retried before any other write: then the answer is not
+			 * written at all (tls_dead), rather than written corrupt. */
+			if (c->tls != NULL) {
+				size_t put = 0;
+				if (ob_httpd_tls_write(c->tls, cont100, sizeof(cont100) - 1, &put) !=
+				        OB_HTTPD_TLS_OK || put != sizeof(cont100) - 1)
+					c->tls_dead = true;
+			} else {
+				(void)send(c->fd, cont100, sizeof(cont100) - 1,
+				    MSG_NOSIGNAL | MSG_DONTWAIT);
+			}
 		}
 		conn_set_state(c, CONN_BODY);
 	}
@@ -487,6 +527,8 @@ after_write(struct conn *c)
 	c->wbuf = NULL;
 	c->wlen = c->woff = 0;
 	if (c->close_after) {
+		if (c->tls != NULL)
+			ob_httpd_tls_close_notify(c->tls);
 		shutdown(c->fd, SHUT_WR);
 		conn_set_state(c, CONN_LINGER);
 		return;
@@ -502,21 +544,100 @@ after_write(struct conn *c)
 	conn_set_state(c, CONN_IDLE);
 	if (c->len > 0)
 		conn_feed(c);
+	/* What OpenSSL already holds epoll will never report. */
+	if (c->tls != NULL && (c->st == CONN_IDLE || c->st == CONN_HEAD || c->st == CONN_BODY) &&
+	    ob_httpd_tls_pending(c->tls))
+		conn_read(c);
+}
+
+/* Send on c's socket, through its TLS session when it has one. Returns
+ * the bytes taken (> 0), 0 when the socket is not ready (the epoll
+ * interest now waits for what is needed), -1 when the connection is dead. */
+static ssize_t
+conn_send(struct conn *c, const char *buf, size_t len)
+{
+	if (c->tls == NULL) {
+		for (;;) {
+			ssize_t n = send(c->fd, buf, len, MSG_NOSIGNAL);
+			if (n > 0)
+				return n;
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+				ep_set(c, EPOLLOUT);
+				return 0;
+			}
+			return -1;
+		}
+	}
+	size_t put = 0;
+	switch (ob_httpd_tls_write(c->tls, buf, len, &put)) {
+	case OB_HTTPD_TLS_OK:
+		return (ssize_t)put;
+	case OB_HTTPD_TLS_WANT_WRITE:
+		ep_set(c, EPOLLOUT);
+		return 0;
+	case OB_HTTPD_TLS_WANT_READ: /* a TLS message of the peer's must be read first */
+		ep_set(c, EPOLLIN | EPOLLRDHUP);
+		return 0;
+	case OB_HTTPD_TLS_CLOSED:
+	case OB_HTTPD_TLS_ERROR:
+		break;
+	}
+	return -1;
+}
+
+/* Receive into buf, through the TLS session when there is one. Returns
+ * the bytes (> 0), 0 when nothing is there now (the interest waits for
+ * it), -1 when the peer closed or the connection failed. */
+static ssize_t
+conn_recv(struct conn *c, char *buf, size_t len)
+{
+	if (c->tls == NULL) {
+		for (;;) {
+			ssize_t n = recv(c->fd, buf, len, 0);
+			if (n > 0)
+				return n;
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+				return 0;
+			return -1;
+		}
+	}
+	size_t got = 0;
+	switch (ob_httpd_tls_read(c->tls, buf, len, &got)) {
+	case OB_HTTPD_TLS_OK:
+		ep_set(c, EPOLLIN | EPOLLRDHUP);
+		return (ssize_t)got;
+	case OB_HTTPD_TLS_WANT_READ:
+		ep_set(c, EPOLLIN | EPOLLRDHUP);
+		return 0;
+	case OB_HTTPD_TLS_WANT_WRITE: /* OpenSSL must answer the peer first */
+		ep_set(c, EPOLLIN | EPOLLOUT | EPOLLRDHUP);
+		return 0;
+	case OB_HTTPD_TLS_CLOSED:
+	case OB_HTTPD_TLS_ERROR:
+		break;
+	}
+	return -1;
 }
 
 static void
 conn_write(struct conn *c)
 {
+	if (c->tls_dead) {
+		conn_close(c);
+		return;
+	}
 	while (c->woff < c->wlen) {
-		ssize_t n = send(c->fd, c->wbuf + c->woff, c->wlen - c->woff, MSG_NOSIGNAL);
+		ssize_t n = conn_send(c, c->wbuf + c->woff, c->wlen - c->woff);
 		if (n > 0) {
 			c->woff += (size_t)n;
 			continue;
 		}
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-			return; /* EPOLLOUT brings us back */
+		if (n == 0)
+			return; /* the epoll interest brings us back */
 		conn_close(c); /* the client went away */
 		return;
 	}
@@ -641,6 +762,48 @@ conn_reserve(struct conn *c, size_t want)
 	return true;
 }
 
+/* One step of a TLS handshake. The connection's first byte starts it (the
+ * header deadline counts from there); done: IDLE, and whatever came with
+ * the last handshake bytes is read; failed: closed, counted and logged
+ * once. A peer that closes without having sent a byte is an idle close. */
+static void
+conn_handshake(struct conn *c)
+{
+	struct ob_httpd *s = c->s;
+	char why[160] = "the handshake failed", q[200];
+	if (c->st == CONN_IDLE) {
+		char b;
+		if (recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0) {
+			conn_close(c);
+			return;
+		}
+		c->req.t0_ns = ob_mono_ns();
+		conn_set_state(c, CONN_HANDSHAKE);
+	}
+	switch (ob_httpd_tls_handshake(c->tls, why, sizeof(why))) {
+	case OB_HTTPD_TLS_OK:
+		c->tls_ready = true;
+		ob_debug("http.tls.handshake", "server=%s peer=%s version=%s ms=%" PRId64, s->name,
+		    c->peer, ob_httpd_tls_version(c->tls), (ob_mono_ns() - c->req.t0_ns) / NS_PER_MS);
+		conn_set_state(c, CONN_IDLE);
+		conn_read(c);
+		return;
+	case OB_HTTPD_TLS_WANT_READ:
+		ep_set(c, EPOLLIN | EPOLLRDHUP);
+		return;
+	case OB_HTTPD_TLS_WANT_WRITE:
+		ep_set(c, EPOLLOUT | EPOLLRDHUP);
+		return;
+	case OB_HTTPD_TLS_CLOSED:
+	case OB_HTTPD_TLS_ERROR:
+		break;
+	}
+	ob_metric_inc(s->m_closed[CLOSE_TLS_HANDSHAKE]);
+	ob_info("http.tls.handshake_failed", "server=%s peer=%s err=%s ms=%" PRId64, s->name,
+	    c->peer, ob_log_q(why, q, sizeof(q)), (ob_mono_ns() - c->req.t0_ns) / NS_PER_MS);
+	conn_close(c);
+}
+
 static void
 conn_read(struct conn *c)
 {
@@ -648,6 +811,10 @@ conn_read(struct conn *c)
 	/* A request never needs more than headers + body (+ one chunk of the
 	 * next one, pipelined). */
 	size_t limit = l->max_header + l->max_body + OB_HTTPD_READ_CHUNK;
+	if (c->tls != NULL && !c->tls_ready) {
+		conn_handshake(c);
+		return;
+	}
 	for (;;) {
 		size_t room = limit > c->len ? limit - c->len : 0;
 		if (room > OB_HTTPD_READ_CHUNK)
@@ -661,12 +828,10 @@ conn_read(struct conn *c)
 			conn_close(c);
 			return;
 		}
-		ssize_t n = recv(c->fd, c->buf + c->len, room, 0);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		ssize_t n = conn_recv(c, c->buf + c->len, room);
+		if (n == 0)
 			return;
-		if (n <= 0) {
+		if (n < 0) {
 			conn_close(c); /* closed or reset mid-request or while idle */
 			return;
 		}
@@ -706,6 +871,8 @@ conn_close(struct conn *c)
 	if (c->st == CONN_CLOSED)
 		return;
 	conn_set_state(c, CONN_CLOSED);
+	ob_httpd_tls_conn_free(c->tls);
+	c->tls = NULL;
 	close(c->fd);
 	c->fd = -1;
 	if (c->prev != NULL)
@@ -802,8 +969,10 @@ reject(struct ob_httpd *s, int fd)
 	int n = snprintf(msg, sizeof(msg), "HTTP/1.1 503 Service Unavailable\r\nContent-Type:"
 	    " application/json\r\nContent-Length: %zu\r\nRetry-After: 1\r\nConnection: close\r\n"
 	    "\r\n%s", sizeof(body) - 1, body);
-	/* A new socket's send buffer is empty: this fits. */
-	(void)send(fd, msg, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
+	/* A new socket's send buffer is empty: this fits. Over HTTPS nothing
+	 * can be said before a handshake: just closed. */
+	if (s->tls == NULL)
+		(void)send(fd, msg, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
 	shutdown(fd, SHUT_WR);
 	/* Read what already arrived, so that close() does not reset the
 	 * connection before the client saw the answer. */
@@ -862,6 +1031,11 @@ do_accept(struct ob_httpd *s)
 			close(fd);
 			continue;
 		}
+		if (s->tls != NULL && (c->tls = ob_httpd_tls_conn_new(s->tls, fd)) == NULL) {
+			free(c);
+			close(fd);
+			continue;
+		}
 		int one = 1;
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 		c->s = s;
@@ -893,6 +1067,11 @@ scan_deadlines(struct ob_httpd *s)
 		switch (c->st) {
 		case CONN_IDLE:
 			count_close(c, CLOSE_IDLE);
+			conn_close(c);
+			break;
+		case CONN_HANDSHAKE:
+			/* no TLS session yet: nothing can be answered */
+			count_close(c, CLOSE_HEADER_TIMEOUT);
 			conn_close(c);
 			break;
 		case CONN_HEAD:
@@ -995,6 +1174,9 @@ loop_main(void *arg)
 				case CONN_BODY:
 					conn_read(c);
 					break;
+				case CONN_HANDSHAKE:
+					conn_handshake(c);
+					break;
 				case CONN_WRITE:
 					conn_write(c);
 					break;
@@ -1057,9 +1239,11 @@ bind_listen(struct ob_httpd *s, char *err, size_t errlen)
 	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
 		.ai_flags = AI_PASSIVE | AI_NUMERICSERV }, *ai = NULL;
 	int rv, rc = OB_ENET;
-	if ((rv = ob_url_parse(&u, s->cfg.url)) != 0 || strcmp(u->u_scheme, "http") != 0 ||
+	const char *scheme = s->tls != NULL ? "https" : "http";
+	if ((rv = ob_url_parse(&u, s->cfg.url)) != 0 || strcmp(u->u_scheme, scheme) != 0 ||
 	    u->u_port[0] == '\0') {
-		snprintf(err, errlen, "%s: not an http://HOST:PORT URL", s->cfg.url);
+		snprintf(err, errlen, "%s: not an %s://HOST:PORT URL%s", s->cfg.url, scheme,
+		    s->tls != NULL ? " (a TLS configuration was given)" : "");
 		nng_url_free(u);
 		return OB_EINVAL;
 	}
@@ -1117,9 +1301,12 @@ register_metrics(struct ob_httpd *s)
 	    " and none was idle", lab);
 	for (int i = 0; i < CLOSE_N; i++) {
 		const char *l[] = { "server", s->name, "reason", close_names[i], NULL };
+		if (i == CLOSE_TLS_HANDSHAKE && s->tls == NULL)
+			continue; /* plain HTTP: no such series */
 		s->m_closed[i] = ob_metrics_counter(m, "outbox_http_connections_closed_total",
 		    "HTTP connections closed by the server: idle timeout, evicted at the cap,"
-		    " header/body deadline (408) or write deadline", l);
+		    " header/body deadline (408; a TLS handshake not done by the header deadline"
+		    " counts as header_timeout), write deadline, or a failed TLS handshake", l);
 	}
 	for (int i = 0; i < REFUSE_N; i++) {
 		const char *l[] = { "server", s->name, "reason", refuse_names[i], NULL };
@@ -1146,6 +1333,7 @@ ob_httpd_start(const struct ob_httpd_config *cfg, struct ob_httpd **out, char *e
 		return OB_ENOMEM;
 	}
 	s->cfg = *cfg;
+	s->tls = cfg->tls;
 	snprintf(s->name, sizeof(s->name), "%s", cfg->name ? cfg->name : "http");
 	s->lfd = s->epfd = s->evfd = -1;
 	pthread_mutex_init(&s->mtx, NULL);

@@ -11,18 +11,23 @@
  * lease.
  *
  * HTTP goes through nng's HTTP client (one connection per call); nothing
- * here parses HTTP.
+ * here parses HTTP. https:// goes through the same client with a TLS
+ * configuration of our own (nng_http_client_set_tls): CA from --webhook-ca,
+ * server name, peer verification required.
  */
 #include <errno.h>
 #include <iconv.h>
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include <nng/nng.h>
 #include <nng/supplemental/http/http.h>
+#include <nng/supplemental/tls/tls.h>
 
 #include "handler_webhook.h"
 #include "inbox.h"
@@ -37,6 +42,10 @@ struct webhook {
 	struct webhook_config cfg;
 	nng_url *url;
 	nng_http_client *client;
+	nng_tls_config *tls;         /* https:// only; the client holds it too */
+	char server_name[256];       /* what the target's certificate must name */
+	_Atomic int64_t tls_next_log_ms; /* consumer.webhook.tls_failed not before */
+	_Atomic uint64_t tls_unlogged;   /* failures since its last line */
 	struct webhook_counters own;
 };
 
@@ -141,6 +150,27 @@ out:
 	if (req != NULL)
 		nng_http_req_free(req);
 	return rv;
+}
+
+/* A failed TLS handshake with the target: one warn line at once, then at
+ * most one per WEBHOOK_TLS_LOG_EVERY_MS carrying the count (a relay
+ * retrying a batch is not a line per message). Any thread. */
+static void
+log_tls_failure(struct webhook *w, int rv)
+{
+	int64_t now = ob_mono_ms();
+	atomic_fetch_add(&w->tls_unlogged, 1);
+	int64_t next = atomic_load(&w->tls_next_log_ms);
+	if (now < next ||
+	    !atomic_compare_exchange_strong(&w->tls_next_log_ms, &next,
+	        now + WEBHOOK_TLS_LOG_EVERY_MS))
+		return;
+	uint64_t n = atomic_exchange(&w->tls_unlogged, 0);
+	char q[600], qn[300];
+	ob_warn("consumer.webhook.tls_failed", "url=%s server_name=%s err=%s refused=%" PRIu64
+	    " hint=\"the target's certificate is not signed by --webhook-ca, is expired, or"
+	    " does not name server_name\"", ob_log_q(w->cfg.url, q, sizeof(q)),
+	    ob_log_q(w->server_name, qn, sizeof(qn)), nng_strerror(rv), n);
 }
 
 static int call_downstream(struct webhook *w, const struct ob_wire_msg *m,
@@ -266,6 +296,16 @@ call_downstream(struct webhook *w, const struct ob_wire_msg *m, const char *key,
 		    w->cfg.timeout_ms);
 		return OB_WIRE_RETRY;
 	}
+	if (rv != 0 && w->tls != NULL && (rv == NNG_EPEERAUTH || rv == NNG_ECRYPTO)) {
+		COUNT(w, conn_errors);
+		MCOUNT(w, calls_conn_error);
+		call->reason = "tls";
+		snprintf(detail, detaillen, "webhook TLS handshake failed: %s (the target's"
+		    " certificate must chain to --webhook-ca and name %s)", nng_strerror(rv),
+		    w->server_name);
+		log_tls_failure(w, rv);
+		return OB_WIRE_RETRY;
+	}
 	if (rv != 0) {
 		COUNT(w, conn_errors);
 		MCOUNT(w, calls_conn_error);
@@ -352,12 +392,74 @@ webhook_finish(PGconn *conn, const struct ob_wire_msg *m, void *arg,
 	call->state = NULL;
 }
 
+/* The client's TLS configuration for an https:// URL: CA file, server
+ * name, verification required. OB_OK or OB_EINVAL with one line. */
+static int
+webhook_tls_new(struct webhook *w, char *err, size_t errlen)
+{
+	const char *ca = w->cfg.ca;
+	const char *name = w->cfg.server_name != NULL && w->cfg.server_name[0] != '\0'
+	    ? w->cfg.server_name : w->url->u_hostname;
+	struct stat st;
+	FILE *f = fopen(ca, "r");
+	if (f == NULL) {
+		snprintf(err, errlen, "--webhook-ca %s: %s", ca, strerror(errno));
+		return OB_EINVAL;
+	}
+	int src = fstat(fileno(f), &st);
+	fclose(f);
+	if (src != 0 || !S_ISREG(st.st_mode) || st.st_size > WEBHOOK_CA_FILE_MAX) {
+		snprintf(err, errlen, "--webhook-ca %s: not a regular file of at most %d bytes", ca,
+		    WEBHOOK_CA_FILE_MAX);
+		return OB_EINVAL;
+	}
+	if (strlen(name) >= sizeof(w->server_name) || name[0] == '\0') {
+		snprintf(err, errlen, "--webhook-server-name: a host name of 1..%zu characters",
+		    sizeof(w->server_name) - 1);
+		return OB_EINVAL;
+	}
+	snprintf(w->server_name, sizeof(w->server_name), "%s", name);
+	int rv;
+	if ((rv = nng_tls_config_alloc(&w->tls, NNG_TLS_MODE_CLIENT)) != 0) {
+		snprintf(err, errlen, "--webhook-url %s: TLS: %s", w->cfg.url, nng_strerror(rv));
+		return OB_EINVAL;
+	}
+	if ((rv = nng_tls_config_auth_mode(w->tls, NNG_TLS_AUTH_MODE_REQUIRED)) != 0 ||
+	    (rv = nng_tls_config_server_name(w->tls, w->server_name)) != 0) {
+		snprintf(err, errlen, "--webhook-url %s: TLS: %s", w->cfg.url, nng_strerror(rv));
+		return OB_EINVAL;
+	}
+	if ((rv = nng_tls_config_ca_file(w->tls, ca)) != 0) {
+		snprintf(err, errlen, "--webhook-ca %s: not a PEM CA certificate mbedTLS can parse"
+		    " (%s)", ca, nng_strerror(rv));
+		return OB_EINVAL;
+	}
+	if ((rv = nng_http_client_set_tls(w->client, w->tls)) != 0) {
+		snprintf(err, errlen, "--webhook-url %s: TLS: %s", w->cfg.url, nng_strerror(rv));
+		return OB_EINVAL;
+	}
+	return OB_OK;
+}
+
 int
 webhook_handler_new(const struct webhook_config *cfg, struct inbox_handler *out,
     char *err, size_t errlen)
 {
-	if (cfg->url == NULL || strncmp(cfg->url, "http://", 7) != 0) {
-		snprintf(err, errlen, "--webhook-url: need an http:// URL");
+	bool https = cfg->url != NULL && strncmp(cfg->url, "https://", 8) == 0;
+	if (cfg->url == NULL || (strncmp(cfg->url, "http://", 7) != 0 && !https)) {
+		snprintf(err, errlen, "--webhook-url: need an http:// or https:// URL");
+		return OB_EINVAL;
+	}
+	if (https && (cfg->ca == NULL || cfg->ca[0] == '\0')) {
+		snprintf(err, errlen, "--webhook-url %s needs --webhook-ca (the CA that signs the"
+		    " target's certificate; it is never used unverified)", cfg->url);
+		return OB_EINVAL;
+	}
+	if (!https && ((cfg->ca != NULL && cfg->ca[0] != '\0') ||
+	        (cfg->server_name != NULL && cfg->server_name[0] != '\0'))) {
+		snprintf(err, errlen, "%s is set but --webhook-url %s is not https:// (it would"
+		    " protect nothing)", cfg->ca != NULL && cfg->ca[0] != '\0' ? "--webhook-ca"
+		    : "--webhook-server-name", cfg->url);
 		return OB_EINVAL;
 	}
 	if (cfg->lease_ms <= cfg->timeout_ms) {
@@ -380,6 +482,10 @@ webhook_handler_new(const struct webhook_config *cfg, struct inbox_handler *out,
 		free(w);
 		return OB_EINVAL;
 	}
+	if (https && webhook_tls_new(w, err, errlen) != OB_OK) {
+		webhook_handler_free(&(struct inbox_handler){ .arg = w });
+		return OB_EINVAL;
+	}
 	*out = (struct inbox_handler){ "webhook", webhook_apply, webhook_prepare,
 		webhook_finish, w };
 	return OB_OK;
@@ -392,6 +498,8 @@ webhook_handler_free(struct inbox_handler *h)
 	if (w == NULL)
 		return;
 	nng_http_client_free(w->client);
+	if (w->tls != NULL)
+		nng_tls_config_free(w->tls);
 	nng_url_free(w->url);
 	free(w);
 	h->arg = NULL;

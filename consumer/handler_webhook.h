@@ -20,6 +20,15 @@
  *   claimed, lease expired   -> taken over with the token bumped
  *   done before              -> DUPLICATE, nothing sent
  *   key reused, other payload-> REJECT (fingerprint mismatch)
+ *
+ * https:// targets: the target's certificate must chain to the CA file
+ * given (--webhook-ca) and carry the server name (the URL's host, or
+ * --webhook-server-name), checked by nng's TLS (mbedTLS). There is no way
+ * to skip the check: an https:// URL without a CA is refused at start. A
+ * handshake that fails (another CA, another name, expired) is RETRY like
+ * any connection failure (reason "tls", the key's lease expired at once),
+ * logged at warn (consumer.webhook.tls_failed, at most one line per
+ * WEBHOOK_TLS_LOG_EVERY_MS with the count), never dead-lettered for it.
  */
 #ifndef OUTBOX_CONSUMER_HANDLER_WEBHOOK_H
 #define OUTBOX_CONSUMER_HANDLER_WEBHOOK_H
@@ -35,6 +44,8 @@
 
 #define WEBHOOK_TABLE "inbox.webhook_calls"
 #define WEBHOOK_BODY_MAX (64 * 1024) /* bytes of a downstream body stored */
+#define WEBHOOK_TLS_LOG_EVERY_MS 30000 /* consumer.webhook.tls_failed at most this often */
+#define WEBHOOK_CA_FILE_MAX (1024 * 1024) /* a larger --webhook-ca is no PEM file */
 
 struct webhook_counters {
 	_Atomic uint64_t calls;       /* HTTP requests sent */
@@ -79,11 +90,18 @@ struct webhook_config {
 	bool no_claim;                 /* BROKEN MODE (--no-dedup): call without a claim */
 	bool no_fencing;               /* BROKEN MODE (--no-fencing): complete a key whoever holds it */
 	const struct webhook_metrics *metrics; /* borrowed; may be NULL */
+	const char *ca;                /* https:// only, required: CA file (PEM) the
+	                                * target's certificate must chain to */
+	const char *server_name;       /* https:// only: name the target's certificate
+	                                * must carry; NULL = the URL's host */
 };
 
-/* Build the handler (parses the URL, allocates the HTTP client). On success
- * *out is filled; release with webhook_handler_free. OB_EINVAL (bad URL or
- * lease not above the timeout, reason in err) or OB_ENOMEM. */
+/* Build the handler (parses the URL, allocates the HTTP client; for an
+ * https:// URL reads the CA file into its TLS configuration). On success
+ * *out is filled; release with webhook_handler_free. OB_EINVAL (bad URL,
+ * https:// without a CA, a CA or server name with http://, a CA file that
+ * cannot be read or parsed, lease not above the timeout; one line in err)
+ * or OB_ENOMEM. */
 int webhook_handler_new(const struct webhook_config *cfg,
     struct inbox_handler *out, char *err, size_t errlen);
 void webhook_handler_free(struct inbox_handler *h);

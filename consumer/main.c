@@ -35,6 +35,8 @@ struct consumer_config {
 	int64_t threads;
 	char *handler;
 	char *webhook_url;
+	char *webhook_ca;
+	char *webhook_server_name;
 	int64_t webhook_timeout;
 	int64_t webhook_lease;
 	int64_t lock_timeout;
@@ -85,7 +87,14 @@ static const struct ob_cfg_opt consumer_options[] = {
 	    handler, "effect to apply: record = a row in inbox.notifications;"
 	    " webhook = POST to --webhook-url with the Idempotency-Key passed on"),
 	OPT("webhook-url", "OUTBOX_WEBHOOK_URL", OB_CFG_STRING, NULL, 0, 0, NULL, false,
-	    webhook_url, "downstream http:// URL of the webhook handler (required with it)"),
+	    webhook_url, "downstream URL of the webhook handler (required with it): http://, or"
+	    " https:// (needs --webhook-ca; the target's certificate is always verified)"),
+	OPT("webhook-ca", "OUTBOX_WEBHOOK_CA", OB_CFG_STRING, NULL, 0, 0, NULL, false, webhook_ca,
+	    "with an https:// --webhook-url: CA certificate(s) (PEM) the target's certificate"
+	    " must chain to; a handshake that fails is retried, never skipped"),
+	OPT("webhook-server-name", "OUTBOX_WEBHOOK_SERVER_NAME", OB_CFG_STRING, NULL, 0, 0,
+	    NULL, false, webhook_server_name, "with an https:// --webhook-url: the DNS name the"
+	    " target's certificate must carry; default: the URL's host"),
 	OPT("webhook-timeout", "OUTBOX_WEBHOOK_TIMEOUT", OB_CFG_DURATION, "5s", 10, 600000,
 	    NULL, false, webhook_timeout, "longest wait for one downstream call"),
 	OPT("webhook-lease", "OUTBOX_WEBHOOK_LEASE", OB_CFG_DURATION, "30s", 100, 86400000,
@@ -250,14 +259,17 @@ main(int argc, char **argv)
 		struct webhook_config wcfg = { cfg.webhook_url, cfg.webhook_timeout,
 			cfg.webhook_lease, &counters.webhook, &die_after_call, &stall_after_call,
 			cfg.fault_slow_ms, cfg.no_dedup, cfg.no_fencing,
-			cm != NULL ? &cm->webhook : NULL };
+			cm != NULL ? &cm->webhook : NULL, cfg.webhook_ca, cfg.webhook_server_name };
 		if (webhook_handler_new(&wcfg, &webhook, err, sizeof(err)) != OB_OK) {
 			fprintf(stderr, "outbox-consumer: %s\n", err);
 			goto out;
 		}
 		handler = &webhook;
-	} else if (cfg.webhook_url != NULL) {
-		fprintf(stderr, "outbox-consumer: --webhook-url needs --handler webhook\n");
+	} else if (cfg.webhook_url != NULL || cfg.webhook_ca != NULL ||
+	    cfg.webhook_server_name != NULL) {
+		fprintf(stderr, "outbox-consumer: --%s needs --handler webhook\n",
+		    cfg.webhook_url != NULL ? "webhook-url" : cfg.webhook_ca != NULL ? "webhook-ca"
+		    : "webhook-server-name");
 		goto out;
 	}
 	if (cfg.dedup_retention < cfg.max_redelivery_age)

@@ -285,6 +285,7 @@ http_server_start(const struct http_server_config *cfg, struct http_server **out
 	}
 	struct ob_httpd_config hc = {
 		.url = cfg->url,
+		.tls = cfg->tls,
 		.name = "api",
 		.limits = {
 			.max_conns = cfg->max_conns,

@@ -19,8 +19,11 @@
 #include "api.h"
 #include "auth.h"
 
+struct ob_httpd_tls;
+
 struct http_server_config {
-	const char *url;          /* http://HOST:PORT (port 0 = any free port) */
+	const char *url;          /* http://HOST:PORT, or https:// with tls (port 0 = any free port) */
+	struct ob_httpd_tls *tls; /* borrowed, outlives the server; NULL = plain HTTP */
 	const char *db;           /* conninfo */
 	int threads;              /* serving threads = DB connections */
 	int max_queue;            /* requests waiting for a thread; more get 503 */

@@ -6,6 +6,12 @@
  *
  * Secrets: the conninfo is never logged or printed as given; errors that
  * name it go through ob_pg_connect, which redacts the password.
+ *
+ * HTTPS: `--http https://HOST:PORT` turns TLS on and needs --tls-cert and
+ * --tls-key (--tls-ca adds client certificates); the files are read and
+ * checked before anything opens, so a bad one is exit 2 with one line.
+ * TLS flags with an http:// URL are refused too: they would protect
+ * nothing.
  */
 #include <inttypes.h>
 #include <signal.h>
@@ -22,6 +28,7 @@
 #include "metrics.h"
 #include "outbox/http_endpoint.h"
 #include "outbox/httpd.h"
+#include "outbox/httpd_tls.h"
 #include "outbox/config.h"
 #include "outbox/err.h"
 #include "outbox/log.h"
@@ -57,6 +64,9 @@ struct serve_config {
 	char *config;
 	char *metrics;
 	char *api_token_file;
+	char *tls_cert;
+	char *tls_key;
+	char *tls_ca;
 	int64_t fault_lose_response;
 	int64_t fault_crash;
 	int64_t fault_slow;
@@ -71,7 +81,8 @@ static const struct ob_cfg_opt serve_options[] = {
 	OPT("db", "OUTBOX_DB", OB_CFG_STRING, NULL, 0, 0, NULL, true, db,
 	    "PostgreSQL connection string of the producer's database (outbox migrations applied)"),
 	OPT("http", "OUTBOX_HTTP", OB_CFG_STRING, "http://127.0.0.1:8080", 0, 0, NULL, false,
-	    http, "address to serve HTTP on (http://HOST:PORT; port 0 = any free port)"),
+	    http, "address to serve the API on: http://HOST:PORT, or https://HOST:PORT (TLS;"
+	    " needs --tls-cert and --tls-key); port 0 = any free port"),
 	OPT("idempotency", "OUTBOX_IDEMPOTENCY", OB_CFG_ENUM, "atomic", 0, 0,
 	    "none|split|atomic", false, idempotency,
 	    "key handling: atomic (the real one); split and none are BROKEN modes for demos"),
@@ -135,6 +146,13 @@ static const struct ob_cfg_opt serve_options[] = {
 	    " 'scope=NAME TOKEN' puts the token in scope NAME (a-z 0-9 _ -, up to 32):"
 	    " idempotency keys and reports are per scope (another scope's same key is a new"
 	    " request); a bare TOKEN is in the default scope"),
+	OPT("tls-cert", "OUTBOX_TLS_CERT", OB_CFG_STRING, NULL, 0, 0, NULL, false, tls_cert,
+	    "with --http https://: the server's certificate (PEM; a chain may follow it)"),
+	OPT("tls-key", "OUTBOX_TLS_KEY", OB_CFG_STRING, NULL, 0, 0, NULL, false, tls_key,
+	    "with --http https://: the private key of --tls-cert (PEM, unencrypted)"),
+	OPT("tls-ca", "OUTBOX_TLS_CA", OB_CFG_STRING, NULL, 0, 0, NULL, false, tls_ca,
+	    "with --http https://, optional: CA certificate(s) (PEM); every client must then"
+	    " present a certificate signed by it (mutual TLS), else the handshake fails"),
 	OPT("fault-lose-response", "OUTBOX_FAULT_LOSE_RESPONSE", OB_CFG_INT, "0", 0,
 	    SERVE_MAX_FAULT, NULL, false, fault_lose_response,
 	    "fault: after COMMIT close the connection without a byte, N times"),
@@ -150,13 +168,14 @@ static const struct ob_cfg_opt serve_options[] = {
 
 static const struct ob_cfg_program program = {
 	.name = "outbox-producer serve",
-	.synopsis = "outbox-producer serve --db CONNINFO [--http http://HOST:PORT] [options]",
+	.synopsis = "outbox-producer serve --db CONNINFO [--http http(s)://HOST:PORT] [options]",
 	.description =
     "Serve the idempotent bug-report API: POST /v1/reports (Idempotency-Key required),"
     " GET /v1/reports?idempotency_key=K, GET /v1/reports/{id}, GET /healthz. In atomic mode"
     " the report, its outbox record (topic report.created) and the key's stored response"
     " commit in ONE transaction, only while the key still carries this request's fencing"
-    " token.",
+    " token. With --http https:// the API is served over TLS, and with --tls-ca only"
+    " to clients holding a certificate from that CA (docs/security.md).",
 	.options = serve_options,
 };
 
@@ -167,6 +186,43 @@ static bool
 ready_cb(void *arg)
 {
 	return http_server_ready(arg);
+}
+
+static bool
+is_set(const char *s)
+{
+	return s != NULL && s[0] != '\0';
+}
+
+/* --http's scheme against the TLS flags; with https://, the files read and
+ * checked into *out (NULL for http://). OB_OK, or OB_EINVAL with one line. */
+static int
+serve_tls(const struct serve_config *cfg, struct ob_httpd_tls **out, char *err, size_t errlen)
+{
+	bool https = strncmp(cfg->http, "https://", 8) == 0;
+	*out = NULL;
+	if (!https) {
+		const char *flag = is_set(cfg->tls_cert) ? "--tls-cert"
+		    : is_set(cfg->tls_key)              ? "--tls-key"
+		    : is_set(cfg->tls_ca)               ? "--tls-ca"
+		                                        : NULL;
+		if (flag != NULL) {
+			snprintf(err, errlen, "%s is set but --http %s is not https:// (it would protect"
+			    " nothing)", flag, cfg->http);
+			return OB_EINVAL;
+		}
+		return OB_OK;
+	}
+	if (!is_set(cfg->tls_cert) || !is_set(cfg->tls_key)) {
+		snprintf(err, errlen, "--http %s needs %s", cfg->http,
+		    !is_set(cfg->tls_cert) && !is_set(cfg->tls_key) ? "--tls-cert and --tls-key"
+		    : !is_set(cfg->tls_cert)                        ? "--tls-cert (--tls-key is set)"
+		                                                    : "--tls-key (--tls-cert is set)");
+		return OB_EINVAL;
+	}
+	struct ob_httpd_tls_files f = { cfg->tls_cert, cfg->tls_key,
+		is_set(cfg->tls_ca) ? cfg->tls_ca : NULL };
+	return ob_httpd_tls_new(&f, out, err, errlen);
 }
 
 int
@@ -180,6 +236,7 @@ producer_cmd_serve(int argc, char **argv)
 	struct producer_metrics *pm = NULL;
 	struct ob_http_endpoint *ep = NULL;
 	struct producer_tokens *tokens = NULL;
+	struct ob_httpd_tls *tls = NULL;
 	bool metrics_on = false;
 
 	if ((code = ob_cfg_load(&program, &cfg, argc, argv, NULL)) >= 0)
@@ -195,6 +252,10 @@ producer_cmd_serve(int argc, char **argv)
 		fprintf(stderr, "outbox-producer serve: --header-timeout %" PRId64 "ms is longer than"
 		    " --read-timeout %" PRId64 "ms (the whole request's deadline)\n",
 		    cfg.header_timeout, cfg.read_timeout);
+		goto out;
+	}
+	if (serve_tls(&cfg, &tls, err, sizeof(err)) != OB_OK) {
+		fprintf(stderr, "outbox-producer serve: %s\n", err);
 		goto out;
 	}
 	if (cfg.api_token_file != NULL && cfg.api_token_file[0] != '\0' &&
@@ -241,6 +302,7 @@ producer_cmd_serve(int argc, char **argv)
 	}
 	struct http_server_config hcfg = {
 		.url = cfg.http,
+		.tls = tls,
 		.db = cfg.db,
 		.threads = (int)cfg.threads,
 		.max_queue = (int)cfg.max_queue,
@@ -291,7 +353,7 @@ producer_cmd_serve(int argc, char **argv)
 	int port = http_server_port(srv);
 	if (cfg.ready_file != NULL) {
 		char url[64];
-		snprintf(url, sizeof(url), "http://127.0.0.1:%d", port);
+		snprintf(url, sizeof(url), "%s://127.0.0.1:%d", tls != NULL ? "https" : "http", port);
 		if (ob_ready_file_write(cfg.ready_file, url, err, sizeof(err)) != OB_OK) {
 			fprintf(stderr, "outbox-producer serve: cannot write --ready-file %s\n", err);
 			goto out;
@@ -299,10 +361,11 @@ producer_cmd_serve(int argc, char **argv)
 	}
 	ob_info("producer.started", "http=%s port=%d idempotency=%s%s threads=%d lease_ms=%" PRId64
 	    " key_retention_ms=%" PRId64 " max_connections=%" PRId64 " idle_timeout_ms=%" PRId64
-	    " header_timeout_ms=%" PRId64 " read_timeout_ms=%" PRId64, cfg.http, port,
+	    " header_timeout_ms=%" PRId64 " read_timeout_ms=%" PRId64 " tls=%s", cfg.http, port,
 	    cfg.idempotency, hcfg.api.mode != PRODUCER_MODE_ATOMIC ? "(broken-mode)" : "",
 	    (int)cfg.threads, cfg.lease, cfg.key_retention, cfg.max_connections, cfg.idle_timeout,
-	    cfg.header_timeout, cfg.read_timeout);
+	    cfg.header_timeout, cfg.read_timeout,
+	    tls == NULL ? "off" : ob_httpd_tls_mutual(tls) ? "mutual" : "on");
 	if (cfg.max_connections == 0 || cfg.idle_timeout == 0)
 		ob_warn("producer.http.unprotected", "max_connections=%" PRId64 " idle_timeout_ms=%"
 		    PRId64 " risk=descriptor_exhaustion", cfg.max_connections, cfg.idle_timeout);
@@ -325,6 +388,7 @@ out:
 		http_server_stop(srv);
 	producer_metrics_free(pm);
 	producer_tokens_free(tokens);
+	ob_httpd_tls_free(tls); /* after the server that borrowed it */
 	ob_cfg_free(serve_options, &cfg);
 	return code;
 }

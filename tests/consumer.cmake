@@ -18,6 +18,10 @@ if(TARGET test_consumer_recvmax)
 endif()
 outbox_test(test_consumer_webhook SOURCES integration/test_consumer_webhook.c
   support/webhook_target.c LABELS integration PG TIMEOUT 300 LIBS outbox_consumer)
+# https:// targets: CA verification always on (--webhook-ca required), a
+# target from another CA or with another name is retried, never applied.
+outbox_test(test_consumer_webhook_https SOURCES integration/test_consumer_webhook_https.c
+  support/webhook_target.c LABELS integration PG TIMEOUT 300 LIBS outbox_consumer)
 
 # The consumer's metrics endpoint:
 # /metrics, /healthz, /readyz, numbers that move exactly, promtool check

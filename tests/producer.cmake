@@ -43,3 +43,11 @@ outbox_test(test_producer_scopes SOURCES integration/test_producer_scopes.c
 # retry answered from the first result, the lookup, tool errors.
 outbox_test(test_mcp_sdk SOURCES integration/test_mcp_sdk.c
   LABELS integration PG TIMEOUT 300 LIBS outbox_producer)
+
+# serve --http https:// (OpenSSL, common/httpd_tls.c): a POST over HTTPS
+# with a token enqueues one message, plain HTTP to the port is refused and
+# writes nothing, half a ClientHello is cut off at --header-timeout while a
+# legitimate request is served, --tls-ca requires a client certificate, bad
+# TLS flags and files exit 2 with one line.
+outbox_test(test_producer_https SOURCES integration/test_producer_https.c
+  LABELS integration PG TIMEOUT 300 LIBS outbox_producer)

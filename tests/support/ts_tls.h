@@ -9,6 +9,7 @@
 #define OUTBOX_TS_TLS_H
 
 #include <nng/nng.h>
+#include <nng/supplemental/tls/tls.h>
 
 /* The DNS name in the consumer's certificate (SAN and CN). */
 #define TS_TLS_SERVER_NAME "consumer.test"

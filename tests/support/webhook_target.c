@@ -1,6 +1,7 @@
 /*
  * webhook_target.c - the downstream HTTP server of the webhook tests (see
- * webhook_target.h). nng parses HTTP; this file only keeps counts.
+ * webhook_target.h). nng parses HTTP (and, for wt_start_tls, speaks TLS);
+ * this file only keeps counts.
  */
 #include <arpa/inet.h>
 #include <pthread.h>
@@ -11,8 +12,10 @@
 
 #include <nng/nng.h>
 #include <nng/supplemental/http/http.h>
+#include <nng/supplemental/tls/tls.h>
 #include <nng/supplemental/util/platform.h>
 
+#include "testsupport.h"
 #include "webhook_target.h"
 
 #define WT_KEYS 256
@@ -119,18 +122,35 @@ hook(nng_aio *aio)
 	nng_aio_finish(aio, 0);
 }
 
-struct wt_target *
-wt_start(char *url, size_t urllen)
+static struct wt_target *
+start(char *url, size_t urllen, const char *cert, const char *key)
 {
 	struct wt_target *t = calloc(1, sizeof(*t));
 	nng_http_handler *h = NULL;
+	nng_tls_config *tls = NULL;
 	if (t == NULL)
 		return NULL;
 	pthread_mutex_init(&t->mtx, NULL);
 	nng_sockaddr sa;
-	if (nng_url_parse(&t->url, "http://127.0.0.1:0") != 0 ||
-	    nng_http_server_hold(&t->server, t->url) != 0 ||
-	    nng_http_handler_alloc(&h, "/hook", hook) != 0 ||
+	if (nng_url_parse(&t->url, cert != NULL ? "https://127.0.0.1:0" : "http://127.0.0.1:0") != 0 ||
+	    nng_http_server_hold(&t->server, t->url) != 0)
+		return NULL;
+	if (cert != NULL) {
+		char *c = ts_read_file(cert), *k = ts_read_file(key);
+		int rv = c == NULL || k == NULL ? NNG_ENOENT
+		    : nng_tls_config_alloc(&tls, NNG_TLS_MODE_SERVER);
+		if (rv == 0)
+			rv = nng_tls_config_own_cert(tls, c, k, NULL);
+		if (rv == 0)
+			rv = nng_http_server_set_tls(t->server, tls);
+		free(c);
+		free(k);
+		if (tls != NULL)
+			nng_tls_config_free(tls); /* the server holds its own */
+		if (rv != 0)
+			return NULL;
+	}
+	if (nng_http_handler_alloc(&h, "/hook", hook) != 0 ||
 	    nng_http_handler_set_method(h, "POST") != 0 ||
 	    nng_http_handler_collect_body(h, true, 16u * 1024 * 1024) != 0 ||
 	    nng_http_handler_set_data(h, t, NULL) != 0 ||
@@ -138,9 +158,21 @@ wt_start(char *url, size_t urllen)
 	    nng_http_server_start(t->server) != 0 ||
 	    nng_http_server_get_addr(t->server, &sa) != 0)
 		return NULL; /* the test fails on NULL; nothing to tidy for it */
-	snprintf(url, urllen, "http://127.0.0.1:%u/hook",
+	snprintf(url, urllen, "%s://127.0.0.1:%u/hook", cert != NULL ? "https" : "http",
 	    (unsigned)ntohs(sa.s_in.sa_port));
 	return t;
+}
+
+struct wt_target *
+wt_start(char *url, size_t urllen)
+{
+	return start(url, urllen, NULL, NULL);
+}
+
+struct wt_target *
+wt_start_tls(char *url, size_t urllen, const char *cert, const char *key)
+{
+	return start(url, urllen, cert, key);
 }
 
 void

@@ -17,6 +17,9 @@ struct wt_target;
 /* Listen on 127.0.0.1, a free port; url gets "http://127.0.0.1:PORT/hook".
  * Returns NULL on failure. */
 struct wt_target *wt_start(char *url, size_t urllen);
+/* The same over HTTPS (nng's TLS) with the certificate and key files
+ * given (PEM); url gets "https://127.0.0.1:PORT/hook". */
+struct wt_target *wt_start_tls(char *url, size_t urllen, const char *cert, const char *key);
 void wt_stop(struct wt_target *t);
 
 /* The next n requests get status (e.g. 500 or 400) and act on nothing. */

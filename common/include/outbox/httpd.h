@@ -31,6 +31,17 @@
  * 400; headers over max_header bytes or OB_HTTPD_HEADERS_MAX fields 431;
  * a Content-Length over max_body 413 (the body is not read).
  *
+ * HTTPS (cfg.tls set, url https://): the same, over TLS (OpenSSL,
+ * outbox/httpd_tls.h), the handshake driven non-blocking by the same
+ * thread. A connection's first byte starts its handshake, which must be
+ * done by the header deadline counted from that byte (else closed,
+ * counted as header_timeout); a failed handshake (plain HTTP sent to the
+ * port, a client certificate missing or not from the CA) closes the
+ * connection, counted as reason tls_handshake and logged once
+ * (http.tls.handshake_failed). At the connection cap with none idle, a
+ * new HTTPS connection is closed without the 503 (nothing can be written
+ * before a handshake).
+ *
  * Threads: the handler runs on the server's thread and must not block; it
  * answers with ob_httpd_respond, at once or later from any thread.
  */
@@ -94,8 +105,11 @@ struct ob_httpd_res {
  * from any thread). */
 typedef void (*ob_httpd_handler)(void *arg, struct ob_httpd_req *req);
 
+struct ob_httpd_tls;
+
 struct ob_httpd_config {
-	const char *url;            /* http://HOST:PORT (port 0 = any free port) */
+	const char *url;            /* http://HOST:PORT, https:// with tls (port 0 = any free port) */
+	struct ob_httpd_tls *tls;   /* borrowed, must outlive the server; NULL = plain HTTP */
 	const char *name;           /* the `server` label and log field: "api", "metrics" */
 	struct ob_httpd_limits limits;
 	ob_httpd_handler handler;
