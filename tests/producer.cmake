@@ -51,3 +51,9 @@ outbox_test(test_mcp_sdk SOURCES integration/test_mcp_sdk.c
 # TLS flags and files exit 2 with one line.
 outbox_test(test_producer_https SOURCES integration/test_producer_https.c
   LABELS integration PG TIMEOUT 300 LIBS outbox_producer)
+
+# POST /v1/messages and its lookup: create, replay, 422, bad input (400,
+# 405, 413, nothing stored), 409 while in progress then the replay, a slow
+# request taken over (one message), keys per token scope.
+outbox_test(test_producer_messages SOURCES integration/test_producer_messages.c
+  LABELS integration PG TIMEOUT 300 LIBS outbox_producer)

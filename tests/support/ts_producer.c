@@ -139,6 +139,10 @@ void *
 ts_producer_poster_main(void *arg)
 {
 	struct ts_producer_poster *p = arg;
-	ts_producer_post(p->url, p->key, TS_PRODUCER_BODY, &p->r);
+	const char *body = p->body != NULL ? p->body : TS_PRODUCER_BODY;
+	if (p->path == NULL)
+		ts_producer_post(p->url, p->key, body, &p->r);
+	else
+		ts_producer_http(p->url, "POST", p->path, p->key, body, strlen(body), &p->r);
 	return NULL;
 }

@@ -68,12 +68,13 @@ long long ts_producer_report_id(const char *body);
 /* The string member name of a JSON body into out ("" when none); returns out. */
 const char *ts_producer_json_str(const char *body, const char *name, char *out, size_t outlen);
 
-/* A POST of TS_PRODUCER_BODY in its own thread: pthread_create with
- * ts_producer_poster_main, then pthread_join. */
+/* A POST in its own thread: pthread_create with ts_producer_poster_main,
+ * then pthread_join. path NULL = /v1/reports, body NULL = TS_PRODUCER_BODY. */
 struct ts_producer_poster {
 	const char *url, *key;
 	struct ts_producer_reply r;
 	pthread_t t;
+	const char *path, *body;
 };
 void *ts_producer_poster_main(void *arg);
 
