@@ -193,7 +193,7 @@ START_TEST(test_public_executes_nothing)
 
 	struct ob_migrate_report r;
 	migrate_ok(db, &r);
-	ck_assert_int_eq(r.migrations, 2); /* outbox 014, inbox 004 */
+	ck_assert_int_eq(r.migrations, 3); /* outbox 014 and 015, inbox 004 */
 	ck_assert_int_eq(ts_query_int(su, public_exec_sql), 0);
 	ck_assert_int_eq(ts_query_int(su,
 	    "SELECT count(*) FROM pg_namespace WHERE nspname IN ('outbox', 'app', 'inbox')"
