@@ -1,5 +1,7 @@
 /*
- * client.c - the agent-side client (see client.h): nng's HTTP client, one
+ * client.c - the agent-side client (see client.h), one code path for both
+ * targets (a report, a message; the table `words` holds what differs):
+ * nng's HTTP client, one
  * connection per attempt, Full Jitter between attempts, the ledger, and the
  * observation the agent reads.
  *
@@ -42,6 +44,22 @@ struct http_reply {
 	int64_t retry_after_ms;
 	char *body;
 	char why[128];
+};
+
+/* What the observation and the requests say, per target. */
+static const struct target_words {
+	const char *path;       /* the endpoint */
+	const char *id_member;  /* the new id in its 201 body */
+	const char *id_meta;    /* the same in the observation's metadata */
+	const char *tool;       /* how the agent's call is named */
+	const char *thing;      /* "Bug report": a sentence's start */
+	const char *noun;       /* "report": within a sentence */
+	const char *lookup;     /* the command that looks a key up */
+} words[] = {
+	[CLIENT_REPORT] = { "/v1/reports", "report_id", "reportId", "submit_bug_report",
+	    "Bug report", "report", "outbox-producer lookup --key" },
+	[CLIENT_MESSAGE] = { "/v1/messages", "message_id", "messageId", "send_notification",
+	    "Message", "message", "outbox-producer lookup --kind message --key" },
 };
 
 /* One HTTP exchange on a fresh connection (token NULL: no Authorization). */
@@ -181,12 +199,39 @@ client_derive_key(const struct client_opts *o, char *out, size_t outlen, char *e
 			snprintf(err, errlen, "--key-from content needs --run");
 			return OB_EINVAL;
 		}
-		normalize(o->module, m, sizeof(m));
-		normalize(o->title, t, sizeof(t));
-		int n = snprintf(name, sizeof(name), "%s\n%s\n%s", o->run, m, t);
 		uuid_t u;
 		char s[37];
-		uuid_generate_sha1(u, content_ns, name, (size_t)n < sizeof(name) ? (size_t)n : sizeof(name) - 1);
+		if (o->target == CLIENT_MESSAGE) {
+			/* run, topic, the payload normalized (members sorted,
+			 * compact), the ordering key: one-to-one, each part
+			 * ended by a newline that none of them contains. */
+			json_t *p = o->payload != NULL ? json_loads(o->payload, 0, NULL) : NULL;
+			char *canon = p != NULL ? json_dumps(p, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+			json_decref(p);
+			if (canon == NULL) {
+				snprintf(err, errlen, "--key-from content: the payload is not JSON");
+				return OB_EINVAL;
+			}
+			size_t n = strlen(o->run) + strlen(o->topic ? o->topic : "") + strlen(canon) +
+			    strlen(o->ordering_key ? o->ordering_key : "") + 8;
+			char *msg = malloc(n);
+			if (msg == NULL) {
+				free(canon);
+				snprintf(err, errlen, "out of memory");
+				return OB_ENOMEM;
+			}
+			snprintf(msg, n, "%s\n%s\n%s\n%s%s", o->run, o->topic ? o->topic : "", canon,
+			    o->ordering_key ? "k:" : "-", o->ordering_key ? o->ordering_key : "");
+			uuid_generate_sha1(u, content_ns, msg, strlen(msg));
+			free(msg);
+			free(canon);
+		} else {
+			normalize(o->module, m, sizeof(m));
+			normalize(o->title, t, sizeof(t));
+			int n = snprintf(name, sizeof(name), "%s\n%s\n%s", o->run, m, t);
+			uuid_generate_sha1(u, content_ns, name,
+			    (size_t)n < sizeof(name) ? (size_t)n : sizeof(name) - 1);
+		}
 		uuid_unparse_lower(u, s);
 		snprintf(out, outlen, "content-%s", s);
 		break;
@@ -202,10 +247,19 @@ client_derive_key(const struct client_opts *o, char *out, size_t outlen, char *e
 static char *
 request_body(const struct client_opts *o)
 {
-	json_t *b = json_pack("{s:s,s:s,s:s}", "title", o->title ? o->title : "", "module",
-	    o->module ? o->module : "", "severity", o->severity ? o->severity : "");
-	if (b != NULL && o->steps != NULL)
-		json_object_set_new(b, "steps", json_string(o->steps));
+	json_t *b;
+	if (o->target == CLIENT_MESSAGE) {
+		json_t *p = o->payload != NULL ? json_loads(o->payload, 0, NULL) : NULL;
+		b = p != NULL ? json_pack("{s:s,s:o}", "topic", o->topic ? o->topic : "", "payload", p)
+		              : NULL;
+		if (b != NULL && o->ordering_key != NULL)
+			json_object_set_new(b, "ordering_key", json_string(o->ordering_key));
+	} else {
+		b = json_pack("{s:s,s:s,s:s}", "title", o->title ? o->title : "", "module",
+		    o->module ? o->module : "", "severity", o->severity ? o->severity : "");
+		if (b != NULL && o->steps != NULL)
+			json_object_set_new(b, "steps", json_string(o->steps));
+	}
 	char *s = b != NULL ? json_dumps(b, JSON_COMPACT) : NULL;
 	json_decref(b);
 	return s;
@@ -230,8 +284,8 @@ observe(struct client_result *res, bool ok, const char *code, const char *conten
 {
 	json_t *meta = json_pack("{s:s?,s:i,s:b}", "idempotencyKey", res->key[0] ? res->key : NULL,
 	    "attempts", res->attempts, "retryable", retryable);
-	if (res->report_id > 0)
-		json_object_set_new(meta, "reportId", json_integer(res->report_id));
+	if (res->created_id > 0)
+		json_object_set_new(meta, words[res->target].id_meta, json_integer(res->created_id));
 	if (res->replayed)
 		json_object_set_new(meta, "replayed", json_true());
 	if (res->last_status > 0)
@@ -250,10 +304,10 @@ observe(struct client_result *res, bool ok, const char *code, const char *conten
 }
 
 static int64_t
-body_report_id(const char *body)
+body_id(enum client_target t, const char *body)
 {
 	json_t *o = body != NULL ? json_loads(body, 0, NULL) : NULL;
-	int64_t id = (int64_t)json_integer_value(json_object_get(o, "report_id"));
+	int64_t id = (int64_t)json_integer_value(json_object_get(o, words[t].id_member));
 	json_decref(o);
 	return id;
 }
@@ -265,8 +319,8 @@ ledger_note(const struct client_opts *o, const char *key, const char *state,
 	char err[512], extra[256];
 	if (o->ledger == NULL || key[0] == '\0')
 		return;
-	snprintf(extra, sizeof(extra), "{\"attempts\":%d,\"reportId\":%" PRId64 ",\"code\":\"%s\"}",
-	    res->attempts, res->report_id, res->code ? res->code : "");
+	snprintf(extra, sizeof(extra), "{\"attempts\":%d,\"%s\":%" PRId64 ",\"code\":\"%s\"}",
+	    res->attempts, words[res->target].id_meta, res->created_id, res->code ? res->code : "");
 	if (ledger_append(o->ledger, key, state, strcmp(state, "planned") == 0 ? NULL : extra, err,
 	        sizeof(err)) != OB_OK)
 		fprintf(stderr, "outbox-producer: %s\n", err);
@@ -286,21 +340,25 @@ finish_with_status(struct client_result *res, const struct http_reply *r)
 		code = "PERMISSION_DENIED";
 	json_t *b = r->body != NULL ? json_loads(r->body, 0, NULL) : NULL;
 	const char *m = json_string_value(json_object_get(b, "message"));
-	snprintf(msg, sizeof(msg), "submit_bug_report was refused (HTTP %d): %s. Nothing was"
-	    " created. Do not retry the same request unchanged%s.", st, m ? m : "no detail",
-	    st == 422 ? "; this key was already used for a different report" : "");
+	const struct target_words *w = &words[res->target];
+	snprintf(msg, sizeof(msg), "%s was refused (HTTP %d): %s. Nothing was created. Do not"
+	    " retry the same request unchanged%s%s.", w->tool, st, m ? m : "no detail",
+	    st == 422 ? "; this key was already used for a different " : "",
+	    st == 422 ? w->noun : "");
 	json_decref(b);
 	res->exit_code = CLIENT_EXIT_FAILED;
 	observe(res, false, code, msg, false, NULL);
 }
 
 void
-client_lookup(const char *url, const char *token, const char *key, int64_t timeout_ms,
-    struct client_result *res)
+client_lookup(enum client_target target, const char *url, const char *token, const char *key,
+    int64_t timeout_ms, struct client_result *res)
 {
 	char path[1024], msg[600];
-	size_t n = (size_t)snprintf(path, sizeof(path), "/v1/reports?idempotency_key=");
+	const struct target_words *w = &words[target];
+	size_t n = (size_t)snprintf(path, sizeof(path), "%s?idempotency_key=", w->path);
 	memset(res, 0, sizeof(*res));
+	res->target = target;
 	snprintf(res->key, sizeof(res->key), "%s", key);
 	for (const unsigned char *p = (const unsigned char *)key; *p && n + 4 < sizeof(path); p++) {
 		if (isalnum(*p) || strchr("-._~", *p) != NULL)
@@ -314,21 +372,21 @@ client_lookup(const char *url, const char *token, const char *key, int64_t timeo
 	res->attempts = 1;
 	res->last_status = r.status;
 	if (r.outcome == ATTEMPT_ANSWERED && r.status == 200) {
-		res->report_id = body_report_id(r.body);
-		snprintf(msg, sizeof(msg), "A report with key %s exists: report %" PRId64 ".", key,
-		    res->report_id);
+		res->created_id = body_id(res->target, r.body);
+		snprintf(msg, sizeof(msg), "A %s with key %s exists: %s %" PRId64 ".", w->noun, key,
+		    w->noun, res->created_id);
 		res->exit_code = CLIENT_EXIT_OK;
 		observe(res, true, "OK", msg, false, r.body);
 	} else if (r.outcome == ATTEMPT_ANSWERED && r.status == 404) {
-		snprintf(msg, sizeof(msg), "No report with key %s exists.", key);
+		snprintf(msg, sizeof(msg), "No %s with key %s exists.", w->noun, key);
 		res->exit_code = CLIENT_EXIT_FAILED;
 		observe(res, false, "NOT_FOUND", msg, false, NULL);
 	} else if (r.outcome == ATTEMPT_ANSWERED) {
 		finish_with_status(res, &r);
 	} else {
-		snprintf(msg, sizeof(msg), "The report service did not answer the lookup (%s). It is"
-		    " not known whether a report with key %s exists; try the lookup again later.",
-		    r.why, key);
+		snprintf(msg, sizeof(msg), "The %s service did not answer the lookup (%s). It is"
+		    " not known whether a %s with key %s exists; try the lookup again later.",
+		    w->noun, r.why, w->noun, key);
 		res->exit_code = CLIENT_EXIT_UNCERTAIN;
 		observe(res, false, r.timed_out ? "TIMEOUT" : "TOOL_CRASH", msg, true, NULL);
 	}
@@ -340,7 +398,9 @@ client_submit(const struct client_opts *o, struct client_result *res)
 {
 	char key[256] = "", err[512], msg[1024];
 	uint64_t rng = ob_rand_seed();
+	const struct target_words *w = &words[o->target];
 	memset(res, 0, sizeof(*res));
+	res->target = o->target;
 	if (client_derive_key(o, key, sizeof(key), err, sizeof(err)) != OB_OK) {
 		res->exit_code = CLIENT_EXIT_USAGE;
 		observe(res, false, "INVALID_ARGUMENTS", err, false, NULL);
@@ -359,12 +419,12 @@ client_submit(const struct client_opts *o, struct client_result *res)
 		}
 		if (strcmp(last, "uncertain") == 0 || strcmp(last, "started") == 0) {
 			struct client_result lk;
-			client_lookup(o->url, o->token, key, o->timeout_ms, &lk);
+			client_lookup(o->target, o->url, o->token, key, o->timeout_ms, &lk);
 			if (lk.exit_code == CLIENT_EXIT_OK) {
-				res->report_id = lk.report_id;
-				snprintf(msg, sizeof(msg), "Bug report %" PRId64 " already exists for this"
-				    " call (found by looking up key %s after an uncertain earlier attempt);"
-				    " nothing was posted.", lk.report_id, key);
+				res->created_id = lk.created_id;
+				snprintf(msg, sizeof(msg), "%s %" PRId64 " already exists for this call"
+				    " (found by looking up key %s after an uncertain earlier attempt);"
+				    " nothing was posted.", w->thing, lk.created_id, key);
 				res->exit_code = CLIENT_EXIT_OK;
 				observe(res, true, "OK", msg, false, NULL);
 				ledger_note(o, key, "succeeded", res);
@@ -374,10 +434,9 @@ client_submit(const struct client_opts *o, struct client_result *res)
 			bool not_found = strcmp(lk.code, "NOT_FOUND") == 0;
 			client_result_fini(&lk);
 			if (!not_found) {
-				snprintf(msg, sizeof(msg), "An earlier submit_bug_report with key %s may have"
-				    " created the report, and the lookup did not answer. Do NOT resubmit:"
-				    " look the key up again later (outbox-producer lookup --key %s).", key,
-				    key);
+				snprintf(msg, sizeof(msg), "An earlier %s with key %s may have created the"
+				    " %s, and the lookup did not answer. Do NOT resubmit: look the key up"
+				    " again later (%s %s).", w->tool, key, w->noun, w->lookup, key);
 				res->exit_code = CLIENT_EXIT_UNCERTAIN;
 				observe(res, false, "SIDE_EFFECT_UNCERTAIN", msg, false, NULL);
 				return;
@@ -404,14 +463,14 @@ client_submit(const struct client_opts *o, struct client_result *res)
 			snprintf(res->key, sizeof(res->key), "%s", key);
 		}
 		free(r.body);
-		http_call(o->url, o->token, "POST", "/v1/reports", key[0] ? key : NULL, body,
+		http_call(o->url, o->token, "POST", w->path, key[0] ? key : NULL, body,
 		    o->timeout_ms, &r);
 		res->attempts = attempt;
 		res->last_status = r.status;
 		if (r.outcome == ATTEMPT_ANSWERED && r.status >= 200 && r.status < 300) {
-			res->report_id = body_report_id(r.body);
+			res->created_id = body_id(res->target, r.body);
 			res->replayed = r.replayed;
-			snprintf(msg, sizeof(msg), "Bug report %" PRId64 " %s.", res->report_id,
+			snprintf(msg, sizeof(msg), "%s %" PRId64 " %s.", w->thing, res->created_id,
 			    r.replayed ? "was already created by an earlier attempt of this call (the"
 			                 " stored result was replayed); it exists once"
 			               : "was created");
@@ -438,19 +497,18 @@ client_submit(const struct client_opts *o, struct client_result *res)
 		ob_sleep_ms(wait);
 	}
 	if (maybe_applied) {
-		snprintf(msg, sizeof(msg), "submit_bug_report was sent but its outcome is unknown after"
-		    " %d attempts (last: %s): the report MAY ALREADY HAVE BEEN CREATED. Do NOT"
-		    " resubmit. First look it up with key %s (outbox-producer lookup --key %s, or"
-		    " GET /v1/reports?idempotency_key=...); resubmit only if it is not found, and"
-		    " then with the same key.", res->attempts,
-		    r.outcome == ATTEMPT_ANSWERED ? "an HTTP error" : r.why, key[0] ? key : "(none)",
-		    key[0] ? key : "(none)");
+		snprintf(msg, sizeof(msg), "%s was sent but its outcome is unknown after %d attempts"
+		    " (last: %s): the %s MAY ALREADY HAVE BEEN CREATED. Do NOT resubmit. First look"
+		    " it up with key %s (%s %s, or GET %s?idempotency_key=...); resubmit only if it"
+		    " is not found, and then with the same key.", w->tool, res->attempts,
+		    r.outcome == ATTEMPT_ANSWERED ? "an HTTP error" : r.why, w->noun,
+		    key[0] ? key : "(none)", w->lookup, key[0] ? key : "(none)", w->path);
 		res->exit_code = CLIENT_EXIT_UNCERTAIN;
 		observe(res, false, "SIDE_EFFECT_UNCERTAIN", msg, false, NULL);
 		ledger_note(o, key, "uncertain", res);
 	} else {
-		snprintf(msg, sizeof(msg), "submit_bug_report did not reach the report service after"
-		    " %d attempts (%s). Nothing was created; it is safe to retry later.",
+		snprintf(msg, sizeof(msg), "%s did not reach the %s service after %d attempts (%s)."
+		    " Nothing was created; it is safe to retry later.", w->tool, w->noun,
 		    res->attempts, r.outcome == ATTEMPT_ANSWERED ? "it was overloaded" : r.why);
 		res->exit_code = CLIENT_EXIT_FAILED;
 		observe(res, false, r.timed_out ? "TIMEOUT" : "TOOL_CRASH", msg, true, NULL);

@@ -1,5 +1,6 @@
 /*
- * client.h - the agent-side client of the report API: one logical call
+ * client.h - the agent-side client of the producer API (a bug report,
+ * POST /v1/reports, or a generic message, POST /v1/messages): one logical call
  * (one key, fixed before the first attempt and reused on every retry),
  * bounded retries with Full Jitter, and ONE observation for the agent that
  * never turns "no answer" into "failed".
@@ -26,17 +27,27 @@ enum client_exit {
 	CLIENT_EXIT_UNCERTAIN = 3,  /* may have been applied: look up first */
 };
 
+/* What a call creates. */
+enum client_target {
+	CLIENT_REPORT = 0,  /* POST /v1/reports: title, module, steps, severity */
+	CLIENT_MESSAGE,     /* POST /v1/messages: topic, payload, ordering_key */
+};
+
 enum client_key_source {
 	CLIENT_KEY_FIXED = 0,    /* --key K */
 	CLIENT_KEY_TOOL_CALL,    /* --key-from tool-call RUN:TOOL_USE_ID */
-	CLIENT_KEY_CONTENT,      /* --key-from content: digest of run + module + title */
+	CLIENT_KEY_CONTENT,      /* --key-from content: digest of run + module + title (a
+	                          * report) or run + topic + payload + ordering key */
 	CLIENT_KEY_PER_ATTEMPT,  /* BROKEN (demo): a new UUID on every attempt */
 	CLIENT_KEY_NONE,         /* BROKEN (demo): no Idempotency-Key at all */
 };
 
 struct client_opts {
 	const char *url;          /* base, http://HOST:PORT */
-	const char *title, *module, *steps, *severity; /* steps may be NULL */
+	enum client_target target;
+	const char *title, *module, *steps, *severity; /* REPORT; steps may be NULL */
+	const char *topic, *payload, *ordering_key; /* MESSAGE; payload: JSON object or
+	                          * array text; ordering_key may be NULL */
 	enum client_key_source key_source;
 	const char *key;          /* FIXED: the key; TOOL_CALL: RUN:TOOL_USE_ID */
 	const char *run;          /* CONTENT: the run id */
@@ -54,7 +65,8 @@ struct client_result {
 	int exit_code;            /* enum client_exit */
 	bool ok;
 	const char *code;         /* static string */
-	int64_t report_id;        /* 0 when none */
+	enum client_target target;
+	int64_t created_id;       /* the report's or message's id, 0 when none */
 	int attempts;             /* attempts sent (0 when settled by the ledger lookup) */
 	int last_status;          /* last HTTP status, 0 when none */
 	bool replayed;
@@ -70,12 +82,12 @@ int client_derive_key(const struct client_opts *opts, char *out, size_t outlen, 
  * ends up in the observation. */
 void client_submit(const struct client_opts *opts, struct client_result *res);
 
-/* GET /v1/reports?idempotency_key=key (with token, NULL = none, as
- * Authorization: Bearer; the server looks the key up in that token's
- * scope): OK with the report, NOT_FOUND, or TOOL_CRASH / TIMEOUT when the
- * service did not answer. */
-void client_lookup(const char *url, const char *token, const char *key, int64_t timeout_ms,
-    struct client_result *res);
+/* GET /v1/reports or /v1/messages ?idempotency_key=key (with token, NULL
+ * = none, as Authorization: Bearer; the server looks the key up in that
+ * token's scope): OK with what was created, NOT_FOUND, or TOOL_CRASH /
+ * TIMEOUT when the service did not answer. */
+void client_lookup(enum client_target target, const char *url, const char *token,
+    const char *key, int64_t timeout_ms, struct client_result *res);
 
 void client_result_fini(struct client_result *res);
 

@@ -223,9 +223,54 @@ tool_submit_bug_report(const struct mcp_server *s, const json_t *args, const cha
 }
 
 static json_t *
+tool_send_notification(const struct mcp_server *s, const json_t *args, const char *meta_key)
+{
+	static const char *const allowed[] = { "topic", "payload", "ordering_key", NULL };
+	char err[256], key[256];
+	bool bad = false;
+
+	if (!only_members(args, allowed, err, sizeof(err)))
+		return bad_arguments(err);
+	const char *topic = string_arg(args, "topic", &bad);
+	const char *ordering_key = string_arg(args, "ordering_key", &bad);
+	json_t *payload = json_object_get(args, "payload");
+	if (bad)
+		return bad_arguments("topic and ordering_key are strings");
+	if (topic == NULL || (!json_is_object(payload) && !json_is_array(payload)))
+		return bad_arguments("topic (a string) and payload (a JSON object or array) are"
+		                     " required");
+	json_t *norm = json_pack("{s:s,s:O}", "topic", topic, "payload", payload);
+	if (norm == NULL)
+		return NULL;
+	if (ordering_key != NULL)
+		json_object_set_new(norm, "ordering_key", json_string(ordering_key));
+	int rc = meta_key != NULL ? (snprintf(key, sizeof(key), "%s", meta_key), OB_OK)
+	                          : mcp_tool_key(s->run_id, "send_notification", norm, key,
+	                                sizeof(key));
+	json_decref(norm);
+	char *payload_text = json_dumps(payload, JSON_COMPACT);
+	if (rc != OB_OK || payload_text == NULL) {
+		free(payload_text);
+		return bad_arguments("the arguments cannot be encoded (invalid UTF-8?)");
+	}
+	struct client_opts o;
+	struct client_result res;
+	client_opts_of(s, &o, key);
+	o.target = CLIENT_MESSAGE;
+	o.topic = topic;
+	o.payload = payload_text;
+	o.ordering_key = ordering_key;
+	client_submit(&o, &res);
+	json_t *r = observation_result(&res);
+	client_result_fini(&res);
+	free(payload_text);
+	return r;
+}
+
+static json_t *
 tool_lookup_by_key(const struct mcp_server *s, const json_t *args, const char *meta_key)
 {
-	static const char *const allowed[] = { "idempotency_key", NULL };
+	static const char *const allowed[] = { "idempotency_key", "kind", NULL };
 	char err[256];
 	bool bad = false;
 
@@ -233,16 +278,45 @@ tool_lookup_by_key(const struct mcp_server *s, const json_t *args, const char *m
 	if (!only_members(args, allowed, err, sizeof(err)))
 		return bad_arguments(err);
 	const char *key = string_arg(args, "idempotency_key", &bad);
+	const char *kind = string_arg(args, "kind", &bad);
 	if (bad || key == NULL)
 		return bad_arguments("idempotency_key (a string) is required");
+	if (kind != NULL && strcmp(kind, "notification") != 0 && strcmp(kind, "bug_report") != 0)
+		return bad_arguments("kind is 'notification' or 'bug_report'");
+	/* Without a kind: a notification, else a bug report (a key made by
+	 * this server names one call of one tool, so at most one is found). */
 	struct client_result res;
-	client_lookup(s->url, s->token, key, s->timeout_ms, &res);
+	bool report_only = kind != NULL && strcmp(kind, "bug_report") == 0;
+	if (!report_only) {
+		client_lookup(CLIENT_MESSAGE, s->url, s->token, key, s->timeout_ms, &res);
+		if (kind != NULL || strcmp(res.code, "NOT_FOUND") != 0)
+			goto done;
+		client_result_fini(&res);
+	}
+	client_lookup(CLIENT_REPORT, s->url, s->token, key, s->timeout_ms, &res);
+done:;
 	json_t *r = observation_result(&res);
 	client_result_fini(&res);
 	return r;
 }
 
 static const struct tool tools[] = {
+	{ "send_notification", "Send a notification",
+	    "Send a notification (an email, a chat message, a page: whatever the topic's"
+	    " consumer does) exactly once per logical call: the server derives the idempotency"
+	    " key from the arguments and this run, so calling again with the same arguments"
+	    " returns the first result (metadata.replayed) and sends nothing new. The message"
+	    " is committed to the outbox when this returns OK and delivered after; ordering_key"
+	    " keeps the notifications of one key in order. If the result's code is"
+	    " SIDE_EFFECT_UNCERTAIN, do not send again: call lookup_by_key with"
+	    " metadata.idempotencyKey first.",
+	    "{\"type\":\"object\",\"properties\":{"
+	    "\"topic\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":255,"
+	    "\"pattern\":\"^[!-~]+$\"},"
+	    "\"payload\":{\"type\":[\"object\",\"array\"]},"
+	    "\"ordering_key\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":255}},"
+	    "\"required\":[\"topic\",\"payload\"],\"additionalProperties\":false}",
+	    false, true, tool_send_notification },
 	{ "submit_bug_report", "Submit a bug report",
 	    "File a bug report with the team's tracker. Exactly once per logical call: the"
 	    " server derives the idempotency key from the arguments and this run, so calling"
@@ -259,10 +333,12 @@ static const struct tool tools[] = {
 	    false, true, tool_submit_bug_report },
 	{ "lookup_by_key", "Look up a call by its idempotency key",
 	    "Find what an earlier call created, by the idempotency key in its result's"
-	    " metadata: the recovery step after SIDE_EFFECT_UNCERTAIN. NOT_FOUND means it was"
-	    " not created and may be sent again.",
+	    " metadata: the recovery step after SIDE_EFFECT_UNCERTAIN. kind (notification or"
+	    " bug_report) says which tool made it; without it both are looked in. NOT_FOUND"
+	    " means it was not created and may be sent again with the same arguments.",
 	    "{\"type\":\"object\",\"properties\":{"
-	    "\"idempotency_key\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":255}},"
+	    "\"idempotency_key\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":255},"
+	    "\"kind\":{\"type\":\"string\",\"enum\":[\"notification\",\"bug_report\"]}},"
 	    "\"required\":[\"idempotency_key\"],\"additionalProperties\":false}",
 	    true, false, tool_lookup_by_key },
 	{ NULL, NULL, NULL, NULL, false, false, NULL },

@@ -11,6 +11,7 @@ struct ob_cfg_opt; /* outbox/config.h */
 int producer_cmd_enqueue(int argc, char **argv);
 int producer_cmd_serve(int argc, char **argv);
 int producer_cmd_submit(int argc, char **argv);
+int producer_cmd_send(int argc, char **argv);
 int producer_cmd_lookup(int argc, char **argv);
 int producer_cmd_matrix(int argc, char **argv);
 int producer_cmd_mcp(int argc, char **argv);
@@ -20,6 +21,7 @@ int producer_cmd_mcp(int argc, char **argv);
 extern const struct ob_cfg_opt *const producer_enqueue_options;
 extern const struct ob_cfg_opt *const producer_serve_options;
 extern const struct ob_cfg_opt *const producer_submit_options;
+extern const struct ob_cfg_opt *const producer_send_options;
 extern const struct ob_cfg_opt *const producer_lookup_options;
 extern const struct ob_cfg_opt *const producer_matrix_options;
 extern const struct ob_cfg_opt *const producer_mcp_options;

@@ -1,13 +1,19 @@
 /*
- * submit_cmd.c - `outbox-producer submit` and `outbox-producer lookup`: the
- * agent-side tool. Prints ONE JSON observation on stdout; the exit status
- * says ok (0), failed (1), usage (2) or uncertain (3).
+ * submit_cmd.c - `outbox-producer submit` (a bug report), `send` (a generic
+ * message) and `lookup`: the agent-side tool, one code path for both
+ * (client.c; here only their flags). Prints ONE JSON observation on
+ * stdout; the exit status says ok (0), failed (1), usage (2) or uncertain
+ * (3).
  */
+#include <errno.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <jansson.h>
 
 #include "auth.h"
 #include "client.h"
@@ -17,13 +23,18 @@
 
 #define SUBMIT_MAX_ATTEMPTS 100
 #define SUBMIT_MAX_ARGS 256
+#define SEND_MAX_PAYLOAD (1024 * 1024) /* bytes of --payload @FILE (the API's largest) */
 
+/* The flags of submit and send (each table uses its own and the shared). */
 struct submit_config {
 	char *url;
 	char *title;
 	char *module;
 	char *steps;
 	char *severity;
+	char *topic;
+	char *payload;
+	char *ordering_key;
 	char *key;
 	char *key_from;
 	char *run;
@@ -40,9 +51,36 @@ struct submit_config {
 	{ name, env, type, def, min, max, choices, req, false,              \
 	    offsetof(struct submit_config, field), help }
 
+/* The flags submit and send share: where, the key, retries, the ledger. */
+#define CALL_OPTIONS \
+	OPT("url", "OUTBOX_URL", OB_CFG_STRING, "http://127.0.0.1:8080", 0, 0, NULL, false, url, \
+	    "base URL of outbox-producer serve"), \
+	OPT("key", "OUTBOX_KEY", OB_CFG_STRING, NULL, 0, 0, NULL, false, key, \
+	    "the idempotency key of this logical call (1..255 printable ASCII)"), \
+	OPT("key-from", "OUTBOX_KEY_FROM", OB_CFG_STRING, NULL, 0, 0, NULL, false, key_from, \
+	    "derive the key: 'tool-call RUN:TOOL_USE_ID', 'content' (a digest of --run and the" \
+	    " call's content: module + title, or topic + payload + ordering key); BROKEN demos:" \
+	    " 'per-attempt', 'none'"), \
+	OPT("run", "OUTBOX_RUN", OB_CFG_STRING, NULL, 0, 0, NULL, false, run, \
+	    "run id (for --key-from content)"), \
+	OPT("attempts", "OUTBOX_ATTEMPTS", OB_CFG_INT, "4", 1, SUBMIT_MAX_ATTEMPTS, NULL, false, \
+	    attempts, "HTTP attempts of this call, the first included"), \
+	OPT("backoff-base", "OUTBOX_BACKOFF_BASE", OB_CFG_DURATION, "20ms", 1, 60000, NULL, false, \
+	    backoff_base, "Full Jitter base: sleep = random(0, min(cap, base * 2^attempt))"), \
+	OPT("backoff-cap", "OUTBOX_BACKOFF_CAP", OB_CFG_DURATION, "200ms", 1, 600000, NULL, false, \
+	    backoff_cap, "Full Jitter cap"), \
+	OPT("timeout-ms", "OUTBOX_TIMEOUT_MS", OB_CFG_INT, "2000", 1, 600000, NULL, false, \
+	    timeout_ms, "per-attempt timeout in milliseconds"), \
+	OPT("max-retry-after", "OUTBOX_MAX_RETRY_AFTER", OB_CFG_DURATION, "5s", 0, 3600000, NULL, \
+	    false, max_retry_after, "longest Retry-After honoured between attempts"), \
+	OPT("ledger", "OUTBOX_LEDGER", OB_CFG_STRING, NULL, 0, 0, NULL, false, ledger, \
+	    "append-only JSON-lines tool ledger (fsynced); an uncertain key is looked up first"), \
+	OPT("api-token-file", "OUTBOX_API_TOKEN_FILE", OB_CFG_STRING, NULL, 0, 0, NULL, false, \
+	    api_token_file, "send Authorization: Bearer with the one token in this file (the" \
+	    " server's format; the server's file decides the token's scope, whose keys are the" \
+	    " only ones this call can replay or look up); never printed")
+
 static const struct ob_cfg_opt submit_options[] = {
-	OPT("url", "OUTBOX_URL", OB_CFG_STRING, "http://127.0.0.1:8080", 0, 0, NULL, false, url,
-	    "base URL of outbox-producer serve"),
 	OPT("title", "OUTBOX_TITLE", OB_CFG_STRING, NULL, 0, 0, NULL, true, title,
 	    "report title (1..200 characters)"),
 	OPT("module", "OUTBOX_MODULE", OB_CFG_STRING, NULL, 0, 0, NULL, true, module,
@@ -51,29 +89,18 @@ static const struct ob_cfg_opt submit_options[] = {
 	    "steps to reproduce"),
 	OPT("severity", "OUTBOX_SEVERITY", OB_CFG_STRING, "medium", 0, 0, NULL, false, severity,
 	    "low | medium | high | critical"),
-	OPT("key", "OUTBOX_KEY", OB_CFG_STRING, NULL, 0, 0, NULL, false, key,
-	    "the idempotency key of this logical call (1..255 printable ASCII)"),
-	OPT("key-from", "OUTBOX_KEY_FROM", OB_CFG_STRING, NULL, 0, 0, NULL, false, key_from,
-	    "derive the key: 'tool-call RUN:TOOL_USE_ID', 'content' (run + module + title,"
-	    " needs --run); BROKEN demos: 'per-attempt', 'none'"),
-	OPT("run", "OUTBOX_RUN", OB_CFG_STRING, NULL, 0, 0, NULL, false, run,
-	    "run id (for --key-from content)"),
-	OPT("attempts", "OUTBOX_ATTEMPTS", OB_CFG_INT, "4", 1, SUBMIT_MAX_ATTEMPTS, NULL, false,
-	    attempts, "HTTP attempts of this call, the first included"),
-	OPT("backoff-base", "OUTBOX_BACKOFF_BASE", OB_CFG_DURATION, "20ms", 1, 60000, NULL, false,
-	    backoff_base, "Full Jitter base: sleep = random(0, min(cap, base * 2^attempt))"),
-	OPT("backoff-cap", "OUTBOX_BACKOFF_CAP", OB_CFG_DURATION, "200ms", 1, 600000, NULL, false,
-	    backoff_cap, "Full Jitter cap"),
-	OPT("timeout-ms", "OUTBOX_TIMEOUT_MS", OB_CFG_INT, "2000", 1, 600000, NULL, false,
-	    timeout_ms, "per-attempt timeout in milliseconds"),
-	OPT("max-retry-after", "OUTBOX_MAX_RETRY_AFTER", OB_CFG_DURATION, "5s", 0, 3600000, NULL,
-	    false, max_retry_after, "longest Retry-After honoured between attempts"),
-	OPT("ledger", "OUTBOX_LEDGER", OB_CFG_STRING, NULL, 0, 0, NULL, false, ledger,
-	    "append-only JSON-lines tool ledger (fsynced); an uncertain key is looked up first"),
-	OPT("api-token-file", "OUTBOX_API_TOKEN_FILE", OB_CFG_STRING, NULL, 0, 0, NULL, false,
-	    api_token_file, "send Authorization: Bearer with the one token in this file (the"
-	    " server's format; the server's file decides the token's scope, whose keys are the"
-	    " only ones this call can replay or look up); never printed"),
+	CALL_OPTIONS,
+	OB_CFG_END,
+};
+
+static const struct ob_cfg_opt send_options[] = {
+	OPT("topic", "OUTBOX_TOPIC", OB_CFG_STRING, NULL, 0, 0, NULL, true, topic,
+	    "the message's topic (1..255 printable ASCII characters without spaces)"),
+	OPT("payload", "OUTBOX_PAYLOAD", OB_CFG_STRING, NULL, 0, 0, NULL, true, payload,
+	    "the message: a JSON object or array, or @FILE to read it from FILE"),
+	OPT("ordering-key", "OUTBOX_ORDERING_KEY", OB_CFG_STRING, NULL, 0, 0, NULL, false,
+	    ordering_key, "deliver the messages of this key in order (1..255 bytes)"),
+	CALL_OPTIONS,
 	OB_CFG_END,
 };
 
@@ -148,24 +175,92 @@ static const struct ob_cfg_program submit_program = {
 	.options = submit_options,
 };
 
-int
-producer_cmd_submit(int argc, char **argv)
+/* The send table, for --help-markdown (main.c). */
+const struct ob_cfg_opt *const producer_send_options = send_options;
+
+static const struct ob_cfg_program send_program = {
+	.name = "outbox-producer send",
+	.synopsis = "outbox-producer send --topic T --payload JSON|@FILE [--ordering-key K]"
+	    " (--key K | --key-from tool-call RUN:TOOL_USE_ID | --key-from content --run RUN)"
+	    " [options]",
+	.description = "Send a message (POST /v1/messages) as an agent tool would, with the"
+	    " retries, ledger and observation of submit: one key per logical call, reused on"
+	    " every retry. Exit 0 ok (metadata.messageId), 1 failed (nothing sent), 2 usage,"
+	    " 3 SIDE_EFFECT_UNCERTAIN (may have been sent: `outbox-producer lookup --kind"
+	    " message --key K`, do not send again).",
+	.options = send_options,
+};
+
+/* --payload: the text itself, or @FILE's contents (at most
+ * SEND_MAX_PAYLOAD bytes); a JSON object or array. Owned into *out. */
+static int
+read_payload(const char *arg, char **out, char *err, size_t errlen)
+{
+	char *text = NULL;
+	if (arg[0] == '@') {
+		FILE *f = fopen(arg + 1, "rb");
+		if (f == NULL) {
+			snprintf(err, errlen, "--payload: cannot open %s: %s", arg + 1, strerror(errno));
+			return OB_EINVAL;
+		}
+		text = malloc(SEND_MAX_PAYLOAD + 1);
+		size_t n = text != NULL ? fread(text, 1, SEND_MAX_PAYLOAD + 1, f) : 0;
+		bool bad = ferror(f) != 0;
+		fclose(f);
+		if (text == NULL || bad || n > SEND_MAX_PAYLOAD) {
+			snprintf(err, errlen, "--payload: %s %s", arg + 1,
+			    text == NULL ? "cannot be read (out of memory)"
+			    : bad        ? "cannot be read"
+			                 : "is larger than 1 MiB");
+			free(text);
+			return OB_EINVAL;
+		}
+		text[n] = '\0';
+	} else if ((text = strdup(arg)) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return OB_ENOMEM;
+	}
+	json_error_t jerr;
+	json_t *v = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
+	bool ok = json_is_object(v) || json_is_array(v);
+	json_decref(v);
+	if (!ok) {
+		if (v == NULL)
+			snprintf(err, errlen, "--payload is not JSON: %s (line %d, column %d)", jerr.text,
+			    jerr.line, jerr.column);
+		else
+			snprintf(err, errlen, "--payload must be a JSON object or array");
+		free(text);
+		return OB_EINVAL;
+	}
+	*out = text;
+	return OB_OK;
+}
+
+/* submit and send: the flags into one call of client.c, its observation
+ * on stdout. */
+static int
+run_call(const struct ob_cfg_program *prog, const struct ob_cfg_opt *options,
+    enum client_target target, int argc, char **argv)
 {
 	struct submit_config cfg;
 	char err[1024], foldbuf[512], token[PRODUCER_TOKEN_MAX + 1];
-	char *args[SUBMIT_MAX_ARGS];
+	char *args[SUBMIT_MAX_ARGS], *payload = NULL;
 	int code;
 
 	int n = fold_args(argc, argv, args, foldbuf, sizeof(foldbuf));
-	if ((code = ob_cfg_load(&submit_program, &cfg, n, args, NULL)) >= 0)
+	if ((code = ob_cfg_load(prog, &cfg, n, args, NULL)) >= 0)
 		return code;
 	code = CLIENT_EXIT_USAGE;
 	struct client_opts o = {
 		.url = cfg.url,
+		.target = target,
 		.title = cfg.title,
 		.module = cfg.module,
 		.steps = cfg.steps,
 		.severity = cfg.severity,
+		.topic = cfg.topic,
+		.ordering_key = cfg.ordering_key,
 		.run = cfg.run,
 		.attempts = (int)cfg.attempts,
 		.base_ms = cfg.backoff_base,
@@ -174,14 +269,17 @@ producer_cmd_submit(int argc, char **argv)
 		.max_retry_after_ms = cfg.max_retry_after,
 		.ledger = cfg.ledger,
 	};
-	if (parse_key_from(&cfg, &o, err, sizeof(err)) != OB_OK) {
-		fprintf(stderr, "outbox-producer submit: %s\n", err);
+	if (parse_key_from(&cfg, &o, err, sizeof(err)) != OB_OK ||
+	    (target == CLIENT_MESSAGE &&
+	        read_payload(cfg.payload, &payload, err, sizeof(err)) != OB_OK)) {
+		fprintf(stderr, "%s: %s\n", prog->name, err);
 		goto out;
 	}
+	o.payload = payload;
 	if (cfg.api_token_file != NULL && cfg.api_token_file[0] != '\0') {
 		if (producer_token_read(cfg.api_token_file, token, sizeof(token), err,
 		        sizeof(err)) != OB_OK) {
-			fprintf(stderr, "outbox-producer submit: %s\n", err);
+			fprintf(stderr, "%s: %s\n", prog->name, err);
 			goto out;
 		}
 		o.token = token;
@@ -193,13 +291,28 @@ producer_cmd_submit(int argc, char **argv)
 	code = res.exit_code;
 	client_result_fini(&res);
 out:
-	ob_cfg_free(submit_options, &cfg);
+	explicit_bzero(token, sizeof(token));
+	free(payload);
+	ob_cfg_free(options, &cfg);
 	return code;
+}
+
+int
+producer_cmd_submit(int argc, char **argv)
+{
+	return run_call(&submit_program, submit_options, CLIENT_REPORT, argc, argv);
+}
+
+int
+producer_cmd_send(int argc, char **argv)
+{
+	return run_call(&send_program, send_options, CLIENT_MESSAGE, argc, argv);
 }
 
 struct lookup_config {
 	char *url;
 	char *key;
+	char *kind;
 	int64_t timeout_ms;
 	char *api_token_file;
 };
@@ -209,6 +322,9 @@ static const struct ob_cfg_opt lookup_options[] = {
 	    offsetof(struct lookup_config, url), "base URL of outbox-producer serve" },
 	{ "key", "OUTBOX_KEY", OB_CFG_STRING, NULL, 0, 0, NULL, true, false,
 	    offsetof(struct lookup_config, key), "the idempotency key to look up" },
+	{ "kind", "OUTBOX_KIND", OB_CFG_ENUM, "report", 0, 0, "report|message", false, false,
+	    offsetof(struct lookup_config, kind),
+	    "what the key made: a report (submit, /v1/reports) or a message (send, /v1/messages)" },
 	{ "timeout-ms", "OUTBOX_TIMEOUT_MS", OB_CFG_INT, "2000", 1, 600000, NULL, false, false,
 	    offsetof(struct lookup_config, timeout_ms), "timeout in milliseconds" },
 	{ "api-token-file", "OUTBOX_API_TOKEN_FILE", OB_CFG_STRING, NULL, 0, 0, NULL, false,
@@ -223,10 +339,10 @@ const struct ob_cfg_opt *const producer_lookup_options = lookup_options;
 
 static const struct ob_cfg_program lookup_program = {
 	.name = "outbox-producer lookup",
-	.synopsis = "outbox-producer lookup --key K [--url URL]",
-	.description = "Look a report up by its idempotency key (the recovery step before"
-	    " resubmitting). Prints ONE JSON observation: OK with the report, or NOT_FOUND"
-	    " (exit 1).",
+	.synopsis = "outbox-producer lookup --key K [--kind report|message] [--url URL]",
+	.description = "Look a report or a message up by its idempotency key (the recovery"
+	    " step before resubmitting). Prints ONE JSON observation: OK with what the key"
+	    " made, or NOT_FOUND (exit 1).",
 	.options = lookup_options,
 };
 
@@ -247,7 +363,8 @@ producer_cmd_lookup(int argc, char **argv)
 		return CLIENT_EXIT_USAGE;
 	}
 	struct client_result res;
-	client_lookup(cfg.url, cfg.api_token_file != NULL && cfg.api_token_file[0] != '\0'
+	client_lookup(strcmp(cfg.kind, "message") == 0 ? CLIENT_MESSAGE : CLIENT_REPORT, cfg.url,
+	    cfg.api_token_file != NULL && cfg.api_token_file[0] != '\0'
 	    ? token : NULL, cfg.key, cfg.timeout_ms, &res);
 	printf("%s\n", res.observation != NULL ? res.observation : "{}");
 	code = res.exit_code;

@@ -5,7 +5,10 @@
  * timeout whose outcome stays unknown is SIDE_EFFECT_UNCERTAIN (exit 3),
  * the ledger makes the next call look the key up before posting, an
  * unreachable service is a failure with nothing created, and the CLI
- * prints ONE JSON observation.
+ * prints ONE JSON observation. `send` (a generic message, the same code):
+ * a lost response replayed under the same key, one message; the CLI with
+ * --payload @FILE, --key-from content, lookup --kind message; bad payloads
+ * exit 2 with nothing sent.
  */
 #include <pthread.h>
 #include <signal.h>
@@ -45,10 +48,10 @@ lost_response_run(const char *mode, enum client_key_source src, struct client_re
 	struct client_opts o = opts(s.url, src, "run-042:toolu_01");
 	client_submit(&o, res);
 	int64_t n = ts_query_int(c, "SELECT count(*) FROM app.bug_reports");
-	if (res->report_id > 0) {
+	if (res->created_id > 0) {
 		char sql[128];
 		snprintf(sql, sizeof(sql), "SELECT count(*) FROM app.bug_reports WHERE id = %lld",
-		    (long long)res->report_id);
+		    (long long)res->created_id);
 		ck_assert_int_eq(ts_query_int(c, sql), 1); /* the id returned exists */
 	}
 	ts_stop(s.pid, SIGTERM);
@@ -149,7 +152,7 @@ START_TEST(test_uncertain_then_ledger_lookup)
 	client_submit(&o, &r);
 	ck_assert(r.ok);
 	ck_assert_int_eq(r.attempts, 0); /* nothing posted */
-	ck_assert_int_gt(r.report_id, 0);
+	ck_assert_int_gt(r.created_id, 0);
 	client_result_fini(&r);
 	ck_assert_str_eq(ledger_states(ledger, "run-7:toolu_09"),
 	    "planned started uncertain succeeded ");
@@ -224,6 +227,81 @@ START_TEST(test_cli_prints_one_observation)
 }
 END_TEST
 
+/* send: the message path of the same client. A lost response is retried
+ * under the same key and replayed: one message, keyed by the call's key. */
+START_TEST(test_send_lost_response_and_cli)
+{
+	char db[TS_CONNINFO_MAX], out[4096], file[300];
+	ts_db_create("prodcli", "outbox", db, sizeof(db));
+	PGconn *c = ts_connect(db);
+	struct ts_producer_server s;
+	char *extra[] = { "--fault-lose-response", "1", NULL };
+	ts_producer_serve(db, extra, &s);
+	struct client_opts o = opts(s.url, CLIENT_KEY_TOOL_CALL, "run-5:toolu_77");
+	o.target = CLIENT_MESSAGE;
+	o.topic = "notify.chat";
+	o.payload = "{\"channel\":\"#ops\",\"text\":\"deploy done\"}";
+	o.ordering_key = "chan-ops";
+	struct client_result r;
+	client_submit(&o, &r);
+	ck_assert_msg(r.ok, "%s", r.observation);
+	ck_assert_int_eq(r.attempts, 2);
+	ck_assert(r.replayed);
+	ck_assert(strstr(r.observation, "\"messageId\":") != NULL);
+	ck_assert(strstr(r.observation, "reportId") == NULL);
+	char sql[256];
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM outbox.messages WHERE id = %lld AND"
+	    " idempotency_key = 'run-5:toolu_77' AND topic = 'notify.chat' AND ordering_key ="
+	    " 'chan-ops' AND payload->>'text' = 'deploy done'", (long long)r.created_id);
+	ck_assert_int_eq(ts_query_int(c, sql), 1);
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM outbox.messages"), 1);
+	client_result_fini(&r);
+
+	/* The CLI: --payload @FILE and a content key; the same call again is
+	 * the same key (replayed); lookup --kind message finds it. */
+	snprintf(file, sizeof(file), "%s/payload.json", ts_tmpdir());
+	ts_write_file(file, "{\"to\": \"ops@example.com\", \"text\": \"disk full\"}\n");
+	char at[310];
+	snprintf(at, sizeof(at), "@%s", file);
+	char *send[] = { "outbox-producer", "send", "--url", s.url, "--topic", "notify.email",
+		"--payload", at, "--key-from", "content", "--run", "run-5", NULL };
+	ck_assert_int_eq(ts_run(send, NULL, out, sizeof(out), 30000), 0);
+	json_t *first = json_loads(out, JSON_DISABLE_EOF_CHECK, NULL);
+	ck_assert_msg(first != NULL, "not one JSON object: %s", out);
+	const char *key = json_string_value(json_object_get(json_object_get(first, "metadata"),
+	    "idempotencyKey"));
+	ck_assert_msg(key != NULL && strncmp(key, "content-", 8) == 0, "%s", out);
+	ck_assert_int_eq(ts_run(send, NULL, out, sizeof(out), 30000), 0);
+	ck_assert_msg(strstr(out, "\"replayed\":true") != NULL, "%s", out);
+	ck_assert_msg(strstr(out, key) != NULL, "another key: %s", out);
+	char *look[] = { "outbox-producer", "lookup", "--url", s.url, "--kind", "message", "--key",
+		(char *)key, NULL };
+	ck_assert_int_eq(ts_run(look, NULL, out, sizeof(out), 30000), 0);
+	ck_assert_msg(strstr(out, "A message with key") != NULL, "%s", out);
+	char *look_report[] = { "outbox-producer", "lookup", "--url", s.url, "--key", (char *)key,
+		NULL };
+	ck_assert_int_eq(ts_run(look_report, NULL, out, sizeof(out), 30000), 1);
+	json_decref(first);
+
+	/* Bad payloads: exit 2, one line, nothing sent. */
+	char *not_json[] = { "outbox-producer", "send", "--url", s.url, "--topic", "t",
+		"--payload", "{oops", "--key", "k-bad", NULL };
+	ck_assert_int_eq(ts_run(not_json, NULL, out, sizeof(out), 30000), 2);
+	ck_assert_msg(strstr(out, "--payload is not JSON") != NULL, "%s", out);
+	char *scalar[] = { "outbox-producer", "send", "--url", s.url, "--topic", "t",
+		"--payload", "[1]x", "--key", "k-bad", NULL };
+	ck_assert_int_eq(ts_run(scalar, NULL, out, sizeof(out), 30000), 2);
+	char *missing[] = { "outbox-producer", "send", "--url", s.url, "--topic", "t",
+		"--payload", "@/nonexistent/p.json", "--key", "k-bad", NULL };
+	ck_assert_int_eq(ts_run(missing, NULL, out, sizeof(out), 30000), 2);
+	ck_assert_msg(strstr(out, "cannot open /nonexistent/p.json") != NULL, "%s", out);
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM outbox.messages"), 2);
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM app.message_keys"), 2);
+	ts_stop(s.pid, SIGTERM);
+	PQfinish(c);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -235,6 +313,7 @@ main(void)
 	tcase_add_test(tc, test_uncertain_then_ledger_lookup);
 	tcase_add_test(tc, test_unreachable_is_failure_not_uncertain);
 	tcase_add_test(tc, test_cli_prints_one_observation);
+	tcase_add_test(tc, test_send_lost_response_and_cli);
 	suite_add_tcase(s, tc);
 	int rc = ts_run_suite(s);
 	nng_fini();
