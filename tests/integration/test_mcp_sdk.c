@@ -6,8 +6,8 @@
  * response after committing (--fault-lose-response 1).
  *
  * What a user would check: the tools and their annotations as the SDK
- * parsed them; the lost response retried under the same key (one report,
- * `replayed`); a host's retry of the same call (members in another order)
+ * parsed them; a lost response retried under the same key (one report,
+ * one notification, each `replayed`); a host's retry of the same call (members in another order)
  * answered from the first report; a new call a new report; the host's
  * _meta key used as given; the lookup; bad arguments a tool error the
  * model can read; an unknown tool a protocol error. Rows counted in the
@@ -76,7 +76,9 @@ run_and_check(const char *server_tokens, const char *client_token)
 	ts_db_create("mcpsdk", "outbox", db, sizeof(db));
 	PGconn *c = ts_connect(db);
 	struct ts_producer_server s;
-	char *extra[] = { "--fault-lose-response", "1", NULL, NULL, NULL };
+	/* Two lost responses: the first report's, the first notification's
+	 * (the fault fires on the first two creating requests). */
+	char *extra[] = { "--fault-lose-response", "2", NULL, NULL, NULL };
 	if (server_tokens != NULL) {
 		extra[2] = "--api-token-file";
 		extra[3] = (char *)server_tokens;
@@ -99,7 +101,10 @@ run_and_check(const char *server_tokens, const char *client_token)
 	/* The tools as the SDK parsed them. */
 	ck_assert_str_eq(get_s(r, "server.name"), "outbox-producer");
 	json_t *tools = get(r, "tools");
-	ck_assert_int_eq((int)json_array_size(tools), 2);
+	ck_assert_int_eq((int)json_array_size(tools), 3);
+	json_t *send = tool_named(tools, "send_notification");
+	ck_assert_ptr_nonnull(send);
+	ck_assert(json_is_true(get(send, "annotations.idempotentHint")));
 	json_t *submit = tool_named(tools, "submit_bug_report");
 	json_t *lookup = tool_named(tools, "lookup_by_key");
 	ck_assert_ptr_nonnull(submit);
@@ -153,10 +158,36 @@ run_and_check(const char *server_tokens, const char *client_token)
 	    "%s", line);
 	ck_assert_int_eq((int)json_integer_value(get(r, "unknownTool.code")), -32602);
 
+	/* The notification: lost response retried, the host's retry replayed,
+	 * the lookup without a kind finds the message. */
+	ck_assert_msg(json_is_true(get(r, "note.structuredContent.ok")), "%s", line);
+	ck_assert(json_is_true(get(r, "note.structuredContent.metadata.replayed")));
+	ck_assert_int_eq((int)json_integer_value(get(r, "note.structuredContent.metadata.attempts")),
+	    2);
+	const char *note_key = get_s(r, "note.structuredContent.metadata.idempotencyKey");
+	json_int_t mid = json_integer_value(get(r, "note.structuredContent.metadata.messageId"));
+	ck_assert_int_gt(mid, 0);
+	ck_assert_str_eq(get_s(r, "noteAgain.structuredContent.metadata.idempotencyKey"), note_key);
+	ck_assert_int_eq(json_integer_value(get(r, "noteAgain.structuredContent.metadata.messageId")),
+	    mid);
+	ck_assert(json_is_true(get(r, "noteLookup.structuredContent.ok")));
+	ck_assert_int_eq(json_integer_value(get(r, "noteLookup.structuredContent.metadata.messageId")),
+	    mid);
+	ck_assert(json_is_true(get(r, "noteBad.isError")));
+	ck_assert_str_eq(get_s(r, "noteBad.structuredContent.code"), "INVALID_ARGUMENTS");
+	char msql[512];
+	snprintf(msql, sizeof(msql), "SELECT count(*) FROM outbox.messages WHERE topic ="
+	    " 'notify.chat' AND id = %lld AND payload->>'text' = 'deploy done' AND"
+	    " idempotency_key IN ('%s', '~mcp/%s')", (long long)mid, note_key, note_key);
+	ck_assert_int_eq(ts_query_int(c, msql), 1);
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM outbox.messages WHERE topic ="
+	    " 'notify.chat'"), 1);
+
 	/* In the database: three reports (first, other, hostKey), one outbox
 	 * message each, the keys as the tools reported them. */
 	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM app.bug_reports"), 3);
-	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM outbox.messages"), 3);
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM outbox.messages WHERE topic ="
+	    " 'report.created'"), 3);
 	char sql[512];
 	snprintf(sql, sizeof(sql),
 	    "SELECT count(*) FROM app.idempotency_keys WHERE idempotency_key IN ('%s', '%s',"

@@ -34,6 +34,24 @@ out.again = await client.callTool({
   name: "submit_bug_report",
   arguments: { severity: "high", module: "auth", title: "Login fails on Safari" },
 });
+// A notification: its lost response retried under the server-made key
+// (the producer loses the second creating request's response too), the
+// host's retry
+// answered from the first result, the lookup without a kind finds it.
+const note = { topic: "notify.chat", payload: { channel: "#ops", text: "deploy done" } };
+out.note = await client.callTool({ name: "send_notification", arguments: note });
+out.noteAgain = await client.callTool({
+  name: "send_notification",
+  arguments: { payload: { text: "deploy done", channel: "#ops" }, topic: "notify.chat" },
+});
+out.noteLookup = await client.callTool({
+  name: "lookup_by_key",
+  arguments: { idempotency_key: out.note.structuredContent.metadata.idempotencyKey },
+});
+out.noteBad = await client.callTool({
+  name: "send_notification",
+  arguments: { topic: "notify.chat", payload: "text" },
+});
 // A new call: a new key, a new report.
 out.other = await client.callTool({
   name: "submit_bug_report",
