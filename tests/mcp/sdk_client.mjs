@@ -36,8 +36,8 @@ out.again = await client.callTool({
 });
 // A notification: its lost response retried under the server-made key
 // (the producer loses the second creating request's response too), the
-// host's retry
-// answered from the first result, the lookup without a kind finds it.
+// host's retry answered from the first result, the lookup without a kind
+// finds it.
 const note = { topic: "notify.chat", payload: { channel: "#ops", text: "deploy done" } };
 out.note = await client.callTool({ name: "send_notification", arguments: note });
 out.noteAgain = await client.callTool({
