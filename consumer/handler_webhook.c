@@ -54,6 +54,7 @@ struct webhook_call {
 	int64_t fence;     /* our claim's token; 0 = no claim held */
 	int status;        /* downstream HTTP status */
 	char *body;        /* downstream body (valid UTF-8) or NULL */
+	char retry_after[64]; /* its Retry-After header ("" when none) */
 };
 
 #define COUNT(w, field) atomic_fetch_add(&(w)->cfg.counters->field, 1)
@@ -133,6 +134,9 @@ post(struct webhook *w, const struct ob_wire_msg *m, const char *key,
 	if ((rv = nng_aio_result(aio)) != 0)
 		goto out;
 	c->status = nng_http_res_get_status(res);
+	const char *ra = nng_http_res_get_header(res, "Retry-After");
+	if (ra != NULL && header_safe(ra, strlen(ra)))
+		snprintf(c->retry_after, sizeof(c->retry_after), "%s", ra);
 	void *body;
 	size_t len;
 	nng_http_res_get_data(res, &body, &len);
@@ -277,6 +281,17 @@ webhook_prepare(PGconn *conn, const struct ob_wire_msg *m, void *arg,
 	return call_downstream(w, m, key, c, call, detail, detaillen);
 }
 
+/* A 4xx that means "later", not "never": 408 (request timeout), 409 (a
+ * Stripe-style "this key is still in flight here", which a lost response's
+ * retry provokes), 425 (too early), 429 (too many requests), and any 4xx
+ * with a Retry-After. Every other 4xx is permanent (dead-lettered). */
+static bool
+later_4xx(const struct webhook_call *c)
+{
+	return c->status == 408 || c->status == 409 || c->status == 425 || c->status == 429 ||
+	    c->retry_after[0] != '\0';
+}
+
 /* The POST and what its outcome means. */
 static int
 call_downstream(struct webhook *w, const struct ob_wire_msg *m, const char *key,
@@ -317,6 +332,18 @@ call_downstream(struct webhook *w, const struct ob_wire_msg *m, const char *key,
 		COUNT(w, ok);
 		MCOUNT(w, calls_2xx);
 		return 0; /* apply records it */
+	}
+	if (c->status >= 400 && c->status < 500 && later_4xx(c)) {
+		/* Not a verdict on the message: the downstream asks to be
+		 * called again (a burst limit, the same key still in flight
+		 * there). The relay retries with its backoff; the key's claim
+		 * is released (finish), so the retry calls again with it. */
+		COUNT(w, failed);
+		MCOUNT(w, calls_4xx);
+		call->reason = "http_4xx_retry";
+		snprintf(detail, detaillen, "downstream answered %d%s%s: retry later", c->status,
+		    c->retry_after[0] ? ", Retry-After: " : "", c->retry_after);
+		return OB_WIRE_RETRY;
 	}
 	if (c->status >= 400 && c->status < 500) {
 		COUNT(w, rejected);

@@ -183,6 +183,32 @@ START_TEST(test_webhook_failures_resend_same_key)
 	ck_assert_int_eq(ts_query_int(e.conn,
 	    "SELECT count(*) FROM inbox.processed WHERE idempotency_key = 'f-4xx'"), 0);
 
+	/* 4xx that mean "later": 429 (a burst limit), 409 (the same key still
+	 * in flight downstream), and any 4xx with a Retry-After: retry, the
+	 * claim released, then the same key again, applied once. */
+	static const struct {
+		int status;
+		const char *retry_after;
+	} later[] = { { 429, NULL }, { 409, NULL }, { 408, NULL }, { 429, "2" },
+		{ 403, "Wed, 21 Oct 2026 07:28:00 GMT" } };
+	for (size_t i = 0; i < sizeof later / sizeof later[0]; i++) {
+		char key[32];
+		snprintf(key, sizeof(key), "f-later-%zu", i);
+		m = ts_consumer_msg(10 + i, "t", key, "{}");
+		wt_fail_next_retry_after(e.target, 1, later[i].status, later[i].retry_after);
+		ck_assert_int_eq(ts_consumer_call1(&c, m, detail, sizeof(detail)), OB_WIRE_RETRY);
+		ck_assert_msg(strstr(detail, "retry later") != NULL, "%d: %s", later[i].status, detail);
+		if (later[i].retry_after != NULL)
+			ck_assert_msg(strstr(detail, later[i].retry_after) != NULL, "%s", detail);
+		ck_assert_int_eq(ts_consumer_call1(&c, m, NULL, 0), OB_WIRE_APPLIED);
+		ck_assert_int_eq(wt_requests(e.target, key), 2);
+		ck_assert_int_eq(wt_effects(e.target, key), 1);
+	}
+	/* A 4xx without Retry-After other than those: permanent (above, 422). */
+	m = ts_consumer_msg(20, "t", "f-403", "{}");
+	wt_fail_next(e.target, 1, 403);
+	ck_assert_int_eq(ts_consumer_call1(&c, m, detail, sizeof(detail)), OB_WIRE_REJECT);
+
 	/* Downstream not there at all: connection error, retry. */
 	wt_stop(e.target);
 	e.target = NULL;

@@ -34,6 +34,7 @@ struct wt_target {
 	struct wt_key keys[WT_KEYS];
 	int nkeys, total;
 	int fail_n, fail_status, hold_n, hold_ms, lose_n;
+	char fail_retry_after[32]; /* Retry-After of the failing answers, "" = none */
 	char last_fence[32], last_topic[256], last_id[32], last_type[64];
 };
 
@@ -66,7 +67,7 @@ hook(nng_aio *aio)
 	const char *key = nng_http_req_get_header(req, "Idempotency-Key");
 	int status = 200, hold = 0;
 	bool lose = false;
-	char body[128];
+	char body[128], retry_after[32] = "";
 
 	pthread_mutex_lock(&t->mtx);
 	t->total++;
@@ -87,6 +88,7 @@ hook(nng_aio *aio)
 	} else if (t->fail_n > 0) {
 		t->fail_n--;
 		status = t->fail_status;
+		snprintf(retry_after, sizeof(retry_after), "%s", t->fail_retry_after);
 		snprintf(body, sizeof(body), "{\"error\":\"failing on purpose\"}");
 	} else {
 		if (k->effects == 0) {
@@ -117,6 +119,8 @@ hook(nng_aio *aio)
 	}
 	nng_http_res_set_status(res, (uint16_t)status);
 	nng_http_res_set_header(res, "Content-Type", "application/json");
+	if (retry_after[0] != '\0')
+		nng_http_res_set_header(res, "Retry-After", retry_after);
 	nng_http_res_copy_data(res, body, strlen(body));
 	nng_aio_set_output(aio, 0, res);
 	nng_aio_finish(aio, 0);
@@ -188,9 +192,17 @@ wt_stop(struct wt_target *t)
 void
 wt_fail_next(struct wt_target *t, int n, int status)
 {
+	wt_fail_next_retry_after(t, n, status, NULL);
+}
+
+void
+wt_fail_next_retry_after(struct wt_target *t, int n, int status, const char *retry_after)
+{
 	pthread_mutex_lock(&t->mtx);
 	t->fail_n = n;
 	t->fail_status = status;
+	snprintf(t->fail_retry_after, sizeof(t->fail_retry_after), "%s",
+	    retry_after != NULL ? retry_after : "");
 	pthread_mutex_unlock(&t->mtx);
 }
 

@@ -24,6 +24,8 @@ void wt_stop(struct wt_target *t);
 
 /* The next n requests get status (e.g. 500 or 400) and act on nothing. */
 void wt_fail_next(struct wt_target *t, int n, int status);
+/* The same with a Retry-After header on those answers (NULL: none). */
+void wt_fail_next_retry_after(struct wt_target *t, int n, int status, const char *retry_after);
 /* The next n requests act, then wait hold_ms before answering. */
 void wt_hold_next(struct wt_target *t, int n, int hold_ms);
 /* The next n requests act, then the connection is closed unanswered. */
