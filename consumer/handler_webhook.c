@@ -30,6 +30,7 @@
 #include <nng/supplemental/tls/tls.h>
 
 #include "handler_webhook.h"
+#include "webhook_sign.h"
 #include "inbox.h"
 #include "outbox/clock.h"
 #include "outbox/err.h"
@@ -47,6 +48,7 @@ struct webhook {
 	_Atomic int64_t tls_next_log_ms; /* consumer.webhook.tls_failed not before */
 	_Atomic uint64_t tls_unlogged;   /* failures since its last line */
 	struct webhook_counters own;
+	struct webhook_secrets *secrets; /* --webhook-secret-file; NULL = unsigned */
 };
 
 /* What prepare leaves for apply and finish. */
@@ -127,6 +129,17 @@ post(struct webhook *w, const struct ob_wire_msg *m, const char *key,
 	    (rv = nng_http_req_copy_data(req, m->payload_len ? m->payload : "",
 	         m->payload_len)) != 0)
 		goto out;
+	if (w->secrets != NULL) {
+		/* signed over the exact bytes sent, at this attempt's time */
+		char sig[WEBHOOK_SIGNATURE_MAX];
+		if (webhook_sign(w->secrets, (int64_t)time(NULL), m->payload, m->payload_len, sig,
+		        sizeof(sig)) != OB_OK) {
+			rv = NNG_ENOMEM;
+			goto out;
+		}
+		if ((rv = nng_http_req_set_header(req, WEBHOOK_SIGNATURE_HEADER, sig)) != 0)
+			goto out;
+	}
 	nng_aio_set_timeout(aio, (nng_duration)w->cfg.timeout_ms);
 	COUNT(w, calls);
 	nng_http_client_transact(w->client, req, res, aio);
@@ -509,6 +522,11 @@ webhook_handler_new(const struct webhook_config *cfg, struct inbox_handler *out,
 		free(w);
 		return OB_EINVAL;
 	}
+	if (cfg->secret_file != NULL &&
+	    webhook_secrets_load(cfg->secret_file, &w->secrets, err, errlen) != OB_OK) {
+		webhook_handler_free(&(struct inbox_handler){ .arg = w });
+		return OB_EINVAL;
+	}
 	if (https && webhook_tls_new(w, err, errlen) != OB_OK) {
 		webhook_handler_free(&(struct inbox_handler){ .arg = w });
 		return OB_EINVAL;
@@ -528,6 +546,7 @@ webhook_handler_free(struct inbox_handler *h)
 	if (w->tls != NULL)
 		nng_tls_config_free(w->tls);
 	nng_url_free(w->url);
+	webhook_secrets_free(w->secrets);
 	free(w);
 	h->arg = NULL;
 }

@@ -12,7 +12,9 @@
  *                               stored) in the batch transaction, next to
  *                               the dedup record, only if the token still
  *                               holds: APPLIED, or RETRY when fenced out
- *   4xx                      -> REJECT (claim's lease expired at once)
+ *   408, 409, 425, 429, or   -> RETRY (lease expired at once): "later"
+ *   any 4xx with Retry-After
+ *   other 4xx                -> REJECT (claim's lease expired at once)
  *   5xx, other, timeout,     -> RETRY (lease expired at once, token kept);
  *   connection lost             every later attempt sends the SAME key, so
  *                               downstream can deduplicate
@@ -29,6 +31,10 @@
  * any connection failure (reason "tls", the key's lease expired at once),
  * logged at warn (consumer.webhook.tls_failed, at most one line per
  * WEBHOOK_TLS_LOG_EVERY_MS with the count), never dead-lettered for it.
+ *
+ * Signed calls: with a secret file every POST carries Outbox-Signature
+ * (webhook_sign.h), an HMAC-SHA256 of its timestamp and body, so the
+ * downstream can refuse forgeries and replays.
  */
 #ifndef OUTBOX_CONSUMER_HANDLER_WEBHOOK_H
 #define OUTBOX_CONSUMER_HANDLER_WEBHOOK_H
@@ -94,6 +100,7 @@ struct webhook_config {
 	                                * target's certificate must chain to */
 	const char *server_name;       /* https:// only: name the target's certificate
 	                                * must carry; NULL = the URL's host */
+	const char *secret_file;       /* NULL, or sign every call (webhook_sign.h) */
 };
 
 /* Build the handler (parses the URL, allocates the HTTP client; for an

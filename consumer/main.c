@@ -37,6 +37,7 @@ struct consumer_config {
 	char *webhook_url;
 	char *webhook_ca;
 	char *webhook_server_name;
+	char *webhook_secret_file;
 	int64_t webhook_timeout;
 	int64_t webhook_lease;
 	int64_t lock_timeout;
@@ -95,6 +96,11 @@ static const struct ob_cfg_opt consumer_options[] = {
 	OPT("webhook-server-name", "OUTBOX_WEBHOOK_SERVER_NAME", OB_CFG_STRING, NULL, 0, 0,
 	    NULL, false, webhook_server_name, "with an https:// --webhook-url: the DNS name the"
 	    " target's certificate must carry; default: the URL's host"),
+	OPT("webhook-secret-file", "OUTBOX_WEBHOOK_SECRET_FILE", OB_CFG_STRING, NULL, 0, 0, NULL,
+	    false, webhook_secret_file, "sign every webhook call: header Outbox-Signature:"
+	    " t=UNIX_SECONDS,v1=HEX(HMAC-SHA256(secret, t + '.' + body)), one v1 per secret in"
+	    " this file (one per line, 16..256 printable characters, up to 4: rotation); read"
+	    " at start, never logged"),
 	OPT("webhook-timeout", "OUTBOX_WEBHOOK_TIMEOUT", OB_CFG_DURATION, "5s", 10, 600000,
 	    NULL, false, webhook_timeout, "longest wait for one downstream call"),
 	OPT("webhook-lease", "OUTBOX_WEBHOOK_LEASE", OB_CFG_DURATION, "30s", 100, 86400000,
@@ -259,17 +265,18 @@ main(int argc, char **argv)
 		struct webhook_config wcfg = { cfg.webhook_url, cfg.webhook_timeout,
 			cfg.webhook_lease, &counters.webhook, &die_after_call, &stall_after_call,
 			cfg.fault_slow_ms, cfg.no_dedup, cfg.no_fencing,
-			cm != NULL ? &cm->webhook : NULL, cfg.webhook_ca, cfg.webhook_server_name };
+			cm != NULL ? &cm->webhook : NULL, cfg.webhook_ca, cfg.webhook_server_name,
+			cfg.webhook_secret_file };
 		if (webhook_handler_new(&wcfg, &webhook, err, sizeof(err)) != OB_OK) {
 			fprintf(stderr, "outbox-consumer: %s\n", err);
 			goto out;
 		}
 		handler = &webhook;
 	} else if (cfg.webhook_url != NULL || cfg.webhook_ca != NULL ||
-	    cfg.webhook_server_name != NULL) {
+	    cfg.webhook_server_name != NULL || cfg.webhook_secret_file != NULL) {
 		fprintf(stderr, "outbox-consumer: --%s needs --handler webhook\n",
 		    cfg.webhook_url != NULL ? "webhook-url" : cfg.webhook_ca != NULL ? "webhook-ca"
-		    : "webhook-server-name");
+		    : cfg.webhook_server_name != NULL ? "webhook-server-name" : "webhook-secret-file");
 		goto out;
 	}
 	if (cfg.dedup_retention < cfg.max_redelivery_age)

@@ -20,6 +20,7 @@
 #include "outbox/err.h"
 #include "outbox/wire.h"
 #include "testsupport.h"
+#include "webhook_sign.h"
 #include "ts_consumer.h"
 #include "webhook_target.h"
 
@@ -363,6 +364,110 @@ START_TEST(test_webhook_config_refused)
 }
 END_TEST
 
+
+/* A raw POST to the target with Outbox-Signature sig over body: what a
+ * forger or a replayer sends. Returns the status. */
+static int
+raw_signed_post(const char *hook, const char *key, const char *sig, const char *body)
+{
+	char req[2048], out[2048];
+	const char *colon = strrchr(hook, ':');
+	ck_assert_ptr_nonnull(colon);
+	int port = atoi(colon + 1);
+	const char *path = strchr(colon, '/');
+	int n = snprintf(req, sizeof(req), "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+	    "Idempotency-Key: %s\r\nOutbox-Signature: %s\r\nContent-Type: application/json\r\n"
+	    "Connection: close\r\nContent-Length: %zu\r\n\r\n%s", path != NULL ? path : "/", key,
+	    sig, strlen(body), body);
+	return ts_http_raw(port, req, (size_t)n, out, sizeof(out), 10000);
+}
+
+/* Signed calls: a downstream that verifies Outbox-Signature (written on its
+ * own in webhook_target.c) refuses the unsigned call first (the broken
+ * way: anyone who can reach it is believed), then accepts the signed one,
+ * once; a rotation file (old + new secret) is accepted; a forged body, a
+ * replay with an old timestamp and a wrong secret are refused; bad secret
+ * files are start-up errors that never print the secret. */
+START_TEST(test_webhook_signed)
+{
+	struct env e;
+	char detail[512], path[300], sig[256], out[4096];
+	env_init(&e, "whsig");
+	const char *secret = "whsec-0123456789abcdef";
+	wt_require_signature(e.target, secret, 300);
+	struct ts_consumer_conn c;
+
+	/* Unsigned: refused (401), a permanent 4xx: rejected, nothing applied. */
+	pid_t pid = start_webhook_consumer(e.db, e.url, e.hook, e.log, NULL);
+	ts_consumer_open(&c, e.url);
+	struct ob_wire_msg m = ts_consumer_msg(1, "t", "sig-1", "{\"n\":1}");
+	ck_assert_int_eq(ts_consumer_call1(&c, m, detail, sizeof(detail)), OB_WIRE_REJECT);
+	ck_assert_msg(strstr(detail, "401") != NULL, "%s", detail);
+	ck_assert_int_eq(wt_refused(e.target), 1);
+	ck_assert_int_eq(wt_effects(e.target, "sig-1"), 0);
+	ts_consumer_close(&c);
+	ts_stop(pid, SIGTERM);
+
+	/* Signed, with a rotation file (another secret first): applied once. */
+	snprintf(path, sizeof(path), "%s/webhook-secrets", ts_tmpdir());
+	ts_write_file(path, "# rotation: the old one, then the new\nwhsec-old-0123456789ab\n"
+	    "whsec-0123456789abcdef\n");
+	char url2[256], log2[256];
+	ts_ipc_url("whsig-2", url2, sizeof(url2));
+	char *signed_args[] = { "--webhook-secret-file", path, NULL };
+	pid = start_webhook_consumer(e.db, url2, e.hook, log2, signed_args);
+	ts_consumer_open(&c, url2);
+	m = ts_consumer_msg(2, "t", "sig-2", "{\"n\":2}");
+	ck_assert_int_eq(ts_consumer_call1(&c, m, detail, sizeof(detail)), OB_WIRE_APPLIED);
+	ck_assert_int_eq(wt_effects(e.target, "sig-2"), 1);
+	char h[256];
+	wt_last_header(e.target, "Outbox-Signature", h, sizeof(h));
+	ck_assert_msg(strncmp(h, "t=", 2) == 0 && strstr(h, ",v1=") != NULL &&
+	    strstr(strstr(h, ",v1=") + 1, ",v1=") != NULL, "two v1 for two secrets: %s", h);
+	ts_consumer_close(&c);
+	ts_stop(pid, SIGTERM);
+	char *log = ts_read_file(log2);
+	ck_assert_msg(log != NULL && strstr(log, "0123456789abcdef") == NULL, "a secret logged");
+	free(log);
+
+	/* A forger and a replayer, straight to the downstream. */
+	char hex[65];
+	long long now = (long long)time(NULL);
+	ck_assert_int_eq(webhook_hmac_hex(secret, strlen(secret), now, "{\"n\":3}", 7, hex), OB_OK);
+	snprintf(sig, sizeof(sig), "t=%lld,v1=%s", now, hex);
+	ck_assert_int_eq(raw_signed_post(e.hook, "sig-3", sig, "{\"n\":3}"), 201); /* genuine */
+	ck_assert_int_eq(raw_signed_post(e.hook, "sig-4", sig, "{\"n\":4}"), 401); /* forged body */
+	ck_assert_int_eq(webhook_hmac_hex(secret, strlen(secret), now - 1000, "{\"n\":5}", 7, hex),
+	    OB_OK);
+	snprintf(sig, sizeof(sig), "t=%lld,v1=%s", now - 1000, hex);
+	ck_assert_int_eq(raw_signed_post(e.hook, "sig-5", sig, "{\"n\":5}"), 401); /* replay */
+	ck_assert_int_eq(webhook_hmac_hex("whsec-wrong-0123456789", 22, now, "{\"n\":6}", 7, hex),
+	    OB_OK);
+	snprintf(sig, sizeof(sig), "t=%lld,v1=%s", now, hex);
+	ck_assert_int_eq(raw_signed_post(e.hook, "sig-6", sig, "{\"n\":6}"), 401); /* wrong key */
+	ck_assert_int_eq(wt_effects(e.target, "sig-4") + wt_effects(e.target, "sig-5") +
+	    wt_effects(e.target, "sig-6"), 0);
+
+	/* Bad secret files: exit 2, one line naming the file and line. */
+	static const char *const bad[] = { "short\n", "has a space in it 0123\n", "# only a comment\n" };
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		ts_write_file(path, bad[i]);
+		char *argv[] = { "outbox-consumer", "--db", e.db, "--listen", e.url, "--handler",
+			"webhook", "--webhook-url", e.hook, "--webhook-secret-file", path, NULL };
+		ck_assert_int_eq(ts_run(argv, NULL, out, sizeof(out), 30000), 2);
+		ck_assert_msg(strstr(out, "--webhook-secret-file") != NULL, "%s", out);
+		ck_assert_msg(strstr(out, "short") == NULL && strstr(out, "space in") == NULL,
+		    "the secret printed: %s", out);
+	}
+	char *nofile[] = { "outbox-consumer", "--db", e.db, "--listen", e.url,
+		"--webhook-secret-file", path, NULL };
+	ck_assert_int_eq(ts_run(nofile, NULL, out, sizeof(out), 30000), 2);
+	ck_assert_msg(strstr(out, "--webhook-secret-file needs --handler webhook") != NULL, "%s",
+	    out);
+	env_fini(&e);
+}
+END_TEST
+
 static Suite *
 webhook_suite(void)
 {
@@ -375,6 +480,7 @@ webhook_suite(void)
 	tcase_add_test(tc, test_webhook_crash_takeover);
 	tcase_add_test(tc, test_webhook_stale_holder_fenced);
 	tcase_add_test(tc, test_webhook_config_refused);
+	tcase_add_test(tc, test_webhook_signed);
 	suite_add_tcase(s, tc);
 	return s;
 }

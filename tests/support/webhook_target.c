@@ -9,11 +9,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <nng/nng.h>
 #include <nng/supplemental/http/http.h>
 #include <nng/supplemental/tls/tls.h>
 #include <nng/supplemental/util/platform.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 
 #include "testsupport.h"
 #include "webhook_target.h"
@@ -35,7 +38,9 @@ struct wt_target {
 	int nkeys, total;
 	int fail_n, fail_status, hold_n, hold_ms, lose_n;
 	char fail_retry_after[32]; /* Retry-After of the failing answers, "" = none */
-	char last_fence[32], last_topic[256], last_id[32], last_type[64];
+	char secret[300];          /* wt_require_signature: "" = none required */
+	int tolerance_s, refused;
+	char last_fence[32], last_topic[256], last_id[32], last_type[64], last_sig[300];
 };
 
 static struct wt_key *
@@ -58,6 +63,44 @@ copy_header(nng_http_req *req, const char *name, char *out, size_t len)
 	snprintf(out, len, "%s", v ? v : "");
 }
 
+/* Outbox-Signature as a downstream checks it, written here on its own
+ * (OpenSSL's one-shot HMAC), not with the consumer's code: t within the
+ * tolerance, and one v1 equal to HMAC-SHA256(secret, t "." body). */
+static bool
+signature_ok(struct wt_target *t, nng_http_req *req)
+{
+	const char *h = nng_http_req_get_header(req, "Outbox-Signature");
+	if (h == NULL || strncmp(h, "t=", 2) != 0)
+		return false;
+	char *end;
+	long long ts = strtoll(h + 2, &end, 10);
+	long long now = (long long)time(NULL);
+	if (end == h + 2 || ts < now - t->tolerance_s || ts > now + t->tolerance_s)
+		return false;
+	void *body;
+	size_t len;
+	nng_http_req_get_data(req, &body, &len);
+	char prefix[32];
+	int pn = snprintf(prefix, sizeof(prefix), "%lld.", ts);
+	unsigned char *msg = malloc((size_t)pn + len + 1);
+	if (msg == NULL)
+		return false;
+	memcpy(msg, prefix, (size_t)pn);
+	if (len > 0)
+		memcpy(msg + pn, body, len);
+	unsigned char md[32];
+	unsigned int mdlen = 0;
+	HMAC(EVP_sha256(), t->secret, (int)strlen(t->secret), msg, (size_t)pn + len, md, &mdlen);
+	free(msg);
+	char want[65];
+	for (unsigned i = 0; i < 32; i++)
+		snprintf(want + 2 * i, 3, "%02x", md[i]);
+	for (const char *v = strstr(end, ",v1="); v != NULL; v = strstr(v + 1, ",v1="))
+		if (strncmp(v + 4, want, 64) == 0 && (v[68] == '\0' || v[68] == ','))
+			return true;
+	return false;
+}
+
 static void
 hook(nng_aio *aio)
 {
@@ -75,6 +118,7 @@ hook(nng_aio *aio)
 	copy_header(req, "Outbox-Topic", t->last_topic, sizeof(t->last_topic));
 	copy_header(req, "Outbox-Message-Id", t->last_id, sizeof(t->last_id));
 	copy_header(req, "Content-Type", t->last_type, sizeof(t->last_type));
+	copy_header(req, "Outbox-Signature", t->last_sig, sizeof(t->last_sig));
 	struct wt_key *k = key != NULL ? find(t, key, true) : NULL;
 	if (k != NULL) {
 		k->requests++;
@@ -85,6 +129,10 @@ hook(nng_aio *aio)
 	if (key == NULL) {
 		status = 400;
 		snprintf(body, sizeof(body), "{\"error\":\"no Idempotency-Key\"}");
+	} else if (t->secret[0] != '\0' && !signature_ok(t, req)) {
+		t->refused++;
+		status = 401;
+		snprintf(body, sizeof(body), "{\"error\":\"bad or missing Outbox-Signature\"}");
 	} else if (t->fail_n > 0) {
 		t->fail_n--;
 		status = t->fail_status;
@@ -190,6 +238,24 @@ wt_stop(struct wt_target *t)
 }
 
 void
+wt_require_signature(struct wt_target *t, const char *secret, int tolerance_s)
+{
+	pthread_mutex_lock(&t->mtx);
+	snprintf(t->secret, sizeof(t->secret), "%s", secret != NULL ? secret : "");
+	t->tolerance_s = tolerance_s;
+	pthread_mutex_unlock(&t->mtx);
+}
+
+int
+wt_refused(struct wt_target *t)
+{
+	pthread_mutex_lock(&t->mtx);
+	int n = t->refused;
+	pthread_mutex_unlock(&t->mtx);
+	return n;
+}
+
+void
 wt_fail_next(struct wt_target *t, int n, int status)
 {
 	wt_fail_next_retry_after(t, n, status, NULL);
@@ -269,6 +335,7 @@ wt_last_header(struct wt_target *t, const char *name, char *out, size_t outlen)
 	    : strcmp(name, "Outbox-Topic") == 0         ? t->last_topic
 	    : strcmp(name, "Outbox-Message-Id") == 0    ? t->last_id
 	    : strcmp(name, "Content-Type") == 0         ? t->last_type
+	    : strcmp(name, "Outbox-Signature") == 0     ? t->last_sig
 	                                                : "";
 	snprintf(out, outlen, "%s", v);
 	pthread_mutex_unlock(&t->mtx);

@@ -24,6 +24,12 @@ void wt_stop(struct wt_target *t);
 
 /* The next n requests get status (e.g. 500 or 400) and act on nothing. */
 void wt_fail_next(struct wt_target *t, int n, int status);
+/* From now on answer 401 (and act on nothing) unless the request carries a
+ * valid Outbox-Signature under secret, its t within tolerance_s of now
+ * (secret NULL: stop requiring). wt_refused: how many were refused. */
+void wt_require_signature(struct wt_target *t, const char *secret, int tolerance_s);
+int wt_refused(struct wt_target *t);
+
 /* The same with a Retry-After header on those answers (NULL: none). */
 void wt_fail_next_retry_after(struct wt_target *t, int n, int status, const char *retry_after);
 /* The next n requests act, then wait hold_ms before answering. */
