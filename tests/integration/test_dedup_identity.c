@@ -7,8 +7,9 @@
  * the old identity put back (a unique index on the key alone, what
  * inbox/001 made the primary key): the second message is dead-lettered, one
  * effect; then for real: both applied once, nothing dead. A redelivery of
- * one (topic, key) is still a duplicate, on both apply paths, and the purge
- * forgets a record by its row, not by its key. Migration 005 on a table
+ * one (topic, key) is still a duplicate, on both apply paths; a handler's
+ * detail is stored in its own record, and the purge forgets a record by
+ * its row, not by its key. Migration 005 on a table
  * that has records keeps them and goes on deduplicating them, built in
  * place or from an index built by hand beforehand (CONCURRENTLY). A
  * consumer of protocol 1 is refused by the new schema, the new consumer by
@@ -28,6 +29,7 @@
 #include "testsupport.h"
 #include "ts_consumer.h"
 #include "ts_relay.h"
+#include "webhook_target.h"
 
 #define T_SEC 1000
 #define INBOX_BEFORE_IDENTITY 4 /* the last inbox migration before 005 */
@@ -188,6 +190,40 @@ START_TEST(test_redelivery_of_topic_and_key)
 }
 END_TEST
 
+/* A handler's detail is stored in the record of its (topic, key) only: the
+ * webhook handler's ("downstream answered 201"), next to a record of the
+ * same key on another topic, which keeps its own. */
+START_TEST(test_detail_stored_per_topic_and_key)
+{
+	char db[TS_CONNINFO_MAX], url[256], hook[256], log[256], detail[512];
+	ts_db_create("ident_detail", "inbox", db, sizeof(db));
+	PGconn *conn = ts_connect(db);
+	ts_exec(conn, "INSERT INTO inbox.processed (idempotency_key, topic, message_id, fence,"
+	    " detail) VALUES ('wk', 'other', 1, 1, 'its own')");
+	struct wt_target *target = wt_start(hook, sizeof(hook));
+	ck_assert_ptr_nonnull(target);
+	ts_ipc_url("identd", url, sizeof(url));
+	const char *extra[] = { "--handler", "webhook", "--webhook-url", hook, NULL };
+	pid_t pid = ts_consumer_spawn(log, db, url, extra);
+	struct ts_consumer_conn c;
+	ts_consumer_open(&c, url);
+	struct ob_wire_msg m = ts_consumer_msg(2, "a", "wk", "{}");
+	ck_assert_int_eq(ts_consumer_call1(&c, m, detail, sizeof(detail)), OB_WIRE_APPLIED);
+	ck_assert_int_eq(ts_query_int(conn, "SELECT count(*) FROM inbox.processed"
+	    " WHERE idempotency_key = 'wk' AND topic = 'a' AND detail LIKE '%201%'"), 1);
+	ck_assert_int_eq(ts_query_int(conn, "SELECT count(*) FROM inbox.processed"
+	    " WHERE idempotency_key = 'wk' AND topic = 'other' AND detail = 'its own'"), 1);
+	/* redelivered: answered from the handler's claim, no second call */
+	ck_assert_int_eq(ts_consumer_call1(&c, m, detail, sizeof(detail)), OB_WIRE_DUPLICATE);
+	ck_assert_msg(strstr(detail, "201") != NULL, "%s", detail);
+	ck_assert_int_eq(wt_requests(target, "wk"), 1);
+	ts_consumer_close(&c);
+	ts_stop(pid, SIGTERM);
+	wt_stop(target);
+	PQfinish(conn);
+}
+END_TEST
+
 /* Records as consumer protocol 1 wrote them: 'k1' with its fingerprint,
  * 'k2' from before inbox/002 (no fingerprint), and a history of records of
  * topic 'h' and payload {}. */
@@ -344,6 +380,7 @@ main(void)
 	tcase_set_timeout(tc, 180);
 	tcase_add_test(tc, test_one_key_two_topics_end_to_end);
 	tcase_add_test(tc, test_redelivery_of_topic_and_key);
+	tcase_add_test(tc, test_detail_stored_per_topic_and_key);
 	tcase_add_test(tc, test_migration_keeps_records);
 	tcase_add_test(tc, test_migration_takes_an_index_built_beforehand);
 	tcase_add_test(tc, test_protocol_refusals);
