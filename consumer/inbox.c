@@ -35,17 +35,18 @@
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
-/* The dedup upsert. A conflicting key is "updated" to itself, which locks
- * it (waiting for an uncommitted inserter, at most lock_timeout) and
- * returns the committed row: inserted (xmax = 0), fingerprint match, first
- * outcome, detail, time applied. */
+/* The dedup upsert. The record's identity is (topic, key) (inbox.h): a
+ * conflicting pair is "updated" to itself, which locks it (waiting for an
+ * uncommitted inserter, at most lock_timeout) and returns the committed
+ * row: inserted (xmax = 0), fingerprint match, first outcome, detail, time
+ * applied. */
 static const char sql_dedup[] =
     "INSERT INTO inbox.processed AS p (idempotency_key, topic, message_id, fence,"
     "   fingerprint, created_at)"
     " VALUES (convert_from($1, 'UTF8'), convert_from($2, 'UTF8'), $4, $5,"
     "   encode(sha256($2 || '\\x00'::bytea || $3), 'hex'),"
     "   'epoch'::timestamptz + $6 * interval '1 microsecond')"
-    " ON CONFLICT (idempotency_key) DO UPDATE SET fence = p.fence"
+    " ON CONFLICT (idempotency_key, topic) DO UPDATE SET fence = p.fence"
     " RETURNING p.xmax = 0,"
     "   p.fingerprint IS NULL OR p.fingerprint = encode(sha256($2 || '\\x00'::bytea || $3), 'hex'),"
     "   p.outcome, coalesce(p.detail, ''),"
@@ -55,39 +56,43 @@ static const char sql_dedup[] =
  * With dedup, one row per message in order: 'A' applied now, 'D' applied
  * before with the same fingerprint (stored outcome, detail, time follow),
  * 'M' applied before with another fingerprint, 'X' not decidable here (a
- * key twice in the batch, or committed by another transaction after this
- * statement's snapshot): the per-message path must run. Rows that already
- * exist are not locked: a committed dedup record never changes.
- * convert_from() returns text with collation "C", which the primary key
- * (collation "default") cannot serve even where the two sort alike: without
- * the COLLATE every lookup by key would scan the whole table. */
+ * (topic, key) twice in the batch, or committed by another transaction
+ * after this statement's snapshot): the per-message path must run. Rows
+ * that already exist are not locked: a committed dedup record never
+ * changes. convert_from() returns text with collation "C", which the
+ * primary key (collation "default") cannot serve even where the two sort
+ * alike: without the COLLATE every lookup by key would scan the whole
+ * table (the topic gets it too, so that the probe uses both columns). */
 static const char sql_set_dedup[] =
     "WITH m AS MATERIALIZED (SELECT n, convert_from(k, 'UTF8') COLLATE \"default\" AS key,"
-    "   convert_from(t, 'UTF8') AS topic, p, i, f, c, o, s,"
+    "   convert_from(t, 'UTF8') COLLATE \"default\" AS topic, p, i, f, c, o, s,"
     "   encode(sha256(t || '\\x00'::bytea || p), 'hex') AS fp"
     "  FROM unnest($1::bytea[], $2::bytea[], $3::bytea[], $4::int8[], $5::int8[],"
     "    $6::int8[], $7::bytea[], $8::int8[]) WITH ORDINALITY AS u(k, t, p, i, f, c, o, s, n)),"
-    " fst AS (SELECT DISTINCT ON (key) key, n FROM m ORDER BY key, n),"
+    " fst AS (SELECT DISTINCT ON (key, topic) key, topic, n FROM m ORDER BY key, topic, n),"
     " d AS (INSERT INTO inbox.processed (idempotency_key, topic, message_id, fence,"
     "   fingerprint, created_at)"
     "  SELECT m.key, m.topic, m.i, m.f, m.fp,"
     "   'epoch'::timestamptz + m.c * interval '1 microsecond'"
-    "  FROM m JOIN fst USING (key, n) ORDER BY m.key"
-    "  ON CONFLICT (idempotency_key) DO NOTHING RETURNING idempotency_key),"
+    "  FROM m JOIN fst USING (key, topic, n) ORDER BY m.key, m.topic"
+    "  ON CONFLICT (idempotency_key, topic) DO NOTHING RETURNING idempotency_key, topic),"
     " e AS (INSERT INTO inbox.notifications (idempotency_key, topic, payload,"
     "   message_id, ordering_key, ordering_seq)"
     "  SELECT m.key, m.topic, convert_from(m.p, 'UTF8')::jsonb, m.i,"
     "   convert_from(m.o, 'UTF8'), m.s"
-    "  FROM m JOIN fst USING (key, n) JOIN d ON d.idempotency_key = m.key RETURNING 1)"
+    "  FROM m JOIN fst USING (key, topic, n)"
+    "  JOIN d ON d.idempotency_key = m.key AND d.topic = m.topic RETURNING 1)"
     " SELECT CASE WHEN d.idempotency_key IS NOT NULL AND fst.n = m.n THEN 'A'"
     "   WHEN d.idempotency_key IS NOT NULL OR x.idempotency_key IS NULL THEN 'X'"
     "   WHEN x.fingerprint IS NULL OR x.fingerprint = m.fp THEN 'D' ELSE 'M' END,"
     "  x.outcome, coalesce(x.detail, ''),"
     "  to_char(x.processed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),"
     "  (SELECT count(*) FROM e)"
-    " FROM m JOIN fst USING (key) LEFT JOIN d ON d.idempotency_key = m.key"
+    " FROM m JOIN fst USING (key, topic)"
+    " LEFT JOIN d ON d.idempotency_key = m.key AND d.topic = m.topic"
     " LEFT JOIN LATERAL (SELECT * FROM inbox.processed x"
-    "   WHERE x.idempotency_key = m.key AND d.idempotency_key IS NULL LIMIT 1) x ON true"
+    "   WHERE x.idempotency_key = m.key AND x.topic = m.topic"
+    "   AND d.idempotency_key IS NULL LIMIT 1) x ON true"
     " ORDER BY m.n";
 static const char sql_set_nodedup[] =
     "WITH m AS MATERIALIZED (SELECT convert_from(k, 'UTF8') AS key,"
@@ -350,9 +355,13 @@ carry_stmts(const struct carry *c, struct stmt *s, const char **dparams,
 		dparams[1] = b->details[c->detail_of];
 		dlens[1] = 0;
 		dformats[1] = 0;
-		static const Oid t[2] = { OID_BYTEA, 0 };
+		dparams[2] = m->topic;
+		dlens[2] = m->topic_len;
+		dformats[2] = 1;
+		static const Oid t[3] = { OID_BYTEA, 0, OID_BYTEA };
 		s[n++] = (struct stmt){ "UPDATE inbox.processed SET detail = $2"
-			" WHERE idempotency_key = convert_from($1, 'UTF8') COLLATE \"default\"", 2, t, dparams,
+			" WHERE idempotency_key = convert_from($1, 'UTF8') COLLATE \"default\""
+			" AND topic = convert_from($3, 'UTF8') COLLATE \"default\"", 3, t, dparams,
 			dlens, dformats, NULL };
 	}
 	if (!c->keep)
@@ -371,7 +380,7 @@ carry_check(PGresult **res, int ncarry, char *err, size_t errlen)
 	return OB_OK;
 }
 
-/* The answer for a key found in inbox.processed. */
+/* The answer for a (topic, key) found in inbox.processed. */
 static void
 existing_key(struct inbox_batch *b, uint32_t i, const PGresult *res)
 {
@@ -394,8 +403,8 @@ apply_each(PGconn *conn, const struct inbox_options *opt,
 	struct carry carry = { false, false, 0, false };
 	bool began = false;
 	char id[24], fence[24], created[24];
-	const char *dparams[2];
-	int dlens[2], dformats[2];
+	const char *dparams[3];
+	int dlens[3], dformats[3];
 	static const Oid dtypes[6] = { OID_BYTEA, OID_BYTEA, OID_BYTEA, OID_INT8, OID_INT8,
 		OID_INT8 };
 

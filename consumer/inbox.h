@@ -1,20 +1,25 @@
 /*
  * inbox.h - dedup + effect in one transaction, a batch at a time.
  *
+ * The identity of a message is (topic, idempotency key), as outbox.enqueue's
+ * uniqueness is: the same key on two topics is two messages, each applied
+ * once (sql/inbox/005_dedup_topic_key.sql, consumer protocol 2).
+ *
  * For a request of N messages: BEGIN; per message a savepoint, the dedup
- * record (inbox.processed: key, fingerprint, outcome, detail), the
- * handler's effect; one COMMIT. A key already processed with the same
- * fingerprint gets DUPLICATE with the stored outcome and applies nothing;
- * with another fingerprint it gets REJECT ("idempotency key reused with a
- * different payload") and applies nothing. A handler failure rolls back that
+ * record (inbox.processed: topic, key, fingerprint, outcome, detail), the
+ * handler's effect; one COMMIT. A (topic, key) already processed with the
+ * same fingerprint gets DUPLICATE with the stored outcome and applies
+ * nothing; with another fingerprint (another payload) it gets REJECT
+ * ("idempotency key reused with a different payload") and applies nothing.
+ * A handler failure rolls back that
  * message only. If COMMIT fails every message gets RETRY. Statuses are final
  * only once COMMIT has returned: the caller replies after this call.
  *
  * The built-in record handler is applied set-based: BEGIN and one statement
  * for the whole batch (new keys applied, keys seen before answered from
  * their stored record), then COMMIT. When that statement fails (bad data, a
- * key in flight) or cannot decide a message (a key twice in the batch, a
- * key committed concurrently), the transaction is rolled back and every
+ * key in flight) or cannot decide a message (a (topic, key) twice in the
+ * batch, one committed concurrently), the transaction is rolled back and every
  * message goes through the per-message path, whose statements are sent in
  * libpq pipeline mode (one round trip per message plus the handler's own).
  * Both paths give the same statuses.

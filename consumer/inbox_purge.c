@@ -25,10 +25,14 @@ purge_round(PGconn *conn, int64_t retention_ms, int batch, int64_t *n, char *err
 	snprintf(b, sizeof(b), "%d", batch);
 	const char *params[2] = { r, b };
 	/* = ANY(ARRAY(...)), not IN (...): planned for LIMIT rows, the IN
-	 * form hash-joined a scan of the whole table for every batch. */
+	 * form hash-joined a scan of the whole table for every batch. By the
+	 * row's ctid, not its key: a record is (topic, key), and the same key
+	 * of another topic may be younger. The rows are locked (FOR UPDATE)
+	 * by the subquery, so none moves before the DELETE reads it; a TID
+	 * scan fetches exactly them. */
 	PGresult *res = PQexecParams(conn,
-	    "DELETE FROM inbox.processed WHERE idempotency_key = ANY(ARRAY("
-	    "  SELECT idempotency_key FROM inbox.processed"
+	    "DELETE FROM inbox.processed WHERE ctid = ANY(ARRAY("
+	    "  SELECT ctid FROM inbox.processed"
 	    "   WHERE processed_at < now() - $1::bigint * interval '1 millisecond'"
 	    "   ORDER BY processed_at LIMIT $2::int FOR UPDATE SKIP LOCKED))",
 	    2, NULL, params, NULL, NULL, 0);

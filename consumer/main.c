@@ -174,8 +174,9 @@ static const struct ob_cfg_program program = {
 	.description =
     "Serve outbox deliveries over nng REP. Each request's messages are applied in"
     " one transaction: the dedup record (inbox.processed) and the effect commit"
-    " together; a key already processed answers 'duplicate' and applies nothing."
-    " The reply is sent only after COMMIT. A key redelivered with a different"
+    " together; a (topic, key) already processed answers 'duplicate' and applies"
+    " nothing (the same key on another topic is another message). The reply is"
+    " sent only after COMMIT. A (topic, key) redelivered with a different"
     " payload is rejected (fingerprint mismatch). With --listen tls+tcp:// only"
     " relays holding a client certificate signed by --tls-ca are served"
     " (docs/security.md). Run `outboxctl migrate --schema inbox` first.",

@@ -39,3 +39,15 @@ endif()
 # descriptor limit: the endpoint's cap keeps delivery flowing.
 outbox_test(test_consumer_metrics_flood SOURCES integration/test_consumer_metrics_flood.c
   LABELS integration PG TIMEOUT 300 LIBS outbox_consumer)
+
+# The dedup identity is (topic, idempotency_key), as enqueue's uniqueness:
+# one key on two topics through relay and consumer (the old key-alone
+# identity first: the second dead-lettered), redeliveries per (topic, key),
+# a handler's detail stored in its own record, the purge by row, migration inbox/005 on a table with records (built in
+# place, or from an index built CONCURRENTLY beforehand), and consumer
+# protocol 2's refusals of the old schema and of a consumer 1.
+outbox_test(test_dedup_identity SOURCES integration/test_dedup_identity.c
+  support/webhook_target.c LABELS integration PG TIMEOUT 300)
+if(TARGET test_dedup_identity)
+  add_dependencies(test_dedup_identity outbox-consumer outbox-relay)
+endif()

@@ -193,7 +193,13 @@ START_TEST(test_public_executes_nothing)
 
 	struct ob_migrate_report r;
 	migrate_ok(db, &r);
-	ck_assert_int_eq(r.migrations, 3); /* outbox 014 and 015, inbox 004 */
+	/* outbox 014, inbox 004, and whatever came after them */
+	int later = 0;
+	for (const struct ob_migration *m = ob_migrations; m->set != NULL; m++)
+		later += m->version >= (strcmp(m->set, "outbox") == 0 ? OUTBOX_BEFORE_ROLES
+		                                                      : INBOX_BEFORE_ROLES);
+	ck_assert_int_ge(later, 2);
+	ck_assert_int_eq(r.migrations, later);
 	ck_assert_int_eq(ts_query_int(su, public_exec_sql), 0);
 	ck_assert_int_eq(ts_query_int(su,
 	    "SELECT count(*) FROM pg_namespace WHERE nspname IN ('outbox', 'app', 'inbox')"

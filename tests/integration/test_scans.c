@@ -99,8 +99,10 @@ static void
 fill_history(PGconn *conn)
 {
 	ts_exec(conn, old_messages_sql);
+	/* The dedup records are of topic 'new': the new messages that reuse
+	 * their keys (enqueue_new) find them by (topic, key). */
 	ts_exec(conn, "INSERT INTO inbox.processed (idempotency_key, topic, message_id, fence,"
-	    " fingerprint) SELECT 'old-' || g, 'old', g, 1, md5(g::text)" HISTORY);
+	    " fingerprint) SELECT 'old-' || g, 'new', g, 1, md5(g::text)" HISTORY);
 	ts_exec(conn, "INSERT INTO inbox.notifications (idempotency_key, topic, payload,"
 	    " message_id) SELECT 'old-' || g, 'old', '{}', g" HISTORY);
 	ts_exec(conn, "ANALYZE"); /* what autovacuum does in time */
@@ -110,8 +112,9 @@ static void
 enqueue_new(PGconn *conn)
 {
 	char sql[512];
-	/* Keys old-1..old-REUSED_KEYS come back on another topic: the consumer
-	 * finds their dedup records (fingerprint mismatch, dead-lettered). */
+	/* Keys old-1..old-REUSED_KEYS come back on topic 'new' with another
+	 * payload: the consumer finds their dedup records by (topic, key)
+	 * (fingerprint mismatch, dead-lettered). */
 	snprintf(sql, sizeof(sql),
 	    "SELECT count(outbox.enqueue('new', CASE WHEN g <= %d THEN 'old-' || g"
 	    " ELSE 'new-' || g END, jsonb_build_object('n', g),"

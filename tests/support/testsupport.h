@@ -28,6 +28,13 @@ const char *ts_server_conninfo(void);
  * write its conninfo into out. */
 void ts_db_create(const char *tag, const char *set, char *out, size_t outlen);
 
+/* Create a fresh database as ts_db_create does, but holding only the
+ * numbered migrations of set ("outbox" or "inbox") up to version last, each
+ * recorded as the runner records it: the schema a release that stopped
+ * there left (without today's schema files). ob_migrate brings it up to
+ * date, as an upgrade does. */
+void ts_db_create_at(const char *tag, const char *set, int last, char *out, size_t outlen);
+
 /* Connect (ck_assert on failure). Release with PQfinish. */
 PGconn *ts_connect(const char *conninfo);
 

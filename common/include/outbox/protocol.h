@@ -15,7 +15,9 @@
 #define OB_PROTOCOL_RELAY 2
 #define OB_PROTOCOL_PRODUCER 2
 #define OB_PROTOCOL_ADMIN 2
-#define OB_PROTOCOL_CONSUMER 1
+/* consumer 2: the dedup record's identity is (topic, idempotency_key)
+ * (sql/inbox/005_dedup_topic_key.sql); consumer 1 keyed it by the key. */
+#define OB_PROTOCOL_CONSUMER 2
 
 /* Ask schema ("outbox" or "inbox") whether it serves component at
  * version, after checking that the session's role holds the privileges
