@@ -79,6 +79,8 @@ struct api_request {
 	size_t body_len;
 	const char *scope;     /* the bearer token's scope (auth.h): keys and
 	                        * reports are its own; NULL or "" = the default */
+	const char *topics;    /* the token's topic list (auth.h) for
+	                        * /v1/messages; NULL = any topic */
 };
 
 /* The answer. body is owned (free()); NULL = no body. */

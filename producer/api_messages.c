@@ -26,6 +26,7 @@
 
 #include "api.h"
 #include "api_internal.h"
+#include "auth.h"
 #include "metrics.h"
 #include "message_input.h"
 #include "outbox/err.h"
@@ -151,6 +152,13 @@ api_messages_create(PGconn *conn, const struct api_config *cfg, const struct api
 	    sizeof(err));
 	if (rc != OB_OK) {
 		api_error(res, rc == OB_EINVAL ? 400 : 500, "invalid_body", err);
+		return;
+	}
+	/* Before the key is touched: a refused topic stores nothing. */
+	if (!producer_topic_allowed(req->topics, in.topic)) {
+		api_error(res, 403, "topic_not_allowed", "this token may not send to this topic (its"
+		    " topics= list in --api-token-file)");
+		message_input_fini(&in);
 		return;
 	}
 	struct ob_key_claim c;

@@ -14,6 +14,7 @@
  * on free).
  */
 #include <errno.h>
+#include <fnmatch.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -30,6 +31,7 @@ struct producer_tokens {
 	unsigned char tok[PRODUCER_TOKENS_MAX][PRODUCER_TOKEN_MAX];
 	unsigned scope_of[PRODUCER_TOKENS_MAX]; /* index into scope[] */
 	int line[PRODUCER_TOKENS_MAX];          /* of the file, for errors */
+	char topics[PRODUCER_TOKENS_MAX][PRODUCER_TOPICS_MAX + 1]; /* "" = any */
 	int nscopes;                            /* scope[0] is "", the default */
 	char scope[PRODUCER_TOKENS_MAX + 1][PRODUCER_SCOPE_MAX + 1];
 };
@@ -128,6 +130,29 @@ producer_tokens_load(const char *path, struct producer_tokens **out, char *err,
 				goto out;
 			}
 		}
+		/* then `topics=P1,P2` (optional) */
+		const char *topics = "";
+		size_t toplen = 0;
+		if (strncmp(tok, PRODUCER_TOPICS_PREFIX, sizeof(PRODUCER_TOPICS_PREFIX) - 1) == 0) {
+			topics = tok + sizeof(PRODUCER_TOPICS_PREFIX) - 1;
+			toplen = strcspn(topics, " \t");
+			bool ok = toplen > 0 && toplen <= PRODUCER_TOPICS_MAX;
+			for (size_t i = 0; ok && i < toplen; i++)
+				ok = topics[i] > 0x20 && topics[i] < 0x7f &&
+				    !(topics[i] == ',' && (i == 0 || i + 1 == toplen || topics[i + 1] == ','));
+			if (!ok) {
+				snprintf(err, errlen, "--api-token-file %s line %d: a topic list (%sP1,P2"
+				    " TOKEN) is 1..%d printable characters, patterns separated by single"
+				    " commas", path, lineno, PRODUCER_TOPICS_PREFIX, PRODUCER_TOPICS_MAX);
+				goto out;
+			}
+			tok = topics + toplen + strspn(topics + toplen, " \t");
+			if (*tok == '\0') {
+				snprintf(err, errlen, "--api-token-file %s line %d: no token after the"
+				    " topic list", path, lineno);
+				goto out;
+			}
+		}
 		size_t tlen = strlen(tok);
 		if (tlen < PRODUCER_TOKEN_MIN || tlen > PRODUCER_TOKEN_MAX ||
 		    !token_chars_ok(tok, tlen)) {
@@ -154,6 +179,8 @@ producer_tokens_load(const char *path, struct producer_tokens **out, char *err,
 		}
 		memcpy(t->tok[t->n], tok, tlen);
 		t->len[t->n] = tlen;
+		memcpy(t->topics[t->n], topics, toplen);
+		t->topics[t->n][toplen] = '\0';
 		t->scope_of[t->n] = scope;
 		t->line[t->n] = lineno;
 		t->n++;
@@ -190,7 +217,7 @@ producer_tokens_scopes(const struct producer_tokens *t)
 
 enum producer_auth
 producer_tokens_check(const struct producer_tokens *t, const char *authorization,
-    const char **scope)
+    const char **scope, const char **topics)
 {
 	unsigned char given[PRODUCER_TOKEN_MAX];
 	if (authorization == NULL || strncasecmp(authorization, "Bearer ", 7) != 0)
@@ -206,7 +233,7 @@ producer_tokens_check(const struct producer_tokens *t, const char *authorization
 	size_t copy = n < sizeof(given) ? n : sizeof(given);
 	memset(given, 0, sizeof(given));
 	memcpy(given, p, copy);
-	unsigned match = 0, which = 0;
+	unsigned match = 0, which = 0, tok_index = 0;
 	for (int i = 0; i < t->n; i++) {
 		unsigned diff = (unsigned)(t->len[i] ^ n);
 		for (size_t j = 0; j < PRODUCER_TOKEN_MAX; j++)
@@ -216,13 +243,33 @@ producer_tokens_check(const struct producer_tokens *t, const char *authorization
 		    ~(diff >> (sizeof(diff) * 8 - 1));
 		match |= m;
 		which |= t->scope_of[i] & (0u - m); /* this token's scope, if it matched */
+		tok_index |= (unsigned)i & (0u - m);
 	}
 	wipe(given, sizeof(given));
 	if (!match)
 		return PRODUCER_AUTH_INVALID;
 	if (scope != NULL)
 		*scope = t->scope[which];
+	if (topics != NULL)
+		*topics = t->topics[tok_index][0] != '\0' ? t->topics[tok_index] : NULL;
 	return PRODUCER_AUTH_OK;
+}
+
+bool
+producer_topic_allowed(const char *topics, const char *topic)
+{
+	if (topics == NULL)
+		return true;
+	char pat[PRODUCER_TOPICS_MAX + 1];
+	for (const char *p = topics; *p != '\0';) {
+		size_t n = strcspn(p, ",");
+		memcpy(pat, p, n);
+		pat[n] = '\0';
+		if (fnmatch(pat, topic, 0) == 0)
+			return true;
+		p += n + (p[n] == ',');
+	}
+	return false;
 }
 
 int

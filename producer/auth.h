@@ -18,10 +18,17 @@
  * wherever they differ. Tokens are never logged or printed: errors name
  * the file and the line number only (not even what looked like a scope
  * name: it may be a token written in the wrong place).
+ *
+ * Topics: a line may also carry `topics=P1,P2,...` before the token
+ * (after the scope, if any): the token may then enqueue on POST
+ * /v1/messages only to topics matching one of those shell patterns
+ * (fnmatch(3): `notify.*`, `alerts.pager`), else 403. Without it, any
+ * topic. At most PRODUCER_TOPICS_MAX characters.
  */
 #ifndef OUTBOX_PRODUCER_AUTH_H
 #define OUTBOX_PRODUCER_AUTH_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #define PRODUCER_TOKENS_MAX 64
@@ -30,6 +37,8 @@
 #define PRODUCER_SCOPE_MAX 32       /* characters of a scope name */
 #define PRODUCER_TOKEN_LINE_MAX 512 /* characters of a line of the file */
 #define PRODUCER_SCOPE_PREFIX "scope=" /* `scope=NAME TOKEN` */
+#define PRODUCER_TOPICS_PREFIX "topics=" /* `topics=P1,P2 TOKEN` */
+#define PRODUCER_TOPICS_MAX 200     /* characters of a topics list */
 
 struct producer_tokens;
 
@@ -54,10 +63,15 @@ int producer_tokens_scopes(const struct producer_tokens *t);
 /* Check an Authorization header value (NULL: absent). Constant time over
  * the configured tokens, the matching token's scope included. On
  * PRODUCER_AUTH_OK, *scope (when scope is not NULL) is the scope's name, ""
- * for the default scope, borrowed from t (valid until producer_tokens_free);
- * else *scope is not written. Thread-safe (reads only). */
+ * for the default scope, and *topics (when not NULL) the token's topic
+ * list or NULL for none, both borrowed from t (valid until
+ * producer_tokens_free); else neither is written. Thread-safe (reads only). */
 enum producer_auth producer_tokens_check(const struct producer_tokens *t,
-    const char *authorization, const char **scope);
+    const char *authorization, const char **scope, const char **topics);
+
+/* Whether topics (a token's list as producer_tokens_check gave it; NULL:
+ * no list, every topic) allows topic. */
+bool producer_topic_allowed(const char *topics, const char *topic);
 
 /* A client's token (`submit` / `lookup --api-token-file`): the file must
  * hold exactly one token, in the same format (a `scope=NAME` prefix is

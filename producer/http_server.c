@@ -32,6 +32,7 @@ struct queued {
 	struct ob_httpd_req *req;
 	int64_t t0_ns;      /* CLOCK_MONOTONIC: the request's first byte */
 	const char *scope;  /* its token's scope ("" default), borrowed from cfg.tokens */
+	const char *topics; /* its token's topic list (NULL: any), likewise */
 };
 
 struct http_server {
@@ -105,15 +106,17 @@ reply_error(struct ob_httpd_req *req, int status, const char *code, const char *
  * HEAD /healthz stay open for liveness probes. true: answered; false: go
  * on, in *scope (the token's scope; "" without tokens or a token). */
 static bool
-refuse_unauthorized(struct http_server *s, struct ob_httpd_req *req, const char **scope)
+refuse_unauthorized(struct http_server *s, struct ob_httpd_req *req, const char **scope,
+    const char **topics)
 {
 	*scope = "";
+	*topics = NULL;
 	if (s->cfg.tokens == NULL ||
 	    (strcmp(req->path, "/healthz") == 0 &&
 	        (strcmp(req->method, "GET") == 0 || strcmp(req->method, "HEAD") == 0)))
 		return false;
 	enum producer_auth a = producer_tokens_check(s->cfg.tokens,
-	    ob_httpd_req_header(req, "Authorization"), scope);
+	    ob_httpd_req_header(req, "Authorization"), scope, topics);
 	if (a == PRODUCER_AUTH_OK)
 		return false;
 	struct api_response r = { 0 };
@@ -136,8 +139,8 @@ static void
 handle_cb(void *arg, struct ob_httpd_req *req)
 {
 	struct http_server *s = arg;
-	const char *scope;
-	if (refuse_unauthorized(s, req, &scope))
+	const char *scope, *topics;
+	if (refuse_unauthorized(s, req, &scope, &topics))
 		return;
 	pthread_mutex_lock(&s->mtx);
 	if (s->stopping || s->qlen >= s->cfg.max_queue) {
@@ -149,7 +152,7 @@ handle_cb(void *arg, struct ob_httpd_req *req)
 		    1, stopping);
 		return;
 	}
-	s->queue[(s->qhead + s->qlen) % s->cfg.max_queue] = (struct queued){ req, req->t0_ns, scope };
+	s->queue[(s->qhead + s->qlen) % s->cfg.max_queue] = (struct queued){ req, req->t0_ns, scope, topics };
 	s->qlen++;
 	pthread_cond_signal(&s->cv);
 	pthread_mutex_unlock(&s->mtx);
@@ -199,7 +202,7 @@ ensure_conn(struct http_server *s, int i)
 
 static void
 serve_one(struct http_server *s, int index, struct ob_httpd_req *req, int64_t t0,
-    const char *scope)
+    const char *scope, const char *topics)
 {
 	const char *method = req->method;
 	/* The path and method are borrowed from req: count before answering. */
@@ -212,7 +215,7 @@ serve_one(struct http_server *s, int index, struct ob_httpd_req *req, int64_t t0
 	struct api_request ar = { method, req->path, req->query,
 		ob_httpd_req_header(req, "Idempotency-Key"),
 		strcmp(method, "POST") == 0 ? req->body : NULL,
-		strcmp(method, "POST") == 0 ? req->body_len : 0, scope };
+		strcmp(method, "POST") == 0 ? req->body_len : 0, scope, topics };
 	struct api_response res;
 	api_handle(s->conns[index], &s->cfg.api, &ar, &res);
 	if (ob_pg_broken(s->conns[index]))
@@ -236,7 +239,7 @@ worker_main(void *arg)
 	struct worker_arg *w = arg;
 	struct queued q;
 	while (queue_pop(w->s, &q))
-		serve_one(w->s, w->index, q.req, q.t0_ns, q.scope);
+		serve_one(w->s, w->index, q.req, q.t0_ns, q.scope, q.topics);
 	free(w);
 	return NULL;
 }

@@ -145,7 +145,9 @@ static const struct ob_cfg_opt serve_options[] = {
 	    " characters; '#' comments), read at start; tokens are never logged. A line"
 	    " 'scope=NAME TOKEN' puts the token in scope NAME (a-z 0-9 _ -, up to 32):"
 	    " idempotency keys and reports are per scope (another scope's same key is a new"
-	    " request); a bare TOKEN is in the default scope"),
+	    " request); a bare TOKEN is in the default scope. 'topics=P1,P2' before the token"
+	    " (after the scope) limits POST /v1/messages to topics matching those shell patterns"
+	    " (else 403)"),
 	OPT("tls-cert", "OUTBOX_TLS_CERT", OB_CFG_STRING, NULL, 0, 0, NULL, false, tls_cert,
 	    "with --http https://: the server's certificate (PEM; a chain may follow it)"),
 	OPT("tls-key", "OUTBOX_TLS_KEY", OB_CFG_STRING, NULL, 0, 0, NULL, false, tls_key,

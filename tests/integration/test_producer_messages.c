@@ -6,8 +6,9 @@
  * in progress), every kind of bad input (400/405/413, nothing stored), a
  * key held by a request in progress (409 + Retry-After, then the replay),
  * a slow request taken over after its lease (fencing on: one message, both
- * callers the same id), and keys per token scope (two scopes' same key:
- * two messages, "~a/k" and "~b/k", each lookup its own).
+ * callers the same id), keys per token scope (two scopes' same key:
+ * two messages, "~a/k" and "~b/k", each lookup its own), and a token's
+ * topics= list (403 for another topic, nothing stored).
  */
 #include <pthread.h>
 #include <signal.h>
@@ -274,6 +275,54 @@ START_TEST(test_keys_per_scope)
 }
 END_TEST
 
+/* A token's topics= list: 403 for another topic, nothing stored (not even
+ * the key: the same key is usable for an allowed topic after); a token
+ * without a list may send anywhere. */
+START_TEST(test_topic_allowlist)
+{
+	char db[TS_CONNINFO_MAX], path[300], out[8192], req[4096];
+	PGconn *c = fresh_db(db, sizeof(db));
+	snprintf(path, sizeof(path), "%s/tokens-topics", ts_tmpdir());
+	ts_write_file(path, "scope=agent topics=notify.*,alerts.pager tok-agent-0123456789ab\n"
+	    "scope=ops tok-ops-0123456789abcdef\n");
+	struct ts_producer_server s;
+	char *extra[] = { "--api-token-file", path, NULL };
+	ts_producer_serve(db, extra, &s);
+	int port = ts_producer_port(&s);
+	static const struct {
+		const char *token, *key, *topic;
+		int status;
+	} cases[] = {
+		{ "tok-agent-0123456789ab", "a-1", "notify.email", 201 },
+		{ "tok-agent-0123456789ab", "a-2", "alerts.pager", 201 },
+		{ "tok-agent-0123456789ab", "a-3", "billing.refund", 403 },
+		{ "tok-agent-0123456789ab", "a-4", "alerts.pager.x", 403 },
+		{ "tok-agent-0123456789ab", "a-3", "notify.sms", 201 }, /* the refused key, reused */
+		{ "tok-ops-0123456789abcdef", "o-1", "billing.refund", 201 },
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		char body[256];
+		snprintf(body, sizeof(body), "{\"topic\":\"%s\",\"payload\":{\"n\":%zu}}",
+		    cases[i].topic, i);
+		int n = snprintf(req, sizeof(req), "POST /v1/messages HTTP/1.1\r\nHost: x\r\n"
+		    "Idempotency-Key: %s\r\nAuthorization: Bearer %s\r\nConnection: close\r\n"
+		    "Content-Length: %zu\r\n\r\n%s", cases[i].key, cases[i].token, strlen(body), body);
+		int st = ts_http_raw(port, req, (size_t)n, out, sizeof(out), 10000);
+		ck_assert_msg(st == cases[i].status, "case %zu (%s): %d %s", i, cases[i].topic, st,
+		    out);
+		if (st == 403)
+			ck_assert_msg(strstr(out, "topic_not_allowed") != NULL, "%s", out);
+	}
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM outbox.messages"), 4);
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM outbox.messages WHERE topic IN"
+	    " ('alerts.pager.x') OR (topic = 'billing.refund' AND idempotency_key LIKE '~agent/%')"),
+	    0);
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM app.message_keys"), 4);
+	ts_stop(s.pid, SIGTERM);
+	PQfinish(c);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -285,6 +334,7 @@ main(void)
 	tcase_add_test(tc, test_in_progress_then_replay);
 	tcase_add_test(tc, test_slow_request_taken_over);
 	tcase_add_test(tc, test_keys_per_scope);
+	tcase_add_test(tc, test_topic_allowlist);
 	suite_add_tcase(s, tc);
 	return ts_run_suite(s);
 }

@@ -203,6 +203,10 @@ START_TEST(test_bad_scope_lines_refused)
 		{ "scope=alpha secret-short\n", "a token is" },
 		{ "scope=beta tok-default-0123456789abc\n", "same token as line 1" },
 		{ longline, "longer than 512" },
+		{ "scope=alpha topics= tok-secret-0123456789\n", "a topic list" },   /* empty */
+		{ "topics=a,,b tok-secret-0123456789\n", "a topic list" },           /* ,, */
+		{ "topics=a, tok-secret-0123456789\n", "a topic list" },             /* trailing , */
+		{ "scope=alpha topics=notify.*\n", "no token after the topic list" },
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		char text[1024];
