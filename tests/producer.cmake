@@ -57,3 +57,9 @@ outbox_test(test_producer_https SOURCES integration/test_producer_https.c
 # request taken over (one message), keys per token scope.
 outbox_test(test_producer_messages SOURCES integration/test_producer_messages.c
   LABELS integration PG TIMEOUT 300 LIBS outbox_producer)
+
+# docs/openapi.json against a running serve: every answer documented for
+# its operation with a body of the documented schema, and every documented
+# status produced.
+outbox_test(test_producer_openapi SOURCES integration/test_producer_openapi.c
+  LABELS integration PG TIMEOUT 300 LIBS outbox_producer)

@@ -144,5 +144,12 @@ ts_producer_poster_main(void *arg)
 		ts_producer_post(p->url, p->key, body, &p->r);
 	else
 		ts_producer_http(p->url, "POST", p->path, p->key, body, strlen(body), &p->r);
+	__atomic_store_n(&p->done, 1, __ATOMIC_RELEASE);
 	return NULL;
+}
+
+int
+ts_producer_poster_done(struct ts_producer_poster *p)
+{
+	return __atomic_load_n(&p->done, __ATOMIC_ACQUIRE);
 }

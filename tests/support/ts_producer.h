@@ -75,7 +75,9 @@ struct ts_producer_poster {
 	struct ts_producer_reply r;
 	pthread_t t;
 	const char *path, *body;
+	int done; /* set (atomically) once r is filled: ts_producer_poster_done */
 };
+int ts_producer_poster_done(struct ts_producer_poster *p);
 void *ts_producer_poster_main(void *arg);
 
 #endif
