@@ -51,3 +51,10 @@ outbox_test(test_dedup_identity SOURCES integration/test_dedup_identity.c
 if(TARGET test_dedup_identity)
   add_dependencies(test_dedup_identity outbox-consumer outbox-relay)
 endif()
+
+# One agent call to a downstream notification service, end to end (send
+# and an MCP host -> producer -> outbox -> relay -> webhook -> downstream),
+# with a fault at every hop: one message per call, the same key on every
+# attempt, each key acted on once downstream.
+outbox_test(test_chain SOURCES integration/test_chain.c support/webhook_target.c
+  LABELS integration PG TIMEOUT 300 LIBS outbox_consumer outbox_producer)

@@ -310,6 +310,15 @@ wt_effects(struct wt_target *t, const char *key)
 }
 
 int
+wt_keys(struct wt_target *t)
+{
+	pthread_mutex_lock(&t->mtx);
+	int n = t->nkeys;
+	pthread_mutex_unlock(&t->mtx);
+	return n;
+}
+
+int
 wt_total(struct wt_target *t)
 {
 	pthread_mutex_lock(&t->mtx);

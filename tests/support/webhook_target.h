@@ -40,6 +40,7 @@ void wt_lose_next(struct wt_target *t, int n);
 int wt_requests(struct wt_target *t, const char *key); /* requests with this key */
 int wt_effects(struct wt_target *t, const char *key);  /* times it acted on it */
 int wt_total(struct wt_target *t);                     /* all requests */
+int wt_keys(struct wt_target *t);                      /* distinct keys seen */
 /* The Outbox-Fence values seen for key, comma-separated, in arrival order. */
 void wt_fences(struct wt_target *t, const char *key, char *out, size_t outlen);
 /* The last request's header (copied), "" when absent. */
