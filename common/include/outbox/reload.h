@@ -35,4 +35,10 @@ int ob_reload_run(const struct ob_reload *r);
  * SIGHUPs. */
 void ob_reload_until_stop(const struct ob_reload *r);
 
+/* The same, and after each reload (applied or not) after(arg): what else
+ * the program re-reads on SIGHUP (the consumer's TLS files); it logs its
+ * own result. */
+void ob_reload_until_stop_then(const struct ob_reload *r, void (*after)(void *arg),
+    void *arg);
+
 #endif
