@@ -99,6 +99,7 @@ relay_deliverer_open(struct relay_deliverer *d, char *err, size_t errlen)
 			if (rc != OB_OK)
 				return rc;
 		}
+		ds->tls = tls; /* ours, released at close (the dialer takes its own) */
 		/* A dialer of our own, not nng_dial: its counters say why the
 		 * handshakes fail (relay_dest_refusals). */
 		if ((rv = nng_dialer_create(&ds->dialer, ds->sock, ds->url)) != 0 ||
@@ -106,22 +107,65 @@ relay_deliverer_open(struct relay_deliverer *d, char *err, size_t errlen)
 		        (rv = nng_dialer_set_ptr(ds->dialer, NNG_OPT_TLS_CONFIG, tls)) != 0) ||
 		    (rv = nng_dialer_start(ds->dialer, NNG_FLAG_NONBLOCK)) != 0) {
 			snprintf(err, errlen, "dial %s: %s", ds->url, nng_strerror(rv));
-			if (tls != NULL)
-				nng_tls_config_free(tls);
 			return OB_ENET;
 		}
-		if (tls != NULL)
-			nng_tls_config_free(tls); /* the dialer holds its own reference */
 	}
 	return OB_OK;
+}
+
+int
+relay_deliverer_reload_tls(struct relay_deliverer *d, int *ndests, char *err, size_t errlen)
+{
+	nng_tls_config **fresh = calloc(d->ndests > 0 ? (size_t)d->ndests : 1, sizeof(*fresh));
+	int rc = OB_OK, n = 0;
+	if (fresh == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return OB_ENOMEM;
+	}
+	/* every one first: a bad file changes nothing anywhere */
+	for (int i = 0; i < d->ndests && rc == OB_OK; i++)
+		if (d->dests[i].tls != NULL)
+			rc = ob_bus_tls_config_new(false, &d->tls, d->dests[i].url, &fresh[i], err,
+			    errlen);
+	for (int i = 0; i < d->ndests && rc == OB_OK; i++) {
+		struct relay_dest *ds = &d->dests[i];
+		if (fresh[i] == NULL)
+			continue;
+		int rv = nng_dialer_set_ptr(ds->dialer, NNG_OPT_TLS_CONFIG, fresh[i]);
+		if (rv != 0) {
+			snprintf(err, errlen, "dial %s: new TLS configuration: %s", ds->url,
+			    nng_strerror(rv));
+			rc = OB_ENET;
+			break;
+		}
+		if (ds->tls_prev != NULL)
+			nng_tls_config_free(ds->tls_prev);
+		ds->tls_prev = ds->tls;
+		ds->tls = fresh[i];
+		fresh[i] = NULL;
+		n++;
+	}
+	for (int i = 0; i < d->ndests; i++)
+		if (fresh[i] != NULL)
+			nng_tls_config_free(fresh[i]);
+	free(fresh);
+	*ndests = n;
+	return rc;
 }
 
 void
 relay_deliverer_close(struct relay_deliverer *d)
 {
-	for (int i = 0; i < d->ndests; i++)
-		if (nng_socket_id(d->dests[i].sock) > 0)
-			nng_close(d->dests[i].sock);
+	for (int i = 0; i < d->ndests; i++) {
+		struct relay_dest *ds = &d->dests[i];
+		if (nng_socket_id(ds->sock) > 0)
+			nng_close(ds->sock);
+		if (ds->tls != NULL)
+			nng_tls_config_free(ds->tls);
+		if (ds->tls_prev != NULL)
+			nng_tls_config_free(ds->tls_prev);
+		ds->tls = ds->tls_prev = NULL;
+	}
 	free(d->dests);
 	free(d->next);
 	d->dests = NULL;
