@@ -171,6 +171,12 @@ START_TEST(test_reload_under_load)
 	struct relay r;
 	relay_start(&r, db, c.url, &rf);
 
+	/* Before the swap a client certificate of CA 1 is served (what the
+	 * reload must take away). */
+	nng_tls_config *ca1 = ts_tls_client_config(t->ca, t->client_cert, t->client_key);
+	ck_assert_int_eq(ts_tls_call(c.url, ca1, 900000, "rogue-before"), OB_WIRE_APPLIED);
+	nng_tls_config_free(ca1);
+
 	/* Mid-stream: both move to CA 2, each trusting only it. */
 	int64_t before = ts_wait_at_least(conn, DELIVERED, RELOAD_AT, 120 * T_SEC);
 	ck_assert_msg(before >= RELOAD_AT, "only %lld delivered (%s, %s)", (long long)before,
