@@ -337,7 +337,7 @@ main(int argc, char **argv)
 	    ob_bus_tls_url(cfg.listen) ? "mutual" : "off", CONSUMER_RECV_MAX(&scfg.limits));
 
 	/* SIGHUP: the settings, then (tls+tcp://) the certificate files */
-	struct consumer_tls_reload tls_reload = { srv, tls_files, cfg.listen, cm };
+	struct consumer_tls_reload tls_reload = { srv, tls_files, url, cm };
 	struct ob_reload reload = { &program, &cfg, sizeof(cfg), argc, argv, "consumer", NULL };
 	ob_reload_until_stop_then(&reload, ob_bus_tls_url(cfg.listen) ? consumer_tls_reload : NULL,
 	    &tls_reload);

@@ -28,7 +28,8 @@ struct consumer_metrics;
 struct consumer_tls_reload {
 	struct consumer_server *srv;   /* borrowed */
 	struct ob_bus_tls_files files; /* borrowed paths, as at start */
-	const char *listen;            /* --listen (a tls+tcp:// URL), borrowed */
+	const char *listen;            /* the tls+tcp:// URL served (with its bound
+	                                * port: consumer_server_url), borrowed */
 	struct consumer_metrics *metrics; /* borrowed; NULL: metrics off */
 };
 
