@@ -62,6 +62,8 @@ relay_deliverer_init(struct relay_deliverer *d, const struct relay_routes *rt)
 	return OB_OK;
 }
 
+static int start_dialer(struct relay_dest *ds);
+
 int
 relay_deliverer_open(struct relay_deliverer *d, char *err, size_t errlen)
 {
@@ -100,17 +102,63 @@ relay_deliverer_open(struct relay_deliverer *d, char *err, size_t errlen)
 				return rc;
 		}
 		ds->tls = tls; /* ours, released at close (the dialer takes its own) */
-		/* A dialer of our own, not nng_dial: its counters say why the
-		 * handshakes fail (relay_dest_refusals). */
-		if ((rv = nng_dialer_create(&ds->dialer, ds->sock, ds->url)) != 0 ||
-		    (tls != NULL &&
-		        (rv = nng_dialer_set_ptr(ds->dialer, NNG_OPT_TLS_CONFIG, tls)) != 0) ||
-		    (rv = nng_dialer_start(ds->dialer, NNG_FLAG_NONBLOCK)) != 0) {
+		if ((rv = start_dialer(ds)) != 0) {
 			snprintf(err, errlen, "dial %s: %s", ds->url, nng_strerror(rv));
 			return OB_ENET;
 		}
 	}
 	return OB_OK;
+}
+
+/* A dialer of our own for ds, not nng_dial: its counters say why the
+ * handshakes fail (relay_dest_refusals). 0 or the nng error. */
+static int
+start_dialer(struct relay_dest *ds)
+{
+	nng_dialer dl;
+	int rv;
+	if ((rv = nng_dialer_create(&dl, ds->sock, ds->url)) != 0)
+		return rv;
+	if ((ds->tls != NULL && (rv = nng_dialer_set_ptr(dl, NNG_OPT_TLS_CONFIG, ds->tls)) != 0) ||
+	    (rv = nng_dialer_start(dl, NNG_FLAG_NONBLOCK)) != 0) {
+		nng_dialer_close(dl);
+		return rv;
+	}
+	ds->dialer = dl;
+	ds->alive_ms = (int64_t)nng_clock();
+	return 0;
+}
+
+/* After a frame to ds failed without reaching a connection: a new dialer
+ * when ds has had none for RELAY_REDIAL_STUCK_MS (deliver.h). */
+static void
+redial_if_stuck(struct relay_dest *ds)
+{
+	int64_t now = (int64_t)nng_clock();
+	if (atomic_load(&ds->pipes) > 0) {
+		ds->alive_ms = now;
+		ds->redials = 0;
+		return;
+	}
+	if (now - ds->alive_ms < RELAY_REDIAL_STUCK_MS)
+		return;
+	int64_t idle = now - ds->alive_ms;
+	if (nng_dialer_id(ds->dialer) > 0)
+		nng_dialer_close(ds->dialer);
+	memset(&ds->dialer, 0, sizeof(ds->dialer));
+	/* the new dialer's counters start at zero */
+	memset(&ds->watch.seen, 0, sizeof(ds->watch.seen));
+	int rv = start_dialer(ds);
+	ds->alive_ms = now; /* and try again after as long, when it failed */
+	/* one line per outage at info (a consumer long down is re-dialed
+	 * every RELAY_REDIAL_STUCK_MS), the rest at debug; a failure at warn */
+	enum ob_log_level level = rv != 0 ? OB_LOG_WARN : ds->redials == 0 ? OB_LOG_INFO
+	                                                                   : OB_LOG_DEBUG;
+	ds->redials++;
+	char q[200];
+	ob_log(level, "relay.dial.restarted", "dest=%s no_connection_ms=%lld redials=%u err=%s",
+	    ds->url, (long long)idle, ds->redials,
+	    ob_log_q(rv != 0 ? nng_strerror(rv) : "-", q, sizeof(q)));
 }
 
 int
@@ -700,11 +748,15 @@ relay_frame_finish(struct relay_deliverer *d, struct relay_frame *f, struct rela
 			if (f->sent)
 				d->frames_failed++;
 			/* never on a connection: was a handshake refused? */
-			if (f->sent && !f->reached && f->dest >= 0)
+			if (f->sent && !f->reached && f->dest >= 0) {
 				relay_dest_refusals(d, &d->dests[f->dest]);
+				redial_if_stuck(&d->dests[f->dest]);
+			}
 			result = RELAY_FRAME_FAILED;
 		} else {
 			ob_metric_observe(d->frame_seconds, f->rtt_s);
+			d->dests[f->dest].alive_ms = (int64_t)nng_clock();
+			d->dests[f->dest].redials = 0;
 			ok = apply_reply(d, f, nng_msg_body(f->reply), nng_msg_len(f->reply), out);
 			nng_msg_free(f->reply);
 			f->reply = NULL;

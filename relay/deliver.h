@@ -47,6 +47,9 @@ struct relay_dest {
 	                           * dialer's configuration without its lock) */
 	struct ob_bus_watch watch; /* the dialer's refused handshakes (route_tls.h) */
 	_Atomic int pipes;     /* live connections: 0 = the consumer is down */
+	int64_t alive_ms;      /* nng_clock() when it last had a connection (or its
+	                        * dialer was started): see RELAY_REDIAL_STUCK_MS */
+	unsigned redials;      /* dialers re-created since it last had a connection */
 	struct relay_breaker breaker;
 	uint32_t inflight;     /* frames out to it now */
 	uint32_t window;       /* frames it may have out: 1..window_max */
@@ -57,6 +60,18 @@ struct relay_dest {
  * starting is waited for, one that is gone fails the frame in time to open
  * the breaker quickly rather than after a whole delivery timeout. */
 #define RELAY_CONNECT_WAIT_MS 1000
+
+/* A destination without a connection for this long, whose frames fail,
+ * gets a new dialer. nng 1.5's dialer stops redialing for good after a
+ * connection attempt that ends in NNG_ECLOSED or NNG_ECANCELED (dialer.c,
+ * dialer_connect_cb: "no further action", meant for a dialer being
+ * closed); a TLS handshake cut off by the consumer closing its listener
+ * (its SIGHUP reload) ends so now and then, and the destination would stay
+ * down until a restart. A healthy dialer tries at least every 2 s
+ * (NNG_OPT_RECONNMAXT) and a handshake takes at most 10 s
+ * (OB_BUS_TLS_NEGOTIATE_MS), so this only ever replaces one that gave up,
+ * or adds one attempt to an outage. */
+#define RELAY_REDIAL_STUCK_MS 15000
 
 struct relay_deliverer {
 	const struct relay_routes *rt; /* borrowed: the parsed --route table */
