@@ -129,18 +129,21 @@ start_dialer(struct relay_dest *ds)
 	return 0;
 }
 
-/* After a frame to ds failed without reaching a connection: a new dialer
- * when ds has had none for RELAY_REDIAL_STUCK_MS (deliver.h). */
+/* After a frame to ds failed: a new dialer when ds has replied to nothing
+ * for RELAY_REDIAL_STUCK_MS or twice the delivery timeout (deliver.h). */
 static void
-redial_if_stuck(struct relay_dest *ds)
+redial_if_stuck(struct relay_deliverer *d, struct relay_dest *ds)
 {
+	/* By replies, not by the pipe count: a connection that answers
+	 * nothing for that long is as good as none, and after many re-opens
+	 * of the consumer's listener the count was seen at 1 with no TCP
+	 * connection at all (cause in nng not found). Twice the delivery
+	 * timeout: a slow consumer's frames time out one by one, but one of
+	 * them is answered within that. */
 	int64_t now = (int64_t)nng_clock();
-	if (atomic_load(&ds->pipes) > 0) {
-		ds->alive_ms = now;
-		ds->redials = 0;
-		return;
-	}
-	if (now - ds->alive_ms < RELAY_REDIAL_STUCK_MS)
+	int64_t stuck = 2 * d->timeout_ms > RELAY_REDIAL_STUCK_MS ? 2 * d->timeout_ms
+	                                                          : RELAY_REDIAL_STUCK_MS;
+	if (now - ds->alive_ms < stuck)
 		return;
 	int64_t idle = now - ds->alive_ms;
 	if (nng_dialer_id(ds->dialer) > 0)
@@ -748,10 +751,10 @@ relay_frame_finish(struct relay_deliverer *d, struct relay_frame *f, struct rela
 			if (f->sent)
 				d->frames_failed++;
 			/* never on a connection: was a handshake refused? */
-			if (f->sent && !f->reached && f->dest >= 0) {
+			if (f->sent && !f->reached && f->dest >= 0)
 				relay_dest_refusals(d, &d->dests[f->dest]);
-				redial_if_stuck(&d->dests[f->dest]);
-			}
+			if (f->sent && f->dest >= 0)
+				redial_if_stuck(d, &d->dests[f->dest]);
 			result = RELAY_FRAME_FAILED;
 		} else {
 			ob_metric_observe(d->frame_seconds, f->rtt_s);

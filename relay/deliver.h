@@ -47,9 +47,9 @@ struct relay_dest {
 	                           * dialer's configuration without its lock) */
 	struct ob_bus_watch watch; /* the dialer's refused handshakes (route_tls.h) */
 	_Atomic int pipes;     /* live connections: 0 = the consumer is down */
-	int64_t alive_ms;      /* nng_clock() when it last had a connection (or its
-	                        * dialer was started): see RELAY_REDIAL_STUCK_MS */
-	unsigned redials;      /* dialers re-created since it last had a connection */
+	int64_t alive_ms;      /* nng_clock() of its last reply (or its dialer's
+	                        * start): see RELAY_REDIAL_STUCK_MS */
+	unsigned redials;      /* dialers re-created since its last reply */
 	struct relay_breaker breaker;
 	uint32_t inflight;     /* frames out to it now */
 	uint32_t window;       /* frames it may have out: 1..window_max */
@@ -61,13 +61,16 @@ struct relay_dest {
  * the breaker quickly rather than after a whole delivery timeout. */
 #define RELAY_CONNECT_WAIT_MS 1000
 
-/* A destination without a connection for this long, whose frames fail,
- * gets a new dialer. nng 1.5's dialer stops redialing for good after a
+/* A destination that has replied to nothing for this long (or twice the
+ * delivery timeout, when longer), whose frames fail, gets a new dialer. nng 1.5's dialer stops redialing for good after a
  * connection attempt that ends in NNG_ECLOSED or NNG_ECANCELED (dialer.c,
  * dialer_connect_cb: "no further action", meant for a dialer being
  * closed); a TLS handshake cut off by the consumer closing its listener
  * (its SIGHUP reload) ends so now and then, and the destination would stay
- * down until a restart. A healthy dialer tries at least every 2 s
+ * down until a restart. After many re-opens of the consumer's listener
+ * the relay was also seen sending frames into a connection that no longer
+ * existed (counted as live, no TCP connection, every frame timing out): a
+ * new dialer ended both. A healthy dialer tries at least every 2 s
  * (NNG_OPT_RECONNMAXT) and a handshake takes at most 10 s
  * (OB_BUS_TLS_NEGOTIATE_MS), so this only ever replaces one that gave up,
  * or adds one attempt to an outage. */
