@@ -7,6 +7,10 @@
  * certificate and key in one file and cannot say which of them is wrong):
  * the certificate is parsed on its own first (as a CA chain of a scratch
  * configuration), so a parse failure of the pair can be blamed on the key.
+ * mbedTLS (which nng's TLS runs on) does not check that the key belongs
+ * to the certificate: a wrong pair would only fail in the first handshake.
+ * So the pair is checked here too, with mbedTLS's own parser
+ * (mbedtls_pk_check_pair; libmbedtls-dev comes with libnng-dev).
  * Nothing here logs; errors go into the caller's buffer.
  */
 #include <errno.h>
@@ -15,6 +19,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <mbedtls/pk.h>
+#include <mbedtls/x509_crt.h>
 #include <nng/nng.h>
 #include <nng/supplemental/tls/tls.h>
 
@@ -127,6 +133,28 @@ read_pem(const char *flag, const char *path, char *err, size_t errlen)
 	return buf;
 }
 
+/* Whether key (PEM) is the private key of cert's first certificate (PEM);
+ * both already parsed by nng. false with one line in err when not. */
+static bool
+pair_matches(const struct ob_bus_tls_files *f, const char *cert, const char *key, char *err,
+    size_t errlen)
+{
+	mbedtls_x509_crt crt;
+	mbedtls_pk_context pk;
+	mbedtls_x509_crt_init(&crt);
+	mbedtls_pk_init(&pk);
+	int rv = mbedtls_x509_crt_parse(&crt, (const unsigned char *)cert, strlen(cert) + 1);
+	if (rv == 0)
+		rv = mbedtls_pk_parse_key(&pk, (const unsigned char *)key, strlen(key) + 1, NULL, 0);
+	bool ok = rv == 0 && mbedtls_pk_check_pair(&crt.pk, &pk) == 0;
+	if (!ok)
+		snprintf(err, errlen, "--tls-key %s: not the private key of --tls-cert %s (the pair"
+		    " does not match)", f->key, f->cert);
+	mbedtls_pk_free(&pk);
+	mbedtls_x509_crt_free(&crt);
+	return ok;
+}
+
 /* The host of url (for the default server name) into out; false when it
  * has none. */
 static bool
@@ -177,6 +205,8 @@ ob_bus_tls_config_new(bool server, const struct ob_bus_tls_files *f, const char 
 		    " can parse (%s)", f->key, nng_strerror(rv));
 		goto fail;
 	}
+	if (!pair_matches(f, cert, key, err, errlen))
+		goto fail;
 	if ((rv = nng_tls_config_ca_chain(cfg, ca, NULL)) != 0) {
 		snprintf(err, errlen, "--tls-ca %s: not a PEM CA certificate mbedTLS can parse (%s)",
 		    f->ca, nng_strerror(rv));

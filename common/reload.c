@@ -106,12 +106,20 @@ ob_reload_run(const struct ob_reload *r)
 void
 ob_reload_until_stop(const struct ob_reload *r)
 {
+	ob_reload_until_stop_then(r, NULL, NULL);
+}
+
+void
+ob_reload_until_stop_then(const struct ob_reload *r, void (*after)(void *arg), void *arg)
+{
 	unsigned reloads = ob_sig_reloads();
 	while (ob_sig_stops() == 0) {
 		ob_sig_wait(-1);
 		if (ob_sig_reloads() != reloads) { /* SIGHUPs that came together: one reload */
 			reloads = ob_sig_reloads();
 			(void)ob_reload_run(r);
+			if (after != NULL)
+				after(arg);
 		}
 	}
 }

@@ -25,6 +25,7 @@
 #include "handler_webhook.h"
 #include "metrics.h"
 #include "server.h"
+#include "tls_reload.h"
 
 struct consumer_config {
 	char *db;
@@ -75,7 +76,8 @@ static const struct ob_cfg_opt consumer_options[] = {
 	    " TLS, needs --tls-cert, --tls-key, --tls-ca; tcp port 0 = any free port, see"
 	    " --ready-file)"),
 	OPT("tls-cert", "OUTBOX_TLS_CERT", OB_CFG_STRING, NULL, 0, 0, NULL, false, tls_cert,
-	    "with --listen tls+tcp://: this consumer's certificate (PEM; chain allowed)"),
+	    "with --listen tls+tcp://: this consumer's certificate (PEM; chain allowed);"
+	    " SIGHUP re-reads it, --tls-key and --tls-ca and re-opens the listener"),
 	OPT("tls-key", "OUTBOX_TLS_KEY", OB_CFG_STRING, NULL, 0, 0, NULL, false, tls_key,
 	    "with --listen tls+tcp://: the private key of --tls-cert (PEM, unencrypted)"),
 	OPT("tls-ca", "OUTBOX_TLS_CA", OB_CFG_STRING, NULL, 0, 0, NULL, false, tls_ca,
@@ -354,8 +356,11 @@ main(int argc, char **argv)
 	    cfg.no_fencing ? "OFF(broken-mode)" : "on",
 	    ob_bus_tls_url(cfg.listen) ? "mutual" : "off", CONSUMER_RECV_MAX(&scfg.limits));
 
+	/* SIGHUP: the settings, then (tls+tcp://) the certificate files */
+	struct consumer_tls_reload tls_reload = { srv, tls_files, url, cm };
 	struct ob_reload reload = { &program, &cfg, sizeof(cfg), argc, argv, "consumer", NULL };
-	ob_reload_until_stop(&reload);
+	ob_reload_until_stop_then(&reload, ob_bus_tls_url(cfg.listen) ? consumer_tls_reload : NULL,
+	    &tls_reload);
 	ob_info("consumer.stopping", "signal=%d", (int)*ob_sig_stop_flag());
 	const struct consumer_counters *c = consumer_server_counters(srv);
 	ob_info("consumer.stopped", "requests=%llu applied=%llu duplicate=%llu retried=%llu"

@@ -118,6 +118,14 @@ consumer_metrics_new(bool webhook, struct consumer_metrics **out)
 		    " (reset or closed in negotiation)",
 		    labels);
 	}
+	static const char *const reload_results[2] = { "ok", "failed" };
+	for (int k = 0; k < 2; k++) {
+		const char *labels[] = { "result", reload_results[k], NULL };
+		cm->tls_reload[k] = ob_metrics_counter(r, "outbox_consumer_tls_reload_total",
+		    "SIGHUP re-reads of --tls-cert, --tls-key and --tls-ca: ok (the listener was"
+		    " re-opened with them), failed (a file did not read or parse, or the key is"
+		    " not the certificate's: the running configuration is kept)", labels);
+	}
 	if (webhook)
 		register_webhook(r, &cm->webhook);
 	*out = cm;

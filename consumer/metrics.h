@@ -42,6 +42,7 @@ struct consumer_metrics {
 	struct ob_metric *purged;
 	struct ob_metric *purge_failures;
 	struct ob_metric *handshake_refused[OB_BUS_REFUSED_COUNT]; /* by enum ob_bus_refusal */
+	struct ob_metric *tls_reload[2];              /* SIGHUP's TLS reloads: ok, failed */
 	struct webhook_metrics webhook;               /* NULL handles without webhook */
 };
 

@@ -18,6 +18,13 @@
  * torn down; it aborted the consumer at stop about once in forty suite
  * runs here. A request that comes in meanwhile is never read and never
  * answered: its relay times out and sends it again (to a live consumer).
+ *
+ * Re-listening (SIGHUP with TLS, consumer_server_relisten): the listener
+ * alone is closed and a new one opened on the same socket; the serving
+ * contexts stay. nng issue #2110 reports the same panic for
+ * nng_listener_close on 1.10 (a rare teardown race); it has not shown in
+ * the reloads test_bus_tls_reload makes under load (3 per run). It is the
+ * price of a certificate change without a restart, paid only on SIGHUP.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -57,9 +64,12 @@ struct serve_thread {
 };
 
 struct consumer_server {
-	struct consumer_server_config cfg;
+	struct consumer_server_config cfg; /* cfg.tls: not used after start (s->tls) */
 	nng_socket sock;
 	nng_listener listener;
+	nng_tls_config *tls;                /* the listener's configuration: our hold;
+	                                     * changed by relisten (main thread) */
+	bool tls_on;                        /* tls+tcp://: fixed at start */
 	char *url;                          /* cfg.listen with the bound port */
 	struct consumer_listen_watch *watch; /* refused connections, logged */
 	struct serve_thread *threads;
@@ -241,7 +251,7 @@ serve(void *arg)
 			continue;
 		}
 		nng_msg *msg = nng_aio_get_msg(t->aio);
-		if (t->srv->cfg.tls != NULL && !peer_verified(msg)) {
+		if (t->srv->tls_on && !peer_verified(msg)) {
 			/* cannot happen with auth mode required: nng makes no
 			 * pipe of a failed handshake; never apply it anyway */
 			consumer_refusal_count(t->srv->counters, t->srv->cfg.metrics,
@@ -359,6 +369,91 @@ bound_url(const char *listen, nng_listener l)
 	return out;
 }
 
+/* A listener on url, started, with the receive limit and tls (NULL: none)
+ * set before it starts, so that its first connection already has them.
+ * 0 or the nng error; on error nothing is left open. */
+static int
+open_listener(struct consumer_server *s, const char *url, nng_tls_config *tls,
+    nng_listener *out)
+{
+	nng_listener l;
+	int rv;
+	if ((rv = nng_listener_create(&l, s->sock, url)) != 0)
+		return rv;
+	if ((rv = nng_listener_set_size(l, NNG_OPT_RECVMAXSZ,
+	         CONSUMER_RECV_MAX(&s->cfg.limits))) != 0 ||
+	    (tls != NULL && (rv = nng_listener_set_ptr(l, NNG_OPT_TLS_CONFIG, tls)) != 0) ||
+	    (rv = nng_listener_start(l, 0)) != 0) {
+		nng_listener_close(l);
+		return rv;
+	}
+	*out = l;
+	return 0;
+}
+
+/* open_listener on the bound URL, retried while the port is still taken by
+ * the listener just closed (its socket is released by nng's reaper), up to
+ * CONSUMER_RELISTEN_WAIT_MS. */
+static int
+reopen_listener(struct consumer_server *s, nng_tls_config *tls, nng_listener *out)
+{
+	int64_t end = ob_mono_ms() + CONSUMER_RELISTEN_WAIT_MS;
+	int rv;
+	while ((rv = open_listener(s, s->url, tls, out)) == NNG_EADDRINUSE &&
+	    ob_mono_ms() < end)
+		ob_sleep_ms(CONSUMER_RELISTEN_RETRY_MS);
+	return rv;
+}
+
+int
+consumer_server_relisten(struct consumer_server *s, nng_tls_config *tls, bool *listening,
+    char *err, size_t errlen)
+{
+	nng_listener l;
+	*listening = false;
+	if (tls == NULL)
+		tls = s->tls; /* the one in use, again */
+	/* The watch's last look is at the old listener's counters. */
+	consumer_listen_watch_stop(s->watch);
+	s->watch = NULL;
+	if (nng_listener_id(s->listener) > 0)
+		nng_listener_close(s->listener);
+	memset(&s->listener, 0, sizeof(s->listener));
+	int rv = reopen_listener(s, tls, &l);
+	int rc = OB_OK;
+	if (rv == 0) {
+		nng_tls_config_hold(tls);
+		if (s->tls != NULL)
+			nng_tls_config_free(s->tls);
+		s->tls = tls;
+	} else {
+		snprintf(err, errlen, "listen on %s with the new TLS configuration: %s", s->url,
+		    nng_strerror(rv));
+		rc = OB_ENET;
+		/* the old configuration back, on the same port */
+		if ((rv = reopen_listener(s, s->tls, &l)) != 0) {
+			size_t n = strlen(err);
+			snprintf(err + n, errlen - n, "; with the old one: %s", nng_strerror(rv));
+			return rc;
+		}
+	}
+	s->listener = l;
+	*listening = true;
+	if (consumer_listen_watch_new(true, s->url, s->counters, s->cfg.metrics,
+	        &s->watch) != OB_OK ||
+	    consumer_listen_watch_start(s->watch, s->listener) != OB_OK) {
+		/* listening, unwatched: refusals go uncounted until the next reload */
+		consumer_listen_watch_stop(s->watch);
+		s->watch = NULL;
+		if (rc == OB_OK) {
+			snprintf(err, errlen, "listening on %s, but the refusal watch did not"
+			    " start (out of memory)", s->url);
+			rc = OB_ENOMEM;
+		}
+	}
+	return rc;
+}
+
 static void
 thread_fini(struct serve_thread *t)
 {
@@ -411,17 +506,15 @@ consumer_server_start(const struct consumer_server_config *cfg,
 		s->nthreads = i + 1;
 		set_connected(t, true);
 	}
-	/* The receive limit and TLS go on the listener before it starts: the
-	 * first connection already gets them. */
-	if ((rv = nng_listener_create(&s->listener, s->sock, cfg->listen)) != 0 ||
-	    (rv = nng_listener_set_size(s->listener, NNG_OPT_RECVMAXSZ,
-	         CONSUMER_RECV_MAX(&cfg->limits))) != 0 ||
-	    (cfg->tls != NULL &&
-	        (rv = nng_listener_set_ptr(s->listener, NNG_OPT_TLS_CONFIG, cfg->tls)) != 0) ||
-	    (rv = nng_listener_start(s->listener, 0)) != 0) {
+	if ((rv = open_listener(s, cfg->listen, cfg->tls, &s->listener)) != 0) {
 		snprintf(err, errlen, "listen on %s: %s", cfg->listen, nng_strerror(rv));
 		rc = OB_ENET;
 		goto fail;
+	}
+	if (cfg->tls != NULL) {
+		nng_tls_config_hold(cfg->tls);
+		s->tls = cfg->tls;
+		s->tls_on = true;
 	}
 	if ((s->url = bound_url(cfg->listen, s->listener)) == NULL) {
 		snprintf(err, errlen, "out of memory");
@@ -460,6 +553,8 @@ fail_threads:
 	for (int i = 0; i < cfg->threads; i++)
 		thread_fini(&s->threads[i]);
 fail_free:
+	if (s->tls != NULL)
+		nng_tls_config_free(s->tls);
 	pthread_cond_destroy(&s->cv);
 	pthread_mutex_destroy(&s->mtx);
 	free(s->url);
@@ -506,6 +601,9 @@ consumer_server_stop(struct consumer_server *s)
 		thread_fini(&s->threads[i]);
 	pthread_cond_destroy(&s->cv);
 	pthread_mutex_destroy(&s->mtx);
+	/* the listener (left open, as the socket) keeps its own hold */
+	if (s->tls != NULL)
+		nng_tls_config_free(s->tls);
 	free(s->url);
 	free(s->threads);
 	free(s);

@@ -110,6 +110,27 @@ const struct consumer_counters *consumer_server_counters(
  * for a /readyz callback on another thread. */
 bool consumer_server_ready(const struct consumer_server *s);
 
+/* How long a re-opened listener waits for its port, held a moment longer
+ * by the listener just closed, and how often it tries meanwhile. */
+#define CONSUMER_RELISTEN_WAIT_MS 5000
+#define CONSUMER_RELISTEN_RETRY_MS 20
+
+/* SIGHUP's TLS reload (tls+tcp:// only; main thread only): close the
+ * listener and open a new one on the same URL and port with tls (borrowed;
+ * the server takes its own hold; NULL: the one in use). nng 1.5 cannot change a listener's TLS
+ * for the connections to come: the handshake of the next connection is
+ * already set up, with the configuration in use, while it waits in
+ * accept; only a new listener uses the new one from its first connection.
+ * Closing the listener closes its connections: a request being applied
+ * meanwhile is committed, and its reply is lost with the connection; the
+ * relay sends it again on a new one and gets "duplicate" (the dedup
+ * record), never a second effect. The socket and its serving contexts stay.
+ * OB_OK: listening with tls. Otherwise one line in err and: *listening
+ * true when the old configuration listens again (kept), false when
+ * nothing listens (the caller tries again). */
+int consumer_server_relisten(struct consumer_server *s, nng_tls_config *tls,
+    bool *listening, char *err, size_t errlen);
+
 /* Stop serving: every thread finishes (applies and answers) the request it
  * has, then they are joined and everything is freed but the REP socket,
  * which the process's exit releases (server.c: nng 1.5 can panic closing

@@ -62,6 +62,8 @@ relay_deliverer_init(struct relay_deliverer *d, const struct relay_routes *rt)
 	return OB_OK;
 }
 
+static int start_dialer(struct relay_dest *ds);
+
 int
 relay_deliverer_open(struct relay_deliverer *d, char *err, size_t errlen)
 {
@@ -99,29 +101,122 @@ relay_deliverer_open(struct relay_deliverer *d, char *err, size_t errlen)
 			if (rc != OB_OK)
 				return rc;
 		}
-		/* A dialer of our own, not nng_dial: its counters say why the
-		 * handshakes fail (relay_dest_refusals). */
-		if ((rv = nng_dialer_create(&ds->dialer, ds->sock, ds->url)) != 0 ||
-		    (tls != NULL &&
-		        (rv = nng_dialer_set_ptr(ds->dialer, NNG_OPT_TLS_CONFIG, tls)) != 0) ||
-		    (rv = nng_dialer_start(ds->dialer, NNG_FLAG_NONBLOCK)) != 0) {
+		ds->tls = tls; /* ours, released at close (the dialer takes its own) */
+		if ((rv = start_dialer(ds)) != 0) {
 			snprintf(err, errlen, "dial %s: %s", ds->url, nng_strerror(rv));
-			if (tls != NULL)
-				nng_tls_config_free(tls);
 			return OB_ENET;
 		}
-		if (tls != NULL)
-			nng_tls_config_free(tls); /* the dialer holds its own reference */
 	}
 	return OB_OK;
+}
+
+/* A dialer of our own for ds, not nng_dial: its counters say why the
+ * handshakes fail (relay_dest_refusals). 0 or the nng error. */
+static int
+start_dialer(struct relay_dest *ds)
+{
+	nng_dialer dl;
+	int rv;
+	if ((rv = nng_dialer_create(&dl, ds->sock, ds->url)) != 0)
+		return rv;
+	if ((ds->tls != NULL && (rv = nng_dialer_set_ptr(dl, NNG_OPT_TLS_CONFIG, ds->tls)) != 0) ||
+	    (rv = nng_dialer_start(dl, NNG_FLAG_NONBLOCK)) != 0) {
+		nng_dialer_close(dl);
+		return rv;
+	}
+	ds->dialer = dl;
+	ds->alive_ms = (int64_t)nng_clock();
+	return 0;
+}
+
+/* After a frame to ds failed: a new dialer when ds has replied to nothing
+ * for RELAY_REDIAL_STUCK_MS or twice the delivery timeout (deliver.h). */
+static void
+redial_if_stuck(struct relay_deliverer *d, struct relay_dest *ds)
+{
+	/* By replies, not by the pipe count: a connection that answers
+	 * nothing for that long is as good as none, and after many re-opens
+	 * of the consumer's listener the count was seen at 1 with no TCP
+	 * connection at all (cause in nng not found). Twice the delivery
+	 * timeout: a slow consumer's frames time out one by one, but one of
+	 * them is answered within that. */
+	int64_t now = (int64_t)nng_clock();
+	int64_t stuck = 2 * d->timeout_ms > RELAY_REDIAL_STUCK_MS ? 2 * d->timeout_ms
+	                                                          : RELAY_REDIAL_STUCK_MS;
+	if (now - ds->alive_ms < stuck)
+		return;
+	int64_t idle = now - ds->alive_ms;
+	if (nng_dialer_id(ds->dialer) > 0)
+		nng_dialer_close(ds->dialer);
+	memset(&ds->dialer, 0, sizeof(ds->dialer));
+	/* the new dialer's counters start at zero */
+	memset(&ds->watch.seen, 0, sizeof(ds->watch.seen));
+	int rv = start_dialer(ds);
+	ds->alive_ms = now; /* and try again after as long, when it failed */
+	/* one line per outage at info (a consumer long down is re-dialed
+	 * every RELAY_REDIAL_STUCK_MS), the rest at debug; a failure at warn */
+	enum ob_log_level level = rv != 0 ? OB_LOG_WARN : ds->redials == 0 ? OB_LOG_INFO
+	                                                                   : OB_LOG_DEBUG;
+	ds->redials++;
+	char q[200];
+	ob_log(level, "relay.dial.restarted", "dest=%s no_connection_ms=%lld redials=%u err=%s",
+	    ds->url, (long long)idle, ds->redials,
+	    ob_log_q(rv != 0 ? nng_strerror(rv) : "-", q, sizeof(q)));
+}
+
+int
+relay_deliverer_reload_tls(struct relay_deliverer *d, int *ndests, char *err, size_t errlen)
+{
+	nng_tls_config **fresh = calloc(d->ndests > 0 ? (size_t)d->ndests : 1, sizeof(*fresh));
+	int rc = OB_OK, n = 0;
+	if (fresh == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return OB_ENOMEM;
+	}
+	/* every one first: a bad file changes nothing anywhere */
+	for (int i = 0; i < d->ndests && rc == OB_OK; i++)
+		if (d->dests[i].tls != NULL)
+			rc = ob_bus_tls_config_new(false, &d->tls, d->dests[i].url, &fresh[i], err,
+			    errlen);
+	for (int i = 0; i < d->ndests && rc == OB_OK; i++) {
+		struct relay_dest *ds = &d->dests[i];
+		if (fresh[i] == NULL)
+			continue;
+		int rv = nng_dialer_set_ptr(ds->dialer, NNG_OPT_TLS_CONFIG, fresh[i]);
+		if (rv != 0) {
+			snprintf(err, errlen, "dial %s: new TLS configuration: %s", ds->url,
+			    nng_strerror(rv));
+			rc = OB_ENET;
+			break;
+		}
+		if (ds->tls_prev != NULL)
+			nng_tls_config_free(ds->tls_prev);
+		ds->tls_prev = ds->tls;
+		ds->tls = fresh[i];
+		fresh[i] = NULL;
+		n++;
+	}
+	for (int i = 0; i < d->ndests; i++)
+		if (fresh[i] != NULL)
+			nng_tls_config_free(fresh[i]);
+	free(fresh);
+	*ndests = n;
+	return rc;
 }
 
 void
 relay_deliverer_close(struct relay_deliverer *d)
 {
-	for (int i = 0; i < d->ndests; i++)
-		if (nng_socket_id(d->dests[i].sock) > 0)
-			nng_close(d->dests[i].sock);
+	for (int i = 0; i < d->ndests; i++) {
+		struct relay_dest *ds = &d->dests[i];
+		if (nng_socket_id(ds->sock) > 0)
+			nng_close(ds->sock);
+		if (ds->tls != NULL)
+			nng_tls_config_free(ds->tls);
+		if (ds->tls_prev != NULL)
+			nng_tls_config_free(ds->tls_prev);
+		ds->tls = ds->tls_prev = NULL;
+	}
 	free(d->dests);
 	free(d->next);
 	d->dests = NULL;
@@ -658,9 +753,13 @@ relay_frame_finish(struct relay_deliverer *d, struct relay_frame *f, struct rela
 			/* never on a connection: was a handshake refused? */
 			if (f->sent && !f->reached && f->dest >= 0)
 				relay_dest_refusals(d, &d->dests[f->dest]);
+			if (f->sent && f->dest >= 0)
+				redial_if_stuck(d, &d->dests[f->dest]);
 			result = RELAY_FRAME_FAILED;
 		} else {
 			ob_metric_observe(d->frame_seconds, f->rtt_s);
+			d->dests[f->dest].alive_ms = (int64_t)nng_clock();
+			d->dests[f->dest].redials = 0;
 			ok = apply_reply(d, f, nng_msg_body(f->reply), nng_msg_len(f->reply), out);
 			nng_msg_free(f->reply);
 			f->reply = NULL;

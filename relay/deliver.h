@@ -40,8 +40,16 @@ struct relay_dest {
 	const char *url;       /* borrowed from the route table */
 	nng_socket sock;
 	nng_dialer dialer;     /* its one dialer (TLS configured on it for tls+tcp://) */
+	nng_tls_config *tls;      /* tls+tcp://: the configuration on the dialer (our hold) */
+	nng_tls_config *tls_prev; /* the one it replaced at the last reload, held until the
+	                           * next: a dial that began just before the swap may still
+	                           * be taking its own hold of it (nng 1.5 reads the
+	                           * dialer's configuration without its lock) */
 	struct ob_bus_watch watch; /* the dialer's refused handshakes (route_tls.h) */
 	_Atomic int pipes;     /* live connections: 0 = the consumer is down */
+	int64_t alive_ms;      /* nng_clock() of its last reply (or its dialer's
+	                        * start): see RELAY_REDIAL_STUCK_MS */
+	unsigned redials;      /* dialers re-created since its last reply */
 	struct relay_breaker breaker;
 	uint32_t inflight;     /* frames out to it now */
 	uint32_t window;       /* frames it may have out: 1..window_max */
@@ -52,6 +60,21 @@ struct relay_dest {
  * starting is waited for, one that is gone fails the frame in time to open
  * the breaker quickly rather than after a whole delivery timeout. */
 #define RELAY_CONNECT_WAIT_MS 1000
+
+/* A destination that has replied to nothing for this long (or twice the
+ * delivery timeout, when longer), whose frames fail, gets a new dialer. nng 1.5's dialer stops redialing for good after a
+ * connection attempt that ends in NNG_ECLOSED or NNG_ECANCELED (dialer.c,
+ * dialer_connect_cb: "no further action", meant for a dialer being
+ * closed); a TLS handshake cut off by the consumer closing its listener
+ * (its SIGHUP reload) ends so now and then, and the destination would stay
+ * down until a restart. After many re-opens of the consumer's listener
+ * the relay was also seen sending frames into a connection that no longer
+ * existed (counted as live, no TCP connection, every frame timing out): a
+ * new dialer ended both. A healthy dialer tries at least every 2 s
+ * (NNG_OPT_RECONNMAXT) and a handshake takes at most 10 s
+ * (OB_BUS_TLS_NEGOTIATE_MS), so this only ever replaces one that gave up,
+ * or adds one attempt to an outage. */
+#define RELAY_REDIAL_STUCK_MS 15000
 
 struct relay_deliverer {
 	const struct relay_routes *rt; /* borrowed: the parsed --route table */
@@ -73,6 +96,7 @@ struct relay_deliverer {
 	 * the supervisor to fold (metrics.h). */
 	struct ob_metric *frame_seconds;
 	struct ob_metric *handshake_refused[OB_BUS_REFUSED_COUNT];
+	struct ob_metric *tls_reload[2];   /* relay_tls_reload's results: ok, failed */
 	struct relay_breaker_live *breakers;
 	int breakers_n;
 	/* the frames' callbacks wake the worker: they set state under mtx and
@@ -125,6 +149,16 @@ int relay_deliverer_init(struct relay_deliverer *d, const struct relay_routes *r
  * from d->tls), and the wakeup pipe. OB_OK, OB_ENET, or OB_EINVAL (a TLS
  * file that does not parse: relay_tls_probe checked them at start). */
 int relay_deliverer_open(struct relay_deliverer *d, char *err, size_t errlen);
+
+/* SIGHUP: read d->tls's files again (same paths) and build a new
+ * configuration for every tls+tcp:// destination; only when all of them
+ * build, put each on its dialer, where the next dial uses it (connections
+ * up now keep going: see relay_tls_reload). *ndests: how many got one.
+ * OB_OK; OB_EINVAL with one line in err (which file, why) when a file does
+ * not read or parse, and then nothing changed; OB_ENET when nng refused a
+ * configuration (err says which destination; those before it took theirs). */
+int relay_deliverer_reload_tls(struct relay_deliverer *d, int *ndests, char *err,
+    size_t errlen);
 
 /* Close sockets and free everything (safe on a half-opened deliverer). */
 void relay_deliverer_close(struct relay_deliverer *d);

@@ -37,7 +37,8 @@ static const struct ob_cfg_opt relay_options[] = {
 	    " a tls+tcp:// URL is dialed with mutual TLS (--tls-cert, --tls-key, --tls-ca)"),
 	OPT("tls-cert", "OUTBOX_TLS_CERT", OB_CFG_STRING, NULL, 0, 0, NULL, false, tls_cert,
 	    "with a tls+tcp:// route: this relay's client certificate (PEM; chain allowed),"
-	    " signed by the CA the consumers trust (--tls-ca of outbox-consumer)"),
+	    " signed by the CA the consumers trust (--tls-ca of outbox-consumer); SIGHUP"
+	    " re-reads it, --tls-key and --tls-ca for new connections"),
 	OPT("tls-key", "OUTBOX_TLS_KEY", OB_CFG_STRING, NULL, 0, 0, NULL, false, tls_key,
 	    "with a tls+tcp:// route: the private key of --tls-cert (PEM, unencrypted)"),
 	OPT("tls-ca", "OUTBOX_TLS_CA", OB_CFG_STRING, NULL, 0, 0, NULL, false, tls_ca,

@@ -64,6 +64,14 @@ relay_metrics_init(struct relay_metrics *rm, const char *const *dests, int ndest
 		    " timeout, closed (reset or closed in negotiation); counted after a frame"
 		    " failed for want of a connection", labels);
 	}
+	static const char *const reload_results[2] = { "ok", "failed" };
+	for (int k = 0; k < 2; k++) {
+		const char *labels[] = { "result", reload_results[k], NULL };
+		rm->tls_reload[k] = ob_metrics_counter(r, "outbox_relay_tls_reload_total",
+		    "SIGHUP re-reads of --tls-cert, --tls-key and --tls-ca, one per worker: ok (new"
+		    " dials use them), failed (a file did not read or parse, or the key is not the"
+		    " certificate's: the running configuration is kept)", labels);
+	}
 	for (int i = 0; i < ndests && i < RELAY_METRICS_MAX_DESTS; i++) {
 		const char *labels[] = { "destination", dests[i], NULL };
 		rm->breaker_open[i] = ob_metrics_gauge(r, "outbox_relay_breaker_open",

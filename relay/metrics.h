@@ -51,6 +51,7 @@ struct relay_metrics {
 	struct ob_metric *oldest_xact_age;
 	struct ob_metric *oldest_xact_pid;
 	struct ob_metric *handshake_refused[OB_BUS_REFUSED_COUNT]; /* by enum ob_bus_refusal */
+	struct ob_metric *tls_reload[2];  /* SIGHUP's TLS reloads per worker: ok, failed */
 	struct ob_metric *breaker_open[RELAY_METRICS_MAX_DESTS];
 	int ndests;                    /* destinations with a breaker gauge */
 };

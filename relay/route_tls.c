@@ -95,6 +95,29 @@ relay_tls_probe(const struct ob_bus_tls_files *f, const struct relay_routes *rt,
 }
 
 void
+relay_tls_reload(struct relay_deliverer *d, int worker)
+{
+	bool any = false;
+	for (int i = 0; i < d->ndests; i++)
+		any |= d->dests[i].tls != NULL;
+	if (!any)
+		return;
+	char err[1024], q[1100], qc[700], qk[700], qa[700];
+	int n = 0;
+	int rc = relay_deliverer_reload_tls(d, &n, err, sizeof(err));
+	if (rc != OB_OK) {
+		ob_metric_inc(d->tls_reload[1]);
+		ob_warn("relay.tls.reload_failed", "worker=%d err=%s kept=%s", worker,
+		    ob_log_q(err, q, sizeof(q)), n > 0 ? "partly" : "1");
+		return;
+	}
+	ob_metric_inc(d->tls_reload[0]);
+	ob_info("relay.tls.reloaded", "worker=%d dests=%d cert=%s key=%s ca=%s"
+	    " applies_to=new_connections", worker, n, ob_log_q(d->tls.cert, qc, sizeof(qc)),
+	    ob_log_q(d->tls.key, qk, sizeof(qk)), ob_log_q(d->tls.ca, qa, sizeof(qa)));
+}
+
+void
 relay_dest_refusals(struct relay_deliverer *d, struct relay_dest *ds)
 {
 	struct ob_bus_refusals now;

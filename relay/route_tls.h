@@ -41,6 +41,15 @@ struct ob_bus_tls_files relay_tls_files(const struct relay_config *c);
 int relay_tls_probe(const struct ob_bus_tls_files *f, const struct relay_routes *rt,
     char *err, size_t errlen);
 
+/* SIGHUP in a worker: when a route is tls+tcp://, re-read the TLS files
+ * (relay_deliverer_reload_tls) and log the result: relay.tls.reloaded
+ * (info: which files, how many destinations) or relay.tls.reload_failed
+ * (warn: why; the running configuration is kept); counted in d's
+ * tls_reload metrics. Connections up now keep going; new dials (after a
+ * consumer closed its connections, as its own reload does) use the new
+ * files. Worker loop only. */
+void relay_tls_reload(struct relay_deliverer *d, int worker);
+
 /* After a frame to ds failed without reaching a connection: read ds's
  * dialer counters, count what is new in d's metrics, log it (rate-limited:
  * RELAY_REFUSAL_LOG_EVERY_MS per reason). Worker loop only. */

@@ -835,6 +835,8 @@ relay_worker_run(const struct relay_config *cfg, int worker_index,
 		w.deliverer.frame_seconds = shared->metrics.delivery_seconds;
 		for (int k = 0; k < OB_BUS_REFUSED_COUNT; k++)
 			w.deliverer.handshake_refused[k] = shared->metrics.handshake_refused[k];
+		for (int k = 0; k < 2; k++)
+			w.deliverer.tls_reload[k] = shared->metrics.tls_reload[k];
 		w.deliverer.breakers = w.live->breakers;
 		w.deliverer.breakers_n = shared->metrics.ndests;
 	}
@@ -880,6 +882,8 @@ relay_worker_run(const struct relay_config *cfg, int worker_index,
 		if (ob_sig_reloads() != reloads) { /* SIGHUP, forwarded by the supervisor */
 			reloads = ob_sig_reloads();
 			(void)ob_reload_run(cfg->reload);
+			/* the certificates too (same paths, new contents), for new dials */
+			relay_tls_reload(&w.deliverer, worker_index);
 		}
 		if (ob_pg_broken(w.conn)) {
 			if (w.conn != NULL) {

@@ -7,6 +7,7 @@ set -euo pipefail
 
 packages=(build-essential cmake pkg-config libpq-dev uuid-dev libnng-dev nng-utils
 	check postgresql-15 postgresql-client-15 libjansson-dev libhttp-parser-dev libssl-dev openssl
+	libmbedtls-dev
 	docker-compose nftables)
 if [ "${1:-}" = --tests ]; then
 	# clang + its fuzzer/sanitizer runtime: the libFuzzer tests (tests/fuzz.cmake)

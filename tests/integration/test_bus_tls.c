@@ -33,7 +33,6 @@
 
 #define T_SEC 1000
 #define N_MSGS 20
-#define ROGUE_WAIT_MS 3000 /* a refused client's send / reply deadline */
 
 /* A running consumer and what it tells us about itself. */
 struct consumer {
@@ -109,43 +108,6 @@ wait_consumer_refused(const struct consumer *c, double before)
 	return now;
 }
 
-/* One request from a hand-made REQ client (tls: its configuration, or
- * NULL for plain tcp://). Returns the reply's first status, or 0 when no
- * reply came within ROGUE_WAIT_MS (refused). */
-static int
-rogue_call(const char *url, nng_tls_config *tls, uint64_t id, const char *key)
-{
-	nng_socket s;
-	nng_dialer d;
-	ck_assert_int_eq(nng_req0_open(&s), 0);
-	nng_socket_set_ms(s, NNG_OPT_SENDTIMEO, ROGUE_WAIT_MS);
-	nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, ROGUE_WAIT_MS);
-	nng_socket_set_ms(s, NNG_OPT_RECONNMINT, 100);
-	ck_assert_int_eq(nng_dialer_create(&d, s, url), 0);
-	if (tls != NULL)
-		ck_assert_int_eq(nng_dialer_set_ptr(d, NNG_OPT_TLS_CONFIG, tls), 0);
-	ck_assert_int_eq(nng_dialer_start(d, NNG_FLAG_NONBLOCK), 0);
-	struct ob_wire_msg m = ts_consumer_msg(id, "rogue", key, "{\"forged\":true}");
-	struct ob_buf b = OB_BUF_INIT;
-	ck_assert_int_eq(ob_wire_encode_request(&b, &m, 1, &ts_consumer_limits), 0);
-	int status = 0;
-	if (nng_send(s, b.data, b.len, 0) == 0) {
-		void *rep = NULL;
-		size_t len = 0;
-		if (nng_recv(s, &rep, &len, NNG_FLAG_ALLOC) == 0) {
-			struct ob_wire_reply r;
-			if (ob_wire_decode_reply(rep, len, &ts_consumer_limits, &r) == 0) {
-				status = r.count > 0 ? r.results[0].status : -1;
-				ob_wire_reply_fini(&r);
-			}
-			nng_free(rep, len);
-		}
-	}
-	ob_buf_fini(&b);
-	nng_close(s);
-	return status;
-}
-
 /* Assert that within 30 s the log at path has a line of event at level
  * warn that contains want (NULL: anything). */
 static void
@@ -191,7 +153,7 @@ START_TEST(test_rogue_client_refused)
 	/* The attack: anyone who reaches a plain consumer writes effects. */
 	struct consumer plain;
 	consumer_start(&plain, db, "tcp://127.0.0.1:0", false);
-	ck_assert_int_eq(rogue_call(plain.url, NULL, 1, "forged-1"), OB_WIRE_APPLIED);
+	ck_assert_int_eq(ts_tls_call(plain.url, NULL, 1, "forged-1"), OB_WIRE_APPLIED);
 	ck_assert_int_eq(rogue_rows(conn), 1);
 	consumer_stop(&plain);
 
@@ -205,14 +167,14 @@ START_TEST(test_rogue_client_refused)
 	ck_assert(refused == 0);
 
 	/* The same client, plain tcp:// to the TLS port: refused. */
-	ck_assert_int_eq(rogue_call(plain_url, NULL, 2, "forged-2"), 0);
+	ck_assert_int_eq(ts_tls_call(plain_url, NULL, 2, "forged-2"), 0);
 	refused = wait_consumer_refused(&c, refused);
 	ck_assert_msg(refused >= 1, "plain client not counted: %s", c.log);
 	warned(c.log, "consumer.handshake.refused", NULL);
 
 	/* TLS without a client certificate: refused (tls_auth). */
 	nng_tls_config *none = ts_tls_client_config(t->ca, NULL, NULL);
-	ck_assert_int_eq(rogue_call(c.url, none, 3, "forged-3"), 0);
+	ck_assert_int_eq(ts_tls_call(c.url, none, 3, "forged-3"), 0);
 	nng_tls_config_free(none);
 	refused = wait_consumer_refused(&c, refused);
 	warned(c.log, "consumer.handshake.refused", "reason=tls_auth");
@@ -220,7 +182,7 @@ START_TEST(test_rogue_client_refused)
 	/* A client certificate from another CA: refused. */
 	double before = refused;
 	nng_tls_config *other = ts_tls_client_config(t->ca, t->other_cert, t->other_key);
-	ck_assert_int_eq(rogue_call(c.url, other, 4, "forged-4"), 0);
+	ck_assert_int_eq(ts_tls_call(c.url, other, 4, "forged-4"), 0);
 	nng_tls_config_free(other);
 	refused = wait_consumer_refused(&c, before);
 	ck_assert_msg(refused > before, "other-CA client not counted: %s", c.log);
@@ -229,7 +191,7 @@ START_TEST(test_rogue_client_refused)
 
 	/* The listener still serves a client with the right certificate. */
 	nng_tls_config *good = ts_tls_client_config(t->ca, t->client_cert, t->client_key);
-	ck_assert_int_eq(rogue_call(c.url, good, 5, "allowed-5"), OB_WIRE_APPLIED);
+	ck_assert_int_eq(ts_tls_call(c.url, good, 5, "allowed-5"), OB_WIRE_APPLIED);
 	nng_tls_config_free(good);
 	ck_assert_int_eq(rogue_rows(conn), 2);
 	ck_assert_int_eq(ts_query_int(conn, "SELECT count(*) FROM inbox.notifications"
@@ -379,7 +341,7 @@ START_TEST(test_tls_start_refused)
 	struct ts_tls copy = *ts_tls_certs(); /* argv wants char * */
 	struct ts_tls *t = &copy;
 	char missing[4096];
-	snprintf(missing, sizeof(missing), "%s/missing.pem", t->dir);
+	snprintf(missing, sizeof(missing), "%.*s/missing.pem", (int)sizeof(t->dir), t->dir);
 	const char *db = "host=/nonexistent dbname=none";
 	const char *tls_url = "tls+tcp://127.0.0.1:0";
 #define CONSUMER(...) (char *[]){ "outbox-consumer", "--db", (char *)db, __VA_ARGS__, NULL }
@@ -425,7 +387,7 @@ START_TEST(test_tls_start_refused)
 	    "--tls-key", t->garbage, "--tls-ca", t->ca), NULL, want);
 
 	/* the same settings from the environment */
-	char e_cert[4096], e_key[4096], e_ca[4096];
+	char e_cert[8192], e_key[8192], e_ca[8192];
 	snprintf(e_cert, sizeof(e_cert), "OUTBOX_TLS_CERT=%s", t->garbage);
 	snprintf(e_key, sizeof(e_key), "OUTBOX_TLS_KEY=%s", t->client_key);
 	snprintf(e_ca, sizeof(e_ca), "OUTBOX_TLS_CA=%s", t->ca);

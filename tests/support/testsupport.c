@@ -212,6 +212,18 @@ ts_wait_value(PGconn *conn, const char *sql, int64_t want, int timeout_ms)
 	}
 }
 
+int64_t
+ts_wait_at_least(PGconn *conn, const char *sql, int64_t want, int timeout_ms)
+{
+	int64_t end = ts_now_ms() + timeout_ms, v;
+	for (;;) {
+		v = ts_query_int(conn, sql);
+		if (v >= want || ts_now_ms() >= end)
+			return v;
+		usleep(10 * 1000);
+	}
+}
+
 void
 ts_db_create(const char *tag, const char *set, char *out, size_t outlen)
 {

@@ -67,6 +67,8 @@ void ts_conninfo_as(const char *db, const char *role, char *out, size_t outlen);
 /* Poll sql every 50 ms until it returns want, or timeout_ms passes.
  * Returns the last value seen. */
 int64_t ts_wait_value(PGconn *conn, const char *sql, int64_t want, int timeout_ms);
+/* The same until it returns want or more (polled every 10 ms). */
+int64_t ts_wait_at_least(PGconn *conn, const char *sql, int64_t want, int timeout_ms);
 
 /* Start build/bin/<argv[0]> with argv (NULL-terminated); stdout and stderr
  * go to <tmpdir>/<argv[0]>-<n>.log (path returned through log_out if not

@@ -7,10 +7,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
 #include <nng/nng.h>
+#include <nng/protocol/reqrep0/req.h>
 #include <nng/supplemental/tls/tls.h>
 
+#include "outbox/buf.h"
+#include "outbox/wire.h"
+
 #include "testsupport.h"
+#include "ts_consumer.h"
 #include "ts_tls.h"
 
 /* One shell script: two CAs, leaf certificates signed with `openssl x509
@@ -39,6 +46,8 @@ static const char script[] =
     "leaf server ca consumer.test server.ext\n"
     "leaf client ca relay-1 client.ext\n"
     "leaf other ca2 relay-other client.ext\n"
+    "leaf server2 ca2 consumer.test server.ext\n"
+    "cat ca.pem ca2.pem > ca-both.pem\n"
     "mkdir -p cadb && : > cadb/index.txt && echo 1000 > cadb/serial\n"
     "cat > ca.cnf <<'EOF'\n"
     "[ca]\ndefault_ca = c\n"
@@ -84,6 +93,9 @@ ts_tls_certs(void)
 	path(t.ca2, t.dir, "ca2.pem");
 	path(t.other_cert, t.dir, "other.pem");
 	path(t.other_key, t.dir, "other.key");
+	path(t.server2_cert, t.dir, "server2.pem");
+	path(t.server2_key, t.dir, "server2.key");
+	path(t.ca_both, t.dir, "ca-both.pem");
 	path(t.garbage, t.dir, "garbage.txt");
 	made = true;
 	return &t;
@@ -105,4 +117,53 @@ ts_tls_client_config(const char *ca, const char *cert, const char *key)
 		free(k);
 	}
 	return cfg;
+}
+
+void
+ts_tls_replace(const char *dst, const char *src)
+{
+	char tmp[TS_TLS_PATH_MAX + 16];
+	snprintf(tmp, sizeof(tmp), "%s.new", dst);
+	char *text = ts_read_file(src);
+	ck_assert_msg(text != NULL, "cannot read %s", src);
+	FILE *f = fopen(tmp, "w");
+	ck_assert_msg(f != NULL, "cannot write %s", tmp);
+	ck_assert_int_eq(fputs(text, f) >= 0, 1);
+	ck_assert_int_eq(fclose(f), 0);
+	free(text);
+	ck_assert_msg(rename(tmp, dst) == 0, "rename %s -> %s", tmp, dst);
+}
+
+int
+ts_tls_call(const char *url, nng_tls_config *tls, uint64_t id, const char *key)
+{
+	nng_socket s;
+	nng_dialer d;
+	ck_assert_int_eq(nng_req0_open(&s), 0);
+	nng_socket_set_ms(s, NNG_OPT_SENDTIMEO, TS_TLS_CALL_WAIT_MS);
+	nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, TS_TLS_CALL_WAIT_MS);
+	nng_socket_set_ms(s, NNG_OPT_RECONNMINT, 100);
+	ck_assert_int_eq(nng_dialer_create(&d, s, url), 0);
+	if (tls != NULL)
+		ck_assert_int_eq(nng_dialer_set_ptr(d, NNG_OPT_TLS_CONFIG, tls), 0);
+	ck_assert_int_eq(nng_dialer_start(d, NNG_FLAG_NONBLOCK), 0);
+	struct ob_wire_msg m = ts_consumer_msg(id, "rogue", key, "{\"forged\":true}");
+	struct ob_buf b = OB_BUF_INIT;
+	ck_assert_int_eq(ob_wire_encode_request(&b, &m, 1, &ts_consumer_limits), 0);
+	int status = 0;
+	if (nng_send(s, b.data, b.len, 0) == 0) {
+		void *rep = NULL;
+		size_t len = 0;
+		if (nng_recv(s, &rep, &len, NNG_FLAG_ALLOC) == 0) {
+			struct ob_wire_reply r;
+			if (ob_wire_decode_reply(rep, len, &ts_consumer_limits, &r) == 0) {
+				status = r.count > 0 ? r.results[0].status : -1;
+				ob_wire_reply_fini(&r);
+			}
+			nng_free(rep, len);
+		}
+	}
+	ob_buf_fini(&b);
+	nng_close(s);
+	return status;
 }

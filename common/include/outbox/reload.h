@@ -2,7 +2,9 @@
  * reload.h - what a program does on SIGHUP: read its settings again (the
  * flags it was started with, its --config file, the environment) and
  * apply the ones that can change while it runs. Today that is the log
- * level; a setting that changed and cannot is named in the log line as
+ * level (and, outside this file, the relay's and the consumer's TLS files,
+ * re-read from the same paths: relay/route_tls.h, consumer/tls_reload.h);
+ * a setting that changed and cannot is named in the log line as
  * needing a restart. A reload that does not parse or check keeps every
  * setting as it was and says why.
  *
@@ -34,5 +36,11 @@ int ob_reload_run(const struct ob_reload *r);
  * signals (common/sig.c) until a stop signal, one reload for each burst of
  * SIGHUPs. */
 void ob_reload_until_stop(const struct ob_reload *r);
+
+/* The same, and after each reload (applied or not) after(arg): what else
+ * the program re-reads on SIGHUP (the consumer's TLS files); it logs its
+ * own result. */
+void ob_reload_until_stop_then(const struct ob_reload *r, void (*after)(void *arg),
+    void *arg);
 
 #endif
