@@ -3,6 +3,7 @@
  * `outbox-producer --help-markdown` prints every subcommand's config table
  * (docs/configuration.md, scripts/gen-config-doc.sh).
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -17,23 +18,31 @@ struct subcommand {
 	const char *name;
 	int (*run)(int argc, char **argv);
 	const char *help;
+	/* false: exit without nng_fini. nng 1.5.2's reaper can panic (abort)
+	 * while nng_fini tears down an HTTP client connection that the server
+	 * closed under it (seen in test_chain: `send` after a lost response,
+	 * SIGABRT in thread nng:reap2 with the answer already printed); a
+	 * one-shot client has nothing to tear down that exit does not. */
+	bool nng_teardown;
 };
 
 static const struct subcommand subcommands[] = {
 	{ "enqueue", producer_cmd_enqueue,
-	    "insert bug report(s) and their outbox records, one transaction each" },
+	    "insert bug report(s) and their outbox records, one transaction each", true },
 	{ "serve", producer_cmd_serve,
-	    "the idempotent HTTP API (POST /v1/reports, /v1/messages with Idempotency-Key)" },
+	    "the idempotent HTTP API (POST /v1/reports, /v1/messages with Idempotency-Key)", true },
 	{ "submit", producer_cmd_submit,
-	    "agent-side client: one key per logical call, retries, one JSON observation" },
+	    "agent-side client: one key per logical call, retries, one JSON observation", false },
 	{ "send", producer_cmd_send,
-	    "agent-side client for any message (POST /v1/messages): the same retries and observation" },
-	{ "lookup", producer_cmd_lookup, "look a report or a message up by its idempotency key" },
+	    "agent-side client for any message (POST /v1/messages): the same retries and observation",
+	    false },
+	{ "lookup", producer_cmd_lookup, "look a report or a message up by its idempotency key",
+	    false },
 	{ "mcp", producer_cmd_mcp,
-	    "MCP tool server on stdio for agent hosts: the tools with server-made keys" },
+	    "MCP tool server on stdio for agent hosts: the tools with server-made keys", false },
 	{ "matrix", producer_cmd_matrix,
-	    "reproduce the article's fault matrix against real servers, compare cell for cell" },
-	{ NULL, NULL, NULL },
+	    "reproduce the article's fault matrix against real servers, compare cell for cell", true },
+	{ NULL, NULL, NULL, false },
 };
 
 static void
@@ -86,9 +95,12 @@ main(int argc, char **argv)
 		return 0;
 	}
 	int code = -1;
+	bool teardown = true;
 	for (const struct subcommand *c = subcommands; c->name; c++)
-		if (strcmp(argv[1], c->name) == 0)
+		if (strcmp(argv[1], c->name) == 0) {
 			code = c->run(argc - 1, argv + 1);
+			teardown = c->nng_teardown;
+		}
 	if (code < 0) {
 		char shown[512]; /* a conninfo where the command goes: not shown with its password */
 		ob_pg_redact_conninfo(argv[1], shown, sizeof(shown));
@@ -96,6 +108,7 @@ main(int argc, char **argv)
 		    shown);
 		code = 2;
 	}
-	nng_fini();
+	if (teardown)
+		nng_fini();
 	return code;
 }
