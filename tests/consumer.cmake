@@ -58,3 +58,7 @@ endif()
 # attempt, each key acted on once downstream.
 outbox_test(test_chain SOURCES integration/test_chain.c support/webhook_target.c
   LABELS integration PG TIMEOUT 300 LIBS outbox_consumer outbox_producer)
+
+# The webhook's signatures against an independent HMAC, and the secret file.
+outbox_test(test_webhook_sign SOURCES unit/test_webhook_sign.c LABELS unit
+  LIBS outbox_consumer)

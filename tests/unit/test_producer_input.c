@@ -3,12 +3,15 @@
  * stored: the Idempotency-Key header (bare or quoted, printable ASCII,
  * 1..255 bytes), its stored form under a token's scope, the report body
  * (every field checked and named), the canonical fingerprint input, and
- * the client's derived keys.
+ * the client's derived keys; the body of POST /v1/messages, its outbox
+ * key per scope, a token's topic patterns.
  */
 #include <stdio.h>
 #include <string.h>
 
+#include "auth.h"
 #include "client.h"
+#include "message_input.h"
 #include "outbox/err.h"
 #include "report_input.h"
 #include "testsupport.h"
@@ -195,6 +198,51 @@ START_TEST(test_client_keys)
 }
 END_TEST
 
+/* POST /v1/messages' body (message_input.h): the canonical fingerprint
+ * does not depend on member order or a null ordering key; the outbox key
+ * of each scope; the topic patterns of a token. */
+START_TEST(test_message_input)
+{
+	struct message_input a, b;
+	char err[256], k[256];
+	const char *one = "{\"topic\":\"n.e\",\"payload\":{\"b\":1,\"a\":2}}";
+	ck_assert_int_eq(message_parse_body(one, strlen(one), &a, err, sizeof(err)), OB_OK);
+	const char *other = "{\"payload\":{\"a\":2,\"b\":1},\"ordering_key\":null,\"topic\":\"n.e\"}";
+	ck_assert_int_eq(message_parse_body(other, strlen(other), &b, err, sizeof(err)), OB_OK);
+	ck_assert_str_eq(a.canonical, b.canonical);
+	ck_assert_str_eq(a.topic, "n.e");
+	ck_assert_ptr_null(a.ordering_key);
+	ck_assert_str_eq(a.payload, "{\"b\":1,\"a\":2}");
+	message_input_fini(&a);
+	message_input_fini(&b);
+	static const char *const bad[] = { "", "[]", "{\"topic\":1,\"payload\":{}}",
+		"{\"topic\":\"t\",\"payload\":1}", "{\"topic\":\"t\\u0001\",\"payload\":{}}",
+		"{\"topic\":\"t\",\"payload\":{},\"x\":1}" };
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+		ck_assert_msg(message_parse_body(bad[i], strlen(bad[i]), &a, err, sizeof(err)) ==
+		    OB_EINVAL, "accepted %s", bad[i]);
+
+	ck_assert_int_eq(message_outbox_key("", "k-1", k, sizeof(k), err, sizeof(err)), OB_OK);
+	ck_assert_str_eq(k, "k-1");
+	ck_assert_int_eq(message_outbox_key("alpha", "k-1", k, sizeof(k), err, sizeof(err)), OB_OK);
+	ck_assert_str_eq(k, "~alpha/k-1");
+	ck_assert_int_eq(message_outbox_key(NULL, "~x/k", k, sizeof(k), err, sizeof(err)), OB_EINVAL);
+	char longkey[256];
+	memset(longkey, 'k', 249);
+	longkey[249] = '\0'; /* 2 + 5 + 249 = 256 > 255 */
+	ck_assert_int_eq(message_outbox_key("alpha", longkey, k, sizeof(k), err, sizeof(err)),
+	    OB_EINVAL);
+	longkey[248] = '\0';
+	ck_assert_int_eq(message_outbox_key("alpha", longkey, k, sizeof(k), err, sizeof(err)), OB_OK);
+
+	ck_assert(producer_topic_allowed(NULL, "anything"));
+	ck_assert(producer_topic_allowed("notify.*,alerts.pager", "notify.email"));
+	ck_assert(producer_topic_allowed("notify.*,alerts.pager", "alerts.pager"));
+	ck_assert(!producer_topic_allowed("notify.*,alerts.pager", "alerts.pager.x"));
+	ck_assert(!producer_topic_allowed("notify.*,alerts.pager", "billing"));
+}
+END_TEST
+
 int
 main(void)
 {
@@ -206,6 +254,7 @@ main(void)
 	tcase_add_test(tc, test_body_limits_count_characters);
 	tcase_add_test(tc, test_canonical_fingerprint);
 	tcase_add_test(tc, test_client_keys);
+	tcase_add_test(tc, test_message_input);
 	suite_add_tcase(s, tc);
 	return ts_run_suite(s);
 }
