@@ -220,6 +220,65 @@ static const char create_atomic_sql[] =
     " AND EXISTS (SELECT 1 FROM b) RETURNING 1)"
     " SELECT b.id, b.mid, b.body, (SELECT count(*) FROM d) FROM b";
 
+bool
+api_claim_verdict(struct ob_key_claim *c, struct api_response *res)
+{
+	switch (c->verdict) {
+	case OB_KEY_REPLAY:
+		res->status = c->response_status;
+		res->body = c->response_body; /* taken over */
+		c->response_body = NULL;
+		res->replayed = true;
+		return false;
+	case OB_KEY_MISMATCH:
+		api_error(res, 422, "idempotency_key_reused",
+		    "this Idempotency-Key was already used with a different request body");
+		return false;
+	case OB_KEY_BUSY:
+		api_busy(res, c->retry_after_ms);
+		return false;
+	case OB_KEY_PROCEED:
+		break;
+	}
+	return true;
+}
+
+void
+api_note_takeover(const struct api_config *cfg, const struct api_key *key,
+    const struct ob_key_claim *c)
+{
+	char q[300];
+	if (!c->takeover)
+		return;
+	producer_metrics_takeover(cfg->metrics);
+	ob_info("producer.key.takeover", "key=%s scope=%s fence=%" PRId64,
+	    ob_log_q(key->sent, q, sizeof(q)), key->scope[0] ? key->scope : "\"\"", c->fence);
+}
+
+void
+api_fenced_out(PGconn *conn, const struct api_config *cfg, const char *table,
+    const struct api_key *key, int64_t fence, struct api_response *res)
+{
+	char q[300];
+	producer_metrics_fenced_out(cfg->metrics);
+	ob_warn("producer.key.fenced_out", "key=%s scope=%s fence=%" PRId64,
+	    ob_log_q(key->sent, q, sizeof(q)), key->scope[0] ? key->scope : "\"\"", fence);
+	api_answer_winner(conn, table, key->stored, res);
+}
+
+void
+api_created(const struct api_config *cfg, const char *body, struct api_response *res)
+{
+	if ((res->body = strdup(body)) == NULL) {
+		/* Committed; the stored answer is replayed on a retry. */
+		api_error(res, 500, "out_of_memory", "created, but the answer could not be built;"
+		    " retry with the same Idempotency-Key");
+		return;
+	}
+	res->status = 201;
+	res->drop = api_fault_lose(cfg);
+}
+
 void
 api_release_key(PGconn *conn, const char *table, const char *key, int64_t fence)
 {
@@ -233,13 +292,9 @@ static void
 create_atomic_write(PGconn *conn, const struct api_config *cfg, const struct api_key *key,
     const struct report_input *in, const struct ob_key_claim *c, struct api_response *res)
 {
-	char err[512], q[300], fence[24];
+	char err[512], fence[24];
 
-	if (c->takeover) {
-		producer_metrics_takeover(cfg->metrics);
-		ob_info("producer.key.takeover", "key=%s scope=%s fence=%" PRId64,
-		    ob_log_q(key->sent, q, sizeof(q)), key->scope[0] ? key->scope : "\"\"", c->fence);
-	}
+	api_note_takeover(cfg, key, c);
 	api_fault_crash(cfg, "producer.atomic.after_claim");
 	api_fault_slow(cfg);
 
@@ -263,23 +318,11 @@ create_atomic_write(PGconn *conn, const struct api_config *cfg, const struct api
 	if (PQntuples(r) == 0) {
 		/* Taken over while we were slow: nothing of ours was written. */
 		PQclear(r);
-		producer_metrics_fenced_out(cfg->metrics);
-		ob_warn("producer.key.fenced_out", "key=%s scope=%s fence=%" PRId64,
-		    ob_log_q(key->sent, q, sizeof(q)), key->scope[0] ? key->scope : "\"\"", c->fence);
-		api_answer_winner(conn, PRODUCER_KEY_TABLE, key->stored, res);
+		api_fenced_out(conn, cfg, PRODUCER_KEY_TABLE, key, c->fence, res);
 		return;
 	}
-	char *body = strdup(PQgetvalue(r, 0, 2));
+	api_created(cfg, PQgetvalue(r, 0, 2), res);
 	PQclear(r);
-	if (body == NULL) {
-		/* Committed; the stored answer is replayed on a retry. */
-		api_error(res, 500, "out_of_memory", "created, but the answer could not be built;"
-		    " retry with the same Idempotency-Key");
-		return;
-	}
-	res->status = 201;
-	res->body = body;
-	res->drop = api_fault_lose(cfg);
 }
 
 static void
@@ -293,24 +336,8 @@ create_atomic(PGconn *conn, const struct api_config *cfg, const struct api_key *
 		api_unavailable(res, "claim", err);
 		return;
 	}
-	switch (c.verdict) {
-	case OB_KEY_REPLAY:
-		res->status = c.response_status;
-		res->body = c.response_body;
-		c.response_body = NULL;
-		res->replayed = true;
-		break;
-	case OB_KEY_MISMATCH:
-		api_error(res, 422, "idempotency_key_reused",
-		    "this Idempotency-Key was already used with a different request body");
-		break;
-	case OB_KEY_BUSY:
-		api_busy(res, c.retry_after_ms);
-		break;
-	case OB_KEY_PROCEED:
+	if (api_claim_verdict(&c, res))
 		create_atomic_write(conn, cfg, key, in, &c, res);
-		break;
-	}
 	ob_keyclaim_result_fini(&c);
 }
 

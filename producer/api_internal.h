@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "api.h"
+#include "outbox/keyclaim.h"
 
 /* A request's Idempotency-Key: as the client sent it (what it reads back
  * and what is logged), and as stored under its token's scope. */
@@ -32,6 +33,25 @@ void api_busy(struct api_response *res, int64_t lease_left_ms);
  * answer (replayed), or 409 while it is not done. */
 void api_answer_winner(PGconn *conn, const char *table, const char *stored_key,
     struct api_response *res);
+
+/* The answer for a claim's verdict (replay, 422, 409); true when the
+ * request proceeds (the caller's write). A replay's stored body is moved
+ * from c into res. */
+bool api_claim_verdict(struct ob_key_claim *c, struct api_response *res);
+
+/* A claim that took the key over from a dead or slow holder: counted and
+ * logged (producer.key.takeover). Nothing when c is not a takeover. */
+void api_note_takeover(const struct api_config *cfg, const struct api_key *key,
+    const struct ob_key_claim *c);
+
+/* The final write matched nothing (taken over meanwhile): counted, logged
+ * (producer.key.fenced_out), answered with the winner's result. */
+void api_fenced_out(PGconn *conn, const struct api_config *cfg, const char *table,
+    const struct api_key *key, int64_t fence, struct api_response *res);
+
+/* 201 with a copy of body (the lose-response fault may drop it); 500 when
+ * it cannot be copied (committed: a retry is replayed). */
+void api_created(const struct api_config *cfg, const char *body, struct api_response *res);
 
 /* Give up a STARTED key this request holds (its write failed). Logged
  * when it cannot be released (the lease then runs out). */

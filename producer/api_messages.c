@@ -27,7 +27,6 @@
 #include "api.h"
 #include "api_internal.h"
 #include "auth.h"
-#include "metrics.h"
 #include "message_input.h"
 #include "outbox/err.h"
 #include "outbox/keyclaim.h"
@@ -83,13 +82,9 @@ create_write(PGconn *conn, const struct api_config *cfg, const struct api_key *k
     const char *outbox_key, const struct message_input *in, const struct ob_key_claim *c,
     struct api_response *res)
 {
-	char err[512], q[300], fence[24];
+	char err[512], fence[24];
 
-	if (c->takeover) {
-		producer_metrics_takeover(cfg->metrics);
-		ob_info("producer.key.takeover", "endpoint=messages key=%s scope=%s fence=%" PRId64,
-		    ob_log_q(key->sent, q, sizeof(q)), key->scope[0] ? key->scope : "\"\"", c->fence);
-	}
+	api_note_takeover(cfg, key, c);
 	api_fault_crash(cfg, "producer.messages.after_claim");
 	api_fault_slow(cfg);
 
@@ -109,22 +104,11 @@ create_write(PGconn *conn, const struct api_config *cfg, const struct api_key *k
 	if (PQntuples(r) == 0) {
 		/* Taken over while we were slow: nothing of ours was written. */
 		PQclear(r);
-		producer_metrics_fenced_out(cfg->metrics);
-		ob_warn("producer.key.fenced_out", "endpoint=messages key=%s scope=%s fence=%" PRId64,
-		    ob_log_q(key->sent, q, sizeof(q)), key->scope[0] ? key->scope : "\"\"", c->fence);
-		api_answer_winner(conn, PRODUCER_MESSAGE_KEY_TABLE, key->stored, res);
+		api_fenced_out(conn, cfg, PRODUCER_MESSAGE_KEY_TABLE, key, c->fence, res);
 		return;
 	}
-	char *body = strdup(PQgetvalue(r, 0, 1));
+	api_created(cfg, PQgetvalue(r, 0, 1), res);
 	PQclear(r);
-	if (body == NULL) {
-		api_error(res, 500, "out_of_memory", "created, but the answer could not be built;"
-		    " retry with the same Idempotency-Key");
-		return;
-	}
-	res->status = 201;
-	res->body = body;
-	res->drop = api_fault_lose(cfg);
 }
 
 void
@@ -169,24 +153,8 @@ api_messages_create(PGconn *conn, const struct api_config *cfg, const struct api
 		return;
 	}
 	struct api_key k = { key, stored, scope };
-	switch (c.verdict) {
-	case OB_KEY_REPLAY:
-		res->status = c.response_status;
-		res->body = c.response_body;
-		c.response_body = NULL;
-		res->replayed = true;
-		break;
-	case OB_KEY_MISMATCH:
-		api_error(res, 422, "idempotency_key_reused",
-		    "this Idempotency-Key was already used with a different request body");
-		break;
-	case OB_KEY_BUSY:
-		api_busy(res, c.retry_after_ms);
-		break;
-	case OB_KEY_PROCEED:
+	if (api_claim_verdict(&c, res))
 		create_write(conn, cfg, &k, outbox_key, &in, &c, res);
-		break;
-	}
 	ob_keyclaim_result_fini(&c);
 	message_input_fini(&in);
 }
