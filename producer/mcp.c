@@ -16,6 +16,7 @@
 #include <uuid/uuid.h>
 
 #include "client.h"
+#include "json_members.h"
 #include "mcp.h"
 #include "outbox/err.h"
 
@@ -111,24 +112,6 @@ string_arg(const json_t *args, const char *name, bool *bad)
 	return json_string_value(v);
 }
 
-/* Unknown members are an error rather than silently dropped: a model that
- * misspells "severity" must hear of it. */
-static bool
-only_members(const json_t *args, const char *const *allowed, char *err, size_t errlen)
-{
-	const char *k;
-	json_t *v;
-	json_object_foreach((json_t *)args, k, v) {
-		bool ok = false;
-		for (const char *const *a = allowed; *a != NULL; a++)
-			ok = ok || strcmp(k, *a) == 0;
-		if (!ok) {
-			snprintf(err, errlen, "unknown argument '%.64s'", k);
-			return false;
-		}
-	}
-	return true;
-}
 
 int
 mcp_tool_key(const char *run_id, const char *tool, const json_t *args, char *out,
@@ -180,7 +163,7 @@ tool_submit_bug_report(const struct mcp_server *s, const json_t *args, const cha
 	char err[256], key[256];
 	bool bad = false;
 
-	if (!only_members(args, allowed, err, sizeof(err)))
+	if (!producer_json_only_members(args, allowed, err, sizeof(err)))
 		return bad_arguments(err);
 	const char *title = string_arg(args, "title", &bad);
 	const char *module = string_arg(args, "module", &bad);
@@ -229,7 +212,7 @@ tool_send_notification(const struct mcp_server *s, const json_t *args, const cha
 	char err[256], key[256];
 	bool bad = false;
 
-	if (!only_members(args, allowed, err, sizeof(err)))
+	if (!producer_json_only_members(args, allowed, err, sizeof(err)))
 		return bad_arguments(err);
 	const char *topic = string_arg(args, "topic", &bad);
 	const char *ordering_key = string_arg(args, "ordering_key", &bad);
@@ -275,7 +258,7 @@ tool_lookup_by_key(const struct mcp_server *s, const json_t *args, const char *m
 	bool bad = false;
 
 	(void)meta_key; /* a lookup creates nothing: no key of its own */
-	if (!only_members(args, allowed, err, sizeof(err)))
+	if (!producer_json_only_members(args, allowed, err, sizeof(err)))
 		return bad_arguments(err);
 	const char *key = string_arg(args, "idempotency_key", &bad);
 	const char *kind = string_arg(args, "kind", &bad);

@@ -8,6 +8,7 @@
 
 #include <jansson.h>
 
+#include "json_members.h"
 #include "message_input.h"
 #include "outbox/err.h"
 #include "report_input.h"
@@ -49,18 +50,8 @@ message_parse_body(const char *body, size_t len, struct message_input *out, char
 		snprintf(err, errlen, "body must be a JSON object {topic, payload, ordering_key?}");
 		goto fail;
 	}
-	const char *name;
-	json_t *v;
-	json_object_foreach(root, name, v) {
-		bool ok = false;
-		for (const char *const *k = known; *k; k++)
-			ok |= strcmp(*k, name) == 0;
-		if (!ok) {
-			snprintf(err, errlen, "field '%.64s' is not known (known: topic, payload,"
-			    " ordering_key)", name);
-			goto fail;
-		}
-	}
+	if (!producer_json_only_members(root, known, err, errlen))
+		goto fail;
 	json_t *topic = json_object_get(root, "topic");
 	if (!json_is_string(topic)) {
 		snprintf(err, errlen, "field 'topic' is required and must be a string");

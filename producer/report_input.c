@@ -12,6 +12,7 @@
 
 #include <jansson.h>
 
+#include "json_members.h"
 #include "outbox/err.h"
 #include "report_input.h"
 
@@ -171,18 +172,8 @@ report_parse_body(const char *body, size_t len, struct report_input *out,
 		snprintf(err, errlen, "body must be a JSON object");
 		goto fail;
 	}
-	const char *name;
-	json_t *v;
-	json_object_foreach(root, name, v) {
-		bool ok = false;
-		for (const char *const *k = known; *k; k++)
-			ok |= strcmp(*k, name) == 0;
-		if (!ok) {
-			snprintf(err, errlen, "field '%.64s' is not known (known: title, module,"
-			    " steps, severity)", name);
-			goto fail;
-		}
-	}
+	if (!producer_json_only_members(root, known, err, errlen))
+		goto fail;
 	if ((rc = string_field(root, "title", true, 1, PRODUCER_TITLE_MAX, &in.r.title, err,
 	         errlen)) != OB_OK ||
 	    (rc = string_field(root, "module", true, 1, PRODUCER_MODULE_MAX, &in.r.module, err,

@@ -83,9 +83,9 @@ outbox_fuzz(fuzz_config SOURCES tests/fuzz/fuzz_config.c common/config.c
   common/pg_redact.c common/url.c common/err.c relay/routes.c INCLUDES relay
   LINK -lnng -lpq
   CORPUS config fuzz-config)
-# The producer API's Idempotency-Key header and JSON body.
+# The producer API's Idempotency-Key header and JSON bodies (reports, messages).
 outbox_fuzz(fuzz_producer_input SOURCES tests/fuzz/fuzz_producer_input.c
-  producer/report_input.c common/err.c INCLUDES producer LINK -ljansson
+  producer/report_input.c producer/message_input.c producer/json_members.c common/err.c INCLUDES producer LINK -ljansson
   CORPUS fuzz-producer)
 # The agent ledger's reader, over torn and foreign lines.
 outbox_fuzz(fuzz_ledger SOURCES tests/fuzz/fuzz_ledger.c producer/ledger.c

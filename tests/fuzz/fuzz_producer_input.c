@@ -1,19 +1,22 @@
 /*
  * fuzz_producer_input.c - libFuzzer target for what a client of the
  * producer API sends before anything is stored (producer/report_input.c):
- * the Idempotency-Key header value and the JSON body of POST /v1/reports.
+ * the Idempotency-Key header value, the JSON body of POST /v1/reports and
+ * that of POST /v1/messages (producer/message_input.c).
  *
- * Every input is tried as both. A key is refused with a reason or accepted
+ * Every input is tried as all three. A key is refused with a reason or accepted
  * as 1..PRODUCER_KEY_MAX printable ASCII bytes that report_check_key
  * accepts too. A body is refused with a reason or accepted with fields
  * within their limits and a canonical form that is valid JSON and parses
- * back to the same canonical form. Anything else aborts.
+ * back to the same canonical form; a message's topic within its limits,
+ * its payload valid JSON. Anything else aborts.
  *
  * Built and run by ctest (tests/fuzz.cmake); by hand:
  *
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE \
  *       -I common/include -I producer -I /usr/include/postgresql \
- *       tests/fuzz/fuzz_producer_input.c producer/report_input.c common/err.c \
+ *       tests/fuzz/fuzz_producer_input.c producer/report_input.c producer/message_input.c \
+ *       producer/json_members.c common/err.c \
  *       -ljansson -o /tmp/fuzz_producer_input
  *   mkdir -p /tmp/in-new && /tmp/fuzz_producer_input -max_total_time=60 /tmp/in-new tests/data/fuzz-producer
  */
@@ -23,6 +26,7 @@
 
 #include <jansson.h>
 
+#include "message_input.h"
 #include "outbox/err.h"
 #include "report_input.h"
 
@@ -70,6 +74,36 @@ check_body(const char *body, size_t len)
 	report_input_fini(&in);
 }
 
+static void
+check_message(const char *body, size_t len)
+{
+	struct message_input in, again;
+	char err[256];
+	memset(&in, 0, sizeof(in));
+	err[0] = '\0';
+	int rc = message_parse_body(body, len, &in, err, sizeof(err));
+	if (rc != OB_OK) {
+		CHECK(rc == OB_EINVAL || rc == OB_ENOMEM);
+		CHECK(err[0] != '\0');
+		return;
+	}
+	size_t tl = strlen(in.topic);
+	CHECK(tl >= 1 && tl <= PRODUCER_TOPIC_MAX);
+	for (size_t i = 0; i < tl; i++)
+		CHECK(in.topic[i] > 0x20 && in.topic[i] < 0x7f);
+	CHECK(in.ordering_key == NULL ||
+	    (strlen(in.ordering_key) >= 1 && strlen(in.ordering_key) <= PRODUCER_ORDERING_KEY_MAX));
+	json_t *p = json_loads(in.payload, 0, NULL);
+	CHECK(json_is_object(p) || json_is_array(p));
+	json_decref(p);
+	memset(&again, 0, sizeof(again));
+	CHECK(message_parse_body(in.canonical, in.canonical_len, &again, err, sizeof(err)) == OB_OK);
+	CHECK(again.canonical_len == in.canonical_len &&
+	    memcmp(again.canonical, in.canonical, in.canonical_len) == 0);
+	message_input_fini(&again);
+	message_input_fini(&in);
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -80,6 +114,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	text[size] = '\0';
 	check_key(text);
 	check_body(text, size);
+	check_message(text, size);
 	free(text);
 	return 0;
 }

@@ -1,0 +1,29 @@
+/*
+ * json_members.c - unknown members of a JSON object (see json_members.h).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "json_members.h"
+
+bool
+producer_json_only_members(const json_t *obj, const char *const *known, char *err,
+    size_t errlen)
+{
+	const char *name;
+	json_t *v;
+	json_object_foreach((json_t *)obj, name, v) {
+		bool ok = false;
+		for (const char *const *k = known; *k != NULL; k++)
+			ok = ok || strcmp(*k, name) == 0;
+		if (ok)
+			continue;
+		size_t n = (size_t)snprintf(err, errlen, "field '%.64s' is not known (known:", name);
+		for (const char *const *k = known; *k != NULL && n < errlen; k++)
+			n += (size_t)snprintf(err + n, errlen - n, "%s %s", k == known ? "" : ",", *k);
+		if (n < errlen)
+			snprintf(err + n, errlen - n, ")");
+		return false;
+	}
+	return true;
+}
