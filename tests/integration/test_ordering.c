@@ -336,10 +336,14 @@ START_TEST(test_takeover_keeps_order_at_real_consumer)
 	char route[300];
 	snprintf(route, sizeof(route), "*=%s", url);
 	/* Worker stalls once after a claim, past its lease: the other worker
-	 * takes the heads over; the stalled one is fenced out when it wakes. */
+	 * takes the heads over; the stalled one is fenced out when it wakes.
+	 * The stall outlasts the lease by 4.5 s, so that the other worker's
+	 * takeover lands first even on a loaded machine (with 1.5 s, a CI run
+	 * with docker builds beside it once woke the stalled worker before
+	 * the takeover: it recorded its own batch, nothing to fence). */
 	const char *relay_extra[] = { "--workers", "2", "--poll-ms", "50", "--lease-ms", "1500",
 		"--delivery-timeout-ms", "400", "--batch", "5", "--fault-stall-after-claim", "1",
-		"--fault-stall-ms", "3000", NULL };
+		"--fault-stall-ms", "6000", NULL };
 	char log[256];
 	pid_t rpid = ts_relay_spawn(log, db, route, relay_extra);
 	int64_t done = ts_wait_value(c,
