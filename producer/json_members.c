@@ -27,3 +27,23 @@ producer_json_only_members(const json_t *obj, const char *const *known, char *er
 	}
 	return true;
 }
+
+json_t *
+producer_json_load_body(const char *body, size_t len, const char *const *known,
+    const char *shape, char *err, size_t errlen)
+{
+	json_error_t jerr;
+	json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (root == NULL) {
+		snprintf(err, errlen, "body is not valid JSON: %s (line %d, column %d)", jerr.text,
+		    jerr.line, jerr.column);
+		return NULL;
+	}
+	if (!json_is_object(root)) {
+		snprintf(err, errlen, "body must be a JSON object%s", shape);
+	} else if (producer_json_only_members(root, known, err, errlen)) {
+		return root;
+	}
+	json_decref(root);
+	return NULL;
+}

@@ -17,4 +17,11 @@
 bool producer_json_only_members(const json_t *obj, const char *const *known, char *err,
     size_t errlen);
 
+/* A request body: parsed (duplicate members refused), a JSON object, with
+ * only the known members. The document (owned: json_decref), or NULL with
+ * the reason in err ("body is not valid JSON: ...", "body must be a JSON
+ * object<shape>", or the unknown member). */
+json_t *producer_json_load_body(const char *body, size_t len, const char *const *known,
+    const char *shape, char *err, size_t errlen);
+
 #endif

@@ -37,21 +37,12 @@ message_parse_body(const char *body, size_t len, struct message_input *out, char
     size_t errlen)
 {
 	static const char *const known[] = { "topic", "payload", "ordering_key", NULL };
-	json_error_t jerr;
-	json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
-	if (root == NULL) {
-		snprintf(err, errlen, "body is not valid JSON: %s (line %d, column %d)", jerr.text,
-		    jerr.line, jerr.column);
+	json_t *root = producer_json_load_body(body, len, known,
+	    " {topic, payload, ordering_key?}", err, errlen);
+	if (root == NULL)
 		return OB_EINVAL;
-	}
 	struct message_input in = { .root = root };
 	int rc = OB_EINVAL;
-	if (!json_is_object(root)) {
-		snprintf(err, errlen, "body must be a JSON object {topic, payload, ordering_key?}");
-		goto fail;
-	}
-	if (!producer_json_only_members(root, known, err, errlen))
-		goto fail;
 	json_t *topic = json_object_get(root, "topic");
 	if (!json_is_string(topic)) {
 		snprintf(err, errlen, "field 'topic' is required and must be a string");

@@ -159,21 +159,11 @@ report_parse_body(const char *body, size_t len, struct report_input *out,
 {
 	static const char *const known[] = { "title", "module", "steps", "severity", NULL };
 	static const char *const severities[] = { "low", "medium", "high", "critical", NULL };
-	json_error_t jerr;
-	json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
-	if (root == NULL) {
-		snprintf(err, errlen, "body is not valid JSON: %s (line %d, column %d)", jerr.text,
-		    jerr.line, jerr.column);
+	json_t *root = producer_json_load_body(body, len, known, "", err, errlen);
+	if (root == NULL)
 		return OB_EINVAL;
-	}
 	struct report_input in = { .root = root };
 	int rc = OB_EINVAL;
-	if (!json_is_object(root)) {
-		snprintf(err, errlen, "body must be a JSON object");
-		goto fail;
-	}
-	if (!producer_json_only_members(root, known, err, errlen))
-		goto fail;
 	if ((rc = string_field(root, "title", true, 1, PRODUCER_TITLE_MAX, &in.r.title, err,
 	         errlen)) != OB_OK ||
 	    (rc = string_field(root, "module", true, 1, PRODUCER_MODULE_MAX, &in.r.module, err,
