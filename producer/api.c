@@ -280,6 +280,26 @@ api_created(const struct api_config *cfg, const char *body, struct api_response 
 }
 
 void
+api_write_failed(PGconn *conn, const char *table, const struct api_key *key, int64_t fence,
+    PGresult *r, const char *err, const char *what, struct api_response *res)
+{
+	/* What the client must change, by SQLSTATE (nothing was stored) ... */
+	const char *state = ob_pg_sqlstate(r);
+	if (strcmp(state, "54000") == 0) /* outbox.max_payload_bytes() */
+		api_error(res, 413, "payload_too_large", err);
+	else if (strcmp(state, "OB002") == 0) /* outbox.check_same_payload */
+		api_error(res, 422, "idempotency_key_reused",
+		    "the outbox already holds a message of this topic with this key and a"
+		    " different payload (its key record has expired); use a new key");
+	else if (strncmp(state, "22", 2) == 0 || strncmp(state, "23", 2) == 0)
+		api_error(res, 400, "invalid_body", err);
+	else /* ... or the database failed */
+		api_unavailable(res, what, err);
+	PQclear(r);
+	api_release_key(conn, table, key->stored, fence);
+}
+
+void
 api_release_key(PGconn *conn, const char *table, const char *key, int64_t fence)
 {
 	char err[512];
@@ -302,17 +322,8 @@ create_atomic_write(PGconn *conn, const struct api_config *cfg, const struct api
 	const char *params[8] = { in->r.title, in->r.module, in->r.steps ? in->r.steps : "",
 		in->r.severity, key->stored, fence, cfg->fencing ? "false" : "true", key->sent };
 	PGresult *r = ob_pg_exec_prepared(conn, CREATE_ATOMIC_STMT, create_atomic_sql, 8, params, NULL, NULL);
-	int rc = ob_pg_check(r, PGRES_TUPLES_OK, "create", err, sizeof(err));
-	if (rc != OB_OK) {
-		/* 22xxx/23xxx: the database refused the values (nothing stored). */
-		const char *state = ob_pg_sqlstate(r);
-		bool invalid = strncmp(state, "22", 2) == 0 || strncmp(state, "23", 2) == 0;
-		PQclear(r);
-		api_release_key(conn, PRODUCER_KEY_TABLE, key->stored, c->fence);
-		if (invalid)
-			api_error(res, 400, "invalid_body", err);
-		else
-			api_unavailable(res, "create", err);
+	if (ob_pg_check(r, PGRES_TUPLES_OK, "create", err, sizeof(err)) != OB_OK) {
+		api_write_failed(conn, PRODUCER_KEY_TABLE, key, c->fence, r, err, "create", res);
 		return;
 	}
 	if (PQntuples(r) == 0) {

@@ -53,6 +53,13 @@ void api_fenced_out(PGconn *conn, const struct api_config *cfg, const char *tabl
  * it cannot be copied (committed: a retry is replayed). */
 void api_created(const struct api_config *cfg, const char *body, struct api_response *res);
 
+/* The fused final write failed (r, its error in err): answered by its
+ * SQLSTATE (413 payload too large, 422 key reused in the outbox, 400 for
+ * values the database refused, else 503 naming what), r cleared, and the
+ * request's key released. */
+void api_write_failed(PGconn *conn, const char *table, const struct api_key *key, int64_t fence,
+    PGresult *r, const char *err, const char *what, struct api_response *res);
+
 /* Give up a STARTED key this request holds (its write failed). Logged
  * when it cannot be released (the lease then runs out). */
 void api_release_key(PGconn *conn, const char *table, const char *key, int64_t fence);

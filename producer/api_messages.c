@@ -55,28 +55,6 @@ static const char create_message_sql[] =
     " AND EXISTS (SELECT 1 FROM b) RETURNING 1)"
     " SELECT b.mid, b.body, (SELECT count(*) FROM d) FROM b";
 
-/* A refusal of the database's, by SQLSTATE: what the client must change. */
-static bool
-refused_input(PGresult *r, const char *err, struct api_response *res)
-{
-	const char *state = ob_pg_sqlstate(r);
-	if (strcmp(state, "54000") == 0) { /* outbox.max_payload_bytes() */
-		api_error(res, 413, "payload_too_large", err);
-		return true;
-	}
-	if (strcmp(state, "OB002") == 0) { /* outbox.check_same_payload */
-		api_error(res, 422, "idempotency_key_reused",
-		    "the outbox already holds a message of this topic with this key and a"
-		    " different payload (its key record has expired); use a new key");
-		return true;
-	}
-	if (strncmp(state, "22", 2) == 0 || strncmp(state, "23", 2) == 0) {
-		api_error(res, 400, "invalid_body", err);
-		return true;
-	}
-	return false;
-}
-
 static void
 create_write(PGconn *conn, const struct api_config *cfg, const struct api_key *key,
     const char *outbox_key, const struct message_input *in, const struct ob_key_claim *c,
@@ -94,11 +72,8 @@ create_write(PGconn *conn, const struct api_config *cfg, const struct api_key *k
 	PGresult *r = ob_pg_exec_prepared(conn, CREATE_MESSAGE_STMT, create_message_sql, 8, params,
 	    NULL, NULL);
 	if (ob_pg_check(r, PGRES_TUPLES_OK, "create message", err, sizeof(err)) != OB_OK) {
-		bool refused = refused_input(r, err, res);
-		PQclear(r);
-		api_release_key(conn, PRODUCER_MESSAGE_KEY_TABLE, key->stored, c->fence);
-		if (!refused)
-			api_unavailable(res, "create_message", err);
+		api_write_failed(conn, PRODUCER_MESSAGE_KEY_TABLE, key, c->fence, r, err,
+		    "create_message", res);
 		return;
 	}
 	if (PQntuples(r) == 0) {
