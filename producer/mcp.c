@@ -156,6 +156,29 @@ client_opts_of(const struct mcp_server *s, struct client_opts *o, const char *ke
 	};
 }
 
+/* The call's key: the host's (meta_key), else made from the run, the tool
+ * and norm, the arguments as the API will see them (released here). */
+static int
+call_key(const struct mcp_server *s, const char *tool, json_t *norm, const char *meta_key,
+    char *key, size_t keylen)
+{
+	int rc = meta_key != NULL ? (snprintf(key, keylen, "%s", meta_key), OB_OK)
+	                          : mcp_tool_key(s->run_id, tool, norm, key, keylen);
+	json_decref(norm);
+	return rc;
+}
+
+/* One call through the agent-side client, as a tool result. */
+static json_t *
+call_client(const struct client_opts *o)
+{
+	struct client_result res;
+	client_submit(o, &res);
+	json_t *r = observation_result(&res);
+	client_result_fini(&res);
+	return r;
+}
+
 static json_t *
 tool_submit_bug_report(const struct mcp_server *s, const json_t *args, const char *meta_key)
 {
@@ -185,24 +208,16 @@ tool_submit_bug_report(const struct mcp_server *s, const json_t *args, const cha
 		return NULL;
 	if (steps != NULL)
 		json_object_set_new(norm, "steps", json_string(steps));
-	int rc = meta_key != NULL ? (snprintf(key, sizeof(key), "%s", meta_key), OB_OK)
-	                          : mcp_tool_key(s->run_id, "submit_bug_report", norm, key,
-	                                sizeof(key));
-	json_decref(norm);
-	if (rc != OB_OK)
+	if (call_key(s, "submit_bug_report", norm, meta_key, key, sizeof(key)) != OB_OK)
 		return bad_arguments("the arguments cannot be encoded (invalid UTF-8?)");
 
 	struct client_opts o;
-	struct client_result res;
 	client_opts_of(s, &o, key);
 	o.title = title;
 	o.module = module;
 	o.steps = steps;
 	o.severity = severity;
-	client_submit(&o, &res);
-	json_t *r = observation_result(&res);
-	client_result_fini(&res);
-	return r;
+	return call_client(&o);
 }
 
 static json_t *
@@ -227,25 +242,19 @@ tool_send_notification(const struct mcp_server *s, const json_t *args, const cha
 		return NULL;
 	if (ordering_key != NULL)
 		json_object_set_new(norm, "ordering_key", json_string(ordering_key));
-	int rc = meta_key != NULL ? (snprintf(key, sizeof(key), "%s", meta_key), OB_OK)
-	                          : mcp_tool_key(s->run_id, "send_notification", norm, key,
-	                                sizeof(key));
-	json_decref(norm);
+	int rc = call_key(s, "send_notification", norm, meta_key, key, sizeof(key));
 	char *payload_text = json_dumps(payload, JSON_COMPACT);
 	if (rc != OB_OK || payload_text == NULL) {
 		free(payload_text);
 		return bad_arguments("the arguments cannot be encoded (invalid UTF-8?)");
 	}
 	struct client_opts o;
-	struct client_result res;
 	client_opts_of(s, &o, key);
 	o.target = CLIENT_MESSAGE;
 	o.topic = topic;
 	o.payload = payload_text;
 	o.ordering_key = ordering_key;
-	client_submit(&o, &res);
-	json_t *r = observation_result(&res);
-	client_result_fini(&res);
+	json_t *r = call_client(&o);
 	free(payload_text);
 	return r;
 }
