@@ -21,13 +21,13 @@
 #include <uuid/uuid.h>
 
 #include "auth.h"
+#include "client_flags.h"
 #include "mcp.h"
 #include "outbox/config.h"
 #include "outbox/err.h"
 #include "outbox/log.h"
 #include "producer.h"
 
-#define MCP_MAX_ATTEMPTS 100
 #define MCP_MESSAGE_MIN 1024
 #define MCP_MESSAGE_MAX (64 * 1024 * 1024)
 
@@ -55,22 +55,11 @@ static const struct ob_cfg_opt mcp_options[] = {
 	OPT("run-id", "OUTBOX_RUN_ID", OB_CFG_STRING, NULL, 0, 0, NULL, false, run_id,
 	    "the run the tool keys belong to (1..128 printable characters); default: derived"
 	    " from the host process (kept across restarts of this server by the same host)"),
-	OPT("attempts", "OUTBOX_ATTEMPTS", OB_CFG_INT, "4", 1, MCP_MAX_ATTEMPTS, NULL, false,
-	    attempts, "HTTP attempts per tool call, the first included"),
-	OPT("backoff-base", "OUTBOX_BACKOFF_BASE", OB_CFG_DURATION, "20ms", 1, 60000, NULL, false,
-	    backoff_base, "Full Jitter base: sleep = random(0, min(cap, base * 2^attempt))"),
-	OPT("backoff-cap", "OUTBOX_BACKOFF_CAP", OB_CFG_DURATION, "200ms", 1, 600000, NULL, false,
-	    backoff_cap, "Full Jitter cap"),
-	OPT("timeout-ms", "OUTBOX_TIMEOUT_MS", OB_CFG_INT, "2000", 1, 600000, NULL, false,
-	    timeout_ms, "per-attempt timeout in milliseconds"),
-	OPT("max-retry-after", "OUTBOX_MAX_RETRY_AFTER", OB_CFG_DURATION, "5s", 0, 3600000, NULL,
-	    false, max_retry_after, "longest Retry-After honoured between attempts"),
+	CLIENT_RETRY_OPTIONS,
 	OPT("max-message", "OUTBOX_MCP_MAX_MESSAGE", OB_CFG_SIZE, "1m", MCP_MESSAGE_MIN,
 	    MCP_MESSAGE_MAX, NULL, false, max_message,
 	    "longest JSON-RPC message (one line) read; a longer one is answered with a parse"
 	    " error and skipped"),
-	OPT("ledger", "OUTBOX_LEDGER", OB_CFG_STRING, NULL, 0, 0, NULL, false, ledger,
-	    "append-only JSON-lines tool ledger (fsynced); an uncertain key is looked up first"),
 	OPT("api-token-file", "OUTBOX_API_TOKEN_FILE", OB_CFG_STRING, NULL, 0, 0, NULL, false,
 	    api_token_file, "send Authorization: Bearer with the one token in this file (the"
 	    " server's format; its scope on the server holds the tools' keys); never printed"),

@@ -17,11 +17,11 @@
 
 #include "auth.h"
 #include "client.h"
+#include "client_flags.h"
 #include "outbox/config.h"
 #include "outbox/err.h"
 #include "producer.h"
 
-#define SUBMIT_MAX_ATTEMPTS 100
 #define SUBMIT_MAX_ARGS 256
 #define SEND_MAX_PAYLOAD (1024 * 1024) /* bytes of --payload @FILE (the API's largest) */
 
@@ -63,18 +63,7 @@ struct submit_config {
 	    " 'per-attempt', 'none'"), \
 	OPT("run", "OUTBOX_RUN", OB_CFG_STRING, NULL, 0, 0, NULL, false, run, \
 	    "run id (for --key-from content)"), \
-	OPT("attempts", "OUTBOX_ATTEMPTS", OB_CFG_INT, "4", 1, SUBMIT_MAX_ATTEMPTS, NULL, false, \
-	    attempts, "HTTP attempts of this call, the first included"), \
-	OPT("backoff-base", "OUTBOX_BACKOFF_BASE", OB_CFG_DURATION, "20ms", 1, 60000, NULL, false, \
-	    backoff_base, "Full Jitter base: sleep = random(0, min(cap, base * 2^attempt))"), \
-	OPT("backoff-cap", "OUTBOX_BACKOFF_CAP", OB_CFG_DURATION, "200ms", 1, 600000, NULL, false, \
-	    backoff_cap, "Full Jitter cap"), \
-	OPT("timeout-ms", "OUTBOX_TIMEOUT_MS", OB_CFG_INT, "2000", 1, 600000, NULL, false, \
-	    timeout_ms, "per-attempt timeout in milliseconds"), \
-	OPT("max-retry-after", "OUTBOX_MAX_RETRY_AFTER", OB_CFG_DURATION, "5s", 0, 3600000, NULL, \
-	    false, max_retry_after, "longest Retry-After honoured between attempts"), \
-	OPT("ledger", "OUTBOX_LEDGER", OB_CFG_STRING, NULL, 0, 0, NULL, false, ledger, \
-	    "append-only JSON-lines tool ledger (fsynced); an uncertain key is looked up first"), \
+	CLIENT_RETRY_OPTIONS, \
 	OPT("api-token-file", "OUTBOX_API_TOKEN_FILE", OB_CFG_STRING, NULL, 0, 0, NULL, false, \
 	    api_token_file, "send Authorization: Bearer with the one token in this file (the" \
 	    " server's format; the server's file decides the token's scope, whose keys are the" \
