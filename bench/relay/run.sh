@@ -52,20 +52,8 @@ done
 pgbin=$(pg_config --bindir 2>/dev/null || echo /usr/lib/postgresql/15/bin)
 pgbench=$pgbin/pgbench; [ -x "$pgbench" ] || pgbench=$(command -v pgbench)
 
-work=$(mktemp -d /tmp/outbox-bench.XXXXXX)
-chmod 755 "$work"
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	if [ -z "${BENCH_KEEP:-}" ]; then
-		scripts/pg-tmp.sh stop "$work/pg" >/dev/null 2>&1 || true
-		rm -rf "$work"
-	else
-		echo "bench: kept $work (server still running: scripts/pg-tmp.sh stop $work/pg)"
-	fi
-}
-trap cleanup EXIT
+. bench/relay/lib.sh
+bench_workdir outbox-bench
 
 echo "bench: PostgreSQL with fsync=on, synchronous_commit=on in $work/pg"
 OUTBOX_PG_FSYNC=on scripts/pg-tmp.sh start "$work/pg" >/dev/null

@@ -32,20 +32,8 @@ for p in outbox-relay outbox-consumer outboxctl; do
 done
 command -v openssl >/dev/null || { echo "bench: openssl missing" >&2; exit 2; }
 
-work=$(mktemp -d /tmp/outbox-bench-tls.XXXXXX)
-chmod 755 "$work"
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	if [ -z "${BENCH_KEEP:-}" ]; then
-		scripts/pg-tmp.sh stop "$work/pg" >/dev/null 2>&1 || true
-		rm -rf "$work"
-	else
-		echo "bench: kept $work (server still running: scripts/pg-tmp.sh stop $work/pg)"
-	fi
-}
-trap cleanup EXIT
+. bench/relay/lib.sh
+bench_workdir outbox-bench-tls
 
 # ---- certificates ---------------------------------------------------------
 (
