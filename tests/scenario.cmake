@@ -28,3 +28,17 @@ add_test(NAME scenario_compose_dryrun
   COMMAND ${CMAKE_SOURCE_DIR}/tests/scenario/check_dryrun.sh ${SCENARIO_SH})
 set_tests_properties(scenario_compose_dryrun PROPERTIES LABELS ops TIMEOUT 60)
 
+
+# The agent-notification chain (deploy/chain.sh): curl, `send` and an MCP
+# host -> producer -> relay -> consumer --handler webhook -> a downstream
+# (outbox-notify-sink), a fault at every hop; and its negative control, a
+# downstream that ignores the key, which must be caught.
+set(CHAIN_SH ${CMAKE_SOURCE_DIR}/deploy/chain.sh)
+add_test(NAME chain_local COMMAND ${CHAIN_SH})
+add_test(NAME chain_local_broken
+  COMMAND ${CMAKE_SOURCE_DIR}/tests/scenario/expect_chain_broken.sh ${CHAIN_SH})
+set_tests_properties(chain_local chain_local_broken PROPERTIES
+  LABELS integration TIMEOUT 300 ENVIRONMENT "${SCENARIO_ENV}" RESOURCE_LOCK scenario)
+add_test(NAME notify_sink_contract
+  COMMAND ${CMAKE_SOURCE_DIR}/tests/scenario/check_notify_sink.sh ${CMAKE_BINARY_DIR}/bin)
+set_tests_properties(notify_sink_contract PROPERTIES LABELS ops TIMEOUT 60)

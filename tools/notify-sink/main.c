@@ -1,0 +1,354 @@
+/*
+ * main.c - outbox-notify-sink: a small downstream notification service to
+ * point the consumer's webhook at (deploy/chain.sh, docs/consumer.md).
+ *
+ * It is what a well-behaved notification API does with the key the
+ * outbox passes on: POST PATH needs an Idempotency-Key; the first request
+ * with a key acts (one "effect": a log line with the key and the body) and
+ * answers 200; every later request with that key acts on nothing and is
+ * answered 200 with Idempotent-Replayed: true. With --ignore-key it is the
+ * careless downstream instead: every request acts, which is what a key
+ * that is not honoured costs (docs/guarantees.md).
+ *
+ * Faults, to watch the chain recover: the first --fail-first requests get
+ * --fail-status (with Retry-After: 1) and act on nothing; the next
+ * --lose-first requests act and then lose their answer (the connection is
+ * closed unanswered), so the consumer cannot know and sends the key again.
+ *
+ * GET /stats answers the counts as JSON (requests, effects, keys, replays,
+ * failed, lost, the most requests one key got); with ?key=K also that
+ * key's requests and effects. Keys are kept in memory, at most --max-keys
+ * (a new key past it gets 507 and acts on nothing).
+ *
+ * Served by common/httpd.c (the same deadline-keeping server as the
+ * producer API); everything runs on its one thread, so the state needs no
+ * lock.
+ */
+#include <search.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "outbox/config.h"
+#include "outbox/err.h"
+#include "outbox/httpd.h"
+#include "outbox/log.h"
+#include "outbox/ready_file.h"
+#include "outbox/sig.h"
+
+#define SINK_KEY_MAX 255          /* bytes of an Idempotency-Key, as the outbox's */
+#define SINK_CONNS_MAX 256        /* open connections */
+#define SINK_IDLE_MS 30000        /* keep-alive idle timeout */
+#define SINK_HEADER_MS 5000       /* first byte -> end of headers */
+#define SINK_REQUEST_MS 10000     /* first byte -> end of body */
+#define SINK_WRITE_MS 10000       /* to write one answer */
+#define SINK_HEADER_BYTES 16384   /* request line + headers */
+#define SINK_LOG_BODY_MAX 512     /* bytes of a body shown in the effect line */
+
+struct sink_config {
+	char *http;
+	char *path;
+	int64_t max_keys;
+	int64_t max_body;
+	int64_t fail_first;
+	int64_t fail_status;
+	int64_t lose_first;
+	bool ignore_key;
+	char *ready_file;
+	char *log_level;
+};
+
+#define OPT(name, env, type, def, min, max, choices, req, field, help)      \
+	{ name, env, type, def, min, max, choices, req, false,              \
+	    offsetof(struct sink_config, field), help }
+
+static const struct ob_cfg_opt sink_options[] = {
+	OPT("http", "OUTBOX_SINK_HTTP", OB_CFG_STRING, "http://127.0.0.1:8090", 0, 0, NULL,
+	    false, http, "listen on http://HOST:PORT (port 0: any free port, see --ready-file)"),
+	OPT("path", "OUTBOX_SINK_PATH", OB_CFG_STRING, "/notify", 0, 0, NULL, false, path,
+	    "the path notifications are POSTed to"),
+	OPT("max-keys", "OUTBOX_SINK_MAX_KEYS", OB_CFG_INT, "100000", 1, 10000000, NULL,
+	    false, max_keys, "keys remembered; a new key past it gets 507"),
+	OPT("max-body", "OUTBOX_SINK_MAX_BODY", OB_CFG_SIZE, "1m", 0, 16777216, NULL, false,
+	    max_body, "largest request body accepted (larger: 413)"),
+	OPT("fail-first", "OUTBOX_SINK_FAIL_FIRST", OB_CFG_INT, "0", 0, 1000000000, NULL,
+	    false, fail_first,
+	    "the first N requests get --fail-status and Retry-After: 1, acting on nothing"),
+	OPT("fail-status", "OUTBOX_SINK_FAIL_STATUS", OB_CFG_INT, "503", 400, 599, NULL, false,
+	    fail_status, "the status of the --fail-first answers"),
+	OPT("lose-first", "OUTBOX_SINK_LOSE_FIRST", OB_CFG_INT, "0", 0, 1000000000, NULL,
+	    false, lose_first,
+	    "then N requests act and lose their answer (connection closed unanswered)"),
+	OPT("ignore-key", "OUTBOX_SINK_IGNORE_KEY", OB_CFG_BOOL, "false", 0, 0, NULL, false,
+	    ignore_key, "act on every request, as a downstream that ignores the key does"),
+	OPT("ready-file", "OUTBOX_SINK_READY_FILE", OB_CFG_STRING, NULL, 0, 0, NULL, false,
+	    ready_file, "once listening, write the bound URL there"),
+	OPT("log-level", "OUTBOX_LOG_LEVEL", OB_CFG_ENUM, "info", 0, 0,
+	    "debug|info|warn|error", false, log_level, "least severe level logged"),
+	OB_CFG_END,
+};
+
+static const struct ob_cfg_program sink_program = {
+	.name = "outbox-notify-sink",
+	.synopsis = "outbox-notify-sink [--http URL] [--path P] [--ignore-key] [faults]",
+	.description = "A downstream notification service for the consumer's webhook:"
+	    " POST PATH with an Idempotency-Key acts once per key (a log line),"
+	    " later requests with the key are answered as replays; GET /stats gives the"
+	    " counts as JSON.",
+	.options = sink_options,
+	.markdown = OB_CFG_MARKDOWN_ALONE,
+};
+
+struct sink_key {
+	char *key;       /* owned; the tree's order */
+	long requests;
+	long effects;
+};
+
+struct sink {
+	const struct sink_config *cfg;
+	void *keys;      /* tsearch tree of struct sink_key */
+	long nkeys;
+	long requests, effects, replays, failed, lost, refused;
+	long max_per_key;
+	long fail_left, lose_left;
+};
+
+static int
+key_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct sink_key *)a)->key, ((const struct sink_key *)b)->key);
+}
+
+static void
+respond_json(struct ob_httpd_req *req, int status, json_t *body, const char *headers)
+{
+	char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+	struct ob_httpd_res res = {
+		.status = text ? status : 500,
+		.content_type = "application/json",
+		.body = text ? text : "{\"error\":\"out of memory\"}",
+		.headers = headers,
+	};
+	res.body_len = strlen(res.body);
+	ob_httpd_respond(req, &res);
+	free(text);
+	json_decref(body);
+}
+
+static void
+respond_error(struct ob_httpd_req *req, int status, const char *text, const char *headers)
+{
+	respond_json(req, status, json_pack("{s:s}", "error", text), headers);
+}
+
+/* The key's entry, made when new (NULL when the table is full or out of memory). */
+static struct sink_key *
+key_entry(struct sink *s, const char *key, bool *full)
+{
+	struct sink_key probe = { .key = (char *)key };
+	void *found = tfind(&probe, &s->keys, key_cmp);
+
+	*full = false;
+	if (found != NULL)
+		return *(struct sink_key **)found;
+	if (s->nkeys >= s->cfg->max_keys) {
+		*full = true;
+		return NULL;
+	}
+	struct sink_key *k = calloc(1, sizeof(*k));
+	if (k == NULL || (k->key = strdup(key)) == NULL) {
+		free(k);
+		return NULL;
+	}
+	if (tsearch(k, &s->keys, key_cmp) == NULL) {
+		free(k->key);
+		free(k);
+		return NULL;
+	}
+	s->nkeys++;
+	return k;
+}
+
+static void
+on_notify(struct sink *s, struct ob_httpd_req *req)
+{
+	const char *key = ob_httpd_req_header(req, "Idempotency-Key");
+	char qk[2 * SINK_KEY_MAX + 8], qb[2 * SINK_LOG_BODY_MAX + 8];
+	bool full;
+
+	if (key == NULL || key[0] == '\0') {
+		respond_error(req, 400, "Idempotency-Key is required", NULL);
+		return;
+	}
+	if (strlen(key) > SINK_KEY_MAX) {
+		respond_error(req, 400, "Idempotency-Key is over 255 bytes", NULL);
+		return;
+	}
+	struct sink_key *k = key_entry(s, key, &full);
+	if (k == NULL) {
+		s->refused++;
+		respond_error(req, full ? 507 : 500, full ? "key table full (--max-keys)" :
+		    "out of memory", NULL);
+		return;
+	}
+	s->requests++;
+	if (++k->requests > s->max_per_key)
+		s->max_per_key = k->requests;
+	if (s->fail_left > 0) {
+		s->fail_left--;
+		s->failed++;
+		ob_info("sink.failed", "key=%s status=%d", ob_log_q(key, qk, sizeof qk),
+		    (int)s->cfg->fail_status);
+		respond_error(req, (int)s->cfg->fail_status, "failing on purpose (--fail-first)",
+		    "Retry-After: 1\r\n");
+		return;
+	}
+	if (k->effects > 0 && !s->cfg->ignore_key) {
+		s->replays++;
+		respond_json(req, 200, json_pack("{s:s,s:b}", "key", key, "replayed", 1),
+		    "Idempotent-Replayed: true\r\n");
+		return;
+	}
+	k->effects++;
+	s->effects++;
+	ob_info("sink.effect", "key=%s effects=%ld body=%s", ob_log_q(key, qk, sizeof qk),
+	    k->effects, ob_log_q(req->body_len > SINK_LOG_BODY_MAX ? "(long body)" : req->body,
+	    qb, sizeof qb));
+	if (s->lose_left > 0) {
+		s->lose_left--;
+		s->lost++;
+		struct ob_httpd_res res = { .status = 200, .drop = true };
+		ob_httpd_respond(req, &res);
+		return;
+	}
+	respond_json(req, 200, json_pack("{s:s,s:b}", "key", key, "replayed", 0), NULL);
+}
+
+static void
+on_stats(struct sink *s, struct ob_httpd_req *req)
+{
+	json_t *o = json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:b}",
+	    "requests", (json_int_t)s->requests, "effects", (json_int_t)s->effects,
+	    "keys", (json_int_t)s->nkeys, "replays", (json_int_t)s->replays,
+	    "failed", (json_int_t)s->failed, "lost", (json_int_t)s->lost,
+	    "refused", (json_int_t)s->refused, "max_requests_per_key",
+	    (json_int_t)s->max_per_key, "ignore_key", s->cfg->ignore_key);
+
+	if (o != NULL && req->query != NULL && strncmp(req->query, "key=", 4) == 0) {
+		/* the key as given, not URL-decoded: keys here are plain text */
+		struct sink_key probe = { .key = (char *)req->query + 4 };
+		void *found = tfind(&probe, &s->keys, key_cmp);
+		const struct sink_key *k = found ? *(struct sink_key **)found : NULL;
+		json_object_set_new(o, "key_requests", json_integer(k ? k->requests : 0));
+		json_object_set_new(o, "key_effects", json_integer(k ? k->effects : 0));
+	}
+	respond_json(req, 200, o, "Cache-Control: no-store\r\n");
+}
+
+static void
+handle(void *arg, struct ob_httpd_req *req)
+{
+	struct sink *s = arg;
+	bool is_notify = strcmp(req->path, s->cfg->path) == 0;
+	bool is_stats = strcmp(req->path, "/stats") == 0;
+
+	if (!is_notify && !is_stats) {
+		respond_error(req, 404, "no such path", NULL);
+		return;
+	}
+	if (is_notify && strcmp(req->method, "POST") != 0) {
+		respond_error(req, 405, "POST only", "Allow: POST\r\n");
+		return;
+	}
+	if (is_stats && strcmp(req->method, "GET") != 0) {
+		respond_error(req, 405, "GET only", "Allow: GET\r\n");
+		return;
+	}
+	if (is_notify)
+		on_notify(s, req);
+	else
+		on_stats(s, req);
+}
+
+static void
+key_free(void *p)
+{
+	struct sink_key *k = p;
+	free(k->key);
+	free(k);
+}
+
+int
+main(int argc, char **argv)
+{
+	struct sink_config cfg = { 0 };
+	struct sink s = { .cfg = &cfg };
+	struct ob_httpd *srv = NULL;
+	enum ob_log_level level;
+	char err[512], url[300];
+	int code = ob_cfg_load(&sink_program, &cfg, argc, argv, NULL);
+
+	if (code >= 0)
+		return code;
+	ob_log_level_parse(cfg.log_level, &level);
+	ob_log_init("outbox-notify-sink", level, OB_LOG_TEXT);
+	if (cfg.path[0] != '/' || strcmp(cfg.path, "/stats") == 0) {
+		fprintf(stderr, "outbox-notify-sink: --path must start with '/' and not be /stats\n");
+		ob_cfg_free(sink_options, &cfg);
+		return 2;
+	}
+	if (ob_sig_init("outbox-notify-sink", err, sizeof err) != OB_OK) {
+		fprintf(stderr, "outbox-notify-sink: %s\n", err);
+		ob_cfg_free(sink_options, &cfg);
+		return 1;
+	}
+	s.fail_left = cfg.fail_first;
+	s.lose_left = cfg.lose_first;
+	struct ob_httpd_config hc = {
+		.url = cfg.http,
+		.name = "sink",
+		.limits = {
+			.max_conns = SINK_CONNS_MAX,
+			.idle_timeout_ms = SINK_IDLE_MS,
+			.header_timeout_ms = SINK_HEADER_MS,
+			.request_timeout_ms = SINK_REQUEST_MS,
+			.write_timeout_ms = SINK_WRITE_MS,
+			.max_header = SINK_HEADER_BYTES,
+			.max_body = (size_t)cfg.max_body,
+		},
+		.handler = handle,
+		.arg = &s,
+	};
+	if (ob_httpd_start(&hc, &srv, err, sizeof err) != OB_OK) {
+		fprintf(stderr, "outbox-notify-sink: %s\n", err);
+		ob_cfg_free(sink_options, &cfg);
+		return 1;
+	}
+	/* the URL with the port bound, whatever --http's host was */
+	const char *host = strstr(cfg.http, "://") ? strstr(cfg.http, "://") + 3 : cfg.http;
+	size_t hostlen = strcspn(host, host[0] == '[' ? "]" : ":/");
+	if (host[0] == '[')
+		hostlen++;
+	snprintf(url, sizeof url, "http://%.*s:%d%s", (int)hostlen, host, ob_httpd_port(srv),
+	    cfg.path);
+	ob_info("sink.listening", "url=%s ignore_key=%s fail_first=%lld lose_first=%lld", url,
+	    cfg.ignore_key ? "true" : "false", (long long)cfg.fail_first,
+	    (long long)cfg.lose_first);
+	code = 0;
+	if (cfg.ready_file != NULL && ob_ready_file_write(cfg.ready_file, url, err, sizeof err)) {
+		fprintf(stderr, "outbox-notify-sink: %s\n", err);
+		code = 1;
+	}
+	while (code == 0 && ob_sig_stops() == 0)
+		ob_sig_wait(-1);
+	ob_httpd_stop(srv);
+	ob_info("sink.stopped", "requests=%ld effects=%ld keys=%ld", s.requests, s.effects,
+	    s.nkeys);
+	tdestroy(s.keys, key_free);
+	ob_cfg_free(sink_options, &cfg);
+	return code;
+}
