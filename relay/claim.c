@@ -9,19 +9,25 @@
 #include "claim.h"
 #include "outbox/err.h"
 #include "outbox/pg.h"
+#include "standby_gate.h"
 
 /* outbox.claim(protocol, owner, lease_ms, max_n, include, exclude, others,
  * retries_first, ordering): one batch's rows, columns in outbox.claimed
- * order. */
-static const char claim_sql[] =
-    "SELECT batch_id, kind, fence, attempt, takeover, id, created_us, topic,"
+ * order. The gated form also returns the WAL insert position after the
+ * claim (standby_gate.h): every row it returned was committed below it. */
+#define CLAIM_COLUMNS                                                        \
+    "SELECT batch_id, kind, fence, attempt, takeover, id, created_us, topic,"  \
     " idempotency_key, payload, ordering_key, ordering_seq"
-    " FROM outbox.claim($1::int, $2, $3::bigint, $4::int, $5::text[], $6::text[],"
-    " $7::boolean, $8::boolean, $9::boolean)";
+#define CLAIM_FROM                                                           \
+    " FROM outbox.claim($1::int, $2, $3::bigint, $4::int, $5::text[], $6::text[],"  \
+    " $7::boolean, $8::boolean, $9::boolean)"
+static const char claim_sql[] = CLAIM_COLUMNS CLAIM_FROM;
+static const char claim_sql_lsn[] =
+    CLAIM_COLUMNS ", pg_catalog.pg_current_wal_insert_lsn()::text" CLAIM_FROM;
 
 enum {
 	COL_BATCH, COL_KIND, COL_FENCE, COL_ATTEMPT, COL_TAKEOVER, COL_ID, COL_CREATED,
-	COL_TOPIC, COL_KEY, COL_PAYLOAD, COL_ORDKEY, COL_ORDSEQ,
+	COL_TOPIC, COL_KEY, COL_PAYLOAD, COL_ORDKEY, COL_ORDSEQ, COL_LSN,
 };
 
 /* SQLSTATE of outbox.check_protocol's refusal. */
@@ -43,6 +49,14 @@ map_rows(PGresult *res, struct relay_batch *out, char *err, size_t errlen)
 	out->fence = (uint64_t)ob_pg_int64(res, 0, COL_FENCE);
 	out->attempt = (uint32_t)ob_pg_int64(res, 0, COL_ATTEMPT);
 	out->takeover = PQgetvalue(res, 0, COL_TAKEOVER)[0] == 't';
+	/* the position is read after the claim's rows were made: the last
+	 * row's is the highest */
+	if (PQnfields(res) > COL_LSN &&
+	    relay_gate_parse_lsn(PQgetvalue(res, rows - 1, COL_LSN), &out->lsn) != OB_OK) {
+		snprintf(err, errlen, "claim: cannot read the WAL position '%s'",
+		    PQgetvalue(res, rows - 1, COL_LSN));
+		return OB_EDB;
+	}
 	for (int r = 0; r < rows; r++) {
 		struct ob_wire_msg *m = &out->msgs[out->n++];
 		m->id = (uint64_t)ob_pg_int64(res, r, COL_ID);
@@ -66,7 +80,7 @@ map_rows(PGresult *res, struct relay_batch *out, char *err, size_t errlen)
 
 int
 relay_claim_batch(PGconn *conn, const char *owner, int64_t lease_ms, uint32_t max,
-    const struct relay_topics *topics, bool retries_first, bool ordering,
+    const struct relay_topics *topics, bool retries_first, bool ordering, bool want_lsn,
     struct relay_batch *out, char *err, size_t errlen)
 {
 	char proto[16], lease[24], limit[16];
@@ -79,7 +93,8 @@ relay_claim_batch(PGconn *conn, const char *owner, int64_t lease_ms, uint32_t ma
 		topics->others ? "true" : "false", retries_first ? "true" : "false",
 		ordering ? "true" : "false" };
 	memset(out, 0, sizeof(*out));
-	PGresult *res = PQexecParams(conn, claim_sql, 9, NULL, params, NULL, NULL, 0);
+	PGresult *res = PQexecParams(conn, want_lsn ? claim_sql_lsn : claim_sql, 9, NULL, params,
+	    NULL, NULL, 0);
 	int rc = ob_pg_check(res, PGRES_TUPLES_OK, "claim", err, errlen);
 	if (rc != OB_OK) {
 		if (strcmp(ob_pg_sqlstate(res), PROTOCOL_SQLSTATE) == 0)

@@ -36,6 +36,7 @@ struct relay_batch {
 	uint32_t attempt;        /* stream batch: the batch's; retries: per message */
 	enum relay_batch_kind kind;
 	bool takeover;           /* claimed over a holder's expired lease */
+	uint64_t lsn;            /* want_lsn: WAL insert position after the claim */
 	struct ob_wire_msg *msgs;
 	uint32_t n;
 };
@@ -52,12 +53,14 @@ struct relay_topics {
 
 /* Claim up to max messages of one batch for owner, leased for lease_ms.
  * retries_first: look at due retries before the streams; ordering false:
- * the BROKEN --no-ordering mode (keys not kept in order). On success *out
+ * the BROKEN --no-ordering mode (keys not kept in order); want_lsn: also
+ * read the WAL insert position after the claim into out->lsn (the standby
+ * gate, standby_gate.h). On success *out
  * holds the batch (n = 0: nothing to do) and is the caller's. OB_EDB with
  * the server's message in err otherwise; OB_EPROTO when the schema does not
  * serve RELAY_PROTOCOL (SQLSTATE OB001: the message says what to upgrade). */
 int relay_claim_batch(PGconn *conn, const char *owner, int64_t lease_ms, uint32_t max,
-    const struct relay_topics *topics, bool retries_first, bool ordering,
+    const struct relay_topics *topics, bool retries_first, bool ordering, bool want_lsn,
     struct relay_batch *out, char *err, size_t errlen);
 
 void relay_batch_fini(struct relay_batch *b);

@@ -24,6 +24,7 @@
 #include "routes.h"
 #include "supervise.h"
 #include "route_tls.h"
+#include "standby_gate.h"
 
 #define OPT(name, env, type, def, min, max, choices, req, field, help)      \
 	{ name, env, type, def, min, max, choices, req, false,              \
@@ -100,6 +101,21 @@ static const struct ob_cfg_opt relay_options[] = {
 	    " writes wait for PostgreSQL's WAL flush; off is safe because a write lost in a"
 	    " database crash only causes a redelivery the consumer answers as duplicate"
 	    " (docs/relay.md)"),
+	OPT("standby-gate", "OUTBOX_STANDBY_GATE", OB_CFG_ENUM, "none", 0, 0,
+	    "none|flush|replay", false, standby_gate, "deliver a batch only once every standby"
+	    " of --standby-names has its WAL: flush = on the standby's disk, replay = also"
+	    " replayed; none delivers what the primary committed (a failover to an"
+	    " asynchronous standby may then leave effects of lost commits; docs/guarantees.md)"),
+	OPT("standby-names", "OUTBOX_STANDBY_NAMES", OB_CFG_LIST, NULL, 0, 0, NULL, false,
+	    standby_names, "with --standby-gate: the standbys' application_name (as in"
+	    " pg_stat_replication), repeatable; each must be streaming and have caught up"),
+	OPT("standby-gate-timeout", "OUTBOX_STANDBY_GATE_TIMEOUT", OB_CFG_DURATION, "2s", 1,
+	    3600000, NULL, false, standby_gate_timeout_ms, "with --standby-gate: how long a"
+	    " claimed batch waits for the standbys before it goes back unsent (attempt not"
+	    " counted); --lease-ms must exceed it + --delivery-timeout-ms + 1 s"),
+	OPT("standby-poll-ms", "OUTBOX_STANDBY_POLL_MS", OB_CFG_DURATION, "2ms", 1, 10000,
+	    NULL, false, standby_poll_ms, "with --standby-gate: how often a waiting worker asks"
+	    " pg_stat_replication"),
 	OPT("no-ordering", "OUTBOX_NO_ORDERING", OB_CFG_BOOL, "false", 0, 0, NULL, false,
 	    no_ordering, "BROKEN MODE for demos and tests: claim messages of one ordering"
 	    " key in parallel, out of order"),
@@ -160,6 +176,19 @@ check_config(const struct relay_config *c, struct relay_routes *rt, char *err, s
 		    " + %d ms, or a slow delivery outlives its claim and is sent twice",
 		    (long long)c->lease_ms, (long long)c->delivery_timeout_ms,
 		    RELAY_LEASE_MARGIN_MS);
+		return OB_EINVAL;
+	}
+	struct relay_gate gate;
+	if (relay_gate_init(&gate, c->standby_gate, c->standby_names.items, c->standby_names.n,
+	    c->standby_gate_timeout_ms, c->standby_poll_ms, err, errlen) != OB_OK)
+		return OB_EINVAL;
+	if (gate.mode != RELAY_GATE_NONE &&
+	    c->lease_ms <= c->standby_gate_timeout_ms + c->delivery_timeout_ms +
+	    RELAY_LEASE_MARGIN_MS) {
+		snprintf(err, errlen, "--lease-ms (%lld) must exceed --standby-gate-timeout (%lld)"
+		    " + --delivery-timeout-ms (%lld) + %d ms: a batch waits for the standbys"
+		    " under its lease", (long long)c->lease_ms, (long long)c->standby_gate_timeout_ms,
+		    (long long)c->delivery_timeout_ms, RELAY_LEASE_MARGIN_MS);
 		return OB_EINVAL;
 	}
 	if (c->backoff_base_ms > c->backoff_cap_ms) {

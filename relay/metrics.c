@@ -30,6 +30,12 @@ relay_metrics_init(struct relay_metrics *rm, const char *const *dests, int ndest
 	    "Claimed messages handed back as a batch, due again later: unsent (breaker open,"
 	    " shutdown; attempt refunded) or after a failed frame (attempt counted)",
 	    NULL);
+	rm->standby_gate_waits = ob_metrics_counter(r, "outbox_relay_standby_gate_waits_total",
+	    "Batches that waited for the standbys of --standby-gate before being sent", NULL);
+	rm->standby_gate_timeouts = ob_metrics_counter(r,
+	    "outbox_relay_standby_gate_timeouts_total",
+	    "Batches handed back unsent because the standbys of --standby-gate did not reach"
+	    " them within --standby-gate-timeout", NULL);
 	rm->inflight = ob_metrics_gauge(r, "outbox_relay_inflight",
 	    "Messages claimed by a live worker whose outcome is not recorded yet", NULL);
 	rm->pending = ob_metrics_gauge(r, "outbox_relay_pending",

@@ -40,6 +40,8 @@ struct relay_metrics {
 	struct ob_metric *fenced_out;
 	struct ob_metric *takeovers;
 	struct ob_metric *released;
+	struct ob_metric *standby_gate_waits;
+	struct ob_metric *standby_gate_timeouts;
 	struct ob_metric *inflight;
 	struct ob_metric *pending;
 	struct ob_metric *oldest_claimable;

@@ -54,6 +54,10 @@ struct relay_config {
 	bool no_ordering;         /* BROKEN mode: ignore ordering keys when claiming */
 	char *on_dead_head;       /* block | skip */
 	char *synchronous_commit; /* on | off: the relay's own commits wait for the WAL flush */
+	char *standby_gate;       /* none | flush | replay (standby_gate.h) */
+	struct ob_cfg_list standby_names; /* application_name of the standbys gated on */
+	int64_t standby_gate_timeout_ms; /* a batch waits this long, then goes back unsent */
+	int64_t standby_poll_ms;  /* pg_stat_replication asked this often while waiting */
 	int64_t fault_die_after_claim;
 	int64_t fault_die_after_send;
 	int64_t fault_stall_after_claim;

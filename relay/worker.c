@@ -40,6 +40,7 @@
 #include "record.h"
 #include "relay.h"
 #include "route_tls.h"
+#include "standby_gate.h"
 #include "stats.h"
 #include "worker.h"
 
@@ -90,6 +91,7 @@ struct worker {
 	struct relay_metrics *metrics;   /* NULL without shared state */
 	struct relay_worker_live *live;  /* this worker slot's row, or NULL */
 	struct relay_topic_cache topics;
+	struct relay_gate gate;          /* --standby-gate */
 };
 
 #define COUNT(w, field, n)                                              \
@@ -174,6 +176,9 @@ connect_db(struct worker *w)
 		return false;
 	}
 	w->reconnect_ms = RECONNECT_MIN_MS;
+	/* positions seen on another server (before a failover) say nothing
+	 * about this one's standbys */
+	w->gate.reached = 0;
 	set_connected(w, true);
 	ob_info("relay.db.connected", "owner=%s listen=outbox_enqueued protocol=%d%s", w->owner,
 	    RELAY_PROTOCOL, w->had_conn ? " reconnect=1" : "");
@@ -509,8 +514,33 @@ free_slot_find(struct worker *w)
 	return NULL;
 }
 
-/* Start the batch claimed into s: the claim faults, then the frame. A
- * frame that finished at once (held, no route) is recorded now. */
+/* --standby-gate: true once the named standbys have what b came from;
+ * false (the batch goes back unsent, its attempt refunded) when they did
+ * not get there in time or the gate could not be asked. */
+static bool
+gate_open(struct worker *w, const struct relay_batch *b)
+{
+	char err[512], q[600];
+	uint64_t waits = w->gate.waits, timeouts = w->gate.timeouts;
+	int rc = relay_gate_wait(&w->gate, w->conn, b->lsn, w->stop, err, sizeof(err));
+	ob_metric_add(METRIC(w, standby_gate_waits), w->gate.waits - waits);
+	ob_metric_add(METRIC(w, standby_gate_timeouts), w->gate.timeouts - timeouts);
+	if (rc == OB_OK || rc == OB_ETIMEDOUT)
+		return rc == OB_OK;
+	int64_t now = ob_mono_ms();
+	if (now >= w->gate.next_log_ms) {
+		w->gate.next_log_ms = now + GATE_LOG_EVERY_MS;
+		ob_error("relay.standby_gate.failed", "owner=%s err=%s", w->owner,
+		    ob_log_q(err, q, sizeof(q)));
+	}
+	if (rc == OB_EPROTO)
+		nap(w, w->gate.poll_ms > 100 ? w->gate.poll_ms : 100); /* no busy loop on it */
+	return false;
+}
+
+/* Start the batch claimed into s: the claim faults, the standby gate, then
+ * the frame. A frame that finished at once (held, no route) is recorded
+ * now. */
 static bool
 start_slot(struct worker *w, struct slot *s, int probe_dest)
 {
@@ -539,6 +569,10 @@ start_slot(struct worker *w, struct slot *s, int probe_dest)
 		release_all(b, w->outcomes);
 		return record_slot(w, s);
 	}
+	if (!gate_open(w, b)) {
+		release_all(b, w->outcomes);
+		return record_slot(w, s);
+	}
 	uint64_t sent_before = w->deliverer.frames_sent;
 	s->in_flight = relay_frame_send(&w->deliverer, &s->f, probe_dest, w->outcomes);
 	COUNT(w, frames_sent, w->deliverer.frames_sent - sent_before);
@@ -556,7 +590,8 @@ claim_into(struct worker *w, struct slot *s, const struct relay_topics *topics, 
 	char err[1024], q[1100];
 	s->t_claim_us = ob_mono_us();
 	int rc = relay_claim_batch(w->conn, w->owner, w->cfg->lease_ms, max, topics,
-	    w->retries_first, !w->cfg->no_ordering, &s->f.batch, err, sizeof(err));
+	    w->retries_first, !w->cfg->no_ordering, w->gate.mode != RELAY_GATE_NONE,
+	    &s->f.batch, err, sizeof(err));
 	s->t_claimed_us = ob_mono_us();
 	w->retries_first = !w->retries_first;
 	if (rc == OB_EPROTO) {
@@ -853,6 +888,12 @@ relay_worker_run(const struct relay_config *cfg, int worker_index,
 	w.deliverer.window_max = w.nslots;
 	w.deliverer.breaker_threshold = (uint32_t)cfg->breaker_threshold;
 	w.deliverer.breaker_probe_ms = cfg->breaker_probe_ms;
+	if (relay_gate_init(&w.gate, cfg->standby_gate, cfg->standby_names.items,
+	    cfg->standby_names.n, cfg->standby_gate_timeout_ms, cfg->standby_poll_ms, err,
+	    sizeof(err)) != OB_OK) {
+		ob_error("relay.worker.start_failed", "err=%s", err);
+		goto out;
+	}
 	w.outcomes = calloc((size_t)cfg->batch, sizeof(*w.outcomes));
 	w.slots = calloc(w.nslots, sizeof(*w.slots));
 	if (w.outcomes == NULL || w.slots == NULL ||
@@ -872,9 +913,13 @@ relay_worker_run(const struct relay_config *cfg, int worker_index,
 		}
 	}
 	ob_info("relay.worker.started", "worker=%d owner=%s batch=%" PRId64 " max_inflight=%u"
-	    " lease_ms=%" PRId64 " fencing=%s ordering=%s on_dead_head=%s", worker_index, w.owner,
-	    cfg->batch, w.nslots, cfg->lease_ms, cfg->no_fencing ? "OFF(broken-mode)" : "on",
-	    cfg->no_ordering ? "OFF(broken-mode)" : "on", cfg->on_dead_head);
+	    " lease_ms=%" PRId64 " fencing=%s ordering=%s on_dead_head=%s standby_gate=%s%s%s",
+	    worker_index, w.owner, cfg->batch, w.nslots, cfg->lease_ms,
+	    cfg->no_fencing ? "OFF(broken-mode)" : "on",
+	    cfg->no_ordering ? "OFF(broken-mode)" : "on", cfg->on_dead_head,
+	    cfg->standby_gate != NULL ? cfg->standby_gate : "none",
+	    w.gate.mode != RELAY_GATE_NONE ? " standbys=" : "",
+	    w.gate.mode != RELAY_GATE_NONE ? w.gate.names : "");
 
 	int64_t next_progress = ob_mono_ms() + PROGRESS_EVERY_MS;
 	unsigned reloads = ob_sig_reloads();

@@ -7,6 +7,12 @@
 #   pg-tmp.sh stop DIR    stop the server and remove DIR entirely.
 #   pg-tmp.sh restart DIR stop and start the same cluster (data kept).
 #   pg-tmp.sh crash DIR   stop it the hard way (-m immediate: crash recovery at start), start it.
+#   pg-tmp.sh kill DIR    stop it the hard way and leave it stopped (a primary that died).
+#   pg-tmp.sh standby PRIMARY_DIR DIR NAME
+#                         a streaming standby of the server in PRIMARY_DIR
+#                         (pg_basebackup -R), asynchronous, application_name
+#                         NAME, its own socket in DIR/sock; writes DIR/env.
+#   pg-tmp.sh promote DIR promote the standby in DIR (waits until it is).
 #
 # PostgreSQL refuses to run as root: as root, the cluster runs as the
 # 'postgres' user (the files are chowned to it); otherwise as the caller.
@@ -16,7 +22,7 @@
 set -euo pipefail
 
 cmd=${1:-}; dir=${2:-}
-[ -n "$cmd" ] && [ -n "$dir" ] || { echo "usage: $0 start|stop|restart|crash DIR" >&2; exit 2; }
+[ -n "$cmd" ] && [ -n "$dir" ] || { echo "usage: $0 start|stop|restart|crash|kill|promote DIR | standby PRIMARY_DIR DIR NAME" >&2; exit 2; }
 
 bindir=$(pg_config --bindir 2>/dev/null || true)
 if [ ! -x "$bindir/initdb" ]; then
@@ -85,6 +91,51 @@ restart)
 	as_owner "$bindir/pg_ctl" -D "$dir/data" -m fast -w -t 60 stop >/dev/null
 	pg_start
 	;;
+kill)
+	as_owner "$bindir/pg_ctl" -D "$dir/data" -m immediate -w -t 60 stop >/dev/null
+	;;
+standby)
+	primary=$dir; dir=${3:-}; name=${4:-}
+	[ -f "$primary/env" ] && [ -n "$dir" ] && [ -n "$name" ] ||
+		{ echo "usage: $0 standby PRIMARY_DIR DIR NAME (PRIMARY_DIR from pg-tmp.sh start)" >&2; exit 2; }
+	primary=$(cd "$primary" && pwd)
+	# shellcheck disable=SC1091
+	pport=$(. "$primary/env" && echo "$PGPORT")
+	if [ -f "$dir/env" ]; then "$0" stop "$dir" || true; fi
+	mkdir -p "$dir"
+	dir=$(cd "$dir" && pwd)
+	rm -rf "${dir:?}"/*
+	mkdir -p "$dir/sock"
+	if [ "$(id -u)" = 0 ]; then
+		chown -R postgres "$dir"
+		p=$dir; while [ "$p" != / ]; do p=$(dirname "$p"); chmod o+x "$p" 2>/dev/null || true; done
+	fi
+	port=$(( 20000 + RANDOM % 20000 ))
+	as_owner "$bindir/pg_basebackup" -h "$primary/sock" -p "$pport" -U postgres -D "$dir/data" \
+		-X stream -R -c fast >"$dir/basebackup.log" 2>&1 ||
+		{ echo "pg-tmp: pg_basebackup failed; log follows" >&2; tail -20 "$dir/basebackup.log" >&2; exit 1; }
+	cat >>"$dir/data/postgresql.conf" <<CONF
+port = $port
+unix_socket_directories = '$dir/sock'
+hot_standby = on
+CONF
+	# after -R's own line: the last setting wins
+	echo "primary_conninfo = 'host=$primary/sock port=$pport user=postgres application_name=$name'" \
+		>>"$dir/data/postgresql.auto.conf"
+	pg_start
+	conninfo="host=$dir/sock port=$port user=postgres dbname=postgres"
+	cat >"$dir/env" <<ENV
+PGHOST=$dir/sock
+PGPORT=$port
+PGUSER=postgres
+OUTBOX_PG_CONNINFO='$conninfo'
+ENV
+	chmod o+r "$dir/env"
+	echo "$conninfo"
+	;;
+promote)
+	as_owner "$bindir/pg_ctl" -D "$dir/data" -w -t 60 promote >/dev/null
+	;;
 crash)
 	# Immediate stop: no checkpoint, WAL not yet written is lost (commits
 	# made with synchronous_commit = off among it), recovery at start.
@@ -92,5 +143,5 @@ crash)
 	pg_start
 	;;
 *)
-	echo "usage: $0 start|stop|restart|crash DIR" >&2; exit 2 ;;
+	echo "usage: $0 start|stop|restart|crash|kill|promote DIR | standby PRIMARY_DIR DIR NAME" >&2; exit 2 ;;
 esac

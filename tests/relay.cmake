@@ -6,6 +6,8 @@
 outbox_test(test_breaker SOURCES unit/test_breaker.c LABELS unit LIBS outbox_relaylib)
 # The route table and the pick of a destination, without sockets.
 outbox_test(test_routes SOURCES unit/test_routes.c LABELS unit LIBS outbox_relaylib)
+# --standby-gate: its option checks and pg_lsn reading (the gate itself: failover_phantom)
+outbox_test(test_standby_gate SOURCES unit/test_standby_gate.c LABELS unit LIBS outbox_relaylib)
 # The supervisor's fold of the workers' live rows, the topic cache and the
 # registry/destination limits, without processes.
 outbox_test(test_relay_metrics_fold SOURCES unit/test_relay_metrics_fold.c LABELS unit

@@ -42,3 +42,13 @@ set_tests_properties(chain_local chain_local_broken PROPERTIES
 add_test(NAME notify_sink_contract
   COMMAND ${CMAKE_SOURCE_DIR}/tests/scenario/check_notify_sink.sh ${CMAKE_BINARY_DIR}/bin)
 set_tests_properties(notify_sink_contract PROPERTIES LABELS ops TIMEOUT 60)
+
+# No phantom effect after a failover (tests/failover/check_failover.sh): a
+# primary with an asynchronous standby, replication cut, the primary killed
+# and the standby promoted; the default relay shows the phantoms (the broken
+# case), --standby-gate flush and replay show none. Three PostgreSQL servers
+# of its own, so not alongside the other multi-server runs.
+add_test(NAME failover_phantom
+  COMMAND ${CMAKE_SOURCE_DIR}/tests/failover/check_failover.sh ${CMAKE_BINARY_DIR}/bin)
+set_tests_properties(failover_phantom PROPERTIES
+  LABELS integration TIMEOUT 400 RESOURCE_LOCK scenario)

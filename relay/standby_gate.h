@@ -1,0 +1,84 @@
+/*
+ * standby_gate.h - `--standby-gate`: deliver a batch only once the named
+ * streaming standbys have what it came from, so that a failover cannot
+ * leave an effect whose business row is gone (a phantom,
+ * docs/guarantees.md "Failover").
+ *
+ * With asynchronous replication a commit on the primary can be claimed,
+ * delivered and applied before any standby has its WAL; if the primary then
+ * dies and a standby is promoted, the outbox record and its business row
+ * never existed there, yet the effect happened. The gate closes that
+ * window at the relay, without making the application's commits wait:
+ *
+ *   - the claim also returns pg_current_wal_insert_lsn(): every message it
+ *     returned was committed (visible to its snapshot) before that point,
+ *     so its commit record lies below it - also with synchronous_commit =
+ *     off, where a commit can be visible before it is written;
+ *   - before the frame goes out, the worker waits until every standby
+ *     named in --standby-names has reached that LSN in pg_stat_replication
+ *     on the primary: flush_lsn (--standby-gate flush: the WAL is on the
+ *     standby's disk, so a promotion replays it) or replay_lsn (replay:
+ *     also visible to queries there);
+ *   - a standby that is not connected has reached nothing: the gate stays
+ *     shut, deliveries wait. After --standby-gate-timeout the batch is
+ *     released unsent (no attempt counted) and claimed again later; the
+ *     relay logs relay.standby_gate.waiting (at most once per
+ *     GATE_LOG_EVERY_MS) naming the standbys and their positions.
+ *
+ * Reading the LSN columns of pg_stat_replication needs a superuser or a
+ * member of pg_monitor (PostgreSQL shows them as NULL to others): a gate
+ * that sees the standby but NULL positions says so in one error line
+ * (GRANT pg_monitor TO the relay's role).
+ *
+ * The last position seen is kept, so a stream of batches below it passes
+ * with no query at all; above it, one query per --standby-poll-ms.
+ */
+#ifndef OUTBOX_RELAY_STANDBY_GATE_H
+#define OUTBOX_RELAY_STANDBY_GATE_H
+
+#include <libpq-fe.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define GATE_LOG_EVERY_MS 10000 /* relay.standby_gate.waiting at most this often */
+#define GATE_NAMES_MAX 16       /* standbys in --standby-names */
+
+enum relay_gate_mode {
+	RELAY_GATE_NONE = 0, /* deliver what is committed on the primary (default) */
+	RELAY_GATE_FLUSH,    /* ... and flushed to every named standby's disk */
+	RELAY_GATE_REPLAY,   /* ... and replayed there */
+};
+
+struct relay_gate {
+	enum relay_gate_mode mode;
+	char names[256 * GATE_NAMES_MAX]; /* a text[] literal of the names, "{a,b}" */
+	int nnames;
+	int64_t timeout_ms;
+	int64_t poll_ms;
+	uint64_t reached;     /* the lowest position of the named standbys, last seen */
+	int64_t next_log_ms;
+	uint64_t waits;       /* batches that had to wait */
+	uint64_t timeouts;    /* batches released because the gate stayed shut */
+};
+
+/* Set up g from the options (mode "none|flush|replay", the names from
+ * --standby-names). OB_OK, or OB_EINVAL with one line in err (a gate
+ * without names, a name that is empty, too long or holds a quote, comma,
+ * brace or backslash, or too many of them). */
+int relay_gate_init(struct relay_gate *g, const char *mode, char *const *names, size_t n,
+    int64_t timeout_ms, int64_t poll_ms, char *err, size_t errlen);
+
+/* "16/B374D848" -> 0x16B374D848. OB_OK or OB_EINVAL. */
+int relay_gate_parse_lsn(const char *text, uint64_t *out);
+
+/* Wait until every named standby reached lsn (conn: the primary). OB_OK;
+ * OB_ETIMEDOUT when the gate stayed shut for timeout_ms (or *stop was
+ * set); OB_EDB when the query failed (err: the server's message);
+ * OB_EPROTO when the positions are hidden from this role (err says to
+ * grant pg_monitor). Blocks this worker meanwhile. */
+int relay_gate_wait(struct relay_gate *g, PGconn *conn, uint64_t lsn,
+    volatile sig_atomic_t *stop, char *err, size_t errlen);
+
+#endif
