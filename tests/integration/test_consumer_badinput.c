@@ -99,7 +99,7 @@ START_TEST(test_bad_frames)
 	ob_buf_put_u8(&b, 0);
 	expect_refused(&c, b.data, b.len, OB_EWIRE_TRAILING, "trailing byte"), sent++;
 	/* A reply frame where a request belongs. */
-	struct ob_wire_result res = { 1, OB_WIRE_APPLIED, NULL, 0 };
+	struct ob_wire_result res = { 1, OB_WIRE_APPLIED, NULL, 0, 0 };
 	ob_buf_reset(&b);
 	ck_assert_int_eq(ob_wire_encode_reply(&b, &res, 1), OB_OK);
 	expect_refused(&c, b.data, b.len, OB_EWIRE_KIND, "reply kind"), sent++;
