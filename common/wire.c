@@ -1,5 +1,5 @@
 /*
- * wire.c - encoder and decoder of the relay <-> consumer frames (v1).
+ * wire.c - encoder and decoder of the relay <-> consumer frames (v1, v2).
  *
  * The decoder is the one piece of the project that reads bytes chosen by
  * someone else, so it is written defensively: every read goes through the
@@ -10,6 +10,10 @@
  *
  * The encoders check the same limits before writing a single byte, so a
  * refused message leaves the caller's buffer exactly as it was.
+ *
+ * Versions: every version in [OB_WIRE_VERSION_MIN, OB_WIRE_VERSION] is
+ * decoded and can be encoded; the layouts differ only where a field is
+ * read or written "from version N on" (has_retry_after).
  * docs/protocol.md is the byte-by-byte description of the format.
  */
 #include <stdlib.h>
@@ -27,7 +31,8 @@
  * one result (id, status, detail_len). */
 #define REQ_MSG_FIXED (8 + 8 + 4 + 8 + 8 + 2 + 2 + 2 + 4)
 _Static_assert(REQ_MSG_FIXED == OB_WIRE_REQ_MSG_FIXED, "wire.h states the layout");
-#define REP_RES_FIXED OB_WIRE_REP_RESULT
+_Static_assert(OB_WIRE_REP_RESULT == 8 + 1 + 2, "v1 result");
+_Static_assert(OB_WIRE_REP_RESULT_V2 == 8 + 1 + 4 + 2, "v2 result");
 
 _Static_assert(OB_WIRE_REQ_HEADER == 4 + 1 + 1 + 2 + 4, "request header");
 _Static_assert(OB_WIRE_REP_HEADER == 4 + 1 + 1 + 2 + 1 + 1 + 2 + 4,
@@ -56,6 +61,25 @@ limits_ok(const struct ob_wire_limits *lim)
 	return lim != NULL && lim->max_batch >= 1 &&
 	    lim->max_batch <= OB_WIRE_MAX_BATCH &&
 	    lim->max_payload <= OB_WIRE_MAX_PAYLOAD;
+}
+
+static bool
+version_ok(int version)
+{
+	return version >= OB_WIRE_VERSION_MIN && version <= OB_WIRE_VERSION;
+}
+
+/* Does a reply of this version carry retry_after_ms in its results? */
+static bool
+has_retry_after(int version)
+{
+	return version >= OB_WIRE_VERSION_RETRY_AFTER;
+}
+
+static size_t
+result_fixed(int version)
+{
+	return has_retry_after(version) ? OB_WIRE_REP_RESULT_V2 : OB_WIRE_REP_RESULT;
 }
 
 static bool
@@ -166,9 +190,11 @@ u64_to_i64(uint64_t v)
 	return -(int64_t)(UINT64_MAX - v) - 1;
 }
 
-/* Magic, version, kind, flags: the part both frames share. */
+/* Magic, version, kind, flags: the part both frames share. *version gets
+ * the version read (one this codec speaks). */
 static int
-rd_header(struct rd *r, const char *magic, const char *other, uint8_t kind)
+rd_header(struct rd *r, const char *magic, const char *other, uint8_t kind,
+    uint8_t *version)
 {
 	const char *m;
 	uint8_t ver, k;
@@ -181,8 +207,9 @@ rd_header(struct rd *r, const char *magic, const char *other, uint8_t kind)
 		return memcmp(m, other, 4) == 0 ? OB_EWIRE_KIND : OB_EWIRE_MAGIC;
 	if ((rv = rd_u8(r, &ver)) != OB_OK)
 		return rv;
-	if (ver != OB_WIRE_VERSION)
+	if (!version_ok(ver))
 		return OB_EWIRE_VERSION;
+	*version = ver;
 	if ((rv = rd_u8(r, &k)) != OB_OK)
 		return rv;
 	if (k != kind)
@@ -226,7 +253,7 @@ rd_msg(struct rd *r, const struct ob_wire_limits *lim, struct ob_wire_msg *m)
 }
 
 static int
-rd_result(struct rd *r, struct ob_wire_result *res)
+rd_result(struct rd *r, int version, struct ob_wire_result *res)
 {
 	int rv;
 
@@ -235,6 +262,9 @@ rd_result(struct rd *r, struct ob_wire_result *res)
 		return rv;
 	if (!status_ok(res->status))
 		return OB_EWIRE_STATUS;
+	res->retry_after_ms = 0;
+	if (has_retry_after(version) && (rv = rd_u32(r, &res->retry_after_ms)) != OB_OK)
+		return rv;
 	if ((rv = rd_str16(r, 0, OB_WIRE_MAX_DETAIL, OB_EWIRE_DETAIL,
 	         &res->detail, &res->detail_len)) != OB_OK)
 		return rv;
@@ -261,11 +291,12 @@ ob_wire_decode_request(const void *buf, size_t len,
 	struct rd r = { buf, len, 0 };
 	struct ob_wire_msg *msgs;
 	uint32_t count;
+	uint8_t version;
 	int rv;
 
 	if (!limits_ok(lim) || out == NULL || (buf == NULL && len > 0))
 		return OB_EINVAL;
-	if ((rv = rd_header(&r, REQ_MAGIC, REP_MAGIC, KIND_REQUEST)) != OB_OK ||
+	if ((rv = rd_header(&r, REQ_MAGIC, REP_MAGIC, KIND_REQUEST, &version)) != OB_OK ||
 	    (rv = rd_u32(&r, &count)) != OB_OK)
 		return rv;
 	if (count < 1 || count > lim->max_batch)
@@ -282,6 +313,7 @@ ob_wire_decode_request(const void *buf, size_t len,
 	}
 	out->count = count;
 	out->msgs = msgs;
+	out->version = version;
 	return OB_OK;
 
 fail:
@@ -307,13 +339,13 @@ ob_wire_decode_reply(const void *buf, size_t len,
 	struct ob_wire_result *res = NULL;
 	const char *detail;
 	uint16_t detail_len = 0;
-	uint8_t frame_err, reserved;
+	uint8_t frame_err, reserved, version;
 	uint32_t count;
 	int rv;
 
 	if (!limits_ok(lim) || out == NULL || (buf == NULL && len > 0))
 		return OB_EINVAL;
-	if ((rv = rd_header(&r, REP_MAGIC, REQ_MAGIC, KIND_REPLY)) != OB_OK ||
+	if ((rv = rd_header(&r, REP_MAGIC, REQ_MAGIC, KIND_REPLY, &version)) != OB_OK ||
 	    (rv = rd_u8(&r, &frame_err)) != OB_OK ||
 	    (rv = rd_u8(&r, &reserved)) != OB_OK)
 		return rv;
@@ -330,7 +362,7 @@ ob_wire_decode_reply(const void *buf, size_t len,
 	if (count > 0 && (res = alloc_array(count, sizeof(*res))) == NULL)
 		return OB_ENOMEM;
 	for (uint32_t i = 0; i < count; i++)
-		if ((rv = rd_result(&r, &res[i])) != OB_OK)
+		if ((rv = rd_result(&r, version, &res[i])) != OB_OK)
 			goto fail;
 	if (r.pos != r.len) {
 		rv = OB_EWIRE_TRAILING;
@@ -341,11 +373,22 @@ ob_wire_decode_reply(const void *buf, size_t len,
 	out->detail_len = detail_len;
 	out->count = count;
 	out->results = res;
+	out->version = version;
 	return OB_OK;
 
 fail:
 	free(res);
 	return rv;
+}
+
+int
+ob_wire_reply_version_for(const void *buf, size_t len)
+{
+	const uint8_t *p = buf;
+
+	if (buf == NULL || len < 5 || memcmp(p, REQ_MAGIC, 4) != 0 || !version_ok(p[4]))
+		return OB_WIRE_VERSION_MIN;
+	return p[4];
 }
 
 void
@@ -379,10 +422,10 @@ wr_bytes(uint8_t *w, const void *s, size_t n)
 }
 
 static uint8_t *
-wr_header(uint8_t *w, const char *magic, uint8_t kind)
+wr_header(uint8_t *w, const char *magic, int version, uint8_t kind)
 {
 	w = wr_bytes(w, magic, 4);
-	w = wr_uint(w, OB_WIRE_VERSION, 1);
+	w = wr_uint(w, (uint64_t)version, 1);
 	w = wr_uint(w, kind, 1);
 	return wr_uint(w, 0, 2); /* flags */
 }
@@ -428,11 +471,18 @@ int
 ob_wire_encode_request(struct ob_buf *out, const struct ob_wire_msg *msgs,
     uint32_t n, const struct ob_wire_limits *lim)
 {
+	return ob_wire_encode_request_v(out, OB_WIRE_VERSION, msgs, n, lim);
+}
+
+int
+ob_wire_encode_request_v(struct ob_buf *out, int version,
+    const struct ob_wire_msg *msgs, uint32_t n, const struct ob_wire_limits *lim)
+{
 	size_t total = OB_WIRE_REQ_HEADER;
 	uint8_t *w;
 	int rv;
 
-	if (out == NULL || !limits_ok(lim))
+	if (out == NULL || !limits_ok(lim) || !version_ok(version))
 		return OB_EINVAL;
 	if (n < 1 || n > lim->max_batch)
 		return OB_EWIRE_COUNT;
@@ -458,7 +508,7 @@ ob_wire_encode_request(struct ob_buf *out, const struct ob_wire_msg *msgs,
 
 	if ((rv = wr_begin(out, total, &w)) != OB_OK)
 		return rv;
-	w = wr_header(w, REQ_MAGIC, KIND_REQUEST);
+	w = wr_header(w, REQ_MAGIC, version, KIND_REQUEST);
 	w = wr_uint(w, n, 4);
 	for (uint32_t i = 0; i < n; i++) {
 		const struct ob_wire_msg *m = &msgs[i];
@@ -489,10 +539,10 @@ clamp_detail(size_t n)
 
 /* Reply header up to and including count; detail may be NULL if dlen 0. */
 static uint8_t *
-wr_reply_header(uint8_t *w, uint8_t frame_err, const char *detail,
+wr_reply_header(uint8_t *w, int version, uint8_t frame_err, const char *detail,
     uint16_t dlen, uint32_t count)
 {
-	w = wr_header(w, REP_MAGIC, KIND_REPLY);
+	w = wr_header(w, REP_MAGIC, version, KIND_REPLY);
 	w = wr_uint(w, frame_err, 1);
 	w = wr_uint(w, 0, 1); /* reserved */
 	w = wr_uint(w, dlen, 2);
@@ -504,11 +554,18 @@ int
 ob_wire_encode_reply(struct ob_buf *out, const struct ob_wire_result *res,
     uint32_t n)
 {
+	return ob_wire_encode_reply_v(out, OB_WIRE_VERSION, res, n);
+}
+
+int
+ob_wire_encode_reply_v(struct ob_buf *out, int version,
+    const struct ob_wire_result *res, uint32_t n)
+{
 	size_t total = OB_WIRE_REP_HEADER;
 	uint8_t *w;
 	int rv;
 
-	if (out == NULL)
+	if (out == NULL || !version_ok(version))
 		return OB_EINVAL;
 	if (n < 1 || n > OB_WIRE_MAX_BATCH)
 		return OB_EWIRE_COUNT;
@@ -519,17 +576,19 @@ ob_wire_encode_reply(struct ob_buf *out, const struct ob_wire_result *res,
 			return OB_EWIRE_STATUS;
 		if (res[i].detail == NULL && res[i].detail_len > 0)
 			return OB_EINVAL;
-		total += REP_RES_FIXED + clamp_detail(res[i].detail_len);
+		total += result_fixed(version) + clamp_detail(res[i].detail_len);
 	}
 
 	if ((rv = wr_begin(out, total, &w)) != OB_OK)
 		return rv;
-	w = wr_reply_header(w, 0, NULL, 0, n);
+	w = wr_reply_header(w, version, 0, NULL, 0, n);
 	for (uint32_t i = 0; i < n; i++) {
 		uint16_t dlen = clamp_detail(res[i].detail_len);
 
 		w = wr_uint(w, res[i].id, 8);
 		w = wr_uint(w, res[i].status, 1);
+		if (has_retry_after(version))
+			w = wr_uint(w, res[i].retry_after_ms, 4);
 		w = wr_uint(w, dlen, 2);
 		w = wr_bytes(w, res[i].detail, dlen);
 	}
@@ -541,18 +600,25 @@ int
 ob_wire_encode_error_reply(struct ob_buf *out, int frame_err,
     const char *detail)
 {
+	return ob_wire_encode_error_reply_v(out, OB_WIRE_VERSION_MIN, frame_err, detail);
+}
+
+int
+ob_wire_encode_error_reply_v(struct ob_buf *out, int version, int frame_err,
+    const char *detail)
+{
 	uint16_t dlen;
 	uint8_t *w;
 	int rv;
 
 	/* 0 would read as "accepted" and the field is one byte wide. */
-	if (out == NULL || frame_err < 1 || frame_err > UINT8_MAX)
+	if (out == NULL || frame_err < 1 || frame_err > UINT8_MAX || !version_ok(version))
 		return OB_EINVAL;
 	dlen = detail != NULL ? clamp_detail(strlen(detail)) : 0;
 
 	if ((rv = wr_begin(out, (size_t)OB_WIRE_REP_HEADER + dlen, &w)) != OB_OK)
 		return rv;
-	w = wr_reply_header(w, (uint8_t)frame_err, detail, dlen, 0);
+	w = wr_reply_header(w, version, (uint8_t)frame_err, detail, dlen, 0);
 	wr_end(out, w);
 	return OB_OK;
 }

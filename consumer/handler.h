@@ -30,6 +30,7 @@
 
 #include <libpq-fe.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "outbox/wire.h"
 
@@ -37,6 +38,8 @@
 struct inbox_handler_call {
 	void *state;          /* prepare -> apply -> finish, owned by the handler */
 	const char *reason;   /* static text naming a non-APPLIED outcome ("http_5xx"), or NULL */
+	uint32_t retry_after_ms; /* with RETRY: not before this many ms (a downstream's
+	                          * Retry-After), sent on to the relay; 0 = no wish */
 };
 
 struct inbox_handler {

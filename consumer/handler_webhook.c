@@ -30,6 +30,7 @@
 #include <nng/supplemental/tls/tls.h>
 
 #include "handler_webhook.h"
+#include "retry_after.h"
 #include "webhook_sign.h"
 #include "inbox.h"
 #include "outbox/clock.h"
@@ -305,6 +306,28 @@ later_4xx(const struct webhook_call *c)
 	    c->retry_after[0] != '\0';
 }
 
+/* A RETRY by the downstream's status: its Retry-After, when it has a
+ * readable one, becomes the delay passed on to the relay. */
+static void
+retry_after_wish(struct webhook *w, const char *key, const struct webhook_call *c,
+    struct inbox_handler_call *call)
+{
+	int64_t ms;
+	char q[200], qk[600];
+
+	if (c->retry_after[0] == '\0')
+		return;
+	if (webhook_retry_after_parse(c->retry_after, (int64_t)time(NULL),
+	        w->cfg.max_retry_after_ms, &ms) != OB_OK) {
+		ob_warn("consumer.webhook.bad_retry_after", "key=%s status=%d retry_after=%s"
+		    " hint=\"neither delta-seconds nor an HTTP-date: ignored, the relay's"
+		    " backoff applies\"", ob_log_q(key, qk, sizeof(qk)), c->status,
+		    ob_log_q(c->retry_after, q, sizeof(q)));
+		return;
+	}
+	call->retry_after_ms = (uint32_t)ms;
+}
+
 /* The POST and what its outcome means. */
 static int
 call_downstream(struct webhook *w, const struct ob_wire_msg *m, const char *key,
@@ -354,6 +377,7 @@ call_downstream(struct webhook *w, const struct ob_wire_msg *m, const char *key,
 		COUNT(w, failed);
 		MCOUNT(w, calls_4xx);
 		call->reason = "http_4xx_retry";
+		retry_after_wish(w, key, c, call);
 		snprintf(detail, detaillen, "downstream answered %d%s%s: retry later", c->status,
 		    c->retry_after[0] ? ", Retry-After: " : "", c->retry_after);
 		return OB_WIRE_RETRY;
@@ -372,7 +396,9 @@ call_downstream(struct webhook *w, const struct ob_wire_msg *m, const char *key,
 	else
 		MCOUNT(w, calls_other);
 	call->reason = "http_5xx";
-	snprintf(detail, detaillen, "downstream answered %d", c->status);
+	retry_after_wish(w, key, c, call);
+	snprintf(detail, detaillen, "downstream answered %d%s%s", c->status,
+	    c->retry_after[0] ? ", Retry-After: " : "", c->retry_after);
 	return OB_WIRE_RETRY;
 }
 
@@ -505,6 +531,11 @@ webhook_handler_new(const struct webhook_config *cfg, struct inbox_handler *out,
 	if (cfg->lease_ms <= cfg->timeout_ms) {
 		snprintf(err, errlen, "--webhook-lease (%" PRId64 " ms) must be longer than"
 		    " --webhook-timeout (%" PRId64 " ms)", cfg->lease_ms, cfg->timeout_ms);
+		return OB_EINVAL;
+	}
+	if (cfg->max_retry_after_ms < 0 || cfg->max_retry_after_ms > WEBHOOK_RETRY_AFTER_CEILING_MS) {
+		snprintf(err, errlen, "--webhook-max-retry-after (%" PRId64 " ms) must be 0 .. %lld"
+		    " ms", cfg->max_retry_after_ms, (long long)WEBHOOK_RETRY_AFTER_CEILING_MS);
 		return OB_EINVAL;
 	}
 	struct webhook *w = calloc(1, sizeof(*w));

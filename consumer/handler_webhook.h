@@ -18,6 +18,14 @@
  *   5xx, other, timeout,     -> RETRY (lease expired at once, token kept);
  *   connection lost             every later attempt sends the SAME key, so
  *                               downstream can deduplicate
+ *
+ * Retry-After on any answer that is RETRY (a "later" 4xx, a 503, any
+ * 5xx, 1xx/3xx): delta-seconds or an IMF-fixdate HTTP-date
+ * (retry_after.h), cut to --webhook-max-retry-after, a date in the past
+ * 0, is passed on to the relay with the RETRY (retry_after_ms, wire
+ * version 2), which then sends the message again no earlier than that. A
+ * value that is neither form is ignored (one warn line,
+ * consumer.webhook.bad_retry_after): the relay's own backoff applies.
  *   claimed elsewhere, live  -> RETRY (busy)
  *   claimed, lease expired   -> taken over with the token bumped
  *   done before              -> DUPLICATE, nothing sent
@@ -101,6 +109,9 @@ struct webhook_config {
 	const char *server_name;       /* https:// only: name the target's certificate
 	                                * must carry; NULL = the URL's host */
 	const char *secret_file;       /* NULL, or sign every call (webhook_sign.h) */
+	int64_t max_retry_after_ms;    /* a Retry-After longer than this is cut to it
+	                                * (0 .. WEBHOOK_RETRY_AFTER_CEILING_MS;
+	                                * 0 = pass none on) */
 };
 
 /* Build the handler (parses the URL, allocates the HTTP client; for an

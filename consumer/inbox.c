@@ -164,6 +164,8 @@ set_result(struct inbox_batch *b, uint32_t i, int status, enum inbox_why why,
 		snprintf(b->details[i], INBOX_DETAIL_MAX, "%s", detail);
 	b->results[i].detail = b->details[i];
 	b->results[i].detail_len = (uint16_t)strlen(b->details[i]);
+	/* the handler's wish, only where it asked to be called again */
+	b->results[i].retry_after_ms = status == OB_WIRE_RETRY ? b->calls[i].retry_after_ms : 0;
 }
 
 /* Send n statements in one pipeline and collect one result each (owned by

@@ -78,8 +78,8 @@ inbox_plan(const struct inbox_options *opt, const struct ob_wire_request *req,
 		b->done[i] = false;
 		b->why[i] = INBOX_WHY_NONE;
 		b->details[i][0] = '\0';
-		b->calls[i] = (struct inbox_handler_call){ NULL, NULL };
-		b->results[i] = (struct ob_wire_result){ m->id, OB_WIRE_RETRY, b->details[i], 0 };
+		b->calls[i] = (struct inbox_handler_call){ NULL, NULL, 0 };
+		b->results[i] = (struct ob_wire_result){ m->id, OB_WIRE_RETRY, b->details[i], 0, 0 };
 		if (opt->dedup && m->created_at_us < oldest) {
 			b->done[i] = true;
 			b->why[i] = INBOX_WHY_TOO_OLD;

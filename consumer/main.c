@@ -23,6 +23,7 @@
 #include "outbox/reload.h"
 #include "outbox/sig.h"
 #include "handler_webhook.h"
+#include "retry_after.h"
 #include "metrics.h"
 #include "server.h"
 #include "tls_reload.h"
@@ -41,6 +42,7 @@ struct consumer_config {
 	char *webhook_secret_file;
 	int64_t webhook_timeout;
 	int64_t webhook_lease;
+	int64_t webhook_max_retry_after;
 	int64_t lock_timeout;
 	int64_t dedup_retention;
 	int64_t max_redelivery_age;
@@ -108,6 +110,11 @@ static const struct ob_cfg_opt consumer_options[] = {
 	OPT("webhook-lease", "OUTBOX_WEBHOOK_LEASE", OB_CFG_DURATION, "30s", 100, 86400000,
 	    NULL, false, webhook_lease, "lease of a webhook key claim; a claim left by a"
 	    " crashed consumer is taken over after it (must exceed --webhook-timeout)"),
+	OPT("webhook-max-retry-after", "OUTBOX_WEBHOOK_MAX_RETRY_AFTER", OB_CFG_DURATION, "1h",
+	    0, WEBHOOK_RETRY_AFTER_CEILING_MS, NULL, false, webhook_max_retry_after,
+	    "longest delay a downstream's Retry-After (seconds or HTTP-date, on any answer"
+	    " that is retried) may ask for: passed on to the relay, which sends that message"
+	    " again no earlier; longer ones are cut to this; 0 = pass none on"),
 	OPT("lock-timeout", "OUTBOX_LOCK_TIMEOUT", OB_CFG_DURATION, "1s", 1, 600000, NULL,
 	    false, lock_timeout, "longest wait for a key another transaction is applying;"
 	    " then that message is answered retry"),
@@ -269,7 +276,7 @@ main(int argc, char **argv)
 			cfg.webhook_lease, &counters.webhook, &die_after_call, &stall_after_call,
 			cfg.fault_slow_ms, cfg.no_dedup, cfg.no_fencing,
 			cm != NULL ? &cm->webhook : NULL, cfg.webhook_ca, cfg.webhook_server_name,
-			cfg.webhook_secret_file };
+			cfg.webhook_secret_file, cfg.webhook_max_retry_after };
 		if (webhook_handler_new(&wcfg, &webhook, err, sizeof(err)) != OB_OK) {
 			fprintf(stderr, "outbox-consumer: %s\n", err);
 			goto out;

@@ -22,10 +22,16 @@ consumer_request_decode(const void *body, size_t len,
 	if (rc > 0 && rc < OB_ERR_COUNT)
 		atomic_fetch_add(&c->bad_frames_by[rc], 1);
 	ob_warn("consumer.frame.bad", "bytes=%zu err=%s", len, ob_err_name(rc));
-	char detail[160];
-	snprintf(detail, sizeof(detail), "request refused: %s (%s)", ob_strerror(rc),
+	char detail[200];
+	int n = snprintf(detail, sizeof(detail), "request refused: %s (%s)", ob_strerror(rc),
 	    ob_err_name(rc));
-	if (ob_wire_encode_error_reply(reply, rc, detail) != OB_OK)
+	if (rc == OB_EWIRE_VERSION && n > 0 && (size_t)n < sizeof(detail))
+		snprintf(detail + n, sizeof(detail) - (size_t)n,
+		    "; this consumer speaks wire versions %d..%d", OB_WIRE_VERSION_MIN,
+		    OB_WIRE_VERSION);
+	/* in the layout the sender reads, when its version byte says it */
+	if (ob_wire_encode_error_reply_v(reply, ob_wire_reply_version_for(body, len), rc,
+	        detail) != OB_OK)
 		ob_buf_reset(reply);
 	return rc;
 }

@@ -178,7 +178,7 @@ handle(struct serve_thread *t, const void *body, size_t len)
 	if (!ensure_conn(t)) {
 		for (uint32_t i = 0; i < req.count; i++) {
 			t->batch.results[i] = (struct ob_wire_result){ req.msgs[i].id,
-				OB_WIRE_RETRY, "database unavailable", 20 };
+				OB_WIRE_RETRY, "database unavailable", 20, 0 };
 			t->batch.why[i] = INBOX_WHY_DB;
 		}
 		rc = OB_EDB;
@@ -202,7 +202,8 @@ handle(struct serve_thread *t, const void *body, size_t len)
 	consumer_metrics_batch(s->cfg.metrics, &t->topics, &req, &t->batch, reached_db, took);
 	ob_debug("consumer.batch.done", "messages=%u first_id=%llu", req.count,
 	    (unsigned long long)req.msgs[0].id);
-	rc = ob_wire_encode_reply(&t->reply, t->batch.results, req.count);
+	/* the reply version the relay asked for (its request's version) */
+	rc = ob_wire_encode_reply_v(&t->reply, req.version, t->batch.results, req.count);
 	ob_wire_request_fini(&req);
 	if (rc != OB_OK)
 		return false;

@@ -386,6 +386,7 @@ set_outcome(struct relay_outcome *o, const struct ob_wire_msg *m,
 	o->kind = kind;
 	o->delay_ms = 0;
 	o->refund_attempt = false;
+	o->retry_after_ms = 0;
 	snprintf(o->error, sizeof(o->error), fmt, (int)alen, a ? a : "");
 }
 
@@ -620,6 +621,26 @@ relay_frame_cancel(struct relay_frame *f)
 		nng_aio_cancel(f->aio);
 }
 
+/* The consumer refused our request's version: it is older than this
+ * relay (wire version 1 only). One clear warn line, then at most one per
+ * RELAY_TOO_OLD_LOG_EVERY_MS while it lasts (every batch to it is
+ * refused, and retried as a transient failure, until it is upgraded). */
+static void
+consumer_too_old(struct relay_dest *ds, const struct ob_wire_reply *rep)
+{
+	int64_t now = (int64_t)nng_clock();
+	if (ds->too_old_next_ms != 0 && now < ds->too_old_next_ms)
+		return;
+	ds->too_old_next_ms = now + RELAY_TOO_OLD_LOG_EVERY_MS;
+	char d[OB_WIRE_MAX_DETAIL + 1], q[2 * OB_WIRE_MAX_DETAIL + 8];
+	snprintf(d, sizeof(d), "%.*s", (int)rep->detail_len, rep->detail ? rep->detail : "");
+	ob_warn("relay.deliver.consumer_too_old", "dest=%s relay_wire_version=%d"
+	    " consumer_wire_version=%u detail=%s hint=\"the consumer at %s does not speak this"
+	    " relay's wire version: upgrade consumers before relays; its batches are retried"
+	    " until then\"", ds->url, OB_WIRE_VERSION, rep->version, ob_log_q(d, q, sizeof(q)),
+	    ds->url);
+}
+
 /* Apply a decoded reply to the frame's outcomes; a reply that does not
  * decode or does not match the frame is a failure of the whole frame,
  * never a success. Returns true when it decoded and matched. */
@@ -631,8 +652,13 @@ apply_reply(struct relay_deliverer *d, struct relay_frame *f, const void *body, 
 	struct ob_wire_reply rep;
 	const char *url = d->dests[f->dest].url;
 	int rc = ob_wire_decode_reply(body, len, &d->limits, &rep);
-	if (rc == OB_OK && rep.frame_err != 0) {
+	if (rc == OB_OK && rep.frame_err == OB_EWIRE_VERSION)
+		consumer_too_old(&d->dests[f->dest], &rep);
+	else if (rc == OB_OK && rep.frame_err != 0)
 		ob_warn("relay.deliver.refused", "dest=%s err=%s", url, ob_err_name(rep.frame_err));
+	else if (rc == OB_OK)
+		d->dests[f->dest].too_old_next_ms = 0; /* it reads our version (again) */
+	if (rc == OB_OK && rep.frame_err != 0) {
 		for (uint32_t i = 0; i < b->n; i++)
 			if (!f->skip[i])
 				set_outcome(&out[i], &b->msgs[i], RELAY_OUT_RETRY,
@@ -676,6 +702,7 @@ apply_reply(struct relay_deliverer *d, struct relay_frame *f, const void *body, 
 		default:
 			set_outcome(o, m, RELAY_OUT_RETRY, "consumer asked to retry: %.*s", r->detail,
 			    r->detail_len);
+			o->retry_after_ms = r->retry_after_ms;
 			break;
 		}
 	}

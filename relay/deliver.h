@@ -53,6 +53,8 @@ struct relay_dest {
 	struct relay_breaker breaker;
 	uint32_t inflight;     /* frames out to it now */
 	uint32_t window;       /* frames it may have out: 1..window_max */
+	int64_t too_old_next_ms; /* nng_clock() before which relay.deliver.consumer_too_old
+	                          * is not logged again; 0 = not refused for it */
 };
 
 /* How long a frame waits for a connection to a destination that has none
@@ -75,6 +77,10 @@ struct relay_dest {
  * (OB_BUS_TLS_NEGOTIATE_MS), so this only ever replaces one that gave up,
  * or adds one attempt to an outage. */
 #define RELAY_REDIAL_STUCK_MS 15000
+
+/* A consumer that refuses our wire version (older than this relay) is
+ * logged once, then at most this often while it keeps refusing. */
+#define RELAY_TOO_OLD_LOG_EVERY_MS 60000
 
 struct relay_deliverer {
 	const struct relay_routes *rt; /* borrowed: the parsed --route table */

@@ -33,6 +33,9 @@ struct relay_outcome {
 	enum relay_outcome_kind kind;
 	int64_t delay_ms;      /* RETRY / RELEASE: when it is due again */
 	bool refund_attempt;   /* RELEASE: the attempt never reached a consumer */
+	int64_t retry_after_ms; /* RETRY: the consumer's "not before" (a downstream's
+	                         * Retry-After, wire version 2); 0 = none. delay_ms
+	                         * is then at least this (worker.c finish_retry) */
 	char error[RELAY_ERROR_MAX]; /* RETRY / DEAD: last error ("" = none) */
 };
 

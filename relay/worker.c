@@ -285,7 +285,9 @@ counted_attempts(const struct ob_wire_msg *m, const struct relay_outcome *o)
 
 /* Turn a RETRY into a backoff, or into a dead letter once the message has
  * used up its attempts or its age. Attempts that never reached a consumer
- * are refunded and do not count. */
+ * are refunded and do not count. A consumer's retry_after_ms (a
+ * downstream's Retry-After) makes the delay at least that; one that would
+ * reach past --max-age dead-letters now, as max age would then. */
 static void
 finish_retry(struct worker *w, const struct ob_wire_msg *m, struct relay_outcome *o)
 {
@@ -301,9 +303,16 @@ finish_retry(struct worker *w, const struct ob_wire_msg *m, struct relay_outcome
 		o->kind = RELAY_OUT_DEAD;
 		snprintf(o->error, sizeof(o->error), "max age (%" PRId64 " ms) reached; last error: %.180s",
 		    c->max_age_ms, last);
+	} else if (o->retry_after_ms > 0 && age_ms(m) + o->retry_after_ms > c->max_age_ms) {
+		o->kind = RELAY_OUT_DEAD;
+		snprintf(o->error, sizeof(o->error), "max age (%" PRId64 " ms) would pass before"
+		    " the Retry-After (%" PRId64 " ms); last error: %.150s", c->max_age_ms,
+		    o->retry_after_ms, last);
 	} else {
 		o->delay_ms = ob_backoff_full_jitter(c->backoff_base_ms, c->backoff_cap_ms,
 		    attempts, &w->rng);
+		if (o->delay_ms < o->retry_after_ms)
+			o->delay_ms = o->retry_after_ms;
 	}
 }
 

@@ -3,6 +3,8 @@
 # tests/fuzz.cmake).
 # The decisions made before any transaction (retention), without a database.
 outbox_test(test_inbox_plan SOURCES unit/test_inbox_plan.c LABELS unit LIBS outbox_consumer)
+# A downstream's Retry-After as a delay: both forms, the cap, garbage (table-driven).
+outbox_test(test_retry_after SOURCES unit/test_retry_after.c LABELS unit LIBS outbox_consumer)
 outbox_test(test_consumer_dedup SOURCES integration/test_consumer_dedup.c
   LABELS integration PG TIMEOUT 300 LIBS outbox_consumer)
 outbox_test(test_consumer_badinput SOURCES integration/test_consumer_badinput.c

@@ -23,6 +23,11 @@ outbox_test(test_streams SOURCES integration/test_streams.c
   LABELS integration PG TIMEOUT 120)
 # Per-key ordering: failing head, dead head block/skip, takeover.
 outbox_test(test_ordering SOURCES integration/test_ordering.c LABELS integration PG TIMEOUT 600)
+# A downstream's Retry-After honoured through consumer and relay (429 with
+# seconds, with an HTTP-date, and without, shown first), bounded by
+# --max-age/--max-attempts; a consumer of wire version 1 logged once.
+outbox_test(test_retry_after_e2e SOURCES integration/test_retry_after.c
+  support/webhook_target.c LABELS integration PG TIMEOUT 300)
 # pg_stat_user_tables.seq_scan does not move during a drain.
 outbox_test(test_scans SOURCES integration/test_scans.c
   LABELS integration PG TIMEOUT 300)

@@ -6,8 +6,9 @@
  * array parameters of the set-based statement), then the reply encoder.
  *
  * Every input must either be refused with a decodable error reply (count 0,
- * frame_err = the decoder's code, the counter bumped once) or be accepted
- * and produce a reply with one result per message, ids echoed in order.
+ * frame_err = the decoder's code, the counter bumped once, in the version
+ * ob_wire_reply_version_for names) or be accepted and produce a reply in
+ * the request's version with one result per message, ids echoed in order.
  * Anything else aborts.
  *
  * Built and run by ctest (tests/consumer.cmake) when clang can link
@@ -67,6 +68,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		CHECK(reply.len > 0);
 		CHECK(ob_wire_decode_reply(reply.data, reply.len, &lim, &rep) == OB_OK);
 		CHECK(rep.frame_err == rc && rep.count == 0);
+		CHECK(rep.version == ob_wire_reply_version_for(data, size));
 		ob_wire_reply_fini(&rep);
 		ob_buf_fini(&reply);
 		return 0;
@@ -79,9 +81,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	CHECK(inbox_set_args(&req, &batch) == OB_OK);
 	/* array header: ndim 1, then the element count of pending messages */
 	CHECK(batch.args[0].len >= 20 && batch.args[0].data[3] == 1);
-	CHECK(ob_wire_encode_reply(&reply, batch.results, req.count) == OB_OK);
+	CHECK(ob_wire_encode_reply_v(&reply, req.version, batch.results, req.count) == OB_OK);
 	CHECK(ob_wire_decode_reply(reply.data, reply.len, &lim, &rep) == OB_OK);
-	CHECK(rep.frame_err == 0 && rep.count == req.count);
+	CHECK(rep.frame_err == 0 && rep.count == req.count && rep.version == req.version);
 	for (uint32_t i = 0; i < req.count; i++)
 		CHECK(rep.results[i].id == req.msgs[i].id);
 	ob_wire_reply_fini(&rep);

@@ -5,7 +5,9 @@
  * decodes must survive a re-encode and a second decode unchanged, and the
  * re-encoded frame must equal the input byte for byte (each value has one
  * encoding; the one exception is a frame detail on an accepted reply, which
- * ob_wire_encode_reply cannot write). Any mismatch aborts.
+ * ob_wire_encode_reply cannot write), re-encoded in the version it was
+ * decoded from (every version in OB_WIRE_VERSION_MIN..OB_WIRE_VERSION).
+ * Any mismatch aborts.
  *
  *   clang -fsanitize=fuzzer,address,undefined -I common/include \
  *       tests/fuzz/fuzz_wire.c common/wire.c common/buf.c common/err.c \
@@ -47,10 +49,11 @@ check_request(const uint8_t *data, size_t size)
 
 	if (ob_wire_decode_request(data, size, &lim, &a) != OB_OK)
 		return;
-	CHECK(ob_wire_encode_request(&out, a.msgs, a.count, &lim) == OB_OK);
+	CHECK(a.version >= OB_WIRE_VERSION_MIN && a.version <= OB_WIRE_VERSION);
+	CHECK(ob_wire_encode_request_v(&out, a.version, a.msgs, a.count, &lim) == OB_OK);
 	CHECK(out.len == size && memcmp(out.data, data, size) == 0);
 	CHECK(ob_wire_decode_request(out.data, out.len, &lim, &b) == OB_OK);
-	CHECK(a.count == b.count);
+	CHECK(a.count == b.count && a.version == b.version);
 	for (uint32_t i = 0; i < a.count; i++) {
 		const struct ob_wire_msg *x = &a.msgs[i], *y = &b.msgs[i];
 
@@ -91,14 +94,14 @@ check_reply(const uint8_t *data, size_t size)
 		char *d = strndup(a.detail != NULL ? a.detail : "",
 		    a.detail_len);
 		CHECK(d != NULL);
-		rv = ob_wire_encode_error_reply(&out, a.frame_err, d);
+		rv = ob_wire_encode_error_reply_v(&out, a.version, a.frame_err, d);
 		free(d);
 	} else {
-		rv = ob_wire_encode_reply(&out, a.results, a.count);
+		rv = ob_wire_encode_reply_v(&out, a.version, a.results, a.count);
 	}
 	CHECK(rv == OB_OK);
 	CHECK(ob_wire_decode_reply(out.data, out.len, &lim, &b) == OB_OK);
-	CHECK(a.frame_err == b.frame_err && a.count == b.count);
+	CHECK(a.frame_err == b.frame_err && a.count == b.count && a.version == b.version);
 	/* A frame detail on an accepted reply decodes but the result
 	 * encoder never writes one: compare it only when it can match. */
 	if (a.frame_err != 0 || a.detail_len == 0) {
@@ -111,6 +114,8 @@ check_reply(const uint8_t *data, size_t size)
 		const struct ob_wire_result *y = &b.results[i];
 
 		CHECK(x->id == y->id && x->status == y->status &&
+		    x->retry_after_ms == y->retry_after_ms &&
+		    (a.version >= OB_WIRE_VERSION_RETRY_AFTER || x->retry_after_ms == 0) &&
 		    x->detail_len == y->detail_len &&
 		    same(x->detail, y->detail, x->detail_len));
 	}

@@ -46,8 +46,11 @@ struct bad_case {
 	int want;
 };
 
+/* The refusal of frame p: want as frame_err, in reply version version,
+ * its detail containing needle (NULL: any). */
 static void
-expect_refused(struct ts_consumer_conn *c, const void *p, size_t n, int want, const char *name)
+expect_refused_v(struct ts_consumer_conn *c, const void *p, size_t n, int want, const char *name,
+    int version, const char *needle)
 {
 	ts_consumer_send_raw(c, p, n);
 	struct ts_consumer_reply r;
@@ -55,8 +58,23 @@ expect_refused(struct ts_consumer_conn *c, const void *p, size_t n, int want, co
 	ck_assert_msg(r.rep.frame_err == want, "%s: frame_err %d, want %d (%s)", name,
 	    r.rep.frame_err, want, ob_err_name(want));
 	ck_assert_uint_eq(r.rep.count, 0);
+	ck_assert_msg(r.rep.version == version, "%s: reply version %u, want %d", name,
+	    r.rep.version, version);
 	ck_assert_msg(r.rep.detail_len > 0, "%s: no detail", name);
+	if (needle != NULL) {
+		char d[OB_WIRE_MAX_DETAIL + 1];
+		snprintf(d, sizeof(d), "%.*s", (int)r.rep.detail_len, r.rep.detail);
+		ck_assert_msg(strstr(d, needle) != NULL, "%s: detail %s", name, d);
+	}
 	ts_consumer_reply_fini(&r);
+}
+
+/* A frame of the current version (or none readable): refused in the
+ * request's version when it has one we speak, else version 1. */
+static void
+expect_refused(struct ts_consumer_conn *c, const void *p, size_t n, int want, const char *name)
+{
+	expect_refused_v(c, p, n, want, name, ob_wire_reply_version_for(p, n), NULL);
 }
 
 START_TEST(test_bad_frames)
@@ -79,8 +97,17 @@ START_TEST(test_bad_frames)
 	b.data[0] = 'X';
 	expect_refused(&c, b.data, b.len, OB_EWIRE_MAGIC, "magic"), sent++;
 	valid_frame(&b, 2);
-	b.data[OFF_VERSION] = 2;
-	expect_refused(&c, b.data, b.len, OB_EWIRE_VERSION, "version"), sent++;
+	b.data[OFF_VERSION] = OB_WIRE_VERSION + 1; /* a newer relay than this consumer */
+	expect_refused_v(&c, b.data, b.len, OB_EWIRE_VERSION, "version", OB_WIRE_VERSION_MIN,
+	    "this consumer speaks wire versions 1..2"), sent++;
+	/* an old relay's (version 1) bad frame is refused in version 1, a
+	 * new one's in its version */
+	valid_frame(&b, 2);
+	b.data[OFF_VERSION] = 1;
+	b.data[OFF_FLAGS + 1] = 1;
+	expect_refused_v(&c, b.data, b.len, OB_EWIRE_FLAGS, "v1 flags", 1, NULL), sent++;
+	b.data[OFF_VERSION] = OB_WIRE_VERSION;
+	expect_refused_v(&c, b.data, b.len, OB_EWIRE_FLAGS, "v2 flags", OB_WIRE_VERSION, NULL), sent++;
 	valid_frame(&b, 2);
 	b.data[OFF_FLAGS + 1] = 1;
 	expect_refused(&c, b.data, b.len, OB_EWIRE_FLAGS, "flags"), sent++;
@@ -99,7 +126,7 @@ START_TEST(test_bad_frames)
 	ob_buf_put_u8(&b, 0);
 	expect_refused(&c, b.data, b.len, OB_EWIRE_TRAILING, "trailing byte"), sent++;
 	/* A reply frame where a request belongs. */
-	struct ob_wire_result res = { 1, OB_WIRE_APPLIED, NULL, 0 };
+	struct ob_wire_result res = { 1, OB_WIRE_APPLIED, NULL, 0, 0 };
 	ob_buf_reset(&b);
 	ck_assert_int_eq(ob_wire_encode_reply(&b, &res, 1), OB_OK);
 	expect_refused(&c, b.data, b.len, OB_EWIRE_KIND, "reply kind"), sent++;

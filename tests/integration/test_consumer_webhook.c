@@ -361,6 +361,87 @@ START_TEST(test_webhook_config_refused)
 	ck_assert_int_eq(ts_run(nofence, NULL, out, sizeof(out), 20000), 2);
 	ck_assert_msg(strstr(out, "--no-fencing applies to --handler webhook only") != NULL, "%s",
 	    out);
+	/* the longest Retry-After passed on has a ceiling (the wire's u32 ms) */
+	char *ra[] = { "outbox-consumer", "--db", "dbname=x", "--handler", "webhook",
+		"--webhook-url", "http://127.0.0.1:1/x", "--webhook-max-retry-after", "8d", NULL };
+	ck_assert_int_eq(ts_run(ra, NULL, out, sizeof(out), 20000), 2);
+	ck_assert_msg(strstr(out, "webhook-max-retry-after") != NULL, "%s", out);
+}
+END_TEST
+
+/* One message through the webhook, the downstream answering status with
+ * Retry-After ra first: the reply's status and retry_after_ms, in the
+ * reply version of a request of version v. */
+static uint32_t
+retry_after_of(struct env *e, struct ts_consumer_conn *c, int v, uint64_t id, const char *key,
+    int status, const char *ra, int *st)
+{
+	struct ts_consumer_reply r;
+	struct ob_wire_msg m = ts_consumer_msg(id, "t", key, "{}");
+	wt_fail_next_retry_after(e->target, 1, status, ra);
+	ts_consumer_send_v(c, v, &m, 1);
+	ck_assert_int_eq(ts_consumer_recv(c, &r, TS_CONSUMER_REPLY_TIMEOUT_MS), 0);
+	ck_assert_int_eq(r.rep.frame_err, 0);
+	ck_assert_uint_eq(r.rep.version, v); /* answered in the version asked for */
+	ck_assert_uint_eq(r.rep.count, 1);
+	*st = r.rep.results[0].status;
+	uint32_t ms = r.rep.results[0].retry_after_ms;
+	ts_consumer_reply_fini(&r);
+	return ms;
+}
+
+/* Retry-After on a retried answer is passed on to the relay as
+ * retry_after_ms (wire version 2): delta-seconds and HTTP-date, on 429 and
+ * 503, cut to --webhook-max-retry-after, a past date 0, garbage ignored
+ * with a warn line; a version 1 request gets a version 1 reply, without
+ * it. */
+START_TEST(test_webhook_retry_after_passed_on)
+{
+	struct env e;
+	int st;
+	env_init(&e, "whra");
+	char *extra[] = { "--webhook-max-retry-after", "100s", NULL };
+	pid_t pid = start_webhook_consumer(e.db, e.url, e.hook, e.log, extra);
+	struct ts_consumer_conn c;
+	ts_consumer_open(&c, e.url);
+
+	ck_assert_uint_eq(retry_after_of(&e, &c, 2, 1, "ra-429", 429, "3", &st), 3000);
+	ck_assert_int_eq(st, OB_WIRE_RETRY);
+	ck_assert_uint_eq(retry_after_of(&e, &c, 2, 2, "ra-503", 503, "7", &st), 7000);
+	ck_assert_int_eq(st, OB_WIRE_RETRY);
+	/* no header: no wish */
+	ck_assert_uint_eq(retry_after_of(&e, &c, 2, 3, "ra-none", 429, NULL, &st), 0);
+	ck_assert_int_eq(st, OB_WIRE_RETRY);
+	/* over the cap: cut to it */
+	ck_assert_uint_eq(retry_after_of(&e, &c, 2, 4, "ra-cap", 429, "86400", &st), 100000);
+	/* an HTTP-date 30 s ahead: about 30 s (the second it crosses, and the
+	 * call's own time, may take one or two off) */
+	char date[64];
+	time_t ahead = time(NULL) + 30;
+	struct tm tm;
+	strftime(date, sizeof(date), "%a, %d %b %Y %H:%M:%S GMT", gmtime_r(&ahead, &tm));
+	uint32_t ms = retry_after_of(&e, &c, 2, 5, "ra-date", 503, date, &st);
+	ck_assert_msg(ms >= 27000 && ms <= 30000, "%s: %u ms", date, ms);
+	/* a date in the past: retry now (0), still a retry */
+	ck_assert_uint_eq(retry_after_of(&e, &c, 2, 6, "ra-past", 429,
+	    "Sun, 06 Nov 1994 08:49:37 GMT", &st), 0);
+	ck_assert_int_eq(st, OB_WIRE_RETRY);
+	/* garbage: ignored, one warn line, the relay's backoff applies */
+	ck_assert_uint_eq(retry_after_of(&e, &c, 2, 7, "ra-junk", 429, "soon", &st), 0);
+	ck_assert_int_eq(st, OB_WIRE_RETRY);
+	ck_assert_int_eq(ts_log_wait(e.log, "consumer.webhook.bad_retry_after", 1, 10000), 1);
+	ck_assert_int_eq(ts_log_count(e.log, "retry_after=soon"), 1);
+	/* an old relay (version 1 request): a version 1 reply, no field */
+	ck_assert_uint_eq(retry_after_of(&e, &c, 1, 8, "ra-v1", 429, "3", &st), 0);
+	ck_assert_int_eq(st, OB_WIRE_RETRY);
+	/* and each key still goes through once it is let through */
+	ck_assert_int_eq(ts_consumer_call1(&c, ts_consumer_msg(1, "t", "ra-429", "{}"), NULL, 0),
+	    OB_WIRE_APPLIED);
+	ck_assert_int_eq(wt_requests(e.target, "ra-429"), 2);
+	ck_assert_int_eq(wt_effects(e.target, "ra-429"), 1);
+	ts_consumer_close(&c);
+	ts_stop(pid, SIGTERM);
+	env_fini(&e);
 }
 END_TEST
 
@@ -480,6 +561,7 @@ webhook_suite(void)
 	tcase_add_test(tc, test_webhook_crash_takeover);
 	tcase_add_test(tc, test_webhook_stale_holder_fenced);
 	tcase_add_test(tc, test_webhook_config_refused);
+	tcase_add_test(tc, test_webhook_retry_after_passed_on);
 	tcase_add_test(tc, test_webhook_signed);
 	suite_add_tcase(s, tc);
 	return s;

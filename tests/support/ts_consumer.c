@@ -78,8 +78,16 @@ ts_consumer_send_raw(struct ts_consumer_conn *c, const void *p, size_t n)
 void
 ts_consumer_send(struct ts_consumer_conn *c, const struct ob_wire_msg *msgs, uint32_t n)
 {
+	ts_consumer_send_v(c, OB_WIRE_VERSION, msgs, n);
+}
+
+void
+ts_consumer_send_v(struct ts_consumer_conn *c, int version, const struct ob_wire_msg *msgs,
+    uint32_t n)
+{
 	struct ob_buf b = OB_BUF_INIT;
-	ck_assert_int_eq(ob_wire_encode_request(&b, msgs, n, &ts_consumer_limits), OB_OK);
+	ck_assert_int_eq(ob_wire_encode_request_v(&b, version, msgs, n, &ts_consumer_limits),
+	    OB_OK);
 	ts_consumer_send_raw(c, b.data, b.len);
 	ob_buf_fini(&b);
 }

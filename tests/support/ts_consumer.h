@@ -45,6 +45,10 @@ void ts_consumer_close(struct ts_consumer_conn *c);
 /* Send bytes as they are, or msgs encoded as one request frame. */
 void ts_consumer_send_raw(struct ts_consumer_conn *c, const void *p, size_t n);
 void ts_consumer_send(struct ts_consumer_conn *c, const struct ob_wire_msg *msgs, uint32_t n);
+/* The same as a request of a given wire version (what a relay of that
+ * version sends). */
+void ts_consumer_send_v(struct ts_consumer_conn *c, int version, const struct ob_wire_msg *msgs,
+    uint32_t n);
 
 /* Receive and decode one reply; returns the nng error (0 = r filled). */
 int ts_consumer_recv(struct ts_consumer_conn *c, struct ts_consumer_reply *r, int timeout_ms);

@@ -28,7 +28,14 @@ fake_serve(void *arg)
 		atomic_fetch_add(&fc->frames, 1);
 		struct ob_buf out = OB_BUF_INIT;
 		int mode = atomic_load(&fc->mode);
-		if (rc == OB_OK) {
+		if (mode == TS_FAKE_V1_ONLY && (rc == OB_EWIRE_VERSION ||
+		        (rc == OB_OK && req.version != 1))) {
+			if (rc == OB_OK)
+				ob_wire_request_fini(&req);
+			rc = OB_EWIRE_VERSION;
+			ob_wire_encode_error_reply_v(&out, 1, rc,
+			    "request refused: unsupported protocol version (wire.version)");
+		} else if (rc == OB_OK) {
 			atomic_fetch_add(&fc->messages, req.count);
 			struct ob_wire_result *res = calloc(req.count, sizeof(*res));
 			for (uint32_t i = 0; i < req.count; i++) {
@@ -38,8 +45,10 @@ fake_serve(void *arg)
 				res[i].detail = mode == TS_FAKE_REJECT ? "no such project"
 				    : mode == TS_FAKE_RETRY ? "busy, try later" : NULL;
 				res[i].detail_len = res[i].detail ? (uint16_t)strlen(res[i].detail) : 0;
+				if (mode == TS_FAKE_RETRY)
+					res[i].retry_after_ms = atomic_load(&fc->retry_after_ms);
 			}
-			ob_wire_encode_reply(&out, res, req.count);
+			ob_wire_encode_reply_v(&out, req.version, res, req.count);
 			free(res);
 			ob_wire_request_fini(&req);
 		}

@@ -1,7 +1,9 @@
 /*
  * ts_relay.h - test fixtures for the relay: a fake consumer (an nng REP
  * socket served by a thread of the test process that answers every
- * request in a chosen way: applied, reject, retry, garbage, or silence)
+ * request in a chosen way: applied, reject, retry (with a Retry-After
+ * wish, or none), garbage, silence, or as a consumer that speaks only wire
+ * version 1 would)
  * and outbox-relay started with one route and extra flags.
  */
 #ifndef OUTBOX_TS_RELAY_H
@@ -16,8 +18,11 @@
 
 #include <nng/nng.h>
 
+/* TS_FAKE_V1_ONLY: an old consumer: a request of version 1 is applied (a
+ * version 1 reply), any other refused with the version 1 error reply
+ * wire.version, as a consumer built before version 2 answers it. */
 enum ts_fake_mode { TS_FAKE_APPLIED, TS_FAKE_REJECT, TS_FAKE_RETRY, TS_FAKE_GARBAGE,
-	TS_FAKE_SILENT };
+	TS_FAKE_SILENT, TS_FAKE_V1_ONLY };
 
 struct ts_fake_consumer {
 	nng_socket sock;
@@ -25,6 +30,7 @@ struct ts_fake_consumer {
 	_Atomic int mode;           /* an enum ts_fake_mode; may change while it runs */
 	_Atomic uint64_t frames;    /* requests received */
 	_Atomic uint64_t messages;  /* messages in them */
+	_Atomic uint32_t retry_after_ms; /* TS_FAKE_RETRY: each result's wish (0 = none) */
 	bool running;
 };
 

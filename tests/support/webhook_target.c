@@ -28,6 +28,7 @@ struct wt_key {
 	char key[256];
 	int requests, effects;
 	char fences[WT_FENCES];
+	int64_t times[WT_TIMES]; /* arrival of the first WT_TIMES requests */
 };
 
 struct wt_target {
@@ -37,7 +38,7 @@ struct wt_target {
 	struct wt_key keys[WT_KEYS];
 	int nkeys, total;
 	int fail_n, fail_status, hold_n, hold_ms, lose_n;
-	char fail_retry_after[32]; /* Retry-After of the failing answers, "" = none */
+	char fail_retry_after[64]; /* Retry-After of the failing answers, "" = none */
 	char secret[300];          /* wt_require_signature: "" = none required */
 	int tolerance_s, refused;
 	char last_fence[32], last_topic[256], last_id[32], last_type[64], last_sig[300];
@@ -110,7 +111,8 @@ hook(nng_aio *aio)
 	const char *key = nng_http_req_get_header(req, "Idempotency-Key");
 	int status = 200, hold = 0;
 	bool lose = false;
-	char body[128], retry_after[32] = "";
+	char body[128], retry_after[64] = "";
+	int64_t now = (int64_t)nng_clock();
 
 	pthread_mutex_lock(&t->mtx);
 	t->total++;
@@ -121,6 +123,8 @@ hook(nng_aio *aio)
 	copy_header(req, "Outbox-Signature", t->last_sig, sizeof(t->last_sig));
 	struct wt_key *k = key != NULL ? find(t, key, true) : NULL;
 	if (k != NULL) {
+		if (k->requests < WT_TIMES)
+			k->times[k->requests] = now;
 		k->requests++;
 		size_t used = strlen(k->fences);
 		snprintf(k->fences + used, sizeof(k->fences) - used, "%s%s", used ? "," : "",
@@ -323,6 +327,18 @@ wt_total(struct wt_target *t)
 {
 	pthread_mutex_lock(&t->mtx);
 	int n = t->total;
+	pthread_mutex_unlock(&t->mtx);
+	return n;
+}
+
+int
+wt_request_times(struct wt_target *t, const char *key, int64_t *ms, int max)
+{
+	pthread_mutex_lock(&t->mtx);
+	struct wt_key *k = find(t, key, false);
+	int n = k == NULL ? 0 : k->requests < WT_TIMES ? k->requests : WT_TIMES;
+	for (int i = 0; i < n && i < max; i++)
+		ms[i] = k->times[i];
 	pthread_mutex_unlock(&t->mtx);
 	return n;
 }

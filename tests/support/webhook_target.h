@@ -11,6 +11,7 @@
 #define OUTBOX_WEBHOOK_TARGET_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 struct wt_target;
 
@@ -30,7 +31,8 @@ void wt_fail_next(struct wt_target *t, int n, int status);
 void wt_require_signature(struct wt_target *t, const char *secret, int tolerance_s);
 int wt_refused(struct wt_target *t);
 
-/* The same with a Retry-After header on those answers (NULL: none). */
+/* The same with a Retry-After header on those answers (NULL: none), e.g.
+ * 429 or 503 with "3" or an HTTP-date. */
 void wt_fail_next_retry_after(struct wt_target *t, int n, int status, const char *retry_after);
 /* The next n requests act, then wait hold_ms before answering. */
 void wt_hold_next(struct wt_target *t, int n, int hold_ms);
@@ -41,6 +43,10 @@ int wt_requests(struct wt_target *t, const char *key); /* requests with this key
 int wt_effects(struct wt_target *t, const char *key);  /* times it acted on it */
 int wt_total(struct wt_target *t);                     /* all requests */
 int wt_keys(struct wt_target *t);                      /* distinct keys seen */
+/* When the requests with key arrived (nng_clock() ms, arrival order): up to
+ * max of them into ms; returns how many there were (at most WT_TIMES). */
+#define WT_TIMES 16
+int wt_request_times(struct wt_target *t, const char *key, int64_t *ms, int max);
 /* The Outbox-Fence values seen for key, comma-separated, in arrival order. */
 void wt_fences(struct wt_target *t, const char *key, char *out, size_t outlen);
 /* The last request's header (copied), "" when absent. */

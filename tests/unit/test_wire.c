@@ -85,17 +85,22 @@ assert_msg_eq(const struct ob_wire_msg *a, const struct ob_wire_msg *b)
 	ck_assert(mem_eq(a->payload, b->payload, a->payload_len));
 }
 
-/* Encode msgs, decode them again with lim, compare field by field. */
+/* Encode msgs as version (0 = the default encoder), decode them again with
+ * lim, compare field by field. */
 static void
-roundtrip_request(const struct ob_wire_msg *msgs, uint32_t n,
+roundtrip_request_v(int version, const struct ob_wire_msg *msgs, uint32_t n,
     const struct ob_wire_limits *lim)
 {
 	struct ob_buf b = OB_BUF_INIT;
 	struct ob_wire_request req;
 
-	ck_assert_err(ob_wire_encode_request(&b, msgs, n, lim), OB_OK);
+	if (version == 0)
+		ck_assert_err(ob_wire_encode_request(&b, msgs, n, lim), OB_OK);
+	else
+		ck_assert_err(ob_wire_encode_request_v(&b, version, msgs, n, lim), OB_OK);
 	ck_assert_err(ob_wire_decode_request(b.data, b.len, lim, &req), OB_OK);
 	ck_assert_uint_eq(req.count, n);
+	ck_assert_uint_eq(req.version, version == 0 ? OB_WIRE_VERSION : version);
 	for (uint32_t i = 0; i < n; i++) {
 		const struct ob_wire_msg *m = &req.msgs[i];
 
@@ -112,6 +117,16 @@ roundtrip_request(const struct ob_wire_msg *msgs, uint32_t n,
 	ob_wire_request_fini(&req);
 	ck_assert_ptr_null(req.msgs);
 	ob_buf_fini(&b);
+}
+
+/* Every version the codec speaks, the same messages. */
+static void
+roundtrip_request(const struct ob_wire_msg *msgs, uint32_t n,
+    const struct ob_wire_limits *lim)
+{
+	roundtrip_request_v(0, msgs, n, lim);
+	for (int v = OB_WIRE_VERSION_MIN; v <= OB_WIRE_VERSION; v++)
+		roundtrip_request_v(v, msgs, n, lim);
 }
 
 START_TEST(test_request_roundtrip)
@@ -140,7 +155,7 @@ START_TEST(test_request_exact_bytes)
 	struct ob_wire_msg m = mkmsg(0x1122334455667788ull);
 	struct ob_buf b = OB_BUF_INIT;
 	static const uint8_t head[] = {
-		'O', 'B', 'R', 'Q', 1, 1, 0, 0, 0, 0, 0, 1,
+		'O', 'B', 'R', 'Q', OB_WIRE_VERSION, 1, 0, 0, 0, 0, 0, 1,
 		0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88,
 		0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08,
 		0, 0, 0, 3,
@@ -150,6 +165,14 @@ START_TEST(test_request_exact_bytes)
 	ck_assert_mem_eq(b.data, head, sizeof(head));
 	ck_assert_uint_eq(b.len, OB_WIRE_REQ_HEADER + 46 + m.topic_len +
 	    m.key_len + m.ordering_key_len + m.payload_len);
+
+	/* version 1: the same bytes but the version byte */
+	struct ob_buf b1 = OB_BUF_INIT;
+	ck_assert_err(ob_wire_encode_request_v(&b1, 1, &m, 1, &deflim), OB_OK);
+	ck_assert_uint_eq(b1.len, b.len);
+	ck_assert_uint_eq((uint8_t)b1.data[4], 1);
+	ck_assert_mem_eq(b1.data + 5, b.data + 5, b.len - 5);
+	ob_buf_fini(&b1);
 	ob_buf_fini(&b);
 }
 END_TEST
@@ -213,15 +236,22 @@ START_TEST(test_request_max_batch)
 }
 END_TEST
 
+/* Encode res as version (0 = the default encoder), decode, compare; a
+ * version 1 reply has no retry_after_ms (decoded as 0). */
 static void
-roundtrip_reply(const struct ob_wire_result *res, uint32_t n,
+roundtrip_reply_v(int version, const struct ob_wire_result *res, uint32_t n,
     const struct ob_wire_limits *lim)
 {
 	struct ob_buf b = OB_BUF_INIT;
 	struct ob_wire_reply rep;
+	int v = version == 0 ? OB_WIRE_VERSION : version;
 
-	ck_assert_err(ob_wire_encode_reply(&b, res, n), OB_OK);
+	if (version == 0)
+		ck_assert_err(ob_wire_encode_reply(&b, res, n), OB_OK);
+	else
+		ck_assert_err(ob_wire_encode_reply_v(&b, version, res, n), OB_OK);
 	ck_assert_err(ob_wire_decode_reply(b.data, b.len, lim, &rep), OB_OK);
+	ck_assert_uint_eq(rep.version, v);
 	ck_assert_uint_eq(rep.frame_err, 0);
 	ck_assert_uint_eq(rep.detail_len, 0);
 	ck_assert_ptr_null(rep.detail);
@@ -233,6 +263,8 @@ roundtrip_reply(const struct ob_wire_result *res, uint32_t n,
 
 		ck_assert_uint_eq(r->id, res[i].id);
 		ck_assert_uint_eq(r->status, res[i].status);
+		ck_assert_uint_eq(r->retry_after_ms,
+		    v >= OB_WIRE_VERSION_RETRY_AFTER ? res[i].retry_after_ms : 0);
 		ck_assert_uint_eq(r->detail_len, want);
 		if (want == 0)
 			ck_assert_ptr_null(r->detail);
@@ -244,18 +276,29 @@ roundtrip_reply(const struct ob_wire_result *res, uint32_t n,
 	ob_buf_fini(&b);
 }
 
+static void
+roundtrip_reply(const struct ob_wire_result *res, uint32_t n,
+    const struct ob_wire_limits *lim)
+{
+	roundtrip_reply_v(0, res, n, lim);
+	for (int v = OB_WIRE_VERSION_MIN; v <= OB_WIRE_VERSION; v++)
+		roundtrip_reply_v(v, res, n, lim);
+}
+
 START_TEST(test_reply_roundtrip)
 {
 	struct ob_wire_result r[5] = {
-		{ 1, OB_WIRE_APPLIED, NULL, 0 },
-		{ 2, OB_WIRE_DUPLICATE, "seen", 4 },
-		{ 3, OB_WIRE_RETRY, big, OB_WIRE_MAX_DETAIL },
-		{ UINT64_MAX, OB_WIRE_REJECT, "bad json", 8 },
-		{ 5, OB_WIRE_APPLIED, big, OB_WIRE_MAX_DETAIL + 1 },
+		{ 1, OB_WIRE_APPLIED, NULL, 0, 0 },
+		{ 2, OB_WIRE_DUPLICATE, "seen", 4, 0 },
+		{ 3, OB_WIRE_RETRY, big, OB_WIRE_MAX_DETAIL, 3000 },
+		{ UINT64_MAX, OB_WIRE_REJECT, "bad json", 8, 0 },
+		{ 5, OB_WIRE_APPLIED, big, OB_WIRE_MAX_DETAIL + 1, 0 },
 	};
 
 	roundtrip_reply(r, 5, &deflim);
 	roundtrip_reply(r, 1, &deflim);
+	r[2].retry_after_ms = UINT32_MAX; /* the whole u32 travels */
+	roundtrip_reply(r, 5, &deflim);
 
 	/* detail over the maximum is truncated, never refused */
 	r[0].detail = big;
@@ -272,7 +315,7 @@ START_TEST(test_reply_max_batch)
 
 	ck_assert_ptr_nonnull(r);
 	for (uint32_t i = 0; i < OB_WIRE_MAX_BATCH; i++)
-		r[i] = (struct ob_wire_result){ i, 1 + i % 4, "d", i % 2 };
+		r[i] = (struct ob_wire_result){ i, 1 + i % 4, "d", i % 2, i };
 	roundtrip_reply(r, OB_WIRE_DEFAULT_MAX_BATCH, &deflim);
 	roundtrip_reply(r, OB_WIRE_MAX_BATCH, &maxlim);
 
@@ -362,21 +405,30 @@ START_TEST(test_truncation_every_offset)
 {
 	struct ob_wire_msg m[3] = { mkmsg(1), mkmsg(2), mkmsg(3) };
 	struct ob_wire_result r[3] = {
-		{ 1, OB_WIRE_APPLIED, NULL, 0 },
-		{ 2, OB_WIRE_RETRY, "lock timeout", 12 },
-		{ 3, OB_WIRE_REJECT, "x", 1 },
+		{ 1, OB_WIRE_APPLIED, NULL, 0, 0 },
+		{ 2, OB_WIRE_RETRY, "lock timeout", 12, 0 },
+		{ 3, OB_WIRE_REJECT, "x", 1, 0 },
 	};
 	struct ob_buf b = OB_BUF_INIT;
 
 	m[1].ordering_key_len = 0;
 	m[1].ordering_key = NULL;
 	m[2].payload_len = 0;
-	ck_assert_err(ob_wire_encode_request(&b, m, 3, &deflim), OB_OK);
-	assert_prefixes_truncated(&b, true);
+	r[1].retry_after_ms = 0x01020304;
+	for (int v = OB_WIRE_VERSION_MIN; v <= OB_WIRE_VERSION; v++) {
+		ob_buf_reset(&b);
+		ck_assert_err(ob_wire_encode_request_v(&b, v, m, 3, &deflim), OB_OK);
+		assert_prefixes_truncated(&b, true);
 
-	ob_buf_reset(&b);
-	ck_assert_err(ob_wire_encode_reply(&b, r, 3), OB_OK);
-	assert_prefixes_truncated(&b, false);
+		ob_buf_reset(&b);
+		ck_assert_err(ob_wire_encode_reply_v(&b, v, r, 3), OB_OK);
+		assert_prefixes_truncated(&b, false);
+
+		ob_buf_reset(&b);
+		ck_assert_err(ob_wire_encode_error_reply_v(&b, v, OB_EWIRE_VERSION, "old"),
+		    OB_OK);
+		assert_prefixes_truncated(&b, false);
+	}
 
 	ob_buf_reset(&b);
 	ck_assert_err(ob_wire_encode_error_reply(&b, OB_EWIRE_MAGIC, "bad"),
@@ -399,15 +451,23 @@ assert_patched(const struct ob_buf *b, bool request, size_t off, uint8_t v,
 	memcpy(p, b->data, b->len);
 	p[off] = (char)v;
 	if (request) {
-		struct ob_wire_request req = { 77, NULL };
+		struct ob_wire_request req = { 77, NULL, 0 };
 
 		rv = ob_wire_decode_request(p, b->len, &deflim, &req);
 		untouched = req.count == 77 && req.msgs == NULL;
+		if (rv == OB_OK) { /* a patch that is still a valid frame */
+			ob_wire_request_fini(&req);
+			untouched = want == OB_OK;
+		}
 	} else {
 		struct ob_wire_reply rep = { .count = 77 };
 
 		rv = ob_wire_decode_reply(p, b->len, &deflim, &rep);
 		untouched = rep.count == 77 && rep.results == NULL;
+		if (rv == OB_OK) {
+			ob_wire_reply_fini(&rep);
+			untouched = want == OB_OK;
+		}
 	}
 	free(p);
 	ck_assert_msg(rv == want, "byte %zu = %u: got %s, want %s", off, v,
@@ -418,14 +478,17 @@ assert_patched(const struct ob_buf *b, bool request, size_t off, uint8_t v,
 START_TEST(test_header_fields)
 {
 	struct ob_wire_msg m = mkmsg(1);
-	struct ob_wire_result r = { 1, OB_WIRE_APPLIED, NULL, 0 };
+	struct ob_wire_result r = { 1, OB_WIRE_APPLIED, NULL, 0, 0 };
 	struct ob_buf b = OB_BUF_INIT;
 
 	ck_assert_err(ob_wire_encode_request(&b, &m, 1, &deflim), OB_OK);
 	assert_patched(&b, true, 0, 'X', OB_EWIRE_MAGIC);
 	assert_patched(&b, true, 3, 'P', OB_EWIRE_KIND); /* reply magic */
 	assert_patched(&b, true, 4, 0, OB_EWIRE_VERSION);
-	assert_patched(&b, true, 4, 2, OB_EWIRE_VERSION);
+	assert_patched(&b, true, 4, OB_WIRE_VERSION + 1, OB_EWIRE_VERSION);
+	assert_patched(&b, true, 4, 0xff, OB_EWIRE_VERSION);
+	for (int v = OB_WIRE_VERSION_MIN; v <= OB_WIRE_VERSION; v++)
+		assert_patched(&b, true, 4, (uint8_t)v, OB_OK); /* same layout */
 	assert_patched(&b, true, 5, 2, OB_EWIRE_KIND);
 	assert_patched(&b, true, 5, 0, OB_EWIRE_KIND);
 	assert_patched(&b, true, 6, 0x80, OB_EWIRE_FLAGS);
@@ -444,11 +507,14 @@ START_TEST(test_header_fields)
 	assert_patched(&b, true, 80, 0x10, OB_EWIRE_PAYLOAD); /* 1 MiB + 7 */
 	assert_patched(&b, true, 82, 8, OB_EWIRE_TRUNC);   /* 8, 7 there */
 
+	/* version 1: result at 16, status 24, detail_len 25 */
 	ob_buf_reset(&b);
-	ck_assert_err(ob_wire_encode_reply(&b, &r, 1), OB_OK);
+	ck_assert_err(ob_wire_encode_reply_v(&b, 1, &r, 1), OB_OK);
 	assert_patched(&b, false, 1, 'X', OB_EWIRE_MAGIC);
 	assert_patched(&b, false, 3, 'Q', OB_EWIRE_KIND); /* request magic */
 	assert_patched(&b, false, 4, 9, OB_EWIRE_VERSION);
+	assert_patched(&b, false, 4, 0, OB_EWIRE_VERSION);
+	assert_patched(&b, false, 4, 2, OB_EWIRE_TRUNC); /* v2 wants 4 more bytes */
 	assert_patched(&b, false, 5, 1, OB_EWIRE_KIND);
 	assert_patched(&b, false, 6, 1, OB_EWIRE_FLAGS);
 	assert_patched(&b, false, 8, 9, OB_EWIRE_COUNT);  /* error + result */
@@ -462,6 +528,18 @@ START_TEST(test_header_fields)
 	assert_patched(&b, false, 24, 255, OB_EWIRE_STATUS);
 	assert_patched(&b, false, 25, 5, OB_EWIRE_DETAIL);
 	assert_patched(&b, false, 26, 1, OB_EWIRE_TRUNC);
+
+	/* version 2: status 24, retry_after_ms 25..28, detail_len 29 */
+	ob_buf_reset(&b);
+	ck_assert_err(ob_wire_encode_reply_v(&b, 2, &r, 1), OB_OK);
+	ck_assert_uint_eq(b.len, OB_WIRE_REP_HEADER + OB_WIRE_REP_RESULT_V2);
+	assert_patched(&b, false, 4, OB_WIRE_VERSION + 1, OB_EWIRE_VERSION);
+	assert_patched(&b, false, 4, 1, OB_EWIRE_TRAILING); /* v1 ends 4 bytes sooner */
+	assert_patched(&b, false, 24, 5, OB_EWIRE_STATUS);
+	assert_patched(&b, false, 25, 0xff, OB_OK); /* any u32 */
+	assert_patched(&b, false, 28, 0xff, OB_OK);
+	assert_patched(&b, false, 29, 5, OB_EWIRE_DETAIL);
+	assert_patched(&b, false, 30, 1, OB_EWIRE_TRUNC);
 	ob_buf_fini(&b);
 }
 END_TEST
@@ -469,7 +547,7 @@ END_TEST
 START_TEST(test_trailing)
 {
 	struct ob_wire_msg m = mkmsg(1);
-	struct ob_wire_result r = { 1, OB_WIRE_APPLIED, NULL, 0 };
+	struct ob_wire_result r = { 1, OB_WIRE_APPLIED, NULL, 0, 0 };
 	struct ob_wire_request req;
 	struct ob_wire_reply rep;
 	struct ob_buf b = OB_BUF_INIT;
@@ -599,8 +677,8 @@ END_TEST
 START_TEST(test_reply_encoder_refuses)
 {
 	struct ob_wire_result r[2] = {
-		{ 1, OB_WIRE_APPLIED, NULL, 0 },
-		{ 2, OB_WIRE_REJECT, "no", 2 },
+		{ 1, OB_WIRE_APPLIED, NULL, 0, 0 },
+		{ 2, OB_WIRE_REJECT, "no", 2, 0 },
 	};
 	struct ob_wire_result *many = calloc(OB_WIRE_MAX_BATCH + 1,
 	    sizeof(*many));
@@ -625,12 +703,105 @@ START_TEST(test_reply_encoder_refuses)
 	ck_assert_str_eq(b.data, "prefix");
 	ck_assert_uint_eq(b.len, 6);
 
+	/* a version this codec does not speak */
+	r[1].detail = "no";
+	ck_assert_err(ob_wire_encode_reply_v(&b, 0, r, 2), OB_EINVAL);
+	ck_assert_err(ob_wire_encode_reply_v(&b, OB_WIRE_VERSION + 1, r, 2), OB_EINVAL);
+	ck_assert_err(ob_wire_encode_error_reply_v(&b, 0, OB_EWIRE_KEY, "k"), OB_EINVAL);
+	ck_assert_err(ob_wire_encode_error_reply_v(&b, OB_WIRE_VERSION + 1, OB_EWIRE_KEY,
+	    "k"), OB_EINVAL);
+	ck_assert_str_eq(b.data, "prefix");
+	ck_assert_uint_eq(b.len, 6);
+
 	/* and a successful encode appends after what was there */
 	ck_assert_err(ob_wire_encode_reply(&b, r, 1), OB_OK);
-	ck_assert_uint_eq(b.len, 6 + OB_WIRE_REP_HEADER + 11);
+	ck_assert_uint_eq(b.len, 6 + OB_WIRE_REP_HEADER + OB_WIRE_REP_RESULT_V2);
 	ck_assert_mem_eq(b.data, "prefixOBRP", 10);
 	ob_buf_fini(&b);
 	free(many);
+}
+END_TEST
+
+/* The version rules of docs/protocol.md: a request says the highest
+ * reply version its sender reads; the reply answers in min(that, ours);
+ * an undecodable frame is answered in a version its sender reads. */
+START_TEST(test_versions)
+{
+	struct ob_wire_msg m = mkmsg(1);
+	struct ob_wire_result r = { 1, OB_WIRE_RETRY, "later", 5, 3000 };
+	struct ob_wire_request req;
+	struct ob_wire_reply rep;
+	struct ob_buf b = OB_BUF_INIT;
+
+	ck_assert_int_eq(OB_WIRE_VERSION_MIN, 1);
+	ck_assert_int_eq(OB_WIRE_VERSION, 2);
+
+	/* reply_version_for: a request's own version, else the lowest */
+	for (int v = OB_WIRE_VERSION_MIN; v <= OB_WIRE_VERSION; v++) {
+		ob_buf_reset(&b);
+		ck_assert_err(ob_wire_encode_request_v(&b, v, &m, 1, &deflim), OB_OK);
+		ck_assert_int_eq(ob_wire_reply_version_for(b.data, b.len), v);
+		ck_assert_int_eq(ob_wire_reply_version_for(b.data, 5), v);
+		ck_assert_int_eq(ob_wire_reply_version_for(b.data, 4), OB_WIRE_VERSION_MIN);
+		b.data[4] = (char)(OB_WIRE_VERSION + 1); /* a newer sender than us */
+		ck_assert_int_eq(ob_wire_reply_version_for(b.data, b.len), OB_WIRE_VERSION_MIN);
+		b.data[4] = 0;
+		ck_assert_int_eq(ob_wire_reply_version_for(b.data, b.len), OB_WIRE_VERSION_MIN);
+	}
+	ck_assert_int_eq(ob_wire_reply_version_for(NULL, 0), OB_WIRE_VERSION_MIN);
+	ck_assert_int_eq(ob_wire_reply_version_for("OBRP\x02", 5), OB_WIRE_VERSION_MIN);
+
+	/* a v1 request decodes as such */
+	ob_buf_reset(&b);
+	ck_assert_err(ob_wire_encode_request_v(&b, 1, &m, 1, &deflim), OB_OK);
+	ck_assert_err(ob_wire_decode_request(b.data, b.len, &deflim, &req), OB_OK);
+	ck_assert_uint_eq(req.version, 1);
+	ob_wire_request_fini(&req);
+	ck_assert_err(ob_wire_encode_request_v(&b, 0, &m, 1, &deflim), OB_EINVAL);
+	ck_assert_err(ob_wire_encode_request_v(&b, OB_WIRE_VERSION + 1, &m, 1, &deflim),
+	    OB_EINVAL);
+
+	/* v2 result bytes: id, status, retry_after_ms, detail_len, detail */
+	static const uint8_t v2[] = {
+		'O', 'B', 'R', 'P', 2, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1,
+		0, 0, 0, 0, 0, 0, 0, 1, 3, 0x00, 0x00, 0x0b, 0xb8, 0, 5,
+		'l', 'a', 't', 'e', 'r',
+	};
+	ob_buf_reset(&b);
+	ck_assert_err(ob_wire_encode_reply_v(&b, 2, &r, 1), OB_OK);
+	ck_assert_uint_eq(b.len, sizeof(v2));
+	ck_assert_mem_eq(b.data, v2, sizeof(v2));
+	ck_assert_err(ob_wire_decode_reply(b.data, b.len, &deflim, &rep), OB_OK);
+	ck_assert_uint_eq(rep.version, 2);
+	ck_assert_uint_eq(rep.results[0].retry_after_ms, 3000);
+	ob_wire_reply_fini(&rep);
+
+	/* v1 has no room for it: the same result, 4 bytes shorter, none */
+	ob_buf_reset(&b);
+	ck_assert_err(ob_wire_encode_reply_v(&b, 1, &r, 1), OB_OK);
+	ck_assert_uint_eq(b.len, sizeof(v2) - 4);
+	ck_assert_uint_eq((uint8_t)b.data[4], 1);
+	ck_assert_err(ob_wire_decode_reply(b.data, b.len, &deflim, &rep), OB_OK);
+	ck_assert_uint_eq(rep.version, 1);
+	ck_assert_uint_eq(rep.results[0].retry_after_ms, 0);
+	ob_wire_reply_fini(&rep);
+
+	/* error replies: the lowest version by default (any relay reads it),
+	 * or the one asked for; the same layout in both */
+	for (int v = 0; v <= OB_WIRE_VERSION; v++) {
+		ob_buf_reset(&b);
+		if (v == 0)
+			ck_assert_err(ob_wire_encode_error_reply(&b, OB_EWIRE_VERSION, "old"), OB_OK);
+		else
+			ck_assert_err(ob_wire_encode_error_reply_v(&b, v, OB_EWIRE_VERSION, "old"),
+			    OB_OK);
+		ck_assert_uint_eq(b.len, OB_WIRE_REP_HEADER + 3);
+		ck_assert_err(ob_wire_decode_reply(b.data, b.len, &deflim, &rep), OB_OK);
+		ck_assert_uint_eq(rep.version, v == 0 ? OB_WIRE_VERSION_MIN : v);
+		ck_assert_uint_eq(rep.frame_err, OB_EWIRE_VERSION);
+		ob_wire_reply_fini(&rep);
+	}
+	ob_buf_fini(&b);
 }
 END_TEST
 
@@ -777,6 +948,7 @@ wire_suite(void)
 	tcase_add_test(tc, test_bad_limits);
 	tcase_add_test(tc, test_encoder_refuses);
 	tcase_add_test(tc, test_reply_encoder_refuses);
+	tcase_add_test(tc, test_versions);
 	tcase_add_test(tc, test_names);
 	tcase_add_test(tc, test_data_cases);
 	suite_add_tcase(s, tc);

@@ -1,10 +1,18 @@
 /*
- * wire.h - the relay <-> consumer frame format (version 1).
+ * wire.h - the relay <-> consumer frame format (versions 1 and 2).
  *
  * A request carries 1..N messages; a reply carries one status per message,
  * in the same order. Every integer is big-endian. docs/protocol.md describes
  * the layout byte by byte. The decoder never reads past its buffer and
  * returns a specific OB_EWIRE_* code for each kind of malformed input.
+ *
+ * Versions: a request's version is the highest reply version its sender
+ * understands; the answer is a reply of min(that, OB_WIRE_VERSION). The
+ * decoders accept every version in [OB_WIRE_VERSION_MIN, OB_WIRE_VERSION]
+ * and say which one they read; the encoders write the version they are
+ * given (the *_v functions) or OB_WIRE_VERSION. A new field is a new
+ * version: bump OB_WIRE_VERSION, read and write the field only from that
+ * version on, and keep the older layouts decodable.
  */
 #ifndef OUTBOX_WIRE_H
 #define OUTBOX_WIRE_H
@@ -15,9 +23,14 @@
 
 #include "outbox/buf.h"
 
-#define OB_WIRE_VERSION 1
+/* The versions this codec reads and writes: 1 = the first; 2 = each reply
+ * result carries retry_after_ms (requests are laid out alike in both). */
+#define OB_WIRE_VERSION_MIN 1
+#define OB_WIRE_VERSION 2
+/* The first version whose results carry retry_after_ms. */
+#define OB_WIRE_VERSION_RETRY_AFTER 2
 
-/* Hard limits of version 1 of the format. */
+/* Hard limits of the format (every version). */
 #define OB_WIRE_MAX_KEY 255         /* idempotency key: 1..255 bytes */
 #define OB_WIRE_MAX_TOPIC 255       /* topic: 1..255 bytes */
 #define OB_WIRE_MAX_ORDKEY 255      /* ordering key: 0..255 bytes (0 = none) */
@@ -48,13 +61,15 @@
  * frame_err 1, reserved 1, detail_len 2, count 4. The detail_len bytes of
  * frame detail sit between detail_len and count (offset 12). */
 #define OB_WIRE_REP_HEADER 16
-/* Fixed bytes of one result: id 8, status 1, detail_len 2. */
+/* Fixed bytes of one result: id 8, status 1, detail_len 2 (version 1);
+ * version 2 adds retry_after_ms 4 after status. */
 #define OB_WIRE_REP_RESULT 11
-/* A bound on the size of any reply to a request of n messages (every
- * detail at its maximum; an error reply is smaller): what a relay must
- * accept. */
+#define OB_WIRE_REP_RESULT_V2 15
+/* A bound on the size of any reply (of any version) to a request of n
+ * messages (every detail at its maximum; an error reply is smaller): what
+ * a relay must accept. */
 #define OB_WIRE_REPLY_MAX_BYTES(n) ((size_t)OB_WIRE_REP_HEADER + OB_WIRE_MAX_DETAIL + \
-	(size_t)(n) * (OB_WIRE_REP_RESULT + OB_WIRE_MAX_DETAIL))
+	(size_t)(n) * (OB_WIRE_REP_RESULT_V2 + OB_WIRE_MAX_DETAIL))
 
 /* Limits the decoder enforces; the configured ones, not above the hard ones. */
 struct ob_wire_limits {
@@ -95,6 +110,11 @@ struct ob_wire_result {
 	uint8_t status;       /* enum ob_wire_status */
 	const char *detail;   /* not NUL-terminated; may be NULL when len 0 */
 	uint16_t detail_len;
+	/* Version 2 on: with status retry, the consumer asks not to be sent
+	 * this message again before this many ms (a downstream's Retry-After);
+	 * 0 = no such wish. Version 1 neither carries nor decodes it (0). The
+	 * relay ignores it with any other status. */
+	uint32_t retry_after_ms;
 };
 
 /* A decoded request. msgs is owned by the struct: release with
@@ -102,6 +122,7 @@ struct ob_wire_result {
 struct ob_wire_request {
 	uint32_t count;
 	struct ob_wire_msg *msgs;
+	uint8_t version;       /* the highest reply version the sender reads */
 };
 
 /* A decoded reply. If frame_err != 0 the consumer refused the whole request
@@ -112,13 +133,26 @@ struct ob_wire_reply {
 	uint16_t detail_len;
 	uint32_t count;
 	struct ob_wire_result *results;
+	uint8_t version;       /* the layout it was decoded from */
 };
 
-/* Encode a request of n messages by appending to out. Checks every limit
- * against lim; returns OB_OK, an OB_EWIRE_* code naming the first violated
- * limit (out is then unchanged), or OB_ENOMEM. */
+/* Encode a request of n messages by appending to out, as version
+ * OB_WIRE_VERSION. Checks every limit against lim; returns OB_OK, an
+ * OB_EWIRE_* code naming the first violated limit (out is then unchanged),
+ * or OB_ENOMEM. */
 int ob_wire_encode_request(struct ob_buf *out, const struct ob_wire_msg *msgs,
     uint32_t n, const struct ob_wire_limits *lim);
+
+/* The same as a given version (OB_WIRE_VERSION_MIN..OB_WIRE_VERSION, else
+ * OB_EINVAL): what a sender that reads replies up to that version sends. */
+int ob_wire_encode_request_v(struct ob_buf *out, int version,
+    const struct ob_wire_msg *msgs, uint32_t n, const struct ob_wire_limits *lim);
+
+/* The reply version to answer the frame buf[0..len) with, decodable or
+ * not: the frame's version byte when it is a request of a version this
+ * codec speaks (a new consumer answers an old relay in the old layout),
+ * else OB_WIRE_VERSION_MIN. Pure; never reads outside the buffer. */
+int ob_wire_reply_version_for(const void *buf, size_t len);
 
 /* Decode a request. On success *out is filled (release with
  * ob_wire_request_fini); on failure *out is untouched. Never reads outside
@@ -128,13 +162,25 @@ int ob_wire_decode_request(const void *buf, size_t len,
 
 void ob_wire_request_fini(struct ob_wire_request *req);
 
-/* Encode a reply with one result per message (frame_err 0). Details longer
- * than OB_WIRE_MAX_DETAIL are truncated, never rejected. */
+/* Encode a reply with one result per message (frame_err 0), as version
+ * OB_WIRE_VERSION. Details longer than OB_WIRE_MAX_DETAIL are truncated,
+ * never rejected. */
 int ob_wire_encode_reply(struct ob_buf *out, const struct ob_wire_result *res,
     uint32_t n);
 
-/* Encode a whole-frame refusal: frame_err (an OB_EWIRE_* code), no results. */
+/* The same as a given version (else OB_EINVAL); version 1 drops every
+ * retry_after_ms (it has no room for it). */
+int ob_wire_encode_reply_v(struct ob_buf *out, int version,
+    const struct ob_wire_result *res, uint32_t n);
+
+/* Encode a whole-frame refusal: frame_err (an OB_EWIRE_* code), no results,
+ * as version OB_WIRE_VERSION_MIN (its layout is the same in every version,
+ * so any relay reads it). */
 int ob_wire_encode_error_reply(struct ob_buf *out, int frame_err,
+    const char *detail);
+
+/* The same as a given version (else OB_EINVAL). */
+int ob_wire_encode_error_reply_v(struct ob_buf *out, int version, int frame_err,
     const char *detail);
 
 /* Decode a reply (count may be 0 only when frame_err != 0). Same ownership
