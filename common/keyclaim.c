@@ -169,7 +169,10 @@ read_row(PGconn *conn, const char *table, const char *key, const void *fp,
 	snprintf(sql, sizeof(sql),
 	    "SELECT state, COALESCE(fingerprint = encode(sha256($2::bytea), 'hex'), false),"
 	    "       lease_until > clock_timestamp(), lease_until = '-infinity',"
-	    "       GREATEST(0, ceil(extract(epoch FROM lease_until - clock_timestamp()) * 1000))::bigint,"
+	    /* a released (-infinity) or parked (infinity) lease has no time left */
+	    "       CASE WHEN isfinite(lease_until) THEN GREATEST(0,"
+	    "         ceil(extract(epoch FROM lease_until - clock_timestamp()) * 1000))::bigint"
+	    "       ELSE 0 END,"
 	    "       response_status, response_body"
 	    "  FROM %s WHERE idempotency_key = $1", table);
 	const char *params[2] = { key, fp };

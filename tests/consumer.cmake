@@ -59,6 +59,11 @@ endif()
 outbox_test(test_chain SOURCES integration/test_chain.c support/webhook_target.c
   LABELS integration PG TIMEOUT 300 LIBS outbox_consumer outbox_producer)
 
+# The webhook's per-route mode: --webhook-at-most-once patterns and their
+# limits, and which failed calls are an unknown outcome.
+outbox_test(test_webhook_mode SOURCES unit/test_webhook_mode.c LABELS unit
+  LIBS outbox_consumer)
+
 # The webhook's signatures against an independent HMAC, and the secret file.
 outbox_test(test_webhook_sign SOURCES unit/test_webhook_sign.c LABELS unit
   LIBS outbox_consumer)
