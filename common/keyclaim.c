@@ -40,6 +40,8 @@ ob_key_decide(const struct ob_key_row *row)
 		return OB_KEY_PROCEED;
 	case OB_KEY_DONE:
 		return row->fingerprint_matches ? OB_KEY_REPLAY : OB_KEY_MISMATCH;
+	case OB_KEY_UNKNOWN:
+		return OB_KEY_PARKED;
 	case OB_KEY_STARTED:
 		if (row->released)
 			return OB_KEY_PROCEED;
@@ -58,6 +60,7 @@ ob_key_verdict_name(enum ob_key_verdict v)
 	case OB_KEY_REPLAY: return "replay";
 	case OB_KEY_BUSY: return "busy";
 	case OB_KEY_MISMATCH: return "mismatch";
+	case OB_KEY_PARKED: return "parked";
 	}
 	return "unknown";
 }
@@ -69,6 +72,7 @@ ob_key_state_name(enum ob_key_state s)
 	case OB_KEY_ABSENT: return "absent";
 	case OB_KEY_STARTED: return "started";
 	case OB_KEY_DONE: return "done";
+	case OB_KEY_UNKNOWN: return "unknown";
 	}
 	return "unknown";
 }
@@ -91,18 +95,24 @@ stored_response(const PGresult *res, int col, struct ob_key_claim *c, const char
  * for another body) is answered from that read alone, with no row lock, no
  * transaction id and so no WAL flush; replays are the common retry. Done is
  * final, so reading it without a lock is safe: row->state is then DONE.
- * Otherwise: (fence, takeover) when this caller now holds the key, or
- * neither (row->state stays ABSENT and the row is read next). */
+ * Otherwise: (fence, takeover, expired_holder) when this caller now holds
+ * the key, or neither (row->state stays ABSENT and the row is read next).
+ * expired_holder comes from the statement's snapshot (CTE o), which a
+ * concurrent change of the row between that snapshot and the upsert's row
+ * lock could make stale: only a holder whose lease expired within that
+ * instant. */
 static int
 try_take(PGconn *conn, const char *table, const char *key, const void *fp,
     size_t fplen, int64_t lease_ms, bool *taken, struct ob_key_claim *c,
     struct ob_key_row *row, char *err, size_t errlen)
 {
-	char sql[1536], lease[24];
+	char sql[2048], lease[24];
 	snprintf(sql, sizeof(sql),
 	    "WITH d AS (SELECT fingerprint = encode(sha256($2::bytea), 'hex') AS same,"
 	    "                  response_status, response_body"
 	    "             FROM %s WHERE idempotency_key = $1 AND state = 'done'),"
+	    " o AS (SELECT lease_until <> '-infinity' AS expired"
+	    "         FROM %s WHERE idempotency_key = $1 AND state = 'started'),"
 	    " t AS (INSERT INTO %s AS k (idempotency_key, fingerprint, state, fence, lease_until)"
 	    "  SELECT $1, encode(sha256($2::bytea), 'hex'), 'started', 1,"
 	    "         clock_timestamp() + $3::bigint * interval '1 millisecond'"
@@ -115,11 +125,12 @@ try_take(PGconn *conn, const char *table, const char *key, const void *fp,
 	    " WHERE k.state = 'started' AND (k.lease_until = '-infinity'"
 	    "   OR (k.fingerprint = EXCLUDED.fingerprint AND k.lease_until < clock_timestamp()))"
 	    " RETURNING k.fence)"
-	    " SELECT true, fence, NULL::boolean, NULL::int, NULL::text FROM t"
+	    " SELECT true, fence, NULL::boolean, NULL::int, NULL::text,"
+	    "        COALESCE((SELECT expired FROM o), false) FROM t"
 	    /* The claim's commit need not wait for the disk (see the top). */
 	    "  WHERE set_config('synchronous_commit', 'off', true) = 'off'"
-	    " UNION ALL SELECT false, NULL, same, response_status, response_body FROM d",
-	    table, table);
+	    " UNION ALL SELECT false, NULL, same, response_status, response_body, NULL FROM d",
+	    table, table, table);
 	snprintf(lease, sizeof(lease), "%" PRId64, lease_ms);
 	const char *params[3] = { key, fp, lease };
 	int lens[3] = { 0, (int)fplen, 0 };
@@ -135,6 +146,7 @@ try_take(PGconn *conn, const char *table, const char *key, const void *fp,
 		*taken = true;
 		c->fence = ob_pg_int64(res, 0, 1);
 		c->takeover = c->fence > 1;
+		c->expired_holder = c->takeover && PQgetvalue(res, 0, 5)[0] == 't';
 	} else if (rc == OB_OK && PQntuples(res) == 1) {
 		row->state = OB_KEY_DONE;
 		row->fingerprint_matches = PQgetvalue(res, 0, 2)[0] == 't';
@@ -157,7 +169,10 @@ read_row(PGconn *conn, const char *table, const char *key, const void *fp,
 	snprintf(sql, sizeof(sql),
 	    "SELECT state, COALESCE(fingerprint = encode(sha256($2::bytea), 'hex'), false),"
 	    "       lease_until > clock_timestamp(), lease_until = '-infinity',"
-	    "       GREATEST(0, ceil(extract(epoch FROM lease_until - clock_timestamp()) * 1000))::bigint,"
+	    /* a released (-infinity) or parked (infinity) lease has no time left */
+	    "       CASE WHEN isfinite(lease_until) THEN GREATEST(0,"
+	    "         ceil(extract(epoch FROM lease_until - clock_timestamp()) * 1000))::bigint"
+	    "       ELSE 0 END,"
 	    "       response_status, response_body"
 	    "  FROM %s WHERE idempotency_key = $1", table);
 	const char *params[2] = { key, fp };
@@ -168,8 +183,10 @@ read_row(PGconn *conn, const char *table, const char *key, const void *fp,
 	if (rc == OB_OK) {
 		*found = PQntuples(res) == 1;
 		if (*found) {
-			row->state = strcmp(PQgetvalue(res, 0, 0), "done") == 0 ? OB_KEY_DONE
-			                                                        : OB_KEY_STARTED;
+			const char *st = PQgetvalue(res, 0, 0);
+			row->state = strcmp(st, "done") == 0 ? OB_KEY_DONE
+			    : strcmp(st, "unknown") == 0     ? OB_KEY_UNKNOWN
+			                                     : OB_KEY_STARTED;
 			row->fingerprint_matches = PQgetvalue(res, 0, 1)[0] == 't';
 			row->lease_live = PQgetvalue(res, 0, 2)[0] == 't';
 			row->released = PQgetvalue(res, 0, 3)[0] == 't';
@@ -329,6 +346,51 @@ ob_keyclaim_expire(PGconn *conn, const char *table, const char *key,
     int64_t fence, char *err, size_t errlen)
 {
 	return end_lease(conn, table, key, fence, "clock_timestamp()", "expire key", err, errlen);
+}
+
+int
+ob_keyclaim_park(PGconn *conn, const char *table, const char *key, int64_t fence,
+    const char *topic, const char *error, char *err, size_t errlen)
+{
+	char sql[512], f[24];
+	snprintf(sql, sizeof(sql),
+	    "UPDATE %s SET state = 'unknown', lease_until = 'infinity', topic = $3,"
+	    "       parked_at = clock_timestamp(), parked_error = $4"
+	    " WHERE idempotency_key = $1 AND fence = $2::bigint AND state = 'started'", table);
+	snprintf(f, sizeof(f), "%" PRId64, fence);
+	const char *params[4] = { key, f, topic, error };
+	int64_t rows = 0;
+	int rc = ob_pg_command(conn, sql, 4, params, "park key", &rows, err, errlen);
+	if (rc == OB_OK && rows != 1) {
+		snprintf(err, errlen, "park key: fenced out (token %" PRId64 " no longer holds the key)",
+		    fence);
+		rc = OB_EFENCED;
+	}
+	return rc;
+}
+
+int
+ob_keyclaim_resolve(PGconn *conn, const char *table, const char *key, const char *topic,
+    bool sent, const char *note, char *err, size_t errlen)
+{
+	char sql[512];
+	/* sent: final, like a completion (a redelivery is a replay); not
+	 * sent: released, so the next claim (token + 1) does it once more. */
+	snprintf(sql, sizeof(sql), sent
+	    ? "UPDATE %s SET state = 'done', response_status = NULL, response_body = $3,"
+	      "       completed_at = clock_timestamp(), lease_until = clock_timestamp()"
+	      " WHERE idempotency_key = $1 AND topic = $2 AND state = 'unknown'"
+	    : "UPDATE %s SET state = 'started', lease_until = '-infinity'"
+	      " WHERE idempotency_key = $1 AND topic = $2 AND state = 'unknown'", table);
+	const char *params[3] = { key, topic, note };
+	int64_t rows = 0;
+	int rc = ob_pg_command(conn, sql, sent ? 3 : 2, params, "resolve key", &rows, err,
+	    errlen);
+	if (rc == OB_OK && rows != 1) {
+		snprintf(err, errlen, "resolve key: no parked call of that key and topic");
+		rc = OB_EFENCED;
+	}
+	return rc;
 }
 
 int

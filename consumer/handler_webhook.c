@@ -31,6 +31,7 @@
 
 #include "handler_webhook.h"
 #include "retry_after.h"
+#include "webhook_mode.h"
 #include "webhook_sign.h"
 #include "inbox.h"
 #include "outbox/clock.h"
@@ -50,6 +51,7 @@ struct webhook {
 	_Atomic uint64_t tls_unlogged;   /* failures since its last line */
 	struct webhook_counters own;
 	struct webhook_secrets *secrets; /* --webhook-secret-file; NULL = unsigned */
+	struct webhook_mode mode;        /* --webhook-at-most-once */
 };
 
 /* What prepare leaves for apply and finish. */
@@ -58,6 +60,9 @@ struct webhook_call {
 	int status;        /* downstream HTTP status */
 	char *body;        /* downstream body (valid UTF-8) or NULL */
 	char retry_after[64]; /* its Retry-After header ("" when none) */
+	bool at_most_once; /* the topic's mode (webhook_mode.h) */
+	bool connected;    /* the call got as far as a connection */
+	bool unknown;      /* it failed after that: it may have reached downstream */
 };
 
 #define COUNT(w, field) atomic_fetch_add(&(w)->cfg.counters->field, 1)
@@ -111,7 +116,6 @@ post(struct webhook *w, const struct ob_wire_msg *m, const char *key,
 {
 	nng_http_req *req = NULL;
 	nng_http_res *res = NULL;
-	nng_aio *aio = NULL;
 	char topic[OB_WIRE_MAX_TOPIC + 1], f[24], id[24];
 	memcpy(topic, m->topic, m->topic_len);
 	topic[m->topic_len] = '\0';
@@ -120,7 +124,6 @@ post(struct webhook *w, const struct ob_wire_msg *m, const char *key,
 	int rv;
 	if ((rv = nng_http_req_alloc(&req, w->url)) != 0 ||
 	    (rv = nng_http_res_alloc(&res)) != 0 ||
-	    (rv = nng_aio_alloc(&aio, NULL, NULL)) != 0 ||
 	    (rv = nng_http_req_set_method(req, "POST")) != 0 ||
 	    (rv = nng_http_req_set_header(req, "Content-Type", "application/json")) != 0 ||
 	    (rv = nng_http_req_set_header(req, "Idempotency-Key", key)) != 0 ||
@@ -141,11 +144,9 @@ post(struct webhook *w, const struct ob_wire_msg *m, const char *key,
 		if ((rv = nng_http_req_set_header(req, WEBHOOK_SIGNATURE_HEADER, sig)) != 0)
 			goto out;
 	}
-	nng_aio_set_timeout(aio, (nng_duration)w->cfg.timeout_ms);
 	COUNT(w, calls);
-	nng_http_client_transact(w->client, req, res, aio);
-	nng_aio_wait(aio);
-	if ((rv = nng_aio_result(aio)) != 0)
+	/* connect, then the exchange: c->connected tells an unknown outcome */
+	if ((rv = webhook_transact(w->client, req, res, w->cfg.timeout_ms, &c->connected)) != 0)
 		goto out;
 	c->status = nng_http_res_get_status(res);
 	const char *ra = nng_http_res_get_header(res, "Retry-After");
@@ -161,8 +162,6 @@ post(struct webhook *w, const struct ob_wire_msg *m, const char *key,
 		c->body[len] = '\0';
 	}
 out:
-	if (aio != NULL)
-		nng_aio_free(aio);
 	if (res != NULL)
 		nng_http_res_free(res);
 	if (req != NULL)
@@ -195,6 +194,44 @@ static int call_downstream(struct webhook *w, const struct ob_wire_msg *m,
     const char *key, struct webhook_call *c, struct inbox_handler_call *call,
     char *detail, size_t detaillen);
 
+/* The answer about a parked key: reject, WEBHOOK_PARKED_DETAIL with the
+ * resolve command's arguments, and why. */
+static int
+parked_answer(const char *topic, const char *key, const char *why,
+    struct inbox_handler_call *call, char *detail, size_t detaillen)
+{
+	call->reason = "parked";
+	snprintf(detail, detaillen, WEBHOOK_PARKED_DETAIL " --topic %.255s --key %.255s --as"
+	    " sent|not-sent (%.300s)", topic, key, why);
+	return OB_WIRE_REJECT;
+}
+
+/* At most once: park the claim this attempt holds (fence), its outcome
+ * unknown for why. Parked: reject; not (the database failed): retry, and
+ * the lease left to expire, so that the next attempt parks it. */
+static int
+park(struct webhook *w, PGconn *conn, const char *topic, const char *key, int64_t fence,
+    const char *why, struct inbox_handler_call *call, char *detail, size_t detaillen)
+{
+	char err[512], q[600], qt[600], qw[700];
+	int rc = ob_keyclaim_park(conn, WEBHOOK_TABLE, key, fence, topic, why, err, sizeof(err));
+	if (rc != OB_OK) {
+		ob_warn("consumer.webhook.park_failed", "topic=%s key=%s fence=%" PRId64 " err=%s",
+		    ob_log_q(topic, qt, sizeof(qt)), ob_log_q(key, q, sizeof(q)), fence,
+		    ob_log_q(err, qw, sizeof(qw)));
+		call->reason = "database";
+		snprintf(detail, detaillen, "at-most-once: could not park the call (%.300s): %.400s",
+		    why, err);
+		return OB_WIRE_RETRY;
+	}
+	COUNT(w, parked);
+	MCOUNT(w, parked);
+	ob_warn("consumer.webhook.parked", "topic=%s key=%s fence=%" PRId64 " err=%s",
+	    ob_log_q(topic, qt, sizeof(qt)), ob_log_q(key, q, sizeof(q)), fence,
+	    ob_log_q(why, qw, sizeof(qw)));
+	return parked_answer(topic, key, why, call, detail, detaillen);
+}
+
 static int
 webhook_prepare(PGconn *conn, const struct ob_wire_msg *m, void *arg,
     struct inbox_handler_call *call, char *detail, size_t detaillen)
@@ -212,6 +249,10 @@ webhook_prepare(PGconn *conn, const struct ob_wire_msg *m, void *arg,
 	}
 	memcpy(key, m->key, m->key_len);
 	key[m->key_len] = '\0';
+	char topic[OB_WIRE_MAX_TOPIC + 1];
+	memcpy(topic, m->topic, m->topic_len);
+	topic[m->topic_len] = '\0';
+	bool amo = webhook_mode_at_most_once(&w->mode, topic);
 
 	if (w->cfg.no_claim) {
 		struct webhook_call *c = calloc(1, sizeof(*c));
@@ -249,9 +290,18 @@ webhook_prepare(PGconn *conn, const struct ob_wire_msg *m, void *arg,
 	case OB_KEY_REPLAY:
 		COUNT(w, replayed);
 		MCOUNT(w, replayed);
-		snprintf(detail, detaillen, "webhook already called: downstream answered %d",
-		    claim.response_status);
+		if (claim.response_status == 0) /* no answer stored: an operator's */
+			snprintf(detail, detaillen, "webhook call resolved as sent by an operator"
+			    " (outboxctl webhook resolve)");
+		else
+			snprintf(detail, detaillen, "webhook already called: downstream answered %d",
+			    claim.response_status);
 		st = OB_WIRE_DUPLICATE;
+		break;
+	case OB_KEY_PARKED:
+		/* in either mode: parked stays parked until resolved */
+		st = parked_answer(topic, key, "parked before; not sent again until resolved",
+		    call, detail, detaillen);
 		break;
 	case OB_KEY_BUSY:
 		COUNT(w, busy);
@@ -282,6 +332,9 @@ webhook_prepare(PGconn *conn, const struct ob_wire_msg *m, void *arg,
 		    ob_log_q(key, q, sizeof(q)), claim.fence);
 	}
 	ob_keyclaim_result_fini(&claim);
+	if (amo && claim.expired_holder)
+		return park(w, conn, topic, key, claim.fence, "an earlier attempt's claim expired"
+		    " unfinished: it may have called", call, detail, detaillen);
 
 	struct webhook_call *c = calloc(1, sizeof(*c));
 	if (c == NULL) {
@@ -290,9 +343,16 @@ webhook_prepare(PGconn *conn, const struct ob_wire_msg *m, void *arg,
 		return OB_WIRE_RETRY;
 	}
 	c->fence = claim.fence;
+	c->at_most_once = amo;
 	call->state = c;
 
-	return call_downstream(w, m, key, c, call, detail, detaillen);
+	int status = call_downstream(w, m, key, c, call, detail, detaillen);
+	if (amo && c->unknown) {
+		char why[OB_WIRE_MAX_DETAIL + 1];
+		snprintf(why, sizeof(why), "%s", detail);
+		return park(w, conn, topic, key, c->fence, why, call, detail, detaillen);
+	}
+	return status;
 }
 
 /* A 4xx that means "later", not "never": 408 (request timeout), 409 (a
@@ -335,6 +395,7 @@ call_downstream(struct webhook *w, const struct ob_wire_msg *m, const char *key,
     size_t detaillen)
 {
 	int rv = post(w, m, key, c->fence, c);
+	c->unknown = webhook_outcome_unknown(rv, c->connected);
 	if (w->cfg.die_after_call != NULL && ob_fault_fire(w->cfg.die_after_call))
 		ob_fault_die("consumer.webhook.after_call");
 	if (w->cfg.stall_after_call != NULL && ob_fault_fire(w->cfg.stall_after_call))
@@ -448,8 +509,14 @@ webhook_finish(PGconn *conn, const struct ob_wire_msg *m, void *arg,
 		char key[OB_WIRE_MAX_KEY + 1], err[512], q[600];
 		memcpy(key, m->key, m->key_len);
 		key[m->key_len] = '\0';
-		/* the next attempt (same message) takes it over at once */
-		if (ob_keyclaim_expire(conn, WEBHOOK_TABLE, key, c->fence, err, sizeof(err)) != OB_OK)
+		/* the next attempt (same message) takes it over at once; at most
+		 * once, a call that surely did not act is released instead, so
+		 * that the next attempt calls (an expired claim is parked) */
+		bool acted = c->unknown || (c->status >= 200 && c->status < 300);
+		int rc = c->at_most_once && !acted
+		    ? ob_keyclaim_release(conn, WEBHOOK_TABLE, key, c->fence, err, sizeof(err))
+		    : ob_keyclaim_expire(conn, WEBHOOK_TABLE, key, c->fence, err, sizeof(err));
+		if (rc != OB_OK)
 			ob_warn("consumer.webhook.release_failed", "err=%s",
 			    ob_log_q(err, q, sizeof(q)));
 	}
@@ -555,6 +622,17 @@ webhook_handler_new(const struct webhook_config *cfg, struct inbox_handler *out,
 	}
 	if (cfg->secret_file != NULL &&
 	    webhook_secrets_load(cfg->secret_file, &w->secrets, err, errlen) != OB_OK) {
+		webhook_handler_free(&(struct inbox_handler){ .arg = w });
+		return OB_EINVAL;
+	}
+	if (cfg->n_at_most_once > 0 && cfg->no_claim) {
+		snprintf(err, errlen, "--webhook-at-most-once needs the key claims; not with"
+		    " --no-dedup");
+		webhook_handler_free(&(struct inbox_handler){ .arg = w });
+		return OB_EINVAL;
+	}
+	if (webhook_mode_parse(cfg->at_most_once, cfg->n_at_most_once, &w->mode, err, errlen) !=
+	    OB_OK) {
 		webhook_handler_free(&(struct inbox_handler){ .arg = w });
 		return OB_EINVAL;
 	}

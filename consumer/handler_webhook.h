@@ -30,6 +30,21 @@
  *   claimed, lease expired   -> taken over with the token bumped
  *   done before              -> DUPLICATE, nothing sent
  *   key reused, other payload-> REJECT (fingerprint mismatch)
+ *   parked (at-most-once)    -> REJECT, WEBHOOK_PARKED_DETAIL, nothing sent
+ *                               (in either mode), until outboxctl webhook
+ *                               resolve: --as sent -> DUPLICATE,
+ *                               --as not-sent -> called once more
+ *
+ * At most once (topics matching --webhook-at-most-once; webhook_mode.h),
+ * for downstreams that ignore the key; only these rows differ:
+ *   timeout or connection    -> the claim is PARKED (state 'unknown'):
+ *   lost once connected         REJECT, WEBHOOK_PARKED_DETAIL, never re-sent
+ *                               by the consumer (consumer.webhook.parked)
+ *   claimed, lease expired   -> PARKED without a call (the holder may have
+ *                               called: a crash, or a 2xx not recorded)
+ *   not connected (refused,  -> RETRY as above; the claim is released, so
+ *   DNS, TLS handshake), or     the next attempt calls (token bumped)
+ *   any HTTP answer but 2xx
  *
  * https:// targets: the target's certificate must chain to the CA file
  * given (--webhook-ca) and carry the server name (the URL's host, or
@@ -74,6 +89,7 @@ struct webhook_counters {
 	_Atomic uint64_t replayed;    /* done before: answered without a call */
 	_Atomic uint64_t mismatch;    /* key reused with another payload */
 	_Atomic uint64_t bad_keys;    /* key/topic not sendable as a header */
+	_Atomic uint64_t parked;      /* at-most-once: calls parked, outcome unknown */
 };
 
 /* Registry handles for the same events (consumer/metrics.h registers
@@ -91,6 +107,7 @@ struct webhook_metrics {
 	struct ob_metric *replayed;
 	struct ob_metric *mismatch;
 	struct ob_metric *bad_keys;
+	struct ob_metric *parked;           /* at-most-once: calls parked */
 };
 
 struct webhook_config {
@@ -112,13 +129,17 @@ struct webhook_config {
 	int64_t max_retry_after_ms;    /* a Retry-After longer than this is cut to it
 	                                * (0 .. WEBHOOK_RETRY_AFTER_CEILING_MS;
 	                                * 0 = pass none on) */
+	char *const *at_most_once;     /* topic patterns called at most once
+	                                * (webhook_mode.h), borrowed; n_at_most_once */
+	size_t n_at_most_once;
 };
 
 /* Build the handler (parses the URL, allocates the HTTP client; for an
  * https:// URL reads the CA file into its TLS configuration). On success
  * *out is filled; release with webhook_handler_free. OB_EINVAL (bad URL,
  * https:// without a CA, a CA or server name with http://, a CA file that
- * cannot be read or parsed, lease not above the timeout; one line in err)
+ * cannot be read or parsed, lease not above the timeout, a bad
+ * --webhook-at-most-once pattern, or one with no_claim; one line in err)
  * or OB_ENOMEM. */
 int webhook_handler_new(const struct webhook_config *cfg,
     struct inbox_handler *out, char *err, size_t errlen);

@@ -43,6 +43,7 @@ struct consumer_config {
 	int64_t webhook_timeout;
 	int64_t webhook_lease;
 	int64_t webhook_max_retry_after;
+	struct ob_cfg_list webhook_at_most_once;
 	int64_t lock_timeout;
 	int64_t dedup_retention;
 	int64_t max_redelivery_age;
@@ -115,6 +116,12 @@ static const struct ob_cfg_opt consumer_options[] = {
 	    "longest delay a downstream's Retry-After (seconds or HTTP-date, on any answer"
 	    " that is retried) may ask for: passed on to the relay, which sends that message"
 	    " again no earlier; longer ones are cut to this; 0 = pass none on"),
+	OPT("webhook-at-most-once", "OUTBOX_WEBHOOK_AT_MOST_ONCE", OB_CFG_LIST, NULL, 0, 0, NULL,
+	    false, webhook_at_most_once, "topic pattern (fnmatch: notify.sms, pager.*) whose"
+	    " webhook calls are made at most once, for a downstream that ignores the"
+	    " Idempotency-Key: a call whose outcome is unknown (timeout, connection lost) is"
+	    " parked for outboxctl webhook resolve, never sent again; repeatable or"
+	    " comma-separated; default none: at-least-once with the key"),
 	OPT("lock-timeout", "OUTBOX_LOCK_TIMEOUT", OB_CFG_DURATION, "1s", 1, 600000, NULL,
 	    false, lock_timeout, "longest wait for a key another transaction is applying;"
 	    " then that message is answered retry"),
@@ -276,17 +283,21 @@ main(int argc, char **argv)
 			cfg.webhook_lease, &counters.webhook, &die_after_call, &stall_after_call,
 			cfg.fault_slow_ms, cfg.no_dedup, cfg.no_fencing,
 			cm != NULL ? &cm->webhook : NULL, cfg.webhook_ca, cfg.webhook_server_name,
-			cfg.webhook_secret_file, cfg.webhook_max_retry_after };
+			cfg.webhook_secret_file, cfg.webhook_max_retry_after,
+			cfg.webhook_at_most_once.items, cfg.webhook_at_most_once.n };
 		if (webhook_handler_new(&wcfg, &webhook, err, sizeof(err)) != OB_OK) {
 			fprintf(stderr, "outbox-consumer: %s\n", err);
 			goto out;
 		}
 		handler = &webhook;
 	} else if (cfg.webhook_url != NULL || cfg.webhook_ca != NULL ||
-	    cfg.webhook_server_name != NULL || cfg.webhook_secret_file != NULL) {
+	    cfg.webhook_server_name != NULL || cfg.webhook_secret_file != NULL ||
+	    cfg.webhook_at_most_once.n > 0) {
 		fprintf(stderr, "outbox-consumer: --%s needs --handler webhook\n",
 		    cfg.webhook_url != NULL ? "webhook-url" : cfg.webhook_ca != NULL ? "webhook-ca"
-		    : cfg.webhook_server_name != NULL ? "webhook-server-name" : "webhook-secret-file");
+		    : cfg.webhook_server_name != NULL ? "webhook-server-name"
+		    : cfg.webhook_secret_file != NULL ? "webhook-secret-file"
+		                                      : "webhook-at-most-once");
 		goto out;
 	}
 	if (cfg.dedup_retention < cfg.max_redelivery_age)

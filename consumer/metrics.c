@@ -48,6 +48,7 @@ register_webhook(struct ob_metrics *r, struct webhook_metrics *w)
 		{ &w->replayed, "event", "replayed" },
 		{ &w->mismatch, "event", "fingerprint_mismatch" },
 		{ &w->bad_keys, "event", "bad_key" },
+		{ &w->parked, "event", "parked" },
 	};
 	for (size_t i = 0; i < sizeof(s) / sizeof(s[0]); i++) {
 		const char *labels[] = { s[i].label, s[i].value, NULL };

@@ -21,6 +21,7 @@ static const struct subcommand subcommands[] = {
 	{ "dead", ctl_dead, "dead letters: list, show ID, requeue ID... | --all" },
 	{ "inspect", ctl_inspect, "where the message with --key K is" },
 	{ "purge", ctl_purge, "drop delivered messages, a slot at a time (--older-than)" },
+	{ "webhook", ctl_webhook, "parked webhook calls (at-most-once): list, resolve" },
 	{ NULL, NULL, NULL },
 };
 
@@ -47,6 +48,8 @@ markdown(void)
 		{ "outboxctl dead requeue", ctl_dead_requeue_options },
 		{ "outboxctl inspect", ctl_inspect_options },
 		{ "outboxctl purge", ctl_purge_options },
+		{ "outboxctl webhook list", ctl_webhook_list_options },
+		{ "outboxctl webhook resolve", ctl_webhook_resolve_options },
 	};
 	for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) {
 		if (i > 0)

@@ -235,6 +235,7 @@ api_claim_verdict(struct ob_key_claim *c, struct api_response *res)
 		    "this Idempotency-Key was already used with a different request body");
 		return false;
 	case OB_KEY_BUSY:
+	case OB_KEY_PARKED: /* nothing parks the producer's keys: never here */
 		api_busy(res, c->retry_after_ms);
 		return false;
 	case OB_KEY_PROCEED:

@@ -61,6 +61,23 @@ endif()
 outbox_test(test_chain SOURCES integration/test_chain.c support/webhook_target.c
   LABELS integration PG TIMEOUT 300 LIBS outbox_consumer outbox_producer)
 
+# The webhook's at-most-once mode end to end (relay, consumer, a downstream
+# that ignores the key, outboxctl webhook list/resolve): the default applies
+# a lost answer twice there; at most once parks it (dead-lettered, listed),
+# a requeue sends nothing until resolved (sent -> duplicate, not-sent ->
+# once more); expired claims park, refused connections retry, other topics
+# keep at-least-once.
+outbox_test(test_webhook_at_most_once SOURCES integration/test_webhook_at_most_once.c
+  support/webhook_target.c LABELS integration PG TIMEOUT 300)
+if(TARGET test_webhook_at_most_once)
+  add_dependencies(test_webhook_at_most_once outbox-consumer outbox-relay outboxctl)
+endif()
+
+# The webhook's per-route mode: --webhook-at-most-once patterns and their
+# limits, and which failed calls are an unknown outcome.
+outbox_test(test_webhook_mode SOURCES unit/test_webhook_mode.c LABELS unit
+  LIBS outbox_consumer)
+
 # The webhook's signatures against an independent HMAC, and the secret file.
 outbox_test(test_webhook_sign SOURCES unit/test_webhook_sign.c LABELS unit
   LIBS outbox_consumer)

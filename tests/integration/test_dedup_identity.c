@@ -33,6 +33,7 @@
 
 #define T_SEC 1000
 #define INBOX_BEFORE_IDENTITY 4 /* the last inbox migration before 005 */
+#define INBOX_LATEST 6          /* the last inbox migration */
 
 struct two_topics {
 	int64_t delivered, dead, effects, records;
@@ -270,7 +271,9 @@ migrate_with_records(enum prebuilt prebuilt)
 	struct ob_migrate_report rep;
 	ck_assert_msg(ob_migrate(conn, "inbox", &rep, err, sizeof(err)) == OB_OK, "migrate: %s",
 	    err);
-	ck_assert_int_eq(rep.migrations, 1);
+	/* 005 and those after it (006, the webhook's parked calls, changes
+	 * nothing of inbox.processed) */
+	ck_assert_int_eq(rep.migrations, INBOX_LATEST - INBOX_BEFORE_IDENTITY);
 	/* Every record kept, with its topic. */
 	ck_assert_int_eq(ts_query_int(conn, "SELECT count(*) FROM inbox.processed"),
 	    HISTORY_ROWS + 2);

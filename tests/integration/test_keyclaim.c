@@ -2,7 +2,9 @@
  * test_keyclaim.c - the idempotency-key state machine shared by the
  * producer's HTTP API and the consumer's webhook handler, against a real
  * PostgreSQL: claim, busy, replay, mismatch, takeover after the lease, the
- * stale holder fenced out, release, garbage collection.
+ * stale holder fenced out, release, garbage collection, and the parked
+ * state (park, resolve as sent / not sent; a takeover says whether its
+ * holder expired or released).
  */
 #include <string.h>
 #include <unistd.h>
@@ -16,10 +18,11 @@
 static const char create_sql[] =
     "CREATE TABLE " TABLE " ("
     " idempotency_key text PRIMARY KEY, fingerprint text NOT NULL,"
-    " state text NOT NULL CHECK (state IN ('started', 'done')),"
+    " state text NOT NULL CHECK (state IN ('started', 'done', 'unknown')),"
     " fence bigint NOT NULL, lease_until timestamptz NOT NULL,"
     " response_status integer, response_body text,"
-    " created_at timestamptz NOT NULL DEFAULT now(), completed_at timestamptz)";
+    " created_at timestamptz NOT NULL DEFAULT now(), completed_at timestamptz,"
+    " topic text, parked_at timestamptz, parked_error text)";
 
 static PGconn *
 fresh(void)
@@ -61,6 +64,9 @@ START_TEST(test_decide_table)
 		{ OB_KEY_DONE, true, false, false, OB_KEY_REPLAY },
 		{ OB_KEY_DONE, true, true, false, OB_KEY_REPLAY },
 		{ OB_KEY_DONE, false, false, false, OB_KEY_MISMATCH },
+		/* parked: nobody takes it, whatever else holds */
+		{ OB_KEY_UNKNOWN, true, true, false, OB_KEY_PARKED },
+		{ OB_KEY_UNKNOWN, false, false, true, OB_KEY_PARKED },
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		struct ob_key_row row = { cases[i].state, cases[i].fp, cases[i].live,
@@ -70,6 +76,8 @@ START_TEST(test_decide_table)
 	}
 	ck_assert_str_eq(ob_key_verdict_name(OB_KEY_BUSY), "busy");
 	ck_assert_str_eq(ob_key_state_name(OB_KEY_DONE), "done");
+	ck_assert_str_eq(ob_key_state_name(OB_KEY_UNKNOWN), "unknown");
+	ck_assert_str_eq(ob_key_verdict_name(OB_KEY_PARKED), "parked");
 }
 END_TEST
 
@@ -254,6 +262,92 @@ START_TEST(test_lookup_and_expire)
 }
 END_TEST
 
+START_TEST(test_park_and_resolve)
+{
+	PGconn *c = fresh();
+	char err[512];
+	struct ob_key_claim a = claim(c, "p1", "fp", 60000);
+	ck_assert_int_eq(a.verdict, OB_KEY_PROCEED);
+	/* Only the holder parks it. */
+	ck_assert_int_eq(ob_keyclaim_park(c, TABLE, "p1", 7, "t", "x", err, sizeof(err)),
+	    OB_EFENCED);
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM " TABLE " WHERE state = 'started'"),
+	    1);
+	ck_assert_int_eq(ob_keyclaim_park(c, TABLE, "p1", a.fence, "t", "timed out", err,
+	    sizeof(err)), OB_OK);
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM " TABLE " WHERE state = 'unknown'"
+	    " AND topic = 't' AND parked_error = 'timed out' AND parked_at IS NOT NULL"
+	    " AND lease_until = 'infinity'"), 1);
+	/* Parked: no claim takes it, no completion, expiry or release moves
+	 * it, and the GC keeps it however old. */
+	ck_assert_int_eq(claim(c, "p1", "fp", 60000).verdict, OB_KEY_PARKED);
+	ck_assert_int_eq(claim(c, "p1", "other", 60000).verdict, OB_KEY_PARKED);
+	ck_assert_int_eq(ob_keyclaim_complete(c, TABLE, "p1", a.fence, 201, NULL, err,
+	    sizeof(err)), OB_EFENCED);
+	ck_assert_int_eq(ob_keyclaim_expire(c, TABLE, "p1", a.fence, err, sizeof(err)), OB_OK);
+	ck_assert_int_eq(ob_keyclaim_release(c, TABLE, "p1", a.fence, err, sizeof(err)), OB_OK);
+	int64_t gone = -1;
+	ck_assert_int_eq(ob_keyclaim_gc(c, TABLE, 0, 100, &gone, err, sizeof(err)), OB_OK);
+	ck_assert_int_eq(gone, 0);
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM " TABLE " WHERE state = 'unknown'"),
+	    1);
+	/* Resolved as sent: done; a claim replays it (no status, the note). */
+	ck_assert_int_eq(ob_keyclaim_resolve(c, TABLE, "p1", "other.topic", true, "note", err,
+	    sizeof(err)), OB_EFENCED);
+	ck_assert_int_eq(ob_keyclaim_resolve(c, TABLE, "nope", "t", true, "note", err,
+	    sizeof(err)), OB_EFENCED);
+	ck_assert_int_eq(ob_keyclaim_resolve(c, TABLE, "p1", "t", true, "note", err, sizeof(err)),
+	    OB_OK);
+	struct ob_key_claim r = claim(c, "p1", "fp", 60000);
+	ck_assert_int_eq(r.verdict, OB_KEY_REPLAY);
+	ck_assert_int_eq(r.response_status, 0);
+	ck_assert_str_eq(r.response_body, "note");
+	ob_keyclaim_result_fini(&r);
+	ck_assert_int_eq(ob_keyclaim_resolve(c, TABLE, "p1", "t", false, NULL, err, sizeof(err)),
+	    OB_EFENCED); /* not parked any more */
+
+	/* Resolved as not sent: released; the next claim does it again. */
+	struct ob_key_claim b = claim(c, "p2", "fp", 60000);
+	ck_assert_int_eq(ob_keyclaim_park(c, TABLE, "p2", b.fence, "t", NULL, err, sizeof(err)),
+	    OB_OK);
+	ck_assert_int_eq(ob_keyclaim_resolve(c, TABLE, "p2", "t", false, NULL, err, sizeof(err)),
+	    OB_OK);
+	struct ob_key_claim b2 = claim(c, "p2", "fp", 60000);
+	ck_assert_int_eq(b2.verdict, OB_KEY_PROCEED);
+	ck_assert_int_eq(b2.fence, b.fence + 1);
+	ck_assert(b2.takeover);
+	ck_assert(!b2.expired_holder); /* released, not expired */
+	PQfinish(c);
+}
+END_TEST
+
+START_TEST(test_takeover_says_expired_or_released)
+{
+	PGconn *c = fresh();
+	char err[512];
+	/* fresh: no holder before */
+	struct ob_key_claim a = claim(c, "e1", "fp", 100);
+	ck_assert(!a.takeover);
+	ck_assert(!a.expired_holder);
+	ck_assert_int_eq(ts_wait_value(c, "SELECT count(*) FROM " TABLE " WHERE idempotency_key ="
+	    " 'e1' AND lease_until < clock_timestamp()", 1, 30000), 1);
+	struct ob_key_claim b = claim(c, "e1", "fp", 60000);
+	ck_assert_int_eq(b.verdict, OB_KEY_PROCEED);
+	ck_assert(b.takeover);
+	ck_assert(b.expired_holder); /* its lease ran out: it may have worked */
+	/* expired at once by its holder (ob_keyclaim_expire): also expired */
+	ck_assert_int_eq(ob_keyclaim_expire(c, TABLE, "e1", b.fence, err, sizeof(err)), OB_OK);
+	struct ob_key_claim d = claim(c, "e1", "fp", 60000);
+	ck_assert(d.takeover && d.expired_holder);
+	/* released by its holder: not */
+	ck_assert_int_eq(ob_keyclaim_release(c, TABLE, "e1", d.fence, err, sizeof(err)), OB_OK);
+	struct ob_key_claim e = claim(c, "e1", "fp", 60000);
+	ck_assert(e.takeover);
+	ck_assert(!e.expired_holder);
+	PQfinish(c);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -266,6 +360,8 @@ main(void)
 	tcase_add_test(tc, test_takeover_fences_out_stale_holder);
 	tcase_add_test(tc, test_record_done_without_claim);
 	tcase_add_test(tc, test_release_and_gc);
+	tcase_add_test(tc, test_park_and_resolve);
+	tcase_add_test(tc, test_takeover_says_expired_or_released);
 	suite_add_tcase(s, tc);
 	return ts_run_suite(s);
 }

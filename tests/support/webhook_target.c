@@ -27,6 +27,7 @@
 struct wt_key {
 	char key[256];
 	int requests, effects;
+	int acts; /* what a downstream that ignores the key would have applied */
 	char fences[WT_FENCES];
 	int64_t times[WT_TIMES]; /* arrival of the first WT_TIMES requests */
 };
@@ -37,7 +38,7 @@ struct wt_target {
 	pthread_mutex_t mtx;
 	struct wt_key keys[WT_KEYS];
 	int nkeys, total;
-	int fail_n, fail_status, hold_n, hold_ms, lose_n;
+	int fail_n, fail_status, hold_n, hold_ms, lose_n, drop_n;
 	char fail_retry_after[64]; /* Retry-After of the failing answers, "" = none */
 	char secret[300];          /* wt_require_signature: "" = none required */
 	int tolerance_s, refused;
@@ -137,12 +138,16 @@ hook(nng_aio *aio)
 		t->refused++;
 		status = 401;
 		snprintf(body, sizeof(body), "{\"error\":\"bad or missing Outbox-Signature\"}");
+	} else if (t->drop_n > 0) {
+		t->drop_n--;
+		lose = true; /* lost before acting: nothing applied */
 	} else if (t->fail_n > 0) {
 		t->fail_n--;
 		status = t->fail_status;
 		snprintf(retry_after, sizeof(retry_after), "%s", t->fail_retry_after);
 		snprintf(body, sizeof(body), "{\"error\":\"failing on purpose\"}");
 	} else {
+		k->acts++;
 		if (k->effects == 0) {
 			k->effects = 1;
 			status = 201;
@@ -291,6 +296,24 @@ wt_lose_next(struct wt_target *t, int n)
 	pthread_mutex_lock(&t->mtx);
 	t->lose_n = n;
 	pthread_mutex_unlock(&t->mtx);
+}
+
+void
+wt_drop_next(struct wt_target *t, int n)
+{
+	pthread_mutex_lock(&t->mtx);
+	t->drop_n = n;
+	pthread_mutex_unlock(&t->mtx);
+}
+
+int
+wt_acts(struct wt_target *t, const char *key)
+{
+	pthread_mutex_lock(&t->mtx);
+	struct wt_key *k = find(t, key, false);
+	int n = k ? k->acts : 0;
+	pthread_mutex_unlock(&t->mtx);
+	return n;
 }
 
 int

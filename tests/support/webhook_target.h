@@ -4,8 +4,10 @@
  * Idempotency-Key header the way a well-behaved downstream does. It counts
  * requests and effects per key, remembers the Outbox-Fence of each request,
  * and can be told to fail (answer a status without acting), to time out
- * (act, then hold the answer), or to lose its answer after acting (close
- * the connection). Thread-safe.
+ * (act, then hold the answer), to lose its answer after acting (close
+ * the connection), or to lose the request before acting. It also counts
+ * what a careless downstream that IGNORES the key would have applied
+ * (wt_acts). Thread-safe.
  */
 #ifndef OUTBOX_WEBHOOK_TARGET_H
 #define OUTBOX_WEBHOOK_TARGET_H
@@ -38,9 +40,14 @@ void wt_fail_next_retry_after(struct wt_target *t, int n, int status, const char
 void wt_hold_next(struct wt_target *t, int n, int hold_ms);
 /* The next n requests act, then the connection is closed unanswered. */
 void wt_lose_next(struct wt_target *t, int n);
+/* The next n requests are dropped: closed unanswered WITHOUT acting. */
+void wt_drop_next(struct wt_target *t, int n);
 
 int wt_requests(struct wt_target *t, const char *key); /* requests with this key */
 int wt_effects(struct wt_target *t, const char *key);  /* times it acted on it */
+/* Times a downstream that ignores the key would have applied key: every
+ * request with it that reached the acting step (held and lost ones too). */
+int wt_acts(struct wt_target *t, const char *key);
 int wt_total(struct wt_target *t);                     /* all requests */
 int wt_keys(struct wt_target *t);                      /* distinct keys seen */
 /* When the requests with key arrived (nng_clock() ms, arrival order): up to

@@ -3,7 +3,11 @@
  * producer's HTTP API and the consumer's webhook handler.
  *
  * A key row moves ABSENT -> STARTED -> DONE (a released STARTED row is free
- * to be claimed again, by any body, with the next token). STARTED carries a lease and a fencing token: a request
+ * to be claimed again, by any body, with the next token). A holder that
+ * cannot tell whether its work happened may PARK its key instead
+ * (STARTED -> UNKNOWN, the webhook's at-most-once mode): nobody claims it
+ * again until an operator resolves it, to DONE (it happened) or back to a
+ * released STARTED (it did not). STARTED carries a lease and a fencing token: a request
  * that finds a live lease is told BUSY (HTTP 409); one that finds an expired
  * lease takes the key over with the token bumped, and the stale holder's
  * late completion is refused because its token no longer matches.
@@ -21,6 +25,9 @@
  *   lease_until timestamptz NOT NULL, response_status integer,
  *   response_body text, created_at timestamptz NOT NULL DEFAULT now(),
  *   completed_at timestamptz
+ * and, for ob_keyclaim_park and ob_keyclaim_resolve only, state 'unknown'
+ * allowed and topic text, parked_at timestamptz, parked_error text
+ * (inbox.webhook_calls since sql/inbox/006_webhook_parked.sql).
  */
 #ifndef OUTBOX_KEYCLAIM_H
 #define OUTBOX_KEYCLAIM_H
@@ -34,6 +41,8 @@ enum ob_key_state {
 	OB_KEY_ABSENT = 0,  /* no row */
 	OB_KEY_STARTED,     /* claimed, work in progress under a lease */
 	OB_KEY_DONE,        /* completed; the stored response is final */
+	OB_KEY_UNKNOWN,     /* parked: whether the work happened is unknown; only
+	                     * an operator moves it on (ob_keyclaim_resolve) */
 };
 
 /* What a claim attempt tells the caller to do. */
@@ -42,6 +51,7 @@ enum ob_key_verdict {
 	OB_KEY_REPLAY,      /* done before with the same fingerprint: replay */
 	OB_KEY_BUSY,        /* started by another holder, lease live: 409 */
 	OB_KEY_MISMATCH,    /* the key was used with a different fingerprint: 422 */
+	OB_KEY_PARKED,      /* parked (UNKNOWN): do nothing until it is resolved */
 };
 
 /* The observed row, as the decision needs it. */
@@ -61,6 +71,7 @@ struct ob_key_row {
  *   STARTED, other fingerprint      -> MISMATCH
  *   STARTED, same, lease live       -> BUSY
  *   STARTED, same, lease expired    -> PROCEED (a takeover, token + 1)
+ *   UNKNOWN (parked), any           -> PARKED
  * The claim's upsert (keyclaim.c) takes the key exactly when this says
  * PROCEED; its test (test_keyclaim_decide) is this table. */
 enum ob_key_verdict ob_key_decide(const struct ob_key_row *row);
@@ -77,6 +88,9 @@ struct ob_key_claim {
 	int response_status;    /* REPLAY: the stored status */
 	char *response_body;    /* REPLAY: the stored body (may be NULL) */
 	int64_t retry_after_ms; /* BUSY: time left on the holder's lease */
+	bool expired_holder;    /* PROCEED, takeover: the previous holder's lease
+	                         * ran out (it may have done the work), rather than
+	                         * it released the key (it did not) */
 };
 
 /* Claim key in table (a trusted identifier, never user input) for a request
@@ -141,6 +155,22 @@ int ob_keyclaim_release(PGconn *conn, const char *table, const char *key,
  * carried fence) or OB_EDB. */
 int ob_keyclaim_expire(PGconn *conn, const char *table, const char *key,
     int64_t fence, char *err, size_t errlen);
+
+/* Park a STARTED key this caller holds, if it still carries fence: its
+ * work may or may not have happened and must not be tried again by anyone
+ * (state UNKNOWN, lease_until infinity: no claim takes it, the GC keeps
+ * it). topic and error (may be NULL) are stored for the operator. OB_OK,
+ * OB_EFENCED (it no longer carried fence: nothing written), or OB_EDB. */
+int ob_keyclaim_park(PGconn *conn, const char *table, const char *key, int64_t fence,
+    const char *topic, const char *error, char *err, size_t errlen);
+
+/* An operator's verdict on a parked (UNKNOWN) key of topic: sent true ->
+ * DONE with no status and note as the stored body (a later claim is a
+ * REPLAY); sent false -> released (the next claim takes it, token + 1, and
+ * does the work once more). OB_OK, OB_EFENCED (no parked row of that key
+ * and topic: nothing written), or OB_EDB. */
+int ob_keyclaim_resolve(PGconn *conn, const char *table, const char *key, const char *topic,
+    bool sent, const char *note, char *err, size_t errlen);
 
 /* Delete up to batch rows created more than retention_ms ago (DONE rows,
  * and STARTED rows whose lease has expired). *deleted gets the count. */
