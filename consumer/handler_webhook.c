@@ -309,6 +309,12 @@ webhook_prepare(PGconn *conn, const struct ob_wire_msg *m, void *arg,
 		call->reason = "busy";
 		snprintf(detail, detaillen, "webhook call in flight elsewhere (lease %" PRId64
 		    " ms left)", claim.retry_after_ms);
+		/* nothing can change before the holder's lease ends: ask the relay
+		 * to come back then, not to burn attempts on the way */
+		if (w->cfg.max_retry_after_ms > 0 && claim.retry_after_ms > 0)
+			call->retry_after_ms = (uint32_t)(claim.retry_after_ms <
+			    w->cfg.max_retry_after_ms ? claim.retry_after_ms :
+			    w->cfg.max_retry_after_ms);
 		st = OB_WIRE_RETRY;
 		break;
 	case OB_KEY_MISMATCH:

@@ -248,9 +248,19 @@ START_TEST(test_webhook_crash_takeover)
 	char *plain[] = { "--webhook-lease", "2s", "--webhook-timeout", "1s", NULL };
 	pid_t b = start_webhook_consumer(e.db, url_b, e.hook, log_b, plain);
 	ts_consumer_open(&c, url_b);
-	char detail[512];
-	ck_assert_int_eq(ts_consumer_call1(&c, m, detail, sizeof(detail)), OB_WIRE_RETRY);
-	ck_assert_msg(strstr(detail, "in flight") != NULL, "%s", detail);
+	/* ... and asked to come back when A's lease ends (retry_after_ms),
+	 * not to burn attempts before a takeover is possible */
+	struct ts_consumer_reply r;
+	ts_consumer_send_v(&c, 2, &m, 1);
+	ck_assert_int_eq(ts_consumer_recv(&c, &r, TS_CONSUMER_REPLY_TIMEOUT_MS), 0);
+	ck_assert_uint_eq(r.rep.count, 1);
+	ck_assert_int_eq(r.rep.results[0].status, OB_WIRE_RETRY);
+	ck_assert_msg(memmem(r.rep.results[0].detail, r.rep.results[0].detail_len, "in flight",
+	    9) != NULL, "%.*s", (int)r.rep.results[0].detail_len, r.rep.results[0].detail);
+	ck_assert_msg(r.rep.results[0].retry_after_ms > 0 &&
+	    r.rep.results[0].retry_after_ms <= 2000, "retry_after_ms %u",
+	    r.rep.results[0].retry_after_ms);
+	ts_consumer_reply_fini(&r);
 	ck_assert_int_eq(wt_requests(e.target, "crash-1"), 1);
 	/* After the lease: taken over with the token bumped, same key sent. */
 	ck_assert_int_eq(ts_wait_value(e.conn, "SELECT count(*) FROM inbox.webhook_calls"
