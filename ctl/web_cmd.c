@@ -54,6 +54,7 @@ struct web_config {
 	char *db, *inbox_db, *requeue_db, *http, *token_file, *demo, *ready_file;
 	int64_t poll_ms, statement_timeout_ms, retention_ms, max_body, max_conns;
 	int64_t messages, dead, dedup, series, requeue_ids;
+	bool payloads_need_token;
 };
 
 #define F(x) offsetof(struct web_config, x)
@@ -70,6 +71,9 @@ const struct ob_cfg_opt ctl_web_options[] = {
 	{ "token-file", "OUTBOX_WEB_TOKEN_FILE", OB_CFG_STRING, NULL, 0, 0, NULL, false, false,
 	    F(token_file), "the bearer token (first line) that requeue and, off loopback, the"
 	    " payloads need; without it requeue is disabled" },
+	{ "payloads-need-token", "OUTBOX_WEB_PAYLOADS_NEED_TOKEN", OB_CFG_BOOL, "false", 0, 0,
+	    NULL, false, false, F(payloads_need_token),
+	    "payloads need the token even on loopback (behind a reverse proxy on this host)" },
 	{ "demo", "OUTBOX_WEB_DEMO", OB_CFG_STRING, NULL, 0, 0, NULL, false, false, F(demo),
 	    "serve the guided demonstration of this config file (scripts/demo.sh --web)" },
 	{ "ready-file", "OUTBOX_WEB_READY_FILE", OB_CFG_STRING, NULL, 0, 0, NULL, false, false,
@@ -193,7 +197,8 @@ ctl_web(int argc, char **argv)
 		fprintf(stderr, "outboxctl web: %s\n", err);
 		goto out;
 	}
-	bool loopback = loopback_url(cfg.http);
+	/* behind a proxy on this host, loopback says nothing about the reader */
+	bool loopback = loopback_url(cfg.http) && !cfg.payloads_need_token;
 	struct web_server_config sc = {
 		.url = cfg.http, .token = cfg.token_file != NULL ? &token : NULL,
 		.loopback = loopback, .requeue_db = cfg.requeue_db != NULL ? cfg.requeue_db : cfg.db,
