@@ -51,7 +51,7 @@
 #define WEB_REQUEUE_IDS_MAX 10000
 
 struct web_config {
-	char *db, *inbox_db, *requeue_db, *http, *token_file, *demo, *ready_file;
+	char *db, *inbox_db, *requeue_db, *http, *token_file, *demo, *ready_file, *consumer_metrics;
 	int64_t poll_ms, statement_timeout_ms, retention_ms, max_body, max_conns;
 	int64_t messages, dead, dedup, series, requeue_ids;
 	bool payloads_need_token;
@@ -64,6 +64,9 @@ const struct ob_cfg_opt ctl_web_options[] = {
 	    " outbox_viewer's grants (read-only)" },
 	{ "inbox-db", "OUTBOX_INBOX_DB", OB_CFG_STRING, NULL, 0, 0, NULL, false, false,
 	    F(inbox_db), "the consumer's database: show its dedup records (outbox_viewer there too)" },
+	{ "consumer-metrics", "OUTBOX_WEB_CONSUMER_METRICS", OB_CFG_STRING, NULL, 0, 0, NULL, false,
+	    false, F(consumer_metrics), "the consumer's /metrics URL (http://HOST:PORT/metrics):"
+	    " duplicates answered and key-reuse rejects, with --inbox-db" },
 	{ "requeue-db", "OUTBOX_WEB_REQUEUE_DB", OB_CFG_STRING, NULL, 0, 0, NULL, false, false,
 	    F(requeue_db), "the connection a requeue uses, of an outbox_admin role (default: --db)" },
 	{ "http", "OUTBOX_WEB_HTTP", OB_CFG_STRING, WEB_HTTP_DEFAULT, 0, 0, NULL, false, false,
@@ -110,7 +113,8 @@ const struct ob_cfg_opt ctl_web_options[] = {
 static const struct ctl_cmd cmd = {
 	"web",
 	"outboxctl web --db CONNINFO [--inbox-db CONNINFO] [--http http://HOST:PORT]"
-	" [--token-file FILE] [--requeue-db CONNINFO] [--demo FILE] [--ready-file F]",
+	" [--token-file FILE] [--requeue-db CONNINFO] [--consumer-metrics URL] [--demo FILE]"
+	" [--ready-file F]",
 	"Serve the live view of the pipeline: per topic counts, the newest messages and their"
 	" claims, dead letters (requeue with the token), blocked keys, the consumer's dedup"
 	" records, a throughput and lag chart. One page and a JSON API (docs/web.md); one"
@@ -162,6 +166,12 @@ ctl_web(int argc, char **argv)
 		    ctl_shown(cfg.http, shown, sizeof shown));
 		goto out;
 	}
+	if (cfg.consumer_metrics != NULL && (cfg.inbox_db == NULL ||
+	    strncmp(cfg.consumer_metrics, "http://", 7) != 0)) {
+		fprintf(stderr, "outboxctl web: --consumer-metrics '%s': want http://HOST:PORT/metrics,"
+		    " with --inbox-db\n", ctl_shown(cfg.consumer_metrics, shown, sizeof shown));
+		goto out;
+	}
 	if (cfg.token_file != NULL && web_token_load(cfg.token_file, &token, err, sizeof err)
 	    != OB_OK) {
 		fprintf(stderr, "outboxctl web: %s\n", err);
@@ -188,7 +198,8 @@ ctl_web(int argc, char **argv)
 	}
 	ob_sig_exit_on_second_stop();
 	struct web_poll_config pc = {
-		.db = cfg.db, .inbox_db = cfg.inbox_db, .interval_ms = cfg.poll_ms,
+		.db = cfg.db, .inbox_db = cfg.inbox_db, .consumer_metrics = cfg.consumer_metrics,
+		.interval_ms = cfg.poll_ms,
 		.statement_timeout_ms = cfg.statement_timeout_ms, .messages_max = cfg.messages,
 		.dead_max = cfg.dead, .dedup_max = cfg.dedup, .series_max = cfg.series,
 		.retention_ms = cfg.retention_ms,
