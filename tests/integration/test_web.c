@@ -11,7 +11,8 @@
  * outbox.retries); 404/405/413 with nothing written; the CSP header; keys
  * and payloads holding markup come back JSON-escaped with no '<' or '>';
  * payloads hidden without the token when --payloads-need-token; the
- * consumer panel from a real consumer (duplicate, key reuse); and one
+ * consumer panel from a real consumer (duplicate, key reuse); a poll
+ * stuck behind a lock cancelled by --statement-timeout; and one
  * poller: many concurrent requests cost no extra transactions
  * (pg_stat_database.xact_commit).
  */
@@ -580,6 +581,34 @@ START_TEST(test_consumer_side)
 }
 END_TEST
 
+/* --statement-timeout: a poll stuck behind a lock is cancelled, logged
+ * once, and the view recovers when the lock goes (the last snapshot served
+ * meanwhile). */
+START_TEST(test_statement_timeout)
+{
+	struct ts_web w;
+	const char *extra[] = { "--statement-timeout", "200ms", "--poll-interval", "200ms", NULL };
+	ts_web_start(viewer_db, extra, &w);
+	free(ts_web_overview(&w, NULL, WAIT_MS));
+	PGconn *locker = ts_connect(db);
+	ts_exec(locker, "BEGIN; LOCK TABLE outbox.dead IN ACCESS EXCLUSIVE MODE");
+	ck_assert_int_ge(ts_log_wait(w.log, "event=web.poll.failed", 1, WAIT_MS), 1);
+	char *log = ts_read_file(w.log);
+	assert_has(log, "canceling statement due to statement timeout");
+	free(log);
+	/* still serving the last snapshot */
+	struct ts_http_res r;
+	ck_assert_int_eq(ts_web_http(&w, "GET", "/api/overview", NULL, NULL, NULL, &r), 200);
+	free(r.body);
+	ts_exec(locker, "COMMIT");
+	PQfinish(locker);
+	ck_assert_int_ge(ts_log_wait(w.log, "event=web.poll.recovered", 1, WAIT_MS), 1);
+	/* one line per outage, not one per failed poll */
+	ck_assert_int_eq(ts_log_count(w.log, "event=web.poll.failed"), 1);
+	ts_web_stop(&w);
+}
+END_TEST
+
 /* Bad config: one line, exit 2, nothing opened (no database needed). */
 START_TEST(test_bad_config)
 {
@@ -618,6 +647,7 @@ web_suite(void)
 	tcase_add_test(tc, test_markup_escaped);
 	tcase_add_test(tc, test_one_poller);
 	tcase_add_test(tc, test_consumer_side);
+	tcase_add_test(tc, test_statement_timeout);
 	suite_add_tcase(s, tc);
 	TCase *cfg = tcase_create("config");
 	tcase_set_timeout(cfg, 120);
