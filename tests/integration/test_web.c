@@ -320,6 +320,21 @@ START_TEST(test_requeue)
 	ts_web_stop(&w);
 	ck_assert_int_ge(ts_log_count(w.log, "event=web.auth.refused"), 3);
 
+	/* no --requeue-db: --db's role (outbox_viewer) cannot requeue, and
+	 * the answer says which grant it lacks; nothing written */
+	const char *tok_only[] = { "--token-file", token_file, NULL };
+	ts_web_start(viewer_db, tok_only, &w);
+	before = tables_text();
+	ck_assert_int_eq(ts_web_http(&w, "POST", "/api/dead/requeue", TOKEN, body_old, NULL, &r),
+	    503);
+	assert_has(r.body, "GRANT outbox_admin TO");
+	free(r.body);
+	after = tables_text();
+	ck_assert_str_eq(before, after);
+	free(after);
+	free(before);
+	ts_web_stop(&w);
+
 	/* no --token-file: requeue disabled */
 	ts_web_start(viewer_db, NULL, &w);
 	ck_assert_int_eq(ts_web_http(&w, "POST", "/api/dead/requeue", TOKEN, body_old, NULL, &r),
