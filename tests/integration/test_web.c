@@ -197,6 +197,21 @@ START_TEST(test_overview_counts)
 	ck_assert_int_eq((int)json_array_size(json_object_get(ov, "dead")), 3);
 	ck_assert_int_eq((int)json_array_size(json_object_get(ov, "messages")),
 	    (int)ts_query_int(conn, "SELECT least(count(*), 50) FROM outbox.messages"));
+	/* the same newest messages, in the same states, as psql sees them */
+	char got[4096] = "";
+	size_t i;
+	json_t *m;
+	json_array_foreach(json_object_get(ov, "messages"), i, m) {
+		size_t n = strlen(got);
+		snprintf(got + n, sizeof got - n, "%s%lld:%s", i ? "," : "",
+		    (long long)json_integer_value(json_object_get(m, "id")),
+		    json_string_value(json_object_get(m, "status")));
+	}
+	PGresult *pr = PQexec(conn, "SELECT string_agg(id || ':' || outbox.message_state(x), ','"
+	    " ORDER BY id DESC) FROM (SELECT * FROM outbox.messages m ORDER BY id DESC LIMIT 50) x");
+	ck_assert_int_eq(PQresultStatus(pr), PGRES_TUPLES_OK);
+	ck_assert_str_eq(got, PQgetvalue(pr, 0, 0));
+	PQclear(pr);
 	ck_assert(json_is_true(json_object_get(ov, "payloads_visible")));
 	json_t *c = json_object_get(ov, "consumer");
 	ck_assert(json_is_object(c));
