@@ -17,6 +17,7 @@ int ctl_dead(int argc, char **argv);
 int ctl_inspect(int argc, char **argv);
 int ctl_purge(int argc, char **argv);
 int ctl_webhook(int argc, char **argv);
+int ctl_web(int argc, char **argv);
 
 /* The config tables, for `outboxctl --help-markdown` (docs/configuration.md). */
 extern const struct ob_cfg_opt ctl_migrate_options[];
@@ -28,5 +29,6 @@ extern const struct ob_cfg_opt ctl_inspect_options[];
 extern const struct ob_cfg_opt ctl_purge_options[];
 extern const struct ob_cfg_opt ctl_webhook_list_options[];
 extern const struct ob_cfg_opt ctl_webhook_resolve_options[];
+extern const struct ob_cfg_opt ctl_web_options[];
 
 #endif

@@ -1,5 +1,5 @@
 /*
- * main.c - outboxctl: dispatch to a subcommand. `outboxctl --help-markdown`
+ * main.c - outboxctl: dispatch to a subcommand (web: the live view). `outboxctl --help-markdown`
  * prints every subcommand's config table (docs/configuration.md).
  */
 #include <stdio.h>
@@ -22,6 +22,7 @@ static const struct subcommand subcommands[] = {
 	{ "inspect", ctl_inspect, "where the message with --key K is" },
 	{ "purge", ctl_purge, "drop delivered messages, a slot at a time (--older-than)" },
 	{ "webhook", ctl_webhook, "parked webhook calls (at-most-once): list, resolve" },
+	{ "web", ctl_web, "serve the live view of the pipeline (page + JSON API)" },
 	{ NULL, NULL, NULL },
 };
 
@@ -50,6 +51,7 @@ markdown(void)
 		{ "outboxctl purge", ctl_purge_options },
 		{ "outboxctl webhook list", ctl_webhook_list_options },
 		{ "outboxctl webhook resolve", ctl_webhook_resolve_options },
+		{ "outboxctl web", ctl_web_options },
 	};
 	for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) {
 		if (i > 0)
