@@ -117,7 +117,7 @@ static const struct need inbox_viewer_needs[] = {
 };
 
 /* Each component's needs in a schema, the program's name and the group
- * role that is granted them (sql/outbox/014_roles.sql, 017_viewer.sql,
+ * role that is granted them (sql/outbox/014_roles.sql, 016_viewer.sql,
  * sql/inbox/004_roles.sql, 007_viewer.sql). */
 static const struct {
 	const char *schema, *component, *program, *group;

@@ -11,7 +11,7 @@
  * REPEATABLE READ READ ONLY transaction (one commit per poll and
  * database). The per-topic figures are `outboxctl status`'s query and the
  * dead letters `outboxctl dead list`'s (queries.c). The role needs no more
- * than outbox_viewer's grants (sql/outbox/017_viewer.sql).
+ * than outbox_viewer's grants (sql/outbox/016_viewer.sql).
  *
  * With --consumer-metrics it also reads the consumer's duplicates and
  * key-reuse rejects from its /metrics (web_scrape.c), which it counts but

@@ -1,5 +1,5 @@
 -- 007_viewer.sql: the web view's read-only group role outbox_viewer
--- (sql/outbox/017_viewer.sql says what it is; created here too when the
+-- (sql/outbox/016_viewer.sql says what it is; created here too when the
 -- inbox lives on a server of its own), and its protocol in the inbox,
 -- viewer 1: it reads inbox.processed (the dedup records). Its privileges
 -- are granted by functions/grants.sql.

@@ -15,7 +15,7 @@
 #define OB_PROTOCOL_RELAY 2
 #define OB_PROTOCOL_PRODUCER 2
 #define OB_PROTOCOL_ADMIN 2
-/* viewer 1: the web view's reads (sql/outbox/017_viewer.sql, inbox 007). */
+/* viewer 1: the web view's reads (sql/outbox/016_viewer.sql, inbox 007). */
 #define OB_PROTOCOL_VIEWER 1
 /* consumer 2: the dedup record's identity is (topic, idempotency_key)
  * (sql/inbox/005_dedup_topic_key.sql); consumer 1 keyed it by the key. */

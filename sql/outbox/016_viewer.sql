@@ -1,4 +1,4 @@
--- 017_viewer.sql: the group role of the web view (outboxctl web,
+-- 016_viewer.sql: the group role of the web view (outboxctl web,
 -- docs/web.md), outbox_viewer, NOLOGIN: it reads what the view shows and
 -- writes nothing (docs/security.md, "Database roles"). A login role for the
 -- view is made a member of it (GRANT outbox_viewer TO web_1); its
