@@ -11,7 +11,8 @@
  * stall; two effects without dedup. The modes and faults are back to the
  * real ones after each step. Bad config files are refused with the reason;
  * a second start while a step runs is OB_EEXIST, a step that is not one
- * OB_EINVAL.
+ * OB_EINVAL. The relay's --only-routed, which the demo's relay runs with,
+ * leaves another topic pending where without it that topic is dead-lettered.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -269,6 +270,45 @@ START_TEST(test_steps)
 }
 END_TEST
 
+/* --only-routed (what lets the steps' relays have their topics): without
+ * it a relay with no default route claims another topic and dead-letters
+ * it ("no route"); with it that message is left pending, untouched, while
+ * the relay delivers its own topic. */
+START_TEST(test_only_routed)
+{
+	for (int only = 0; only <= 1; only++) {
+		char db[TS_CONNINFO_MAX], url[256], route[300], log[256];
+		struct ts_fake_consumer fc;
+		ts_db_create("onlyrouted", "outbox", db, sizeof(db));
+		PGconn *conn = ts_connect(db);
+		ts_fake_consumer_routed(&fc, only ? "only-1" : "only-0", "report.created",
+		    TS_FAKE_APPLIED, url, sizeof(url), route, sizeof(route));
+		ts_enqueue_n(conn, "demo.redelivery", "step", 1);
+		ts_enqueue_n(conn, "report.created", "first", 1);
+		const char *const extra[] = { "--poll-ms", "100", only ? "--only-routed" : NULL, NULL };
+		pid_t relay = ts_relay_spawn(log, db, route, extra);
+		const char *dead = "SELECT count(*) FROM outbox.messages WHERE topic ="
+		    " 'demo.redelivery' AND status = 'dead'";
+		const char *delivered = "SELECT count(*) FROM outbox.messages WHERE topic ="
+		    " 'report.created' AND status = 'delivered'";
+		if (!only) {
+			ck_assert_int_eq(ts_wait_value(conn, dead, 1, 30 * T_SEC), 1);
+		} else {
+			/* two claim rounds of its own topic later, the other is untouched */
+			ck_assert_int_eq(ts_wait_value(conn, delivered, 1, 30 * T_SEC), 1);
+			ts_enqueue_n(conn, "report.created", "second", 1);
+			ck_assert_int_eq(ts_wait_value(conn, delivered, 2, 30 * T_SEC), 2);
+			ck_assert_int_eq(ts_query_int(conn, dead), 0);
+			ck_assert_int_eq(ts_query_int(conn, "SELECT count(*) FROM outbox.messages"
+			    " WHERE topic = 'demo.redelivery' AND status = 'pending' AND attempts = 0"), 1);
+		}
+		ts_stop(relay, SIGTERM);
+		ts_fake_consumer_stop(&fc);
+		PQfinish(conn);
+	}
+}
+END_TEST
+
 START_TEST(test_bad_config)
 {
 	struct web_demo *d = NULL;
@@ -303,6 +343,7 @@ main(void)
 	TCase *tc = tcase_create("web_demo");
 	tcase_set_timeout(tc, 600);
 	tcase_add_test(tc, test_bad_config);
+	tcase_add_test(tc, test_only_routed);
 	tcase_add_test(tc, test_steps);
 	suite_add_tcase(s, tc);
 	return ts_run_suite(s);
