@@ -55,10 +55,12 @@ struct web_demo {
 static const struct conf_key {
 	const char *name;
 	size_t off, len;
+	bool optional;
 } conf_keys[] = {
-#define K(f) { #f, offsetof(struct demo_conf, f), sizeof(((struct demo_conf *)0)->f) }
-	K(producer_url), K(producer_admin), K(consumer_admin), K(consumer_listen),
-	K(relay_db), K(bin_dir), K(work_dir),
+#define K(f, opt) { #f, offsetof(struct demo_conf, f), sizeof(((struct demo_conf *)0)->f), opt }
+	K(producer_url, false), K(producer_admin, false), K(consumer_admin, false),
+	K(consumer_listen, false), K(relay_db, false), K(bin_dir, false), K(work_dir, false),
+	K(matrix_faults, true),
 #undef K
 };
 #define NKEYS (sizeof(conf_keys) / sizeof(conf_keys[0]))
@@ -113,7 +115,7 @@ conf_read(const char *path, struct demo_conf *c, char *err, size_t errlen)
 		snprintf((char *)c + conf_keys[k].off, conf_keys[k].len, "%s", eq + 1);
 	}
 	for (size_t k = 0; k < NKEYS; k++) {
-		if (!seen[k]) {
+		if (!seen[k] && !conf_keys[k].optional) {
 			snprintf(err, errlen, "--demo %s: %s is missing", path, conf_keys[k].name);
 			goto out;
 		}

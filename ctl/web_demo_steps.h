@@ -27,6 +27,7 @@ struct demo_conf {
 	char relay_db[DEMO_CONNINFO_MAX];    /* the step relays' --db */
 	char bin_dir[DEMO_PATH_MAX];         /* where outbox-relay is */
 	char work_dir[DEMO_PATH_MAX];        /* the step relays' logs */
+	char matrix_faults[DEMO_URL_MAX];    /* optional: step 6's fault columns, "a,b" */
 };
 
 struct web_demo;

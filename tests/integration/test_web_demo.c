@@ -8,7 +8,8 @@
  * waited for (its state polled until done), and its facts are checked
  * against psql: one report, then two in the broken mode; one effect and a
  * duplicate answer after a relay died; fence+1 and a refused write after a
- * stall; two effects without dedup. The modes and faults are back to the
+ * stall; two effects without dedup; both fault matrices streamed cell by
+ * cell (two of the relay/consumer matrix's columns). The modes and faults are back to the
  * real ones after each step. Bad config files are refused with the reason;
  * a second start while a step runs is OB_EEXIST, a step that is not one
  * OB_EINVAL. The relay's --only-routed, which the demo's relay runs with,
@@ -68,7 +69,9 @@ stack_start(struct stack *s)
 	snprintf(text, sizeof(text),
 	    "# written by the test, as scripts/demo.sh --web writes it\n"
 	    "producer_url=%s\nproducer_admin=%s\nconsumer_admin=%s\nconsumer_listen=%s\n"
-	    "relay_db=%s\nbin_dir=%s\nwork_dir=%s\n", s->p.url, s->padmin, s->cadmin, s->curl,
+	    "relay_db=%s\nbin_dir=%s\nwork_dir=%s\n"
+	    "# step 6: two of the fault matrix's columns (the whole one is the suite's"
+	    " test_faultmatrix)\nmatrix_faults=none,relay-die-after-send\n", s->p.url, s->padmin, s->cadmin, s->curl,
 	    s->db, bindir, ts_tmpdir());
 	snprintf(s->conf, sizeof(s->conf), "%s/demo.conf", ts_tmpdir());
 	ts_write_file(s->conf, text);
@@ -126,7 +129,8 @@ run_step(struct web_demo *d, int n)
 	ck_assert(json_string_length(json_object_get(st, "explain")) > 20);
 	ck_assert(json_string_length(json_object_get(res, "summary")) > 0);
 	ck_assert(json_array_size(json_object_get(res, "log")) > 0);
-	ck_assert_msg(json_array_size(json_object_get(json_object_get(res, "highlight"), "keys")) > 0,
+	ck_assert_msg(n == 6 ||
+	        json_array_size(json_object_get(json_object_get(res, "highlight"), "keys")) > 0,
 	    "step %d highlights nothing: %s", n, dump);
 	free(dump);
 	json_t *facts = json_object_get(res, "facts");
@@ -183,7 +187,7 @@ START_TEST(test_steps)
 	stack_start(&s);
 	ck_assert_msg(web_demo_open(s.conf, s.db, s.idb, &d, err, sizeof(err)) == OB_OK, "%s", err);
 	ck_assert_int_eq(web_demo_start(d, 0), OB_EINVAL);
-	ck_assert_int_eq(web_demo_start(d, 6), OB_EINVAL);
+	ck_assert_int_eq(web_demo_start(d, 7), OB_EINVAL);
 	json_t *st = step_of(d, 1);
 	ck_assert_str_eq(json_string_value(json_object_get(st, "status")), "idle");
 	ck_assert(json_is_null(json_object_get(st, "result")));
@@ -261,6 +265,22 @@ START_TEST(test_steps)
 	    " WHERE idempotency_key = %s", key), 2);
 	admin_state(s.cadmin, "dedup", "on", "consumer.drop_reply");
 	json_decref(f);
+
+	/* 6: both matrices, cell by cell (two fault columns here) */
+	f = run_step(d, 6);
+	ck_assert_str_eq(json_string_value(json_object_get(f, "fault_matrix")), "pass");
+	ck_assert_int_eq(fint(f, "fault_cells"), 6);
+	ck_assert_int_eq(fint(f, "full_row_cells"), 2);
+	ck_assert_int_eq(fint(f, "full_row_ones"), 2);
+	ck_assert_str_eq(json_string_value(json_object_get(f, "producer_matrix")),
+	    "equal to the article");
+	ck_assert_int_eq(fint(f, "producer_cells"), 25);
+	ck_assert_int_eq(fint(f, "producer_equal_article"), 25);
+	json_decref(f);
+	st = step_of(d, 6);
+	ck_assert_int_ge(json_array_size(json_object_get(json_object_get(st, "result"), "log")),
+	    6 + 25);
+	json_decref(st);
 
 	/* the demo's own relay never saw the steps' topics */
 	ck_assert_int_eq(ts_query_int(s.pconn, "SELECT count(*) FROM outbox.messages"
