@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +47,7 @@ struct web_demo {
 	bool joinable;      /* thread ran a step and was not joined yet */
 	pthread_t thread;
 	unsigned runs;      /* steps started, for the stamps */
+	_Atomic bool closing; /* web_demo_close: the running step ends early */
 	struct demo_run run;
 	struct step_state *steps;
 };
@@ -286,6 +288,12 @@ demo_highlight_id(struct demo_run *r, int64_t id)
 	highlight(r, "ids", json_integer((json_int_t)id));
 }
 
+bool
+demo_cancelled(const struct demo_run *r)
+{
+	return atomic_load(&r->d->closing);
+}
+
 /* --- the step thread ----------------------------------------------------- */
 
 /* Connect with a statement timeout: the facts' queries never hang a step. */
@@ -374,8 +382,9 @@ web_demo_close(struct web_demo *d)
 {
 	if (d == NULL)
 		return;
+	atomic_store(&d->closing, true);
 	if (d->joinable)
-		pthread_join(d->thread, NULL); /* a running step ends by its deadlines */
+		pthread_join(d->thread, NULL); /* a running step stops waiting at once */
 	for (int i = 0; i < demo_nsteps; i++)
 		json_decref(d->steps[i].result);
 	pthread_mutex_destroy(&d->mu);

@@ -109,6 +109,10 @@ wait_int(struct demo_run *r, PGconn *conn, const char *what, const char *sql,
 	while ((v = q_int(r, conn, sql, param)) < want) {
 		if (v < 0)
 			return OB_EDB;
+		if (demo_cancelled(r)) {
+			snprintf(r->err, sizeof(r->err), "cancelled: the web view is stopping");
+			return OB_ECLOSED;
+		}
 		if (ob_mono_ms() >= end) {
 			snprintf(r->err, sizeof(r->err), "%s: not so after %d s (%" PRId64 ", want %"
 			    PRId64 ")", what, DEMO_WAIT_MS / 1000, v, want);
@@ -244,6 +248,10 @@ wait_log(struct demo_run *r, struct fm_proc *p, const char *which, const char *e
 			snprintf(r->err, sizeof(r->err), "relay %s exited (%d) before %s; see %s", which,
 			    p->exit_code, event, p->log);
 			log_tail(r, p, which);
+			return OB_ECLOSED;
+		}
+		if (demo_cancelled(r)) {
+			snprintf(r->err, sizeof(r->err), "cancelled: the web view is stopping");
 			return OB_ECLOSED;
 		}
 		if (ob_mono_ms() >= end) {
@@ -537,6 +545,11 @@ stream(struct demo_run *r, struct fm_argv *a, const char *log, line_fn fn, void 
 			fclose(f);
 		if (!alive)
 			break;
+		if (demo_cancelled(r)) {
+			fm_proc_stop(&p, DEMO_STOP_GRACE_MS);
+			snprintf(r->err, sizeof(r->err), "cancelled: the web view is stopping");
+			return OB_ECLOSED;
+		}
 		if (ob_mono_ms() >= end) {
 			fm_proc_stop(&p, DEMO_STOP_GRACE_MS);
 			snprintf(r->err, sizeof(r->err), "%s ran longer than %d min; see %s", a->argv[0],

@@ -62,4 +62,8 @@ void demo_fact_bool(struct demo_run *r, const char *name, bool v);
 void demo_highlight_key(struct demo_run *r, const char *key);
 void demo_highlight_id(struct demo_run *r, int64_t id);
 
+/* True once web_demo_close was called: a step's waits end at once (with
+ * OB_ECLOSED), its relays and matrices are stopped on its way out. */
+bool demo_cancelled(const struct demo_run *r);
+
 #endif

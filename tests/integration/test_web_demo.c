@@ -329,6 +329,47 @@ START_TEST(test_only_routed)
 }
 END_TEST
 
+/* web_demo_close while a long step runs: the step stops waiting, its child
+ * (here the fault matrix, all its columns) is stopped and reaped, and close
+ * returns well before the step would have ended. */
+START_TEST(test_close_cancels)
+{
+	char db[TS_CONNINFO_MAX], conf[300], text[2048], err[600];
+	struct web_demo *d = NULL;
+	ts_db_create("webdemo_close", "outbox", db, sizeof(db));
+	snprintf(text, sizeof(text), "producer_url=http://127.0.0.1:1\nproducer_admin=http://"
+	    "127.0.0.1:1\nconsumer_admin=http://127.0.0.1:1\nconsumer_listen=ipc:///nonexistent\n"
+	    "relay_db=%s\nbin_dir=%s\nwork_dir=%s\n", db, getenv("OUTBOX_BIN_DIR"), ts_tmpdir());
+	snprintf(conf, sizeof(conf), "%s/close.conf", ts_tmpdir());
+	ts_write_file(conf, text);
+	ck_assert_msg(web_demo_open(conf, db, NULL, &d, err, sizeof(err)) == OB_OK, "%s", err);
+	ck_assert_int_eq(web_demo_start(d, 6), OB_OK);
+	int pid = 0;
+	int64_t end = ts_now_ms() + 60 * T_SEC;
+	while (pid == 0) {
+		json_t *st = step_of(d, 6);
+		json_t *log = json_object_get(json_object_get(st, "result"), "log");
+		size_t i;
+		json_t *line;
+		json_array_foreach(log, i, line) {
+			const char *p = strstr(json_string_value(line), "outbox-fault-matrix started (pid ");
+			if (p != NULL)
+				pid = atoi(p + strlen("outbox-fault-matrix started (pid "));
+		}
+		json_decref(st);
+		ck_assert_msg(pid > 0 || ts_now_ms() < end, "the fault matrix never started");
+		if (pid == 0)
+			usleep(50 * 1000);
+	}
+	ck_assert_int_eq(kill(pid, 0), 0);
+	int64_t t0 = ts_now_ms();
+	web_demo_close(d);
+	ck_assert_msg(ts_now_ms() - t0 < 30 * T_SEC, "close waited %lld ms",
+	    (long long)(ts_now_ms() - t0));
+	ck_assert_msg(kill(pid, 0) != 0, "the fault matrix (pid %d) is still there", pid);
+}
+END_TEST
+
 START_TEST(test_bad_config)
 {
 	struct web_demo *d = NULL;
@@ -364,6 +405,7 @@ main(void)
 	tcase_set_timeout(tc, 600);
 	tcase_add_test(tc, test_bad_config);
 	tcase_add_test(tc, test_only_routed);
+	tcase_add_test(tc, test_close_cancels);
 	tcase_add_test(tc, test_steps);
 	suite_add_tcase(s, tc);
 	return ts_run_suite(s);
