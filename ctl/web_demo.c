@@ -207,6 +207,20 @@ vline(char *buf, size_t len, const char *fmt, va_list ap)
 	vsnprintf(buf, len, fmt, ap);
 }
 
+/* A JSON string of s; text that is not UTF-8 (a log line, a cut line) gets
+ * '?' for every byte above 0x7f rather than being lost. */
+static json_t *
+text(char *s)
+{
+	json_t *j = json_string(s);
+	if (j != NULL)
+		return j;
+	for (char *p = s; *p; p++)
+		if ((unsigned char)*p >= 0x80)
+			*p = '?';
+	return json_string(s);
+}
+
 void
 demo_log(struct demo_run *r, const char *fmt, ...)
 {
@@ -218,7 +232,7 @@ demo_log(struct demo_run *r, const char *fmt, ...)
 	pthread_mutex_lock(&r->d->mu);
 	json_t *log = json_object_get(live(r), "log");
 	if (json_array_size(log) < DEMO_LOG_LINES_MAX)
-		json_array_append_new(log, json_string(line));
+		json_array_append_new(log, text(line));
 	pthread_mutex_unlock(&r->d->mu);
 }
 
@@ -231,7 +245,7 @@ demo_summary(struct demo_run *r, const char *fmt, ...)
 	vline(line, sizeof(line), fmt, ap);
 	va_end(ap);
 	pthread_mutex_lock(&r->d->mu);
-	json_object_set_new(live(r), "summary", json_string(line));
+	json_object_set_new(live(r), "summary", text(line));
 	pthread_mutex_unlock(&r->d->mu);
 }
 
@@ -252,7 +266,9 @@ demo_fact_int(struct demo_run *r, const char *name, int64_t v)
 void
 demo_fact_str(struct demo_run *r, const char *name, const char *v)
 {
-	fact(r, name, json_string(v));
+	char copy[DEMO_LINE_MAX];
+	snprintf(copy, sizeof(copy), "%s", v);
+	fact(r, name, text(copy));
 }
 
 void
@@ -279,7 +295,9 @@ highlight(struct demo_run *r, const char *list, json_t *v)
 void
 demo_highlight_key(struct demo_run *r, const char *key)
 {
-	highlight(r, "keys", json_string(key));
+	char copy[DEMO_LINE_MAX];
+	snprintf(copy, sizeof(copy), "%s", key);
+	highlight(r, "keys", text(copy));
 }
 
 void
