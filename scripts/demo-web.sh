@@ -24,7 +24,8 @@ case "$web_port" in ''|*[!0-9]*) echo "demo --web: OUTBOX_WEB_PORT must be a num
 
 scripts/setup-deps.sh
 echo "demo: building..."
-OUTBOX_TARGETS="outbox-producer outbox-relay outbox-consumer outboxctl" scripts/build.sh
+OUTBOX_TARGETS="outbox-producer outbox-relay outbox-consumer outboxctl outbox-fault-matrix" \
+	scripts/build.sh
 bin=$(cd "${OUTBOX_BUILD_DIR:-build}/bin" && pwd)
 
 work=$(mktemp -d /tmp/outbox-demo-web.XXXXXX)
