@@ -897,6 +897,7 @@ relay_worker_run(const struct relay_config *cfg, int worker_index,
 	w.deliverer.window_max = w.nslots;
 	w.deliverer.breaker_threshold = (uint32_t)cfg->breaker_threshold;
 	w.deliverer.breaker_probe_ms = cfg->breaker_probe_ms;
+	w.deliverer.only_routed = cfg->only_routed;
 	if (relay_gate_init(&w.gate, cfg->standby_gate, cfg->standby_names.items,
 	    cfg->standby_names.n, cfg->standby_gate_timeout_ms, cfg->standby_poll_ms, err,
 	    sizeof(err)) != OB_OK) {
