@@ -5,3 +5,19 @@ if(TEST test_ctl)
   # the test runs the binary
   add_dependencies(test_ctl outboxctl)
 endif()
+
+# `outboxctl web` in Debian's chromium driven by playwright-core
+# (tests/browser/web_view.mjs, pinned by its package-lock.json, installed by
+# scripts/setup-deps.sh --tests): the counts shown equal psql's, keys and
+# payloads of markup shown as text with nothing run, requeue refused
+# without the token and done with it, hide-payloads. Screenshots in
+# build/tests/artifacts. Skipped (77) without chromium or node_modules,
+# except under CI=true.
+outbox_test(test_web_browser SOURCES integration/test_web_browser.c
+  LABELS integration PG TIMEOUT 300)
+if(TEST test_web_browser)
+  add_dependencies(test_web_browser outboxctl outbox-relay outbox-consumer)
+  set_property(TEST test_web_browser PROPERTY SKIP_RETURN_CODE 77)
+  set_property(TEST test_web_browser APPEND PROPERTY ENVIRONMENT
+    "OUTBOX_TEST_ARTIFACTS=${CMAKE_BINARY_DIR}/tests/artifacts")
+endif()
