@@ -98,6 +98,22 @@ export async function nextRefresh(page) {
 	await waitFor(`body[data-refreshes] to grow past ${n}`, async () => (await refreshes(page)) > n);
 }
 
+// What ran or was made from the data: must all be empty.
+export async function noScriptRan(page, seen, when) {
+	const r = await page.evaluate(() => ({
+		pwned: typeof window.__pwned,
+		csp: window.__csp || [],
+		imgs: document.querySelectorAll('#messages img, #dead img, #dedup img, #notice img, #demo img').length,
+		scripts: [...document.scripts].filter(s => !s.src).length,
+	}));
+	check(r.pwned === 'undefined', `${when}: window.__pwned is set: a key or payload ran as script`);
+	check(r.imgs === 0, `${when}: ${r.imgs} <img> in the tables: data was parsed as markup`);
+	check(r.scripts === 0, `${when}: ${r.scripts} inline <script> in the page`);
+	check(r.csp.length === 0, `${when}: CSP violations: ${r.csp.join('; ')}`);
+	check(seen.dialogs.length === 0, `${when}: dialogs opened: ${seen.dialogs.join('; ')}`);
+	check(seen.pageErrors.length === 0, `${when}: page errors: ${seen.pageErrors.join('; ')}`);
+}
+
 export async function text(page, selector) {
 	const el = await page.$(selector);
 	return el === null ? null : (await el.textContent()).trim();

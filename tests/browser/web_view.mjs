@@ -14,7 +14,7 @@
 //    "hostile": [{"id": ID, "key": K, "payload_has": [TEXT, ...]}],
 //    "dead_hostile": [{"id": ID, "key": K}]}
 // Prints RESULT {json} and exits 0, or FAILED: why and exits 1.
-import { check, lit, nextRefresh, psqlRows, psqlValue, run, screenshot, text, waitFor }
+import { check, nextRefresh, noScriptRan, psqlRows, psqlValue, run, screenshot, text, waitFor }
     from './lib.mjs';
 
 const cfg = JSON.parse(process.argv[2] || '{}');
@@ -28,22 +28,6 @@ const TOPIC_FIELDS = { pending: 'pending', inflight: 'in_flight', delivered: 'de
 
 function statusOf(id) {
 	return psqlValue(cfg.db, `SELECT status FROM outbox.messages WHERE id = ${Number(id)}`);
-}
-
-// What ran or was made from the data: must all be empty.
-async function noScriptRan(page, seen, when) {
-	const r = await page.evaluate(() => ({
-		pwned: typeof window.__pwned,
-		csp: window.__csp || [],
-		imgs: document.querySelectorAll('#messages img, #dead img, #dedup img, #notice img').length,
-		scripts: [...document.scripts].filter(s => !s.src).length,
-	}));
-	check(r.pwned === 'undefined', `${when}: window.__pwned is set: a key or payload ran as script`);
-	check(r.imgs === 0, `${when}: ${r.imgs} <img> in the tables: data was parsed as markup`);
-	check(r.scripts === 0, `${when}: ${r.scripts} inline <script> in the page`);
-	check(r.csp.length === 0, `${when}: CSP violations: ${r.csp.join('; ')}`);
-	check(seen.dialogs.length === 0, `${when}: dialogs opened: ${seen.dialogs.join('; ')}`);
-	check(seen.pageErrors.length === 0, `${when}: page errors: ${seen.pageErrors.join('; ')}`);
 }
 
 async function topicsShown(page) {
