@@ -95,16 +95,40 @@ static const struct need consumer_needs[] = {
 	{ NULL, NULL, NULL, NULL },
 };
 
-/* Each component's needs, the program's name and the group role that is
- * granted them (sql/outbox/014_roles.sql, sql/inbox/004_roles.sql). */
+/* The web view (outboxctl web): reads, writes nothing. */
+static const struct need viewer_needs[] = {
+	{ "schema", "outbox", "", "USAGE" },
+	{ "function", "outbox", "check_protocol", "EXECUTE" },
+	{ "table", "outbox", "protocols", "SELECT" },
+	{ "function", "outbox", "topic_stats", "EXECUTE" },
+	{ "function", "outbox", "message_state", "EXECUTE" },
+	{ "view", "outbox", "messages", "SELECT" },
+	{ "table", "outbox", "dead", "SELECT" },
+	{ "table", "outbox", "ordering_blocks", "SELECT" },
+	{ NULL, NULL, NULL, NULL },
+};
+
+static const struct need inbox_viewer_needs[] = {
+	{ "schema", "inbox", "", "USAGE" },
+	{ "function", "inbox", "check_protocol", "EXECUTE" },
+	{ "table", "inbox", "protocols", "SELECT" },
+	{ "table", "inbox", "processed", "SELECT" },
+	{ NULL, NULL, NULL, NULL },
+};
+
+/* Each component's needs in a schema, the program's name and the group
+ * role that is granted them (sql/outbox/014_roles.sql, 017_viewer.sql,
+ * sql/inbox/004_roles.sql, 007_viewer.sql). */
 static const struct {
-	const char *component, *program, *group;
+	const char *schema, *component, *program, *group;
 	const struct need *needs;
 } components[] = {
-	{ "producer", "the producer", "outbox_producer", producer_needs },
-	{ "relay", "the relay", "outbox_relay", relay_needs },
-	{ "admin", "outboxctl", "outbox_admin", admin_needs },
-	{ "consumer", "the consumer", "outbox_consumer", consumer_needs },
+	{ "outbox", "producer", "the producer", "outbox_producer", producer_needs },
+	{ "outbox", "relay", "the relay", "outbox_relay", relay_needs },
+	{ "outbox", "admin", "outboxctl", "outbox_admin", admin_needs },
+	{ "inbox", "consumer", "the consumer", "outbox_consumer", consumer_needs },
+	{ "outbox", "viewer", "outboxctl web", "outbox_viewer", viewer_needs },
+	{ "inbox", "viewer", "outboxctl web", "outbox_viewer", inbox_viewer_needs },
 };
 
 /* The first privilege missing (in list order), the role, how many are
@@ -138,12 +162,14 @@ static const char missing_sql_tail[] =
  * object, the privilege, the role and the group role to join otherwise, or
  * when the catalog could not be read. */
 static int
-privileges_check(PGconn *conn, const char *component, char *err, size_t errlen)
+privileges_check(PGconn *conn, const char *schema, const char *component, char *err,
+    size_t errlen)
 {
 	const char *program = NULL, *group = NULL;
 	const struct need *needs = NULL;
 	for (size_t i = 0; i < sizeof(components) / sizeof(components[0]); i++)
-		if (strcmp(components[i].component, component) == 0) {
+		if (strcmp(components[i].component, component) == 0 &&
+		    strcmp(components[i].schema, schema) == 0) {
 			program = components[i].program;
 			group = components[i].group;
 			needs = components[i].needs;
@@ -188,7 +214,7 @@ int
 ob_protocol_check(PGconn *conn, const char *schema, const char *component, int version,
     char *err, size_t errlen)
 {
-	int rc = privileges_check(conn, component, err, errlen);
+	int rc = privileges_check(conn, schema, component, err, errlen);
 	if (rc != OB_OK)
 		return rc;
 	char sql[96], v[16];

@@ -16,6 +16,7 @@ int ctl_status(int argc, char **argv);
 int ctl_dead(int argc, char **argv);
 int ctl_inspect(int argc, char **argv);
 int ctl_purge(int argc, char **argv);
+int ctl_web(int argc, char **argv);
 
 /* The config tables, for `outboxctl --help-markdown` (docs/configuration.md). */
 extern const struct ob_cfg_opt ctl_migrate_options[];
@@ -25,5 +26,6 @@ extern const struct ob_cfg_opt ctl_dead_show_options[];
 extern const struct ob_cfg_opt ctl_dead_requeue_options[];
 extern const struct ob_cfg_opt ctl_inspect_options[];
 extern const struct ob_cfg_opt ctl_purge_options[];
+extern const struct ob_cfg_opt ctl_web_options[];
 
 #endif

@@ -4,18 +4,9 @@
  * of the message (the table: sql/outbox/012_streams.sql); the status of a message that
  * is not dead comes from the outbox.messages view.
  *
- * Requeue moves dead letters back to pending with outbox.requeue_dead: a
- * retry due now, attempts 0, no lease; its fence moves on at its next claim
- * (every claim takes a new one from outbox.fences); an ordering key it
- * belongs to waits behind it again. It is all or nothing: every id is
- * checked inside one transaction (exists, is dead, young enough), with the
- * dead rows locked, before any row changes.
- *
- * The dedup-retention rule: the consumer forgets an idempotency key after
- * its dedup retention. A message created longer ago than that may have been
- * applied once (a reply lost, then dead-lettered) and its key since
- * forgotten, so delivering it again could apply it twice. Such messages are
- * refused unless --force (the operator asserts it was never applied).
+ * Requeue (all or nothing; the dedup-retention rule, refused unless
+ * --force) is requeue.c's, shared with the web view: this file parses the
+ * arguments and prints the outcome.
  */
 #include <inttypes.h>
 #include <jansson.h>
@@ -26,7 +17,10 @@
 
 #include "ctl.h"
 #include "ctl_util.h"
+#include "outbox/err.h"
 #include "outbox/pg.h"
+#include "queries.h"
+#include "requeue.h"
 
 #define DEAD_LIST_LIMIT_DEFAULT "100"
 #define DEAD_LIST_LIMIT_MAX 100000
@@ -113,13 +107,7 @@ dead_list(PGconn *conn, struct dead_config *cfg)
 	PGresult *res;
 
 	snprintf(limit, sizeof limit, "%" PRId64, cfg->limit);
-	res = PQexecParams(conn,
-	    "SELECT id, topic, idempotency_key AS key, attempts, " MSG_TS("created_at") ","
-	    " round(extract(epoch FROM now() - created_at)::numeric, 3) AS age_seconds,"
-	    " left(last_error, 80) AS last_error"
-	    " FROM outbox.dead WHERE $1::text IS NULL OR topic = $1"
-	    " ORDER BY id LIMIT $2::bigint",
-	    2, NULL, params, NULL, NULL, 0);
+	res = PQexecParams(conn, ctl_dead_list_sql, 2, NULL, params, NULL, NULL, 0);
 	if (ob_pg_check(res, PGRES_TUPLES_OK, "dead list", err, sizeof err) != 0) {
 		fprintf(stderr, "outboxctl dead list: %s\n", err);
 		PQclear(res);
@@ -183,171 +171,42 @@ out:
 	return code;
 }
 
-/* The ids as a PostgreSQL bigint[] literal: "{1,2,3}". */
-static char *
-id_array(char **ids, int n)
-{
-	size_t cap = (size_t)n * 21 + 3, len = 0;
-	char *s = malloc(cap);
-
-	if (s == NULL)
-		return NULL;
-	s[len++] = '{';
-	for (int i = 0; i < n; i++)
-		len += (size_t)snprintf(s + len, cap - len, "%s%s", i ? "," : "", ids[i]);
-	snprintf(s + len, cap - len, "}");
-	return s;
-}
-
-/*
- * Lock the candidate dead rows, check them all, then requeue them all, in
- * one transaction. The check query returns one row per requested id (or
- * per dead message with --all) with what is wrong with it, if anything:
- * status is 'dead' for a row locked here, else what the outbox.messages
- * view says (NULL: no such message). The view cannot be locked; the dead
- * rows can, and they are what changes.
- */
+/* outboxctl dead requeue: the checks and the change are requeue.c's; this
+ * prints what happened, one line per refusal. */
 static int
 dead_requeue(PGconn *conn, struct dead_config *cfg, char **ids, int nids)
 {
-	char err[1024], retention[32], *arr = NULL;
-	PGresult *res = NULL;
-	int code = CTL_EXIT_FAIL, bad = 0;
+	struct ctl_requeue_req req = { ids, nids, cfg->all, cfg->topic, cfg->retention_ms,
+		cfg->force };
+	struct ctl_requeue_result r;
+	char err[1024], shown[CTL_SHOWN_MAX];
 
-	snprintf(retention, sizeof retention, "%" PRId64, cfg->retention_ms);
-	if (!cfg->all && (arr = id_array(ids, nids)) == NULL) {
-		fprintf(stderr, "outboxctl dead requeue: out of memory\n");
+	if (ctl_requeue(conn, &req, &r, err, sizeof err) != OB_OK) {
+		fprintf(stderr, "outboxctl dead requeue: %s\n", err);
 		return CTL_EXIT_FAIL;
 	}
-	if (ob_pg_exec(conn, "BEGIN", "begin", err, sizeof err) != 0) {
-		fprintf(stderr, "outboxctl dead requeue: %s\n", err);
-		free(arr);
-		return CTL_EXIT_FAIL;
-	}
-	const char *params[3] = { arr, cfg->topic, retention };
-	/* $1 NULL means --all; an id given twice is one */
-	res = PQexecParams(conn,
-	    "WITH want AS ("
-	    "  SELECT w.id, min(w.ord) AS ord"
-	    "   FROM unnest($1::bigint[]) WITH ORDINALITY AS w(id, ord) GROUP BY w.id"
-	    "  UNION ALL"
-	    "  SELECT d.id, d.id FROM outbox.dead d"
-	    "   WHERE $1 IS NULL AND ($2::text IS NULL OR d.topic = $2)),"
-	    " locked AS ("
-	    "  SELECT d.id, d.created_at FROM outbox.dead d"
-	    "   WHERE d.id IN (SELECT id FROM want) FOR UPDATE)"
-	    " SELECT w.id,"
-	    "  CASE WHEN l.id IS NOT NULL THEN 'dead'"
-	    "   ELSE (SELECT m.status FROM outbox.messages m WHERE m.id = w.id LIMIT 1) END,"
-	    "  l.created_at < now() - $3::bigint * interval '1 millisecond' AS too_old,"
-	    "  round(extract(epoch FROM now() - l.created_at)::numeric, 3) AS age_s,"
-	    "  l.id IS NOT NULL AS is_locked"
-	    " FROM want w LEFT JOIN locked l ON l.id = w.id ORDER BY w.ord",
-	    3, NULL, params, NULL, NULL, 0);
-	if (ob_pg_check(res, PGRES_TUPLES_OK, "dead requeue check", err, sizeof err) != 0) {
-		fprintf(stderr, "outboxctl dead requeue: %s\n", err);
-		goto fail;
-	}
-	for (int r = 0; r < PQntuples(res); r++) {
-		const char *id = PQgetvalue(res, r, 0);
-		char age[64];
-
-		if (PQgetisnull(res, r, 1)) {
-			fprintf(stderr, "outboxctl dead requeue: no message with id %s\n", id);
-			bad++;
-		} else if (strcmp(PQgetvalue(res, r, 1), "dead") != 0) {
-			char shown[CTL_SHOWN_MAX];
-			fprintf(stderr, "outboxctl dead requeue: message %s is %s, not dead:"
-			    " not requeued\n", id, ctl_shown(PQgetvalue(res, r, 1), shown, sizeof shown));
-			bad++;
-		} else if (PQgetvalue(res, r, 4)[0] != 't') {
-			/* dead in this snapshot, gone before the lock (expired by a
-			 * relay's dead retention, or requeued by someone else) */
-			fprintf(stderr, "outboxctl dead requeue: message %s changed while it was"
-			    " checked: not requeued (run it again)\n", id);
-			bad++;
-		} else if (PQgetvalue(res, r, 2)[0] == 't' && !cfg->force) {
-			char ret[64];
-			ctl_fmt_age(strtod(PQgetvalue(res, r, 3), NULL), age, sizeof age);
-			ctl_fmt_age((double)cfg->retention_ms / 1000.0, ret, sizeof ret);
-			fprintf(stderr, "outboxctl dead requeue: message %s was created %s ago,"
-			    " longer than the consumer's dedup retention (%s): the consumer may"
-			    " have forgotten its key and would apply it again if it was applied"
-			    " before; use --force if you know it never was\n", id, age, ret);
-			bad++;
-		}
-	}
-	if (bad > 0 && PQntuples(res) == 1)
-		goto fail; /* the one line above said it */
-	if (bad > 0) {
-		fprintf(stderr, "outboxctl dead requeue: nothing requeued (%d of %d refused)\n",
-		    bad, PQntuples(res));
-		goto fail;
-	}
-	int n = PQntuples(res);
-	if (n == 0) {
-		PQclear(res);
-		ob_pg_rollback(conn);
-		char shown[CTL_SHOWN_MAX];
+	int code = CTL_EXIT_OK;
+	for (int i = 0; i < r.nrefused; i++)
+		fprintf(stderr, "outboxctl dead requeue: %s\n", r.refused[i].reason);
+	if (r.nrefused > 0) {
+		if (r.checked > 1) /* one refusal: its line said it */
+			fprintf(stderr, "outboxctl dead requeue: nothing requeued (%d of %d refused)\n",
+			    r.nrefused, r.checked);
+		code = CTL_EXIT_FAIL;
+	} else if (r.checked == 0) {
 		printf("dead requeue: no dead messages%s%s: nothing to do\n",
 		    cfg->topic ? " in topic " : "",
 		    cfg->topic ? ctl_shown(cfg->topic, shown, sizeof shown) : "");
-		free(arr);
-		return CTL_EXIT_OK;
-	}
-	/* requeue exactly the rows checked and locked above (with --all, a
-	 * message dead-lettered meanwhile was not checked: left alone) */
-	char **checked = malloc((size_t)n * sizeof *checked);
-	if (checked == NULL) {
-		fprintf(stderr, "outboxctl dead requeue: out of memory\n");
-		goto fail;
-	}
-	for (int r = 0; r < n; r++)
-		checked[r] = PQgetvalue(res, r, 0);
-	free(arr);
-	arr = id_array(checked, n);
-	free(checked);
-	PQclear(res);
-	res = NULL;
-	if (arr == NULL) {
-		fprintf(stderr, "outboxctl dead requeue: out of memory\n");
-		goto fail;
-	}
-	params[0] = arr;
-	res = PQexecParams(conn, "SELECT outbox.requeue_dead($1::bigint[])", 1, NULL, params, NULL,
-	    NULL, 0);
-	if (ob_pg_check(res, PGRES_TUPLES_OK, "dead requeue", err, sizeof err) != 0) {
-		fprintf(stderr, "outboxctl dead requeue: %s\n", err);
-		goto fail;
-	}
-	int done = PQntuples(res);
-	PQclear(res);
-	res = NULL;
-	if (done != n) {
-		/* cannot happen: the rows are locked and were dead */
-		fprintf(stderr, "outboxctl dead requeue: %d of %d locked dead messages requeued:"
-		    " nothing requeued\n", done, n);
-		goto fail;
-	}
-	/* wake the relays now rather than at their next poll */
-	if (ob_pg_exec(conn, "SELECT pg_notify('outbox_enqueued', '')", "notify", err,
-	    sizeof err) != 0 || ob_pg_commit(conn, err, sizeof err) != 0) {
-		fprintf(stderr, "outboxctl dead requeue: %s\n", err);
-		goto fail;
-	}
-	if (cfg->json) {
-		json_t *j = json_pack("{si}", "requeued", done);
+	} else if (cfg->json) {
+		json_t *j = json_pack("{si}", "requeued", r.nrequeued);
 		json_dumpf(j, stdout, 0);
 		fputc('\n', stdout);
 		json_decref(j);
-	} else
-		printf("dead requeue: %d message%s requeued\n", done, done == 1 ? "" : "s");
-	free(arr);
-	return CTL_EXIT_OK;
-fail:
-	PQclear(res);
-	ob_pg_rollback(conn);
-	free(arr);
+	} else {
+		printf("dead requeue: %d message%s requeued\n", r.nrequeued,
+		    r.nrequeued == 1 ? "" : "s");
+	}
+	ctl_requeue_result_free(&r);
 	return code;
 }
 

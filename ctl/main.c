@@ -1,5 +1,5 @@
 /*
- * main.c - outboxctl: dispatch to a subcommand. `outboxctl --help-markdown`
+ * main.c - outboxctl: dispatch to a subcommand (web: the live view). `outboxctl --help-markdown`
  * prints every subcommand's config table (docs/configuration.md).
  */
 #include <stdio.h>
@@ -21,6 +21,7 @@ static const struct subcommand subcommands[] = {
 	{ "dead", ctl_dead, "dead letters: list, show ID, requeue ID... | --all" },
 	{ "inspect", ctl_inspect, "where the message with --key K is" },
 	{ "purge", ctl_purge, "drop delivered messages, a slot at a time (--older-than)" },
+	{ "web", ctl_web, "serve the live view of the pipeline (page + JSON API)" },
 	{ NULL, NULL, NULL },
 };
 
@@ -47,6 +48,7 @@ markdown(void)
 		{ "outboxctl dead requeue", ctl_dead_requeue_options },
 		{ "outboxctl inspect", ctl_inspect_options },
 		{ "outboxctl purge", ctl_purge_options },
+		{ "outboxctl web", ctl_web_options },
 	};
 	for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) {
 		if (i > 0)

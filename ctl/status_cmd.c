@@ -12,7 +12,7 @@
  * messages waiting for a retry or behind an earlier message of their
  * ordering key, so it grows only when relays are not keeping up or not
  * running. Both are NULL ("-") when there is no such message. Read-only;
- * one statement.
+ * one statement (queries.c, shared with the web view).
  */
 #include <jansson.h>
 #include <stddef.h>
@@ -23,6 +23,7 @@
 #include "ctl.h"
 #include "ctl_util.h"
 #include "outbox/pg.h"
+#include "queries.h"
 
 struct status_config {
 	char *db;
@@ -52,22 +53,6 @@ static const struct ctl_cmd cmd = {
 	ctl_status_options,
 };
 
-/* One row per topic, then the total (is_total), from outbox.topic_stats
- * (sql/outbox/functions/topic_stats.sql): the oldest of the total is the largest
- * age; an age is NULL when there is no such message. */
-static const char status_sql[] =
-    "SELECT topic, GROUPING(topic) = 1 AS is_total,"
-    " COALESCE(sum(pending), 0)::bigint AS pending,"
-    " COALESCE(sum(in_flight), 0)::bigint AS leased,"
-    " COALESCE(sum(delivered), 0)::bigint AS delivered,"
-    " COALESCE(sum(dead), 0)::bigint AS dead,"
-    /* An ordering key held behind a dead letter (--on-dead-head block). */
-    " COALESCE(sum(blocked_keys), 0)::bigint AS blocked_keys,"
-    " round(max(oldest_pending_s)::numeric, 3) AS oldest_pending_age_seconds,"
-    " round(max(oldest_claimable_s)::numeric, 3) AS oldest_claimable_age_seconds,"
-    " COALESCE(sum(retrying), 0)::bigint AS retrying"
-    " FROM outbox.topic_stats($1::text) GROUP BY GROUPING SETS ((topic), ())";
-
 /* retrying is last: scripts that read the table by position keep working */
 #define STATUS_COLS "pending, leased, delivered, dead, blocked_keys, oldest_pending_age_seconds," \
 	" oldest_claimable_age_seconds, retrying"
@@ -92,8 +77,8 @@ ctl_status(int argc, char **argv)
 		goto out;
 	code = CTL_EXIT_FAIL;
 	const char *params[1] = { cfg.topic };
-	char sql[sizeof status_sql + sizeof table_sql + sizeof json_sql];
-	snprintf(sql, sizeof sql, cfg.json ? json_sql : table_sql, status_sql);
+	char sql[2048];
+	snprintf(sql, sizeof sql, cfg.json ? json_sql : table_sql, ctl_status_sql);
 	res = PQexecParams(conn, sql, 1, NULL, params, NULL, NULL, 0);
 	if (ob_pg_check(res, PGRES_TUPLES_OK, "status", err, sizeof err) != 0) {
 		fprintf(stderr, "outboxctl status: %s\n", err);

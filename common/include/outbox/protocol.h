@@ -15,13 +15,15 @@
 #define OB_PROTOCOL_RELAY 2
 #define OB_PROTOCOL_PRODUCER 2
 #define OB_PROTOCOL_ADMIN 2
+/* viewer 1: the web view's reads (sql/outbox/017_viewer.sql, inbox 007). */
+#define OB_PROTOCOL_VIEWER 1
 /* consumer 2: the dedup record's identity is (topic, idempotency_key)
  * (sql/inbox/005_dedup_topic_key.sql); consumer 1 keyed it by the key. */
 #define OB_PROTOCOL_CONSUMER 2
 
 /* Ask schema ("outbox" or "inbox") whether it serves component at
  * version, after checking that the session's role holds the privileges
- * component ("producer", "relay", "admin", "consumer") needs there, the
+ * component ("producer", "relay", "admin", "consumer", "viewer") needs there, the
  * grants of its group role (docs/security.md, "Database roles"). OB_OK;
  * OB_EDB with one line in err, "permission denied for KIND OBJECT: role
  * "R" has no PRIVILEGE on it; ... GRANT GROUP TO R", when a privilege is

@@ -9,14 +9,20 @@
 -- built-in effect (consumer/inbox.c, consumer/handler_record.c), the
 -- webhook handler's key claims (common/keyclaim.c), and deletes expired
 -- records and claims (consumer/inbox_purge.c); nothing outside schema inbox.
+-- outbox_viewer (outboxctl web, docs/web.md) reads the dedup records and
+-- writes nothing.
 
-REVOKE ALL ON SCHEMA inbox FROM PUBLIC, outbox_consumer;
-REVOKE ALL ON ALL TABLES IN SCHEMA inbox FROM PUBLIC, outbox_consumer;
-REVOKE ALL ON ALL SEQUENCES IN SCHEMA inbox FROM PUBLIC, outbox_consumer;
-REVOKE ALL ON ALL FUNCTIONS IN SCHEMA inbox FROM PUBLIC, outbox_consumer;
+REVOKE ALL ON SCHEMA inbox FROM PUBLIC, outbox_consumer, outbox_viewer;
+REVOKE ALL ON ALL TABLES IN SCHEMA inbox FROM PUBLIC, outbox_consumer, outbox_viewer;
+REVOKE ALL ON ALL SEQUENCES IN SCHEMA inbox FROM PUBLIC, outbox_consumer, outbox_viewer;
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA inbox FROM PUBLIC, outbox_consumer, outbox_viewer;
 
 GRANT USAGE ON SCHEMA inbox TO outbox_consumer;
 GRANT EXECUTE ON FUNCTION inbox.check_protocol TO outbox_consumer;
 GRANT SELECT ON inbox.protocols TO outbox_consumer;
 GRANT SELECT, INSERT, UPDATE, DELETE ON inbox.processed, inbox.webhook_calls TO outbox_consumer;
 GRANT SELECT, INSERT ON inbox.notifications TO outbox_consumer;
+
+GRANT USAGE ON SCHEMA inbox TO outbox_viewer;
+GRANT EXECUTE ON FUNCTION inbox.check_protocol TO outbox_viewer;
+GRANT SELECT ON inbox.protocols, inbox.processed TO outbox_viewer;

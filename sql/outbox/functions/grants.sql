@@ -25,16 +25,20 @@
 --   never run as a more privileged owner). No schema app, no inbox.
 -- * outbox_admin is outboxctl's: read everything, requeue dead letters,
 --   purge. Not migrate, which stays with the database owner.
+-- * outbox_viewer is the web view's (outboxctl web): SELECT on what it
+--   shows and EXECUTE on the read-only functions that reads, nothing that
+--   writes (its requeue uses a second connection, --requeue-db, of an
+--   outbox_admin role: docs/web.md).
 -- Every function a granted function calls is granted too: a function that
 -- is not SECURITY DEFINER checks each call it makes against its caller.
 
-REVOKE ALL ON SCHEMA outbox, app FROM PUBLIC, outbox_producer, outbox_relay, outbox_admin;
+REVOKE ALL ON SCHEMA outbox, app FROM PUBLIC, outbox_producer, outbox_relay, outbox_admin, outbox_viewer;
 REVOKE ALL ON ALL TABLES IN SCHEMA outbox, app
-    FROM PUBLIC, outbox_producer, outbox_relay, outbox_admin;
+    FROM PUBLIC, outbox_producer, outbox_relay, outbox_admin, outbox_viewer;
 REVOKE ALL ON ALL SEQUENCES IN SCHEMA outbox, app
-    FROM PUBLIC, outbox_producer, outbox_relay, outbox_admin;
+    FROM PUBLIC, outbox_producer, outbox_relay, outbox_admin, outbox_viewer;
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA outbox, app
-    FROM PUBLIC, outbox_producer, outbox_relay, outbox_admin;
+    FROM PUBLIC, outbox_producer, outbox_relay, outbox_admin, outbox_viewer;
 
 -- ---------------------------------------------------------------------------
 -- outbox_producer
@@ -100,6 +104,22 @@ GRANT SELECT, DELETE ON outbox.batches TO outbox_admin;
 GRANT SELECT, UPDATE, DELETE ON outbox.dead TO outbox_admin;
 GRANT SELECT, INSERT, UPDATE ON outbox.ordering_blocks TO outbox_admin;
 
+-- ---------------------------------------------------------------------------
+-- outbox_viewer (outboxctl web: the poller of ctl/web_poll.c)
+-- ---------------------------------------------------------------------------
+GRANT USAGE ON SCHEMA outbox TO outbox_viewer;
+GRANT EXECUTE ON FUNCTION
+    outbox.check_protocol, outbox.topic_stats, outbox.message_state,
+    -- what those and the view outbox.messages call (none of them writes)
+    outbox.all_streams, outbox.event_streams, outbox.stream_backlog, outbox.batch_events,
+    outbox.stream_read, outbox.retry_claimable, outbox.event_state, outbox.batch_holds,
+    outbox.event_slots, outbox.lock_holders, outbox.oldest_xmin_holder,
+    outbox.slot_has_after, outbox.stream_has_work
+    TO outbox_viewer;
+GRANT SELECT ON outbox.protocols, outbox.messages, outbox.events, outbox.slots,
+    outbox.streams, outbox.retries, outbox.batches, outbox.dead, outbox.ordering_blocks
+    TO outbox_viewer;
+
 -- The slots of outbox.events: housekeeping counts, locks and empties one
 -- by its own name (outbox.events_N).
 DO $$
@@ -109,6 +129,7 @@ BEGIN
     FOR part IN SELECT i.inhrelid::regclass FROM pg_catalog.pg_inherits i
                  WHERE i.inhparent = 'outbox.events'::regclass ORDER BY i.inhrelid LOOP
         EXECUTE format('GRANT SELECT, TRUNCATE ON %s TO outbox_relay, outbox_admin', part);
+        EXECUTE format('GRANT SELECT ON %s TO outbox_viewer', part);
     END LOOP;
 END
 $$;

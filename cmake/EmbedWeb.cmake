@@ -1,0 +1,32 @@
+# Generates the C file of the web view's page (outboxctl web), run at build
+# time by ctl/: every file of WEB_DIR (ctl/web/*.html, *.js, *.css) as a
+# byte array in web_assets[] (ctl/web_assets.h): {path, content type, bytes,
+# length}. The page stays editable files; no xxd, nothing fetched.
+cmake_policy(VERSION 3.25)
+
+file(GLOB files RELATIVE ${WEB_DIR} ${WEB_DIR}/*.html ${WEB_DIR}/*.js ${WEB_DIR}/*.css)
+list(SORT files)
+set(out "/* Generated from ctl/web/ by cmake/EmbedWeb.cmake: do not edit. */\n")
+string(APPEND out "#include \"web_assets.h\"\n\n")
+set(table "")
+set(i 0)
+foreach(f ${files})
+  file(READ ${WEB_DIR}/${f} hex HEX)
+  string(LENGTH "${hex}" n)
+  math(EXPR n "${n} / 2")
+  string(REGEX REPLACE "([0-9a-f][0-9a-f])" "0x\\1," hex "${hex}")
+  if(f MATCHES "\\.html$")
+    set(type "text/html; charset=utf-8")
+  elseif(f MATCHES "\\.js$")
+    set(type "text/javascript; charset=utf-8")
+  else()
+    set(type "text/css; charset=utf-8")
+  endif()
+  string(APPEND out "static const char asset_${i}[] = {${hex}0};\n")
+  string(APPEND table "\t{\"/${f}\", \"${type}\", asset_${i}, ${n}},\n")
+  math(EXPR i "${i} + 1")
+endforeach()
+string(APPEND out "\nconst struct web_asset web_assets[] = {\n${table}\t{0, 0, 0, 0}\n};\n")
+file(WRITE ${OUT}.tmp "${out}")
+file(COPY_FILE ${OUT}.tmp ${OUT} ONLY_IF_DIFFERENT)
+file(REMOVE ${OUT}.tmp)

@@ -1,0 +1,246 @@
+// app.js - the page of `outboxctl web` (docs/web.md): polls /api/overview
+// (the server's one shared snapshot) once a second and draws it; requeues
+// dead letters with the token typed into #token; shows the guided
+// demonstration when /api/demo answers 200. Every value from the server
+// goes in with textContent / createElement, never as markup.
+"use strict";
+
+(function () {
+  var POLL_MS = 1000;
+  var refreshes = 0;
+  var demoOn = false;
+  var demoHighlight = { keys: {}, ids: {} };
+
+  function $(sel) { return document.querySelector(sel); }
+
+  function el(tag, attrs, text) {
+    var e = document.createElement(tag);
+    if (attrs) Object.keys(attrs).forEach(function (k) { e.setAttribute(k, attrs[k]); });
+    if (text !== undefined && text !== null) e.textContent = String(text);
+    return e;
+  }
+
+  function show(v) {
+    if (v === null || v === undefined) return "-";
+    if (typeof v === "object") return JSON.stringify(v);
+    return String(v);
+  }
+
+  function notice(text, isError) {
+    var n = $("#notice");
+    n.textContent = text;
+    n.className = isError ? "error" : "";
+  }
+
+  function headers() {
+    var h = { "Accept": "application/json" };
+    var t = $("#token").value;
+    if (t) h["Authorization"] = "Bearer " + t;
+    return h;
+  }
+
+  function fillBody(table, rows) {
+    var tbody = $(table + " tbody");
+    while (tbody.firstChild) tbody.removeChild(tbody.firstChild);
+    rows.forEach(function (r) { tbody.appendChild(r); });
+  }
+
+  function cellRow(attrs, fields, obj) {
+    var tr = el("tr", attrs);
+    fields.forEach(function (f) { tr.appendChild(el("td", { "data-field": f }, show(obj[f]))); });
+    return tr;
+  }
+
+  function drawTopics(topics) {
+    var f = ["pending", "inflight", "delivered", "dead", "oldest_age_s"];
+    fillBody("#topics", topics.map(function (t) {
+      var tr = el("tr", { "data-topic": t.topic });
+      tr.appendChild(el("th", null, t.topic));
+      f.forEach(function (k) { tr.appendChild(el("td", { "data-field": k }, show(t[k]))); });
+      return tr;
+    }));
+  }
+
+  function drawMessages(msgs, visible) {
+    var hide = $("#hide-payloads").checked;
+    var f = ["id", "key", "status", "attempts", "ordering_key", "ordering_seq", "lease_owner",
+      "fence", "lease_left_ms"];
+    fillBody("#messages", msgs.map(function (m) {
+      var tr = cellRow({ "data-id": String(m.id) }, f, m);
+      var p = hide ? "(hidden)" : !visible ? "(needs the token)" : show(m.payload);
+      tr.appendChild(el("td", { "data-field": "payload" }, p));
+      if (demoHighlight.ids[String(m.id)] || demoHighlight.keys[m.key]) tr.className = "hl";
+      return tr;
+    }));
+  }
+
+  function requeue(id) {
+    var t = $("#token").value;
+    if (!t) { notice("requeue needs the token: type it into the token field", true); return; }
+    fetch("/api/dead/requeue", {
+      method: "POST", headers: Object.assign(headers(), { "Content-Type": "application/json" }),
+      body: JSON.stringify({ ids: [id] })
+    }).then(function (r) {
+      return r.json().then(function (j) { return { status: r.status, body: j }; });
+    }).then(function (x) {
+      if (x.status === 200) notice("requeued " + x.body.requeued.join(", "), false);
+      else if (x.body.refused && x.body.refused.length)
+        notice("refused: " + x.body.refused.map(function (f) { return f.reason; }).join("; "), true);
+      else notice("requeue failed (" + x.status + "): " + (x.body.error || ""), true);
+    }).catch(function (e) { notice("requeue failed: " + e, true); });
+  }
+
+  function drawDead(dead) {
+    var f = ["id", "topic", "key", "attempts", "error", "dead_at"];
+    fillBody("#dead", dead.map(function (d) {
+      var tr = cellRow({ "data-id": String(d.id) }, f, d);
+      var td = el("td");
+      var b = el("button", { "data-action": "requeue", "type": "button" }, "requeue");
+      if (!d.requeueable) {
+        b.title = "created longer ago than the consumer's dedup retention";
+        b.textContent = "requeue (too old)";
+      }
+      b.addEventListener("click", function () { requeue(d.id); });
+      td.appendChild(b);
+      tr.appendChild(td);
+      return tr;
+    }));
+  }
+
+  function drawBlocked(keys) {
+    fillBody("#blocked", keys.map(function (k) {
+      return cellRow({ "data-topic": k.topic }, ["topic", "ordering_key", "head_id"], k);
+    }));
+  }
+
+  function drawConsumer(c) {
+    ["applied", "duplicates", "key_reuse_rejects"].forEach(function (k) {
+      $('#consumer [data-field="' + k + '"]').textContent = c ? show(c[k]) : "-";
+    });
+    fillBody("#dedup", (c && c.dedup ? c.dedup : []).map(function (d) {
+      return cellRow(null, ["topic", "key", "created_at"], d);
+    }));
+  }
+
+  var SVGNS = "http://www.w3.org/2000/svg";
+  function drawChart(series) {
+    var svg = $("#chart");
+    while (svg.firstChild) svg.removeChild(svg.firstChild);
+    if (!series || series.length < 2) return;
+    var W = 600, H = 160, t0 = series[0].t, t1 = series[series.length - 1].t || t0 + 1;
+    var maxRate = 1, maxLag = 1;
+    series.forEach(function (p) {
+      maxRate = Math.max(maxRate, p.delivered_per_s);
+      maxLag = Math.max(maxLag, p.lag_s);
+    });
+    function line(cls, key, max) {
+      var pts = series.map(function (p) {
+        var x = t1 === t0 ? 0 : (p.t - t0) / (t1 - t0) * W;
+        var y = H - 4 - (p[key] / max) * (H - 12);
+        return x.toFixed(1) + "," + y.toFixed(1);
+      }).join(" ");
+      var pl = document.createElementNS(SVGNS, "polyline");
+      pl.setAttribute("class", cls);
+      pl.setAttribute("points", pts);
+      svg.appendChild(pl);
+    }
+    line("rate", "delivered_per_s", maxRate);
+    line("lag", "lag_s", maxLag);
+    var label = document.createElementNS(SVGNS, "text");
+    label.setAttribute("x", "4");
+    label.setAttribute("y", "14");
+    label.textContent = "max " + maxRate.toFixed(1) + "/s, lag " + maxLag.toFixed(1) + " s";
+    svg.appendChild(label);
+  }
+
+  // ---- the demonstration (only when /api/demo answers 200) -------------
+  function runStep(n) {
+    var t = $("#token").value;
+    fetch("/api/demo/step/" + n, { method: "POST", headers: headers() }).then(function (r) {
+      if (r.status === 202) notice("step " + n + " started", false);
+      else if (r.status === 409) notice("a step is running", true);
+      else if (r.status === 401) notice("running a step needs the token" + (t ? " (wrong token)" : ""), true);
+      else notice("step " + n + ": " + r.status, true);
+    });
+  }
+
+  function drawDemo(state) {
+    var box = $("#demo");
+    if (!box) {
+      box = el("section", { "id": "demo" });
+      box.appendChild(el("h2", null, "Guided demonstration"));
+      box.appendChild(el("ol"));
+      $("#demo-slot").appendChild(box);
+    }
+    var ol = box.querySelector("ol");
+    while (ol.firstChild) ol.removeChild(ol.firstChild);
+    demoHighlight = { keys: {}, ids: {} };
+    (state.steps || []).forEach(function (s) {
+      var li = el("li", { "data-step": String(s.n) });
+      li.appendChild(el("b", null, s.title));
+      var b = el("button", { "data-action": "run-step", "type": "button" }, "run");
+      b.addEventListener("click", function () { runStep(s.n); });
+      li.appendChild(b);
+      li.appendChild(el("span", { "data-field": "status" }, s.status));
+      li.appendChild(el("p", null, s.explain));
+      var r = s.result || {};
+      li.appendChild(el("p", { "data-field": "summary" }, r.summary || ""));
+      var facts = el("p", { "class": "facts" });
+      Object.keys(r.facts || {}).forEach(function (k) {
+        facts.appendChild(el("span", null, k + ": "));
+        facts.appendChild(el("b", { "data-fact": k }, show(r.facts[k])));
+        facts.appendChild(el("span", null, " "));
+      });
+      li.appendChild(facts);
+      var h = r.highlight || {};
+      (h.keys || []).forEach(function (k) { demoHighlight.keys[k] = true; });
+      (h.ids || []).forEach(function (i) { demoHighlight.ids[String(i)] = true; });
+      ol.appendChild(li);
+    });
+  }
+
+  function pollDemo() {
+    return fetch("/api/demo", { headers: headers() }).then(function (r) {
+      if (r.status !== 200) { demoOn = false; return null; }
+      demoOn = true;
+      return r.json().then(drawDemo);
+    }).catch(function () { return null; });
+  }
+
+  // ---- the loop -----------------------------------------------------------
+  var last = null;
+  function apply(s) {
+    last = s;
+    $("#generated").textContent = "snapshot " + s.generated_at;
+    drawTopics(s.topics || []);
+    drawMessages(s.messages || [], s.payloads_visible);
+    drawDead(s.dead || []);
+    drawBlocked(s.blocked_keys || []);
+    drawConsumer(s.consumer);
+    drawChart(s.series);
+    refreshes++;
+    document.body.setAttribute("data-refreshes", String(refreshes));
+  }
+
+  function tick() {
+    var demo = demoOn ? pollDemo() : Promise.resolve(null);
+    demo.then(function () {
+      return fetch("/api/overview", { headers: headers() });
+    }).then(function (r) {
+      if (r.status !== 200) throw new Error("overview: " + r.status);
+      return r.json();
+    }).then(function (s) {
+      apply(s);
+      if (s.poll_ms) POLL_MS = Math.max(250, s.poll_ms);
+    }).catch(function (e) {
+      notice(String(e.message || e), true);
+    }).then(function () { setTimeout(tick, POLL_MS); });
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    $("#hide-payloads").addEventListener("change", function () {
+      if (last) drawMessages(last.messages || [], last.payloads_visible);
+    });
+    pollDemo().then(tick);
+  });
+})();

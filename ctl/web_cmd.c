@@ -1,0 +1,233 @@
+/*
+ * web_cmd.c - `outboxctl web`: the live view of the pipeline (docs/web.md).
+ * Wiring only: parse the flags, read the token, open the demonstration
+ * (--demo), start the one poller (web_poll.c) and the server
+ * (web_server.c), write --ready-file, wait for SIGTERM/SIGINT through the
+ * one signal layer (outbox/sig.h), stop in the reverse order.
+ *
+ * Bad config exits 2 before anything is opened; a server that cannot
+ * listen exits 1. The database may be down at start: the poller retries,
+ * and /api/overview answers 503 until its first snapshot.
+ */
+#include <inttypes.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctl.h"
+#include "ctl_util.h"
+#include "outbox/err.h"
+#include "outbox/log.h"
+#include "outbox/pg.h"
+#include "outbox/ready_file.h"
+#include "outbox/sig.h"
+#include "web.h"
+#include "web_demo.h"
+
+#define WEB_HTTP_DEFAULT "http://127.0.0.1:8090"
+#define WEB_POLL_DEFAULT "1s"
+#define WEB_POLL_MIN 100
+#define WEB_POLL_MAX 60000
+#define WEB_STMT_TIMEOUT_DEFAULT "5s"
+#define WEB_STMT_TIMEOUT_MIN 100
+#define WEB_STMT_TIMEOUT_MAX 600000
+#define WEB_RETENTION_DEFAULT "7d"
+#define WEB_RETENTION_MAX (3650LL * 86400 * 1000)
+#define WEB_MAX_BODY_DEFAULT "64k"
+#define WEB_MAX_BODY_MIN 1024
+#define WEB_MAX_BODY_MAX (1024 * 1024)
+#define WEB_MAX_CONNS_DEFAULT "64"
+#define WEB_MAX_CONNS_MAX 4096
+#define WEB_MESSAGES_DEFAULT "50"
+#define WEB_MESSAGES_MAX 1000
+#define WEB_DEAD_DEFAULT "100"
+#define WEB_DEAD_MAX 1000
+#define WEB_DEDUP_DEFAULT "20"
+#define WEB_DEDUP_MAX 1000
+#define WEB_SERIES_DEFAULT "300"
+#define WEB_SERIES_MAX 3600
+#define WEB_REQUEUE_IDS_DEFAULT "1000"
+#define WEB_REQUEUE_IDS_MAX 10000
+
+struct web_config {
+	char *db, *inbox_db, *requeue_db, *http, *token_file, *demo, *ready_file;
+	int64_t poll_ms, statement_timeout_ms, retention_ms, max_body, max_conns;
+	int64_t messages, dead, dedup, series, requeue_ids;
+};
+
+#define F(x) offsetof(struct web_config, x)
+const struct ob_cfg_opt ctl_web_options[] = {
+	{ "db", "OUTBOX_DB", OB_CFG_STRING, NULL, 0, 0, NULL, true, false, F(db),
+	    "PostgreSQL connection string of the producer database; its role needs only"
+	    " outbox_viewer's grants (read-only)" },
+	{ "inbox-db", "OUTBOX_INBOX_DB", OB_CFG_STRING, NULL, 0, 0, NULL, false, false,
+	    F(inbox_db), "the consumer's database: show its dedup records (outbox_viewer there too)" },
+	{ "requeue-db", "OUTBOX_WEB_REQUEUE_DB", OB_CFG_STRING, NULL, 0, 0, NULL, false, false,
+	    F(requeue_db), "the connection a requeue uses, of an outbox_admin role (default: --db)" },
+	{ "http", "OUTBOX_WEB_HTTP", OB_CFG_STRING, WEB_HTTP_DEFAULT, 0, 0, NULL, false, false,
+	    F(http), "serve on http://HOST:PORT (port 0: any free port, see --ready-file)" },
+	{ "token-file", "OUTBOX_WEB_TOKEN_FILE", OB_CFG_STRING, NULL, 0, 0, NULL, false, false,
+	    F(token_file), "the bearer token (first line) that requeue and, off loopback, the"
+	    " payloads need; without it requeue is disabled" },
+	{ "demo", "OUTBOX_WEB_DEMO", OB_CFG_STRING, NULL, 0, 0, NULL, false, false, F(demo),
+	    "serve the guided demonstration of this config file (scripts/demo.sh --web)" },
+	{ "ready-file", "OUTBOX_WEB_READY_FILE", OB_CFG_STRING, NULL, 0, 0, NULL, false, false,
+	    F(ready_file), "write the served URL (with the bound port) here once listening" },
+	{ "poll-interval", "OUTBOX_WEB_POLL_INTERVAL", OB_CFG_DURATION, WEB_POLL_DEFAULT,
+	    WEB_POLL_MIN, WEB_POLL_MAX, NULL, false, false, F(poll_ms),
+	    "how often the one poller reads a snapshot (whatever the number of open pages)" },
+	{ "statement-timeout", "OUTBOX_WEB_STATEMENT_TIMEOUT", OB_CFG_DURATION,
+	    WEB_STMT_TIMEOUT_DEFAULT, WEB_STMT_TIMEOUT_MIN, WEB_STMT_TIMEOUT_MAX, NULL, false,
+	    false, F(statement_timeout_ms), "statement_timeout of every query the view runs" },
+	{ "dedup-retention", "OUTBOX_DEDUP_RETENTION", OB_CFG_DURATION, WEB_RETENTION_DEFAULT,
+	    1000, WEB_RETENTION_MAX, NULL, false, false, F(retention_ms),
+	    "the consumer's --dedup-retention: older dead letters are not requeued (as dead"
+	    " requeue)" },
+	{ "max-body", "OUTBOX_WEB_MAX_BODY", OB_CFG_SIZE, WEB_MAX_BODY_DEFAULT, WEB_MAX_BODY_MIN,
+	    WEB_MAX_BODY_MAX, NULL, false, false, F(max_body),
+	    "largest request body; more is refused with 413, unread" },
+	{ "max-connections", "OUTBOX_WEB_MAX_CONNECTIONS", OB_CFG_INT, WEB_MAX_CONNS_DEFAULT, 1,
+	    WEB_MAX_CONNS_MAX, NULL, false, false, F(max_conns), "open HTTP connections at most" },
+	{ "messages", "OUTBOX_WEB_MESSAGES", OB_CFG_INT, WEB_MESSAGES_DEFAULT, 1,
+	    WEB_MESSAGES_MAX, NULL, false, false, F(messages), "newest messages shown" },
+	{ "dead-limit", "OUTBOX_WEB_DEAD_LIMIT", OB_CFG_INT, WEB_DEAD_DEFAULT, 1, WEB_DEAD_MAX,
+	    NULL, false, false, F(dead), "dead letters shown (oldest first, as dead list)" },
+	{ "dedup-records", "OUTBOX_WEB_DEDUP_RECORDS", OB_CFG_INT, WEB_DEDUP_DEFAULT, 1,
+	    WEB_DEDUP_MAX, NULL, false, false, F(dedup), "newest dedup records shown (--inbox-db)" },
+	{ "series", "OUTBOX_WEB_SERIES", OB_CFG_INT, WEB_SERIES_DEFAULT, 2, WEB_SERIES_MAX, NULL,
+	    false, false, F(series), "points of the throughput and lag chart kept (one per poll)" },
+	{ "requeue-max", "OUTBOX_WEB_REQUEUE_MAX", OB_CFG_INT, WEB_REQUEUE_IDS_DEFAULT, 1,
+	    WEB_REQUEUE_IDS_MAX, NULL, false, false, F(requeue_ids), "ids in one requeue at most" },
+	OB_CFG_END,
+};
+#undef F
+
+static const struct ctl_cmd cmd = {
+	"web",
+	"outboxctl web --db CONNINFO [--inbox-db CONNINFO] [--http http://HOST:PORT]"
+	" [--token-file FILE] [--requeue-db CONNINFO] [--demo FILE] [--ready-file F]",
+	"Serve the live view of the pipeline: per topic counts, the newest messages and their"
+	" claims, dead letters (requeue with the token), blocked keys, the consumer's dedup"
+	" records, a throughput and lag chart. One page and a JSON API (docs/web.md); one"
+	" poller per server, read-only.",
+	ctl_web_options,
+};
+
+/* True when url's host is a loopback address (127.0.0.0/8, ::1, localhost). */
+static bool
+loopback_url(const char *url)
+{
+	const char *h = strstr(url, "://");
+	h = h != NULL ? h + 3 : url;
+	return strncmp(h, "127.", 4) == 0 || strncmp(h, "localhost:", 10) == 0 ||
+	    strncmp(h, "[::1]:", 6) == 0;
+}
+
+/* url with its port replaced by port, into out. */
+static void
+bound_url(const char *url, int port, char *out, size_t outlen)
+{
+	const char *colon = strrchr(url, ':');
+	int n = colon != NULL ? (int)(colon - url) : (int)strlen(url);
+	snprintf(out, outlen, "%.*s:%d", n, url, port);
+}
+
+int
+ctl_web(int argc, char **argv)
+{
+	struct web_config cfg;
+	struct web_token token;
+	struct web_poll *poll = NULL;
+	struct web_server *srv = NULL;
+	struct web_demo *demo = NULL;
+	char **pos = NULL, err[1024], shown[CTL_SHOWN_MAX];
+	int npos, code;
+
+	memset(&cfg, 0, sizeof cfg);
+	if ((code = ctl_parse(&cmd, &cfg, argc, argv, &pos, &npos)) >= 0)
+		goto out;
+	code = CTL_EXIT_USAGE;
+	if (npos > 0) {
+		fprintf(stderr, "outboxctl web: unexpected argument '%s'\n",
+		    ctl_shown(pos[0], shown, sizeof shown));
+		goto out;
+	}
+	if (strncmp(cfg.http, "http://", 7) != 0) {
+		fprintf(stderr, "outboxctl web: --http '%s': want http://HOST:PORT\n",
+		    ctl_shown(cfg.http, shown, sizeof shown));
+		goto out;
+	}
+	if (cfg.token_file != NULL && web_token_load(cfg.token_file, &token, err, sizeof err)
+	    != OB_OK) {
+		fprintf(stderr, "outboxctl web: %s\n", err);
+		goto out;
+	}
+	if (cfg.demo != NULL) {
+#ifdef OUTBOX_WEB_DEMO
+		if (web_demo_open(cfg.demo, cfg.db, cfg.inbox_db, &demo, err, sizeof err) != OB_OK) {
+			fprintf(stderr, "outboxctl web: --demo %s: %s\n",
+			    ctl_shown(cfg.demo, shown, sizeof shown), err);
+			goto out;
+		}
+#else
+		fprintf(stderr, "outboxctl web: --demo: this outboxctl was built without the"
+		    " guided demonstration (ctl/web_demo.c)\n");
+		goto out;
+#endif
+	}
+
+	code = CTL_EXIT_FAIL;
+	if (ob_sig_init("outboxctl web", err, sizeof err) != OB_OK) {
+		fprintf(stderr, "outboxctl web: %s\n", err);
+		goto out;
+	}
+	ob_sig_exit_on_second_stop();
+	struct web_poll_config pc = {
+		.db = cfg.db, .inbox_db = cfg.inbox_db, .interval_ms = cfg.poll_ms,
+		.statement_timeout_ms = cfg.statement_timeout_ms, .messages_max = cfg.messages,
+		.dead_max = cfg.dead, .dedup_max = cfg.dedup, .series_max = cfg.series,
+		.retention_ms = cfg.retention_ms,
+	};
+	if (web_poll_start(&pc, &poll, err, sizeof err) != OB_OK) {
+		fprintf(stderr, "outboxctl web: %s\n", err);
+		goto out;
+	}
+	bool loopback = loopback_url(cfg.http);
+	struct web_server_config sc = {
+		.url = cfg.http, .token = cfg.token_file != NULL ? &token : NULL,
+		.loopback = loopback, .requeue_db = cfg.requeue_db != NULL ? cfg.requeue_db : cfg.db,
+		.retention_ms = cfg.retention_ms, .statement_timeout_ms = cfg.statement_timeout_ms,
+		.max_body = cfg.max_body, .max_conns = cfg.max_conns,
+		.requeue_ids_max = cfg.requeue_ids, .poll = poll, .demo = demo,
+	};
+	if (web_server_start(&sc, &srv, err, sizeof err) != OB_OK) {
+		fprintf(stderr, "outboxctl web: %s\n", err);
+		goto out;
+	}
+	char url[CTL_SHOWN_MAX];
+	bound_url(cfg.http, web_server_port(srv), url, sizeof url);
+	if (cfg.ready_file != NULL &&
+	    ob_ready_file_write(cfg.ready_file, url, err, sizeof err) != OB_OK) {
+		fprintf(stderr, "outboxctl web: cannot write --ready-file %s\n", err);
+		goto out;
+	}
+	ob_info("web.listening", "url=%s port=%d poll_ms=%" PRId64 " requeue=%s payloads=%s"
+	    " demo=%s", url, web_server_port(srv), cfg.poll_ms,
+	    cfg.token_file != NULL ? "token" : "disabled",
+	    loopback ? "loopback" : cfg.token_file != NULL ? "token" : "hidden",
+	    demo != NULL ? "on" : "off");
+	while (ob_sig_stops() == 0)
+		ob_sig_wait(-1);
+	ob_info("web.stopping", "signal=%d", (int)*ob_sig_stop_flag());
+	code = CTL_EXIT_OK;
+out:
+	web_server_stop(srv);
+	web_poll_stop(poll);
+#ifdef OUTBOX_WEB_DEMO
+	web_demo_close(demo);
+#endif
+	free(pos);
+	ob_cfg_free(ctl_web_options, &cfg);
+	return code;
+}
