@@ -6,11 +6,13 @@
 // window.__pwned unset, no element made from them, no CSP violation, the
 // CSP header present); requeue from the page refused without the token
 // (#notice says so, the row stays dead in the database) and done with it
-// (the row moves); hide-payloads hides them. Screenshots into artifacts.
+// (the row moves), one older than the dedup retention refused with its
+// reason; hide-payloads hides them. Screenshots into artifacts.
 //
 // Usage: node web_view.mjs JSON, with JSON
 //   {"url": "http://127.0.0.1:PORT", "token": "...", "db": CONNINFO,
 //    "inbox_db": CONNINFO, "artifacts": DIR, "requeue_id": ID,
+//    "old_id": ID (a dead letter older than the dedup retention),
 //    "hostile": [{"id": ID, "key": K, "payload_has": [TEXT, ...]}],
 //    "dead_hostile": [{"id": ID, "key": K}]}
 // Prints RESULT {json} and exits 0, or FAILED: why and exits 1.
@@ -18,7 +20,7 @@ import { check, nextRefresh, noScriptRan, psqlRows, psqlValue, run, screenshot, 
     from './lib.mjs';
 
 const cfg = JSON.parse(process.argv[2] || '{}');
-for (const k of ['url', 'token', 'db', 'artifacts', 'requeue_id', 'hostile', 'dead_hostile'])
+for (const k of ['url', 'token', 'db', 'artifacts', 'requeue_id', 'old_id', 'hostile', 'dead_hostile'])
 	check(cfg[k] !== undefined, `web_view.mjs: ${k} missing from the argument`);
 
 const CSP_DIRECTIVES = ["default-src 'none'", "script-src 'self'", "style-src 'self'",
@@ -94,14 +96,25 @@ async function notice(page) {
 	return (await text(page, '#notice')) ?? '';
 }
 
+// Click requeue on dead letter id; the answer #notice shows (emptied
+// first, so that an answer worded as the last one is seen too).
 async function clickRequeue(page, id) {
-	const before = await notice(page);
+	await page.$eval('#notice', n => { n.textContent = ''; });
 	await page.click(`#dead tbody tr[data-id="${id}"] button[data-action="requeue"]`);
-	// the answer shown: a new text (or the same text shown again: cleared first by the page)
-	return waitFor('#notice to show the requeue\'s answer', async () => {
-		const n = await notice(page);
-		return n !== '' && n !== before ? n : false;
-	});
+	return waitFor('#notice to show the requeue\'s answer', async () => (await notice(page)) || false);
+}
+
+// The server's own refusal, whatever the page does: a POST without the
+// header and one with a wrong token answer 401.
+async function requeueStatus(page, id, auth) {
+	return page.evaluate(async ([id, auth]) => {
+		const headers = { 'Content-Type': 'application/json' };
+		if (auth)
+			headers.Authorization = auth;
+		const r = await fetch('/api/dead/requeue', { method: 'POST', headers,
+		    body: JSON.stringify({ ids: [id] }) });
+		return r.status;
+	}, [Number(id), auth]);
 }
 
 async function checkRequeue(page) {
@@ -113,26 +126,42 @@ async function checkRequeue(page) {
 	    `requeue without a token: #notice says ${JSON.stringify(refused)}, which names no token`);
 	check(statusOf(id) === 'dead', `requeue without a token moved message ${id}: ${statusOf(id)}`);
 	const refusedShot = await screenshot(page, cfg.artifacts, 'web-view-requeue-refused');
+	await page.fill('#token', 'not-the-token-0000000000');
+	const wrong = await clickRequeue(page, id);
+	check(/401|token|unauthori[sz]ed/i.test(wrong),
+	    `requeue with a wrong token: #notice says ${JSON.stringify(wrong)}`);
+	check(statusOf(id) === 'dead', `requeue with a wrong token moved message ${id}: ${statusOf(id)}`);
+	for (const auth of [null, 'Bearer not-the-token-0000000000', `Basic ${cfg.token}`]) {
+		const st = await requeueStatus(page, id, auth);
+		check(st === 401, `POST /api/dead/requeue with Authorization ${auth}: ${st}, want 401`);
+	}
+	check(statusOf(id) === 'dead', `a refused requeue moved message ${id}: ${statusOf(id)}`);
 
 	await page.fill('#token', cfg.token);
+	const old = await clickRequeue(page, cfg.old_id);
+	check(/refused/i.test(old) && /retention/.test(old),
+	    `requeue of a dead letter older than the retention: #notice says ${JSON.stringify(old)}`);
+	check(statusOf(cfg.old_id) === 'dead', `message ${cfg.old_id}, too old, moved: ${statusOf(cfg.old_id)}`);
 	const done = await clickRequeue(page, id);
 	check(/requeued/i.test(done) && done.includes(String(id)),
 	    `requeue with the token: #notice says ${JSON.stringify(done)}`);
 	await waitFor(`message ${id} to leave the dead letters in the database`,
 	    () => statusOf(id) === 'pending');
-	for (const h of cfg.dead_hostile)
-		check(statusOf(h.id) === 'dead', `message ${h.id} moved too: ${statusOf(h.id)}`);
+	for (const other of [...cfg.dead_hostile.map(h => h.id), cfg.old_id])
+		check(statusOf(other) === 'dead', `message ${other} moved too: ${statusOf(other)}`);
 	await waitFor(`message ${id} to leave #dead`,
 	    async () => (await page.$(`#dead tbody tr[data-id="${id}"]`)) === null);
-	return { refused, done, refusedShot };
+	return { refused, wrong, old, done, refusedShot };
 }
 
-// Payload cells a user can read: visible and not empty.
+// Payload cells a user can read: visible and showing the payload (every
+// payload of the test is a JSON object; a placeholder such as "(hidden)"
+// is not one).
 async function payloadsReadable(page) {
 	const cells = await page.$$('#messages tbody td[data-field="payload"]');
 	let n = 0;
 	for (const c of cells)
-		if (await c.isVisible() && (await c.textContent()).trim() !== '')
+		if (await c.isVisible() && (await c.textContent()).trim().startsWith('{'))
 			n++;
 	return n;
 }

@@ -93,8 +93,10 @@ ts_browser_run(const char *script, json_t *arg, int timeout_ms)
 	char *out = malloc(TS_BROWSER_OUT_MAX);
 	ck_assert_ptr_nonnull(out);
 	char *argv[] = { "/usr/bin/env", "node", path, text, NULL };
+	int64_t t0 = ts_now_ms();
 	int code = ts_run(argv, NULL, out, TS_BROWSER_OUT_MAX, timeout_ms);
-	fprintf(stderr, "--- %s (exit %d) ---\n%s--- end of %s ---\n", script, code, out, script);
+	fprintf(stderr, "--- %s (exit %d after %lld ms) ---\n%s--- end of %s ---\n", script, code,
+	    (long long)(ts_now_ms() - t0), out, script);
 	ck_assert_msg(code == 0, "%s exited %d: %s", script, code,
 	    strstr(out, "FAILED: ") != NULL ? strstr(out, "FAILED: ") : out);
 	char *line = strstr(out, "RESULT ");
