@@ -36,6 +36,8 @@ struct ob_http_endpoint {
 	struct ob_metrics *m;
 	ob_ready_fn ready;
 	void *arg;
+	ob_endpoint_route_fn route; /* NULL, or the extra route (demo admin) */
+	void *route_arg;
 };
 
 int
@@ -113,6 +115,8 @@ on_request(void *arg, struct ob_httpd_req *req)
 	bool healthz = strcmp(req->path, "/healthz") == 0;
 	bool readyz = strcmp(req->path, "/readyz") == 0;
 
+	if (e->route != NULL && e->route(e->route_arg, req))
+		return;
 	if (!metrics && !healthz && !readyz) {
 		reply(req, 404, CONTENT_TYPE_TEXT, "not found\n", 10, NO_STORE);
 	} else if (!get) {
@@ -140,6 +144,14 @@ int
 ob_http_endpoint_start(const char *addr, struct ob_metrics *m, ob_ready_fn ready,
     void *arg, struct ob_http_endpoint **out, char *err, size_t errlen)
 {
+	return ob_http_endpoint_start_with(addr, m, ready, arg, NULL, NULL, out, err, errlen);
+}
+
+int
+ob_http_endpoint_start_with(const char *addr, struct ob_metrics *m, ob_ready_fn ready,
+    void *arg, ob_endpoint_route_fn route, void *route_arg, struct ob_http_endpoint **out,
+    char *err, size_t errlen)
+{
 	char url[OB_HTTP_ENDPOINT_URL_MAX];
 	struct ob_http_endpoint *e;
 	int rc;
@@ -157,6 +169,8 @@ ob_http_endpoint_start(const char *addr, struct ob_metrics *m, ob_ready_fn ready
 	e->m = m;
 	e->ready = ready;
 	e->arg = arg;
+	e->route = route;
+	e->route_arg = route_arg;
 	struct ob_httpd_config cfg = {
 		.url = url,
 		.name = "metrics",

@@ -109,6 +109,8 @@ static const char sql_set_nodedup[] =
  * this name: planning it took longer than running it (0.4 ms a batch, at
  * 200 messages/s in batches of one or two). */
 #define SET_STMT_NAME "inbox_set"
+/* With live_dedup both are prepared: this one holds the other mode's. */
+#define SET_STMT_NAME_OTHER "inbox_set_other"
 #define SET_NPARAMS 8
 static const Oid set_types[SET_NPARAMS] = { OID_BYTEA_ARRAY, OID_BYTEA_ARRAY,
 	OID_BYTEA_ARRAY, OID_INT8_ARRAY, OID_INT8_ARRAY, OID_INT8_ARRAY, OID_BYTEA_ARRAY,
@@ -148,6 +150,12 @@ inbox_conn_setup(PGconn *conn, const struct inbox_options *opt, char *err,
 	         "set plan_cache_mode", err, errlen)) != OB_OK)
 		return rc;
 	PGresult *res = PQprepare(conn, SET_STMT_NAME, opt->dedup ? sql_set_dedup : sql_set_nodedup,
+	    SET_NPARAMS, set_types);
+	rc = ob_pg_check(res, PGRES_COMMAND_OK, "prepare the set statement", err, errlen);
+	PQclear(res);
+	if (rc != OB_OK || opt->live_dedup == NULL)
+		return rc;
+	res = PQprepare(conn, SET_STMT_NAME_OTHER, opt->dedup ? sql_set_nodedup : sql_set_dedup,
 	    SET_NPARAMS, set_types);
 	rc = ob_pg_check(res, PGRES_COMMAND_OK, "prepare the set statement", err, errlen);
 	PQclear(res);
@@ -264,9 +272,10 @@ duplicate_of(struct inbox_batch *b, uint32_t i, const char *outcome, const char 
 
 /* The set path. OB_OK: committed, every pending message answered.
  * OB_EINVAL: not taken (rolled back; *locked when a key was in flight): the
- * per-message path must run. OB_EDB: the database failed. */
+ * per-message path must run. OB_EDB: the database failed. base_dedup: the
+ * mode SET_STMT_NAME was prepared for (inbox_conn_setup). */
 static int
-apply_set(PGconn *conn, const struct inbox_options *opt,
+apply_set(PGconn *conn, const struct inbox_options *opt, bool base_dedup,
     const struct ob_wire_request *req, struct inbox_batch *b, uint32_t pending,
     bool *locked, char *err, size_t errlen)
 {
@@ -283,7 +292,8 @@ apply_set(PGconn *conn, const struct inbox_options *opt,
 	}
 	struct stmt s[2] = {
 		{ "BEGIN", 0, NULL, NULL, NULL, NULL, NULL },
-		{ NULL, SET_NPARAMS, set_types, values, lens, formats, SET_STMT_NAME },
+		{ NULL, SET_NPARAMS, set_types, values, lens, formats,
+		    opt->dedup == base_dedup ? SET_STMT_NAME : SET_STMT_NAME_OTHER },
 	};
 	PGresult *res[2];
 	int rc = pipe_run(conn, s, 2, res, err, errlen);
@@ -539,6 +549,14 @@ inbox_apply_batch(PGconn *conn, const struct inbox_options *opt,
     size_t errlen)
 {
 	struct timespec now;
+	bool base_dedup = opt->dedup;
+	struct inbox_options live;
+	if (opt->live_dedup != NULL) {
+		/* One read per batch: a switch at run time never splits one. */
+		live = *opt;
+		live.dedup = atomic_load(opt->live_dedup) != 0;
+		opt = &live;
+	}
 	clock_gettime(CLOCK_REALTIME, &now);
 	uint32_t pending = inbox_plan(opt, req, (int64_t)now.tv_sec * 1000000 +
 	    now.tv_nsec / 1000, b);
@@ -566,7 +584,7 @@ inbox_apply_batch(PGconn *conn, const struct inbox_options *opt,
 	if (pending == 0)
 		goto out;
 	if (h == &inbox_handler_record) {
-		rc = apply_set(conn, opt, req, b, pending, &locked, err, errlen);
+		rc = apply_set(conn, opt, base_dedup, req, b, pending, &locked, err, errlen);
 		if (rc == OB_OK)
 			goto out;
 		if (rc != OB_EINVAL)

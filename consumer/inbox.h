@@ -34,6 +34,7 @@
 #define OUTBOX_CONSUMER_INBOX_H
 
 #include <libpq-fe.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -78,6 +79,9 @@ struct inbox_options {
 	struct inbox_faults *faults;       /* may be NULL */
 	int64_t retention_ms;              /* reject messages older than this; 0 = never */
 	int64_t lock_timeout_ms;           /* longest wait for a key in flight; 0 = forever */
+	_Atomic int *live_dedup;           /* non-NULL (--demo-admin): dedup switched at
+	                                    * run time, 1 on, 0 off, read once per batch;
+	                                    * dedup is then ignored */
 };
 
 /* Per-batch scratch, reused from batch to batch by one serving thread. */

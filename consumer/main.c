@@ -4,7 +4,11 @@
  * configuration reference in docs/configuration.md (--help-markdown).
  * With --metrics, /metrics, /healthz and /readyz are served from nng's HTTP
  * threads off the metrics registry (consumer/metrics.h): a scrape reads
- * atomics only and never waits for a request.
+ * atomics only and never waits for a request. With --demo-admin (demos
+ * only; --metrics must be loopback) the same listener serves
+ * /admin/faults (outbox/demo_admin.h): the fault counters and the dedup
+ * mode, an atomic the serving threads read once per batch
+ * (inbox_options.live_dedup).
  */
 #include <signal.h>
 #include <stddef.h>
@@ -17,6 +21,7 @@
 #include "outbox/bus_tls.h"
 #include "outbox/config.h"
 #include "outbox/err.h"
+#include "outbox/demo_admin.h"
 #include "outbox/http_endpoint.h"
 #include "outbox/log.h"
 #include "outbox/ready_file.h"
@@ -54,6 +59,7 @@ struct consumer_config {
 	char *log_format;
 	char *config;
 	char *metrics;
+	bool demo_admin;
 	char *ready_file;
 	int64_t fault_drop_reply;
 	int64_t fault_die_before_commit;
@@ -142,6 +148,9 @@ static const struct ob_cfg_opt consumer_options[] = {
 	OPT("metrics", "OUTBOX_METRICS", OB_CFG_STRING, NULL, 0, 0, NULL, false, metrics,
 	    "serve /metrics, /healthz and /readyz on HOST:PORT (or :PORT, [::1]:PORT,"
 	    " http://HOST:PORT); empty = off (docs/metrics.md)"),
+	OPT("demo-admin", "OUTBOX_DEMO_ADMIN", OB_CFG_BOOL, "false", 0, 0, NULL, false,
+	    demo_admin, OB_DEMO_ADMIN_HELP ": the consumer.* faults below and the mode"
+	    " dedup (on|off; off is --no-dedup)"),
 	OPT("ready-file", "OUTBOX_READY_FILE", OB_CFG_STRING, NULL, 0, 0, NULL, false,
 	    ready_file, "write the served URL (with the bound port) here once listening"),
 	OPT("fault-drop-reply", "OUTBOX_FAULT_DROP_REPLY", OB_CFG_INT, "0", 0, 1000000000,
@@ -224,6 +233,10 @@ main(int argc, char **argv)
 			goto out;
 		}
 	}
+	if (cfg.demo_admin && ob_demo_admin_check(cfg.metrics, err, sizeof(err)) != OB_OK) {
+		fprintf(stderr, "outbox-consumer: %s\n", err);
+		goto out;
+	}
 	enum ob_log_level level;
 	enum ob_log_format format;
 	ob_log_level_parse(cfg.log_level, &level);
@@ -245,6 +258,15 @@ main(int argc, char **argv)
 	static struct ob_fault stall_after_call = { "consumer.webhook.stall_after_call", 0 };
 	ob_fault_arm(&die_after_call, cfg.fault_die_after_call);
 	ob_fault_arm(&stall_after_call, cfg.fault_stall_after_call);
+	static _Atomic int live_dedup;
+	atomic_store(&live_dedup, cfg.no_dedup ? 0 : 1);
+	static struct ob_fault *const admin_faults[] = { &faults.die_before_commit,
+		&faults.die_after_commit, &faults.slow, &drop_reply, &die_after_call,
+		&stall_after_call, NULL };
+	static const char *const dedup_names[] = { "off", "on", NULL };
+	static const struct ob_demo_mode admin_modes[] = {
+		{ "dedup", dedup_names, &live_dedup }, { NULL, NULL, NULL } };
+	static const struct ob_demo_admin admin = { admin_faults, admin_modes };
 
 	static struct consumer_counters counters;
 	const struct inbox_handler *handler = &inbox_handler_record;
@@ -308,7 +330,7 @@ main(int argc, char **argv)
 		.threads = (int)cfg.threads,
 		.limits = { (uint32_t)cfg.max_payload, (uint32_t)cfg.max_batch },
 		.inbox = { !cfg.no_dedup, handler, &faults, cfg.dedup_retention,
-			cfg.lock_timeout },
+			cfg.lock_timeout, cfg.demo_admin ? &live_dedup : NULL },
 		.drop_reply = &drop_reply,
 		.purge_interval_ms = cfg.purge_interval,
 		.purge_batch = (int)cfg.purge_batch,
@@ -331,7 +353,8 @@ main(int argc, char **argv)
 		goto out;
 	}
 	if (metrics_on) {
-		if (ob_http_endpoint_start(cfg.metrics, cm->reg, ready_cb, srv, &ep, err,
+		if (ob_http_endpoint_start_with(cfg.metrics, cm->reg, ready_cb, srv,
+		        cfg.demo_admin ? ob_demo_admin_route : NULL, (void *)&admin, &ep, err,
 		        sizeof(err)) != OB_OK) {
 			fprintf(stderr, "outbox-consumer: --metrics: %s\n", err);
 			code = 1;
@@ -339,6 +362,8 @@ main(int argc, char **argv)
 		}
 		ob_info("consumer.metrics.listening", "addr=%s port=%d", cfg.metrics,
 		    ob_http_endpoint_port(ep));
+		if (cfg.demo_admin)
+			ob_demo_admin_announce("outbox-consumer", ob_http_endpoint_port(ep));
 	}
 	/* The URL with the port bound (--listen tcp://HOST:0), for the log line
 	 * and the ready file alike. */

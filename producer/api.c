@@ -450,13 +450,16 @@ create(PGconn *conn, const struct api_config *cfg, const struct api_request *req
 {
 	char key[PRODUCER_KEY_MAX + 1], stored[PRODUCER_KEY_MAX + 1], err[512];
 	const char *scope = req->scope != NULL ? req->scope : "";
+	/* One read per request: a switch at run time never splits one. */
+	enum producer_mode mode = cfg->live_mode != NULL
+	    ? (enum producer_mode)atomic_load(cfg->live_mode) : cfg->mode;
 	if (req->key_header != NULL) {
 		if (report_parse_key(req->key_header, key, sizeof(key), err, sizeof(err)) != OB_OK ||
 		    report_scoped_key(scope, key, stored, sizeof(stored), err, sizeof(err)) != OB_OK) {
 			api_error(res, 400, "invalid_idempotency_key", err);
 			return;
 		}
-	} else if (cfg->mode != PRODUCER_MODE_NONE) {
+	} else if (mode != PRODUCER_MODE_NONE) {
 		api_error(res, 400, "idempotency_key_required",
 		    "the Idempotency-Key header is required: 1..255 printable ASCII characters,"
 		    " one value per logical operation, reused on every retry");
@@ -470,7 +473,7 @@ create(PGconn *conn, const struct api_config *cfg, const struct api_request *req
 		return;
 	}
 	struct api_key k = { key, stored, scope };
-	switch (cfg->mode) {
+	switch (mode) {
 	case PRODUCER_MODE_ATOMIC:
 		create_atomic(conn, cfg, &k, &in, res);
 		break;

@@ -27,6 +27,7 @@
 #define OUTBOX_PRODUCER_API_H
 
 #include <libpq-fe.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -63,6 +64,8 @@ struct producer_metrics; /* metrics.h */
 
 struct api_config {
 	enum producer_mode mode;
+	_Atomic int *live_mode; /* non-NULL (--demo-admin): the mode, switched at run
+	                         * time and read once per request; mode is ignored */
 	int64_t lease_ms;  /* key lease (atomic) */
 	bool fencing;      /* false: TEST-ONLY broken switch, completion unfenced */
 	struct producer_faults *faults;

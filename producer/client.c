@@ -34,18 +34,6 @@
 static const uuid_t content_ns = { 0x6f, 0x75, 0x74, 0x62, 0x6f, 0x78, 0x4b, 0x65, 0x89,
 	0x79, 0x63, 0x6f, 0x6e, 0x74, 0x65, 0x6e };
 
-enum attempt_outcome { ATTEMPT_NOT_SENT, ATTEMPT_LOST, ATTEMPT_ANSWERED };
-
-struct http_reply {
-	enum attempt_outcome outcome;
-	bool timed_out;
-	int status;
-	bool replayed;
-	int64_t retry_after_ms;
-	char *body;
-	char why[128];
-};
-
 /* What the observation and the requests say, per target. */
 static const struct target_words {
 	const char *path;       /* the endpoint */
@@ -62,10 +50,9 @@ static const struct target_words {
 	    "Message", "message", "outbox-producer lookup --kind message --key" },
 };
 
-/* One HTTP exchange on a fresh connection (token NULL: no Authorization). */
-static void
-http_call(const char *base, const char *token, const char *method, const char *pathq,
-    const char *key, const char *body, int64_t timeout_ms, struct http_reply *out)
+void
+client_http_call(const char *base, const char *token, const char *method, const char *pathq,
+    const char *key, const char *body, int64_t timeout_ms, struct client_http_reply *out)
 {
 	char urlbuf[2048], auth[300];
 	nng_url *url = NULL;
@@ -76,7 +63,7 @@ http_call(const char *base, const char *token, const char *method, const char *p
 	nng_aio *aio = NULL;
 	int rv;
 	memset(out, 0, sizeof(*out));
-	out->outcome = ATTEMPT_NOT_SENT;
+	out->outcome = CLIENT_HTTP_NOT_SENT;
 	snprintf(urlbuf, sizeof(urlbuf), "%s%s", base, pathq);
 	if (token != NULL && snprintf(auth, sizeof(auth), "Bearer %s", token) >= (int)sizeof(auth)) {
 		snprintf(out->why, sizeof(out->why), "the bearer token is too long");
@@ -110,7 +97,7 @@ http_call(const char *base, const char *token, const char *method, const char *p
 	int64_t left = timeout_ms - (ob_mono_ms() - start);
 	nng_aio_set_timeout(aio, (nng_duration)(left > 1 ? left : 1));
 	/* From here on the request may reach the server. */
-	out->outcome = ATTEMPT_LOST;
+	out->outcome = CLIENT_HTTP_LOST;
 	nng_http_conn_transact(conn, req, res, aio);
 	nng_aio_wait(aio);
 	if ((rv = nng_aio_result(aio)) != 0) {
@@ -118,7 +105,7 @@ http_call(const char *base, const char *token, const char *method, const char *p
 		snprintf(out->why, sizeof(out->why), "no answer: %s", nng_strerror(rv));
 		goto done;
 	}
-	out->outcome = ATTEMPT_ANSWERED;
+	out->outcome = CLIENT_HTTP_ANSWERED;
 	out->status = nng_http_res_get_status(res);
 	const char *h = nng_http_res_get_header(res, "Idempotent-Replayed");
 	out->replayed = h != NULL && strcmp(h, "true") == 0;
@@ -327,7 +314,7 @@ ledger_note(const struct client_opts *o, const char *key, const char *state,
 }
 
 static void
-finish_with_status(struct client_result *res, const struct http_reply *r)
+finish_with_status(struct client_result *res, const struct client_http_reply *r)
 {
 	char msg[512];
 	int st = r->status;
@@ -367,21 +354,21 @@ client_lookup(enum client_target target, const char *url, const char *token, con
 			n += (size_t)snprintf(path + n, sizeof(path) - n, "%%%02X", *p);
 	}
 	path[n] = '\0';
-	struct http_reply r;
-	http_call(url, token, "GET", path, NULL, NULL, timeout_ms, &r);
+	struct client_http_reply r;
+	client_http_call(url, token, "GET", path, NULL, NULL, timeout_ms, &r);
 	res->attempts = 1;
 	res->last_status = r.status;
-	if (r.outcome == ATTEMPT_ANSWERED && r.status == 200) {
+	if (r.outcome == CLIENT_HTTP_ANSWERED && r.status == 200) {
 		res->created_id = body_id(res->target, r.body);
 		snprintf(msg, sizeof(msg), "A %s with key %s exists: %s %" PRId64 ".", w->noun, key,
 		    w->noun, res->created_id);
 		res->exit_code = CLIENT_EXIT_OK;
 		observe(res, true, "OK", msg, false, r.body);
-	} else if (r.outcome == ATTEMPT_ANSWERED && r.status == 404) {
+	} else if (r.outcome == CLIENT_HTTP_ANSWERED && r.status == 404) {
 		snprintf(msg, sizeof(msg), "No %s with key %s exists.", w->noun, key);
 		res->exit_code = CLIENT_EXIT_FAILED;
 		observe(res, false, "NOT_FOUND", msg, false, NULL);
-	} else if (r.outcome == ATTEMPT_ANSWERED) {
+	} else if (r.outcome == CLIENT_HTTP_ANSWERED) {
 		finish_with_status(res, &r);
 	} else {
 		snprintf(msg, sizeof(msg), "The %s service did not answer the lookup (%s). It is"
@@ -454,7 +441,7 @@ client_submit(const struct client_opts *o, struct client_result *res)
 	ledger_note(o, key, "started", res);
 
 	bool maybe_applied = false;
-	struct http_reply r = { 0 };
+	struct client_http_reply r = { 0 };
 	for (int attempt = 1; attempt <= o->attempts; attempt++) {
 		if (o->key_source == CLIENT_KEY_PER_ATTEMPT) {
 			uuid_t u;
@@ -463,11 +450,11 @@ client_submit(const struct client_opts *o, struct client_result *res)
 			snprintf(res->key, sizeof(res->key), "%s", key);
 		}
 		free(r.body);
-		http_call(o->url, o->token, "POST", w->path, key[0] ? key : NULL, body,
+		client_http_call(o->url, o->token, "POST", w->path, key[0] ? key : NULL, body,
 		    o->timeout_ms, &r);
 		res->attempts = attempt;
 		res->last_status = r.status;
-		if (r.outcome == ATTEMPT_ANSWERED && r.status >= 200 && r.status < 300) {
+		if (r.outcome == CLIENT_HTTP_ANSWERED && r.status >= 200 && r.status < 300) {
 			res->created_id = body_id(res->target, r.body);
 			res->replayed = r.replayed;
 			snprintf(msg, sizeof(msg), "%s %" PRId64 " %s.", w->thing, res->created_id,
@@ -479,14 +466,14 @@ client_submit(const struct client_opts *o, struct client_result *res)
 			ledger_note(o, key, "succeeded", res);
 			goto out;
 		}
-		if (r.outcome == ATTEMPT_ANSWERED && !retryable_status(r.status)) {
+		if (r.outcome == CLIENT_HTTP_ANSWERED && !retryable_status(r.status)) {
 			/* Definitive: with a stable key it also settles earlier attempts. */
 			finish_with_status(res, &r);
 			ledger_note(o, key, "failed", res);
 			goto out;
 		}
-		if (r.outcome == ATTEMPT_LOST ||
-		    (r.outcome == ATTEMPT_ANSWERED && ambiguous_status(r.status)))
+		if (r.outcome == CLIENT_HTTP_LOST ||
+		    (r.outcome == CLIENT_HTTP_ANSWERED && ambiguous_status(r.status)))
 			maybe_applied = true;
 		if (attempt == o->attempts)
 			break;
@@ -501,7 +488,7 @@ client_submit(const struct client_opts *o, struct client_result *res)
 		    " (last: %s): the %s MAY ALREADY HAVE BEEN CREATED. Do NOT resubmit. First look"
 		    " it up with key %s (%s %s, or GET %s?idempotency_key=...); resubmit only if it"
 		    " is not found, and then with the same key.", w->tool, res->attempts,
-		    r.outcome == ATTEMPT_ANSWERED ? "an HTTP error" : r.why, w->noun,
+		    r.outcome == CLIENT_HTTP_ANSWERED ? "an HTTP error" : r.why, w->noun,
 		    key[0] ? key : "(none)", w->lookup, key[0] ? key : "(none)", w->path);
 		res->exit_code = CLIENT_EXIT_UNCERTAIN;
 		observe(res, false, "SIDE_EFFECT_UNCERTAIN", msg, false, NULL);
@@ -509,7 +496,7 @@ client_submit(const struct client_opts *o, struct client_result *res)
 	} else {
 		snprintf(msg, sizeof(msg), "%s did not reach the %s service after %d attempts (%s)."
 		    " Nothing was created; it is safe to retry later.", w->tool, w->noun,
-		    res->attempts, r.outcome == ATTEMPT_ANSWERED ? "it was overloaded" : r.why);
+		    res->attempts, r.outcome == CLIENT_HTTP_ANSWERED ? "it was overloaded" : r.why);
 		res->exit_code = CLIENT_EXIT_FAILED;
 		observe(res, false, r.timed_out ? "TIMEOUT" : "TOOL_CRASH", msg, true, NULL);
 		ledger_note(o, key, "failed", res);

@@ -91,4 +91,28 @@ void client_lookup(enum client_target target, const char *url, const char *token
 
 void client_result_fini(struct client_result *res);
 
+/* One HTTP exchange, as every attempt of client_submit makes it (also used
+ * by the guided demonstration, ctl/web_demo.c, for the demo admin
+ * endpoints): a fresh connection to base, method on pathq, with
+ * Idempotency-Key key and Authorization: Bearer token when not NULL, a
+ * JSON body when not NULL, all within timeout_ms. body is owned (free();
+ * NULL when no answer, or an answer over CLIENT_MAX_RESPONSE is ""). */
+enum client_http_outcome {
+	CLIENT_HTTP_NOT_SENT = 0, /* nothing reached the server */
+	CLIENT_HTTP_LOST,         /* sent, no answer: it may have been applied */
+	CLIENT_HTTP_ANSWERED,
+};
+struct client_http_reply {
+	enum client_http_outcome outcome;
+	bool timed_out;
+	int status;
+	bool replayed;           /* Idempotent-Replayed: true */
+	int64_t retry_after_ms;
+	char *body;
+	char why[128];           /* when not answered */
+};
+void client_http_call(const char *base, const char *token, const char *method,
+    const char *pathq, const char *key, const char *body, int64_t timeout_ms,
+    struct client_http_reply *out);
+
 #endif

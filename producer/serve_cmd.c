@@ -7,6 +7,11 @@
  * Secrets: the conninfo is never logged or printed as given; errors that
  * name it go through ob_pg_connect, which redacts the password.
  *
+ * --demo-admin (demos only): GET/POST /admin/faults on the --metrics
+ * listener, which must then be loopback (outbox/demo_admin.h): the fault
+ * counters below and the idempotency mode, an atomic the serving threads
+ * read once per request (api_config.live_mode).
+ *
  * HTTPS: `--http https://HOST:PORT` turns TLS on and needs --tls-cert and
  * --tls-key (--tls-ca adds client certificates); the files are read and
  * checked before anything opens, so a bad one is exit 2 with one line.
@@ -30,6 +35,7 @@
 #include "outbox/httpd.h"
 #include "outbox/httpd_tls.h"
 #include "outbox/config.h"
+#include "outbox/demo_admin.h"
 #include "outbox/err.h"
 #include "outbox/log.h"
 #include "outbox/ready_file.h"
@@ -63,6 +69,7 @@ struct serve_config {
 	char *log_format;
 	char *config;
 	char *metrics;
+	bool demo_admin;
 	char *api_token_file;
 	char *tls_cert;
 	char *tls_key;
@@ -139,6 +146,9 @@ static const struct ob_cfg_opt serve_options[] = {
 	OPT("metrics", "OUTBOX_METRICS", OB_CFG_STRING, NULL, 0, 0, NULL, false, metrics,
 	    "serve /metrics, /healthz and /readyz on HOST:PORT (or :PORT, [::1]:PORT,"
 	    " http://HOST:PORT); empty = off (docs/metrics.md)"),
+	OPT("demo-admin", "OUTBOX_DEMO_ADMIN", OB_CFG_BOOL, "false", 0, 0, NULL, false,
+	    demo_admin, OB_DEMO_ADMIN_HELP ": the producer.* faults below and the mode"
+	    " idempotency (none|split|atomic)"),
 	OPT("api-token-file", "OUTBOX_API_TOKEN_FILE", OB_CFG_STRING, NULL, 0, 0, NULL, false,
 	    api_token_file, "require Authorization: Bearer TOKEN on every route but GET /healthz"
 	    " (else 401); the file holds the accepted tokens, one per line (16..256 printable"
@@ -273,6 +283,10 @@ producer_cmd_serve(int argc, char **argv)
 		}
 		metrics_on = true;
 	}
+	if (cfg.demo_admin && ob_demo_admin_check(cfg.metrics, err, sizeof(err)) != OB_OK) {
+		fprintf(stderr, "outbox-producer serve: %s\n", err);
+		goto out;
+	}
 	enum ob_log_level level;
 	enum ob_log_format format;
 	ob_log_level_parse(cfg.log_level, &level);
@@ -288,6 +302,13 @@ producer_cmd_serve(int argc, char **argv)
 	ob_fault_arm(&faults.crash, cfg.fault_crash);
 	ob_fault_arm(&faults.slow, cfg.fault_slow);
 	faults.slow_ms = cfg.fault_slow_ms;
+	static _Atomic int live_mode;
+	static struct ob_fault *const admin_faults[] = { &faults.lose_response, &faults.crash,
+		&faults.slow, NULL };
+	static const char *const mode_names[] = { "none", "split", "atomic", NULL };
+	static const struct ob_demo_mode admin_modes[] = {
+		{ "idempotency", mode_names, &live_mode }, { NULL, NULL, NULL } };
+	static const struct ob_demo_admin admin = { admin_faults, admin_modes };
 
 	if (cfg.threads == 0) {
 		long cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -318,6 +339,11 @@ producer_cmd_serve(int argc, char **argv)
 		.api = { .lease_ms = cfg.lease, .fencing = !cfg.no_fencing, .faults = &faults },
 	};
 	producer_mode_parse(cfg.idempotency, &hcfg.api.mode);
+	_Static_assert(PRODUCER_MODE_NONE == 0 && PRODUCER_MODE_SPLIT == 1 &&
+	    PRODUCER_MODE_ATOMIC == 2, "mode_names is indexed by the mode");
+	atomic_store(&live_mode, (int)hcfg.api.mode);
+	if (cfg.demo_admin)
+		hcfg.api.live_mode = &live_mode;
 	if (metrics_on && producer_metrics_new(&pm) != OB_OK) {
 		fprintf(stderr, "outbox-producer serve: out of memory (metrics)\n");
 		code = 1;
@@ -344,13 +370,16 @@ producer_cmd_serve(int argc, char **argv)
 		goto out;
 	}
 	if (metrics_on) {
-		if (ob_http_endpoint_start(cfg.metrics, pm->reg, ready_cb, srv, &ep, err,
+		if (ob_http_endpoint_start_with(cfg.metrics, pm->reg, ready_cb, srv,
+		        cfg.demo_admin ? ob_demo_admin_route : NULL, (void *)&admin, &ep, err,
 		        sizeof(err)) != OB_OK) {
 			fprintf(stderr, "outbox-producer serve: --metrics: %s\n", err);
 			goto out;
 		}
 		ob_info("producer.metrics.listening", "addr=%s port=%d", cfg.metrics,
 		    ob_http_endpoint_port(ep));
+		if (cfg.demo_admin)
+			ob_demo_admin_announce("outbox-producer", ob_http_endpoint_port(ep));
 	}
 	int port = http_server_port(srv);
 	if (cfg.ready_file != NULL) {

@@ -325,8 +325,10 @@ relay_topics_now(struct relay_deliverer *d, struct ob_buf *inc, struct ob_buf *e
 	out->include = inc->data;
 	out->exclude = exc->data;
 	/* No default route: other topics are claimed to be dead-lettered
-	 * ("no route"), as a misrouted message must not wait forever. */
-	out->others = !has_default || default_up;
+	 * ("no route"), as a misrouted message must not wait forever; unless
+	 * --only-routed says another relay serves them (the guided demo's
+	 * step relays, ctl/web_demo_steps.c). */
+	out->others = has_default ? default_up : !d->only_routed;
 	return OB_OK;
 }
 

@@ -87,6 +87,7 @@ struct relay_deliverer {
 	uint32_t window_max;   /* a destination's largest window (--max-inflight) */
 	uint32_t breaker_threshold;
 	int64_t breaker_probe_ms;
+	bool only_routed;      /* --only-routed: without a default route, claim no other topic */
 	/* counters, read by the caller */
 	uint64_t frames_sent;
 	uint64_t frames_failed;

@@ -103,6 +103,10 @@ static const struct ob_cfg_opt relay_options[] = {
 	OPT("no-ordering", "OUTBOX_NO_ORDERING", OB_CFG_BOOL, "false", 0, 0, NULL, false,
 	    no_ordering, "BROKEN MODE for demos and tests: claim messages of one ordering"
 	    " key in parallel, out of order"),
+	OPT("only-routed", "OUTBOX_ONLY_ROUTED", OB_CFG_BOOL, "false", 0, 0, NULL, false,
+	    only_routed, "without a default route (TOPIC *): claim only the topics of --route,"
+	    " leaving every other topic to another relay (default: claim them too and"
+	    " dead-letter them as 'no route', so a misrouted message never waits forever)"),
 	OPT("no-fencing", "OUTBOX_NO_FENCING", OB_CFG_BOOL, "false", 0, 0, NULL, false,
 	    no_fencing, "BROKEN MODE for demos and tests: outcome writes ignore the fence"),
 	OPT("fault-die-after-claim", "OUTBOX_FAULT_DIE_AFTER_CLAIM", OB_CFG_INT, "0", 0,

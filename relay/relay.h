@@ -52,6 +52,7 @@ struct relay_config {
 	int64_t long_xact_warn_ms; /* an open transaction this old is logged */
 	bool no_fencing;          /* BROKEN mode */
 	bool no_ordering;         /* BROKEN mode: ignore ordering keys when claiming */
+	bool only_routed;         /* no default route: leave other topics alone */
 	char *on_dead_head;       /* block | skip */
 	char *synchronous_commit; /* on | off: the relay's own commits wait for the WAL flush */
 	int64_t fault_die_after_claim;

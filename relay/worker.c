@@ -853,6 +853,7 @@ relay_worker_run(const struct relay_config *cfg, int worker_index,
 	w.deliverer.window_max = w.nslots;
 	w.deliverer.breaker_threshold = (uint32_t)cfg->breaker_threshold;
 	w.deliverer.breaker_probe_ms = cfg->breaker_probe_ms;
+	w.deliverer.only_routed = cfg->only_routed;
 	w.outcomes = calloc((size_t)cfg->batch, sizeof(*w.outcomes));
 	w.slots = calloc(w.nslots, sizeof(*w.slots));
 	if (w.outcomes == NULL || w.slots == NULL ||

@@ -72,3 +72,14 @@ outbox_test(test_secrets SOURCES integration/test_secrets.c LABELS integration P
 if(TEST test_secrets)
   add_dependencies(test_secrets outbox-relay outbox-consumer outbox-producer outboxctl)
 endif()
+
+# --demo-admin (common/demo_admin.c) on the real producer and consumer: 404
+# without the switch, refused unless --metrics is loopback, 400/405 on bad
+# input with nothing changed, producer.lose_response armed once loses one
+# response (the retry is the replay), the idempotency and dedup modes
+# switched at run time (two reports, two effect rows, and back).
+outbox_test(test_demo_admin SOURCES integration/test_demo_admin.c LABELS integration PG
+  TIMEOUT 300)
+if(TARGET test_demo_admin)
+  add_dependencies(test_demo_admin outbox-producer outbox-consumer)
+endif()

@@ -21,3 +21,13 @@ if(TEST test_web_browser)
   set_property(TEST test_web_browser APPEND PROPERTY ENVIRONMENT
     "OUTBOX_TEST_ARTIFACTS=${CMAKE_BINARY_DIR}/tests/artifacts")
 endif()
+
+# The guided demonstration (ctl/web_demo.c) through its interface against
+# the real stack of scripts/demo.sh --web: producer serve and consumer with
+# --demo-admin, the demo's relay, the steps' own relays; every step's facts
+# checked against psql, the modes restored after each.
+outbox_test(test_web_demo SOURCES integration/test_web_demo.c LABELS integration PG
+  TIMEOUT 600 LIBS outbox_web_demo)
+if(TARGET test_web_demo)
+  add_dependencies(test_web_demo outbox-producer outbox-consumer outbox-relay)
+endif()

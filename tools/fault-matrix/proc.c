@@ -10,12 +10,15 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+extern char **environ;
 
 #include "outbox/clock.h"
 #include "outbox/err.h"
@@ -67,24 +70,28 @@ fm_proc_start(struct fm_proc *p, const char *bindir, struct fm_argv *a,
 	snprintf(p->log, sizeof(p->log), "%s", log_path);
 	p->exit_code = -1;
 	fflush(NULL);
-	pid_t pid = fork();
-	if (pid < 0) {
-		snprintf(err, errlen, "fork: %s", strerror(errno));
+	/* posix_spawn, not fork: safe in a threaded caller (the web view's
+	 * demonstration, ctl/web_demo.c), nothing runs between fork and exec. */
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t at;
+	pid_t pid;
+	int rc;
+	if ((rc = posix_spawn_file_actions_init(&fa)) != 0) {
+		snprintf(err, errlen, "posix_spawn %s: %s", path, strerror(rc));
 		return OB_EINVAL;
 	}
-	if (pid == 0) {
-		setpgid(0, 0);
-		int fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-		if (fd >= 0) {
-			dup2(fd, 1);
-			dup2(fd, 2);
-			close(fd);
-		}
-		execv(path, a->argv);
-		fprintf(stderr, "exec %s: %s\n", path, strerror(errno));
-		_exit(127);
+	posix_spawnattr_init(&at);
+	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP);
+	posix_spawnattr_setpgroup(&at, 0);
+	posix_spawn_file_actions_addopen(&fa, 1, log_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	posix_spawn_file_actions_adddup2(&fa, 1, 2);
+	rc = posix_spawn(&pid, path, &fa, &at, a->argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	posix_spawnattr_destroy(&at);
+	if (rc != 0) {
+		snprintf(err, errlen, "posix_spawn %s: %s", path, strerror(rc));
+		return OB_EINVAL;
 	}
-	setpgid(pid, pid); /* also here: no race with an early signal */
 	p->pid = pid;
 	return OB_OK;
 }

@@ -4,7 +4,8 @@
  *
  * A process group per child lets the runner kill a relay together with any
  * worker processes it forked, and nothing else. Not thread-safe; one
- * runner owns all its children.
+ * runner (thread) owns all its children. Also used by the web view's
+ * demonstration (ctl/web_demo.c) for its short-lived relays.
  */
 #ifndef OUTBOX_FM_PROC_H
 #define OUTBOX_FM_PROC_H
@@ -39,7 +40,8 @@ struct fm_proc {
 };
 
 /* Start bindir/argv[0] as a process group leader, output to log_path
- * (truncated). Returns OB_OK or OB_EINVAL (fork failed) with err. */
+ * (truncated), by posix_spawn (safe in a threaded process). Returns OB_OK
+ * or OB_EINVAL (could not be started, e.g. no such program) with err. */
 int fm_proc_start(struct fm_proc *p, const char *bindir, struct fm_argv *a,
     const char *log_path, char *err, size_t errlen);
 

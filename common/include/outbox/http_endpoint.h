@@ -28,6 +28,8 @@
 
 #include "outbox/metrics.h"
 
+struct ob_httpd_req; /* outbox/httpd.h */
+
 #define OB_HTTP_ENDPOINT_URL_MAX 300
 
 #define OB_HTTP_ENDPOINT_MAX_CONNS 64      /* open connections */
@@ -58,6 +60,18 @@ int ob_http_endpoint_url(const char *addr, char *out, size_t outlen, char *err,
 int ob_http_endpoint_start(const char *addr, struct ob_metrics *m,
     ob_ready_fn ready, void *arg, struct ob_http_endpoint **out, char *err,
     size_t errlen);
+
+/* An extra route, tried first for every request (on the endpoint's
+ * thread, the same rules as the endpoint's own: no blocking): true when it
+ * answered req (exactly one ob_httpd_respond), false to let the endpoint
+ * answer (404 for a path it does not know). outbox/demo_admin.h is one. */
+typedef bool (*ob_endpoint_route_fn)(void *arg, struct ob_httpd_req *req);
+
+/* ob_http_endpoint_start with an extra route (route_arg borrowed; must
+ * outlive the endpoint). */
+int ob_http_endpoint_start_with(const char *addr, struct ob_metrics *m,
+    ob_ready_fn ready, void *arg, ob_endpoint_route_fn route, void *route_arg,
+    struct ob_http_endpoint **out, char *err, size_t errlen);
 
 /* The TCP port actually bound (useful with port 0), or -1. */
 int ob_http_endpoint_port(const struct ob_http_endpoint *e);

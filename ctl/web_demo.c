@@ -1,0 +1,384 @@
+/*
+ * web_demo.c - the guided demonstration's engine (web_demo.h): reads the
+ * config file scripts/demo.sh --web writes, keeps each step's state behind
+ * one mutex, runs a step on a thread of its own and renders the state as
+ * JSON (jansson). The steps themselves are in web_demo_steps.c.
+ *
+ * A step's result is built in place while it runs (its log grows line by
+ * line), always under the lock, so the page shows progress; the thread
+ * that ran the last step is joined when the next one starts, or at close.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <jansson.h>
+
+#include "outbox/err.h"
+#include "outbox/pg.h"
+#include "web_demo.h"
+#include "web_demo_steps.h"
+
+#define DEMO_CONF_LINE_MAX 2048  /* longest line of the config file */
+#define DEMO_CONF_LINES_MAX 64   /* most lines read */
+#define DEMO_LOG_LINES_MAX 200   /* a step's log keeps its first lines */
+#define DEMO_LINE_MAX 600        /* one log line or summary */
+#define DEMO_STATEMENT_TIMEOUT "5s" /* the facts' queries */
+#define DEMO_APPNAME "outboxctl web demo"
+
+enum step_status { STEP_IDLE = 0, STEP_RUNNING, STEP_DONE, STEP_FAILED };
+static const char *const status_names[] = { "idle", "running", "done", "failed" };
+
+struct step_state {
+	enum step_status status;
+	json_t *result; /* NULL, or {summary, facts, highlight{keys, ids}, log} */
+};
+
+struct web_demo {
+	pthread_mutex_t mu;
+	struct demo_conf conf;
+	char *db, *inbox_db;
+	int running;        /* the step running, 0 when none */
+	bool joinable;      /* thread ran a step and was not joined yet */
+	pthread_t thread;
+	unsigned runs;      /* steps started, for the stamps */
+	struct demo_run run;
+	struct step_state *steps;
+};
+
+/* --- the config file --------------------------------------------------- */
+
+static const struct conf_key {
+	const char *name;
+	size_t off, len;
+} conf_keys[] = {
+#define K(f) { #f, offsetof(struct demo_conf, f), sizeof(((struct demo_conf *)0)->f) }
+	K(producer_url), K(producer_admin), K(consumer_admin), K(consumer_listen),
+	K(relay_db), K(bin_dir), K(work_dir),
+#undef K
+};
+#define NKEYS (sizeof(conf_keys) / sizeof(conf_keys[0]))
+
+static int
+conf_read(const char *path, struct demo_conf *c, char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "r");
+	char line[DEMO_CONF_LINE_MAX];
+	bool seen[NKEYS] = { false };
+	int lineno = 0, rc = OB_EINVAL;
+	if (f == NULL) {
+		snprintf(err, errlen, "--demo %s: %s", path, strerror(errno));
+		return OB_EINVAL;
+	}
+	memset(c, 0, sizeof(*c));
+	while (fgets(line, sizeof(line), f) != NULL) {
+		size_t n = strlen(line);
+		if (++lineno > DEMO_CONF_LINES_MAX) {
+			snprintf(err, errlen, "--demo %s: more than %d lines", path, DEMO_CONF_LINES_MAX);
+			goto out;
+		}
+		if (n > 0 && line[n - 1] != '\n' && !feof(f)) {
+			snprintf(err, errlen, "--demo %s:%d: line longer than %d bytes", path, lineno,
+			    DEMO_CONF_LINE_MAX - 2);
+			goto out;
+		}
+		while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+			line[--n] = '\0';
+		if (line[0] == '\0' || line[0] == '#')
+			continue;
+		char *eq = strchr(line, '=');
+		if (eq == NULL) {
+			snprintf(err, errlen, "--demo %s:%d: want key=value", path, lineno);
+			goto out;
+		}
+		*eq = '\0';
+		size_t k;
+		for (k = 0; k < NKEYS && strcmp(conf_keys[k].name, line) != 0; k++)
+			;
+		if (k == NKEYS) {
+			snprintf(err, errlen, "--demo %s:%d: unknown key '%.64s' (web_demo.h lists"
+			    " the keys)", path, lineno, line);
+			goto out;
+		}
+		if (seen[k] || eq[1] == '\0' || strlen(eq + 1) >= conf_keys[k].len) {
+			snprintf(err, errlen, "--demo %s:%d: %s is %s", path, lineno, line,
+			    seen[k] ? "given twice" : eq[1] == '\0' ? "empty" : "too long");
+			goto out;
+		}
+		seen[k] = true;
+		snprintf((char *)c + conf_keys[k].off, conf_keys[k].len, "%s", eq + 1);
+	}
+	for (size_t k = 0; k < NKEYS; k++) {
+		if (!seen[k]) {
+			snprintf(err, errlen, "--demo %s: %s is missing", path, conf_keys[k].name);
+			goto out;
+		}
+	}
+	rc = OB_OK;
+out:
+	fclose(f);
+	return rc;
+}
+
+/* --- state --------------------------------------------------------------- */
+
+int
+web_demo_open(const char *config_path, const char *db, const char *inbox_db,
+    struct web_demo **out, char *err, size_t errlen)
+{
+	struct web_demo *d = calloc(1, sizeof(*d));
+	int rc;
+	if (d == NULL || (d->steps = calloc((size_t)demo_nsteps, sizeof(*d->steps))) == NULL) {
+		free(d);
+		snprintf(err, errlen, "out of memory");
+		return OB_ENOMEM;
+	}
+	if ((rc = conf_read(config_path, &d->conf, err, errlen)) != OB_OK)
+		goto fail;
+	if (db == NULL || db[0] == '\0') {
+		snprintf(err, errlen, "the demonstration needs --db");
+		rc = OB_EINVAL;
+		goto fail;
+	}
+	d->db = strdup(db);
+	d->inbox_db = inbox_db != NULL && inbox_db[0] != '\0' ? strdup(inbox_db) : NULL;
+	if (d->db == NULL || (inbox_db != NULL && inbox_db[0] != '\0' && d->inbox_db == NULL)) {
+		snprintf(err, errlen, "out of memory");
+		rc = OB_ENOMEM;
+		goto fail;
+	}
+	pthread_mutex_init(&d->mu, NULL);
+	*out = d;
+	return OB_OK;
+fail:
+	free(d->db);
+	free(d->inbox_db);
+	free(d->steps);
+	free(d);
+	return rc;
+}
+
+char *
+web_demo_state_json(struct web_demo *d)
+{
+	json_t *root = json_object(), *steps = json_array();
+	char *text = NULL;
+	if (root == NULL || steps == NULL)
+		goto out;
+	pthread_mutex_lock(&d->mu);
+	json_object_set_new(root, "running", json_integer(d->running));
+	for (int i = 0; i < demo_nsteps; i++) {
+		json_t *s = json_pack("{s:i, s:s, s:s, s:s}", "n", i + 1, "title",
+		    demo_steps[i].title, "explain", demo_steps[i].explain, "status",
+		    status_names[d->steps[i].status]);
+		if (s == NULL)
+			continue;
+		json_object_set_new(s, "result", d->steps[i].result != NULL
+		        ? json_deep_copy(d->steps[i].result) : json_null());
+		json_array_append_new(steps, s);
+	}
+	pthread_mutex_unlock(&d->mu);
+	json_object_set(root, "steps", steps);
+	text = json_dumps(root, JSON_COMPACT);
+out:
+	json_decref(steps);
+	json_decref(root);
+	return text;
+}
+
+/* The result being built by the running step (call with the lock held). */
+static json_t *
+live(struct demo_run *r)
+{
+	return r->d->steps[r->n - 1].result;
+}
+
+static void
+vline(char *buf, size_t len, const char *fmt, va_list ap)
+{
+	vsnprintf(buf, len, fmt, ap);
+}
+
+void
+demo_log(struct demo_run *r, const char *fmt, ...)
+{
+	char line[DEMO_LINE_MAX];
+	va_list ap;
+	va_start(ap, fmt);
+	vline(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	pthread_mutex_lock(&r->d->mu);
+	json_t *log = json_object_get(live(r), "log");
+	if (json_array_size(log) < DEMO_LOG_LINES_MAX)
+		json_array_append_new(log, json_string(line));
+	pthread_mutex_unlock(&r->d->mu);
+}
+
+void
+demo_summary(struct demo_run *r, const char *fmt, ...)
+{
+	char line[DEMO_LINE_MAX];
+	va_list ap;
+	va_start(ap, fmt);
+	vline(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	pthread_mutex_lock(&r->d->mu);
+	json_object_set_new(live(r), "summary", json_string(line));
+	pthread_mutex_unlock(&r->d->mu);
+}
+
+static void
+fact(struct demo_run *r, const char *name, json_t *v)
+{
+	pthread_mutex_lock(&r->d->mu);
+	json_object_set_new(json_object_get(live(r), "facts"), name, v);
+	pthread_mutex_unlock(&r->d->mu);
+}
+
+void
+demo_fact_int(struct demo_run *r, const char *name, int64_t v)
+{
+	fact(r, name, json_integer((json_int_t)v));
+}
+
+void
+demo_fact_str(struct demo_run *r, const char *name, const char *v)
+{
+	fact(r, name, json_string(v));
+}
+
+void
+demo_fact_bool(struct demo_run *r, const char *name, bool v)
+{
+	fact(r, name, json_boolean(v));
+}
+
+static void
+highlight(struct demo_run *r, const char *list, json_t *v)
+{
+	pthread_mutex_lock(&r->d->mu);
+	json_t *a = json_object_get(json_object_get(live(r), "highlight"), list);
+	size_t i;
+	json_t *e;
+	bool dup = false;
+	json_array_foreach(a, i, e) dup = dup || json_equal(e, v);
+	if (!dup)
+		json_array_append(a, v);
+	json_decref(v);
+	pthread_mutex_unlock(&r->d->mu);
+}
+
+void
+demo_highlight_key(struct demo_run *r, const char *key)
+{
+	highlight(r, "keys", json_string(key));
+}
+
+void
+demo_highlight_id(struct demo_run *r, int64_t id)
+{
+	highlight(r, "ids", json_integer((json_int_t)id));
+}
+
+/* --- the step thread ----------------------------------------------------- */
+
+/* Connect with a statement timeout: the facts' queries never hang a step. */
+static int
+connect_reader(const char *conninfo, PGconn **out, char *err, size_t errlen)
+{
+	int rc = ob_pg_connect(conninfo, DEMO_APPNAME, out, err, errlen);
+	if (rc == OB_OK && (rc = ob_pg_exec(*out, "SET statement_timeout = '"
+	        DEMO_STATEMENT_TIMEOUT "'", "set statement_timeout", err, errlen)) != OB_OK) {
+		PQfinish(*out);
+		*out = NULL;
+	}
+	return rc;
+}
+
+static void *
+step_main(void *arg)
+{
+	struct web_demo *d = arg;
+	struct demo_run *r = &d->run;
+	int rc = connect_reader(d->db, &r->db, r->err, sizeof(r->err));
+	if (rc == OB_OK && d->inbox_db != NULL)
+		rc = connect_reader(d->inbox_db, &r->inbox, r->err, sizeof(r->err));
+	if (rc == OB_OK)
+		rc = demo_steps[r->n - 1].run(r);
+	if (rc != OB_OK) {
+		demo_log(r, "failed: %s", r->err);
+		demo_summary(r, "failed: %s", r->err);
+	}
+	if (r->db != NULL)
+		PQfinish(r->db);
+	if (r->inbox != NULL)
+		PQfinish(r->inbox);
+	r->db = r->inbox = NULL;
+	pthread_mutex_lock(&d->mu);
+	d->steps[r->n - 1].status = rc == OB_OK ? STEP_DONE : STEP_FAILED;
+	d->running = 0;
+	pthread_mutex_unlock(&d->mu);
+	return NULL;
+}
+
+int
+web_demo_start(struct web_demo *d, int n)
+{
+	if (n < 1 || n > demo_nsteps)
+		return OB_EINVAL;
+	pthread_mutex_lock(&d->mu);
+	if (d->running != 0) {
+		pthread_mutex_unlock(&d->mu);
+		return OB_EEXIST;
+	}
+	if (d->joinable) {
+		/* it ended (running is 0): joining does not wait */
+		pthread_join(d->thread, NULL);
+		d->joinable = false;
+	}
+	json_t *res = json_pack("{s:s, s:{}, s:{s:[], s:[]}, s:[]}", "summary", "running",
+	    "facts", "highlight", "keys", "ids", "log");
+	if (res == NULL) {
+		pthread_mutex_unlock(&d->mu);
+		return OB_ENOMEM;
+	}
+	json_decref(d->steps[n - 1].result);
+	d->steps[n - 1].result = res;
+	d->steps[n - 1].status = STEP_RUNNING;
+	memset(&d->run, 0, sizeof(d->run));
+	d->run.d = d;
+	d->run.conf = &d->conf;
+	d->run.n = n;
+	snprintf(d->run.stamp, sizeof(d->run.stamp), "%lld-%u", (long long)time(NULL), ++d->runs);
+	d->running = n;
+	if (pthread_create(&d->thread, NULL, step_main, d) != 0) {
+		d->running = 0;
+		d->steps[n - 1].status = STEP_FAILED;
+		json_object_set_new(res, "summary", json_string("failed: cannot start a thread"));
+		pthread_mutex_unlock(&d->mu);
+		return OB_ENOMEM;
+	}
+	d->joinable = true;
+	pthread_mutex_unlock(&d->mu);
+	return OB_OK;
+}
+
+void
+web_demo_close(struct web_demo *d)
+{
+	if (d == NULL)
+		return;
+	if (d->joinable)
+		pthread_join(d->thread, NULL); /* a running step ends by its deadlines */
+	for (int i = 0; i < demo_nsteps; i++)
+		json_decref(d->steps[i].result);
+	pthread_mutex_destroy(&d->mu);
+	free(d->steps);
+	free(d->db);
+	free(d->inbox_db);
+	free(d);
+}

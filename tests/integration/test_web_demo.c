@@ -1,0 +1,350 @@
+/*
+ * test_web_demo.c - the guided demonstration (ctl/web_demo.h) driven
+ * through its interface, without the web server, against the real stack
+ * of scripts/demo.sh --web: a real PostgreSQL (the producer's and the
+ * consumer's databases), outbox-producer serve --demo-admin,
+ * outbox-consumer --demo-admin, the demo's relay (report.created), and the
+ * short-lived relays the steps start themselves. Each step is started,
+ * waited for (its state polled until done), and its facts are checked
+ * against psql: one report, then two in the broken mode; one effect and a
+ * duplicate answer after a relay died; fence+1 and a refused write after a
+ * stall; two effects without dedup. The modes and faults are back to the
+ * real ones after each step. Bad config files are refused with the reason;
+ * a second start while a step runs is OB_EEXIST, a step that is not one
+ * OB_EINVAL. The relay's --only-routed, which the demo's relay runs with,
+ * leaves another topic pending where without it that topic is dead-lettered.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "outbox/err.h"
+#include "testsupport.h"
+#include "ts_consumer.h"
+#include "ts_producer.h"
+#include "ts_relay.h"
+#include "web_demo.h"
+
+#define T_SEC 1000
+#define STEP_WAIT_MS (120 * T_SEC)
+
+struct stack {
+	char db[TS_CONNINFO_MAX], idb[TS_CONNINFO_MAX];
+	struct ts_producer_server p;
+	char padmin[64], cadmin[64], clog[256], rlog[256], curl[256], conf[300];
+	pid_t consumer, relay;
+	PGconn *pconn, *iconn;
+};
+
+static void
+stack_start(struct stack *s)
+{
+	ts_db_create("webdemo", "outbox", s->db, sizeof(s->db));
+	ts_db_create("webdemo_in", "inbox", s->idb, sizeof(s->idb));
+	s->pconn = ts_connect(s->db);
+	s->iconn = ts_connect(s->idb);
+	char *pargs[] = { "--metrics", "127.0.0.1:0", "--demo-admin", NULL };
+	ts_producer_serve(s->db, pargs, &s->p);
+	snprintf(s->padmin, sizeof(s->padmin), "http://127.0.0.1:%d",
+	    ts_log_wait_port(s->p.log, "producer.metrics.listening", 30 * T_SEC));
+	ts_ipc_url("webdemo-consumer", s->curl, sizeof(s->curl));
+	const char *const cargs[] = { "--metrics", "127.0.0.1:0", "--demo-admin", NULL };
+	s->consumer = ts_consumer_spawn(s->clog, s->idb, s->curl, cargs);
+	snprintf(s->cadmin, sizeof(s->cadmin), "http://127.0.0.1:%d",
+	    ts_log_wait_port(s->clog, "consumer.metrics.listening", 30 * T_SEC));
+	char route[300];
+	snprintf(route, sizeof(route), "report.created=%s", s->curl);
+	/* as scripts/demo.sh --web: the steps' topics are the steps' relays' */
+	const char *const rargs[] = { "--poll-ms", "200", "--only-routed", NULL };
+	s->relay = ts_relay_spawn(s->rlog, s->db, route, rargs);
+
+	const char *bindir = getenv("OUTBOX_BIN_DIR");
+	ck_assert_msg(bindir != NULL, "OUTBOX_BIN_DIR is not set");
+	char text[4096];
+	snprintf(text, sizeof(text),
+	    "# written by the test, as scripts/demo.sh --web writes it\n"
+	    "producer_url=%s\nproducer_admin=%s\nconsumer_admin=%s\nconsumer_listen=%s\n"
+	    "relay_db=%s\nbin_dir=%s\nwork_dir=%s\n", s->p.url, s->padmin, s->cadmin, s->curl,
+	    s->db, bindir, ts_tmpdir());
+	snprintf(s->conf, sizeof(s->conf), "%s/demo.conf", ts_tmpdir());
+	ts_write_file(s->conf, text);
+}
+
+static void
+stack_stop(struct stack *s)
+{
+	ts_stop(s->relay, SIGTERM);
+	ts_stop(s->consumer, SIGTERM);
+	ts_stop(s->p.pid, SIGTERM);
+	PQfinish(s->pconn);
+	PQfinish(s->iconn);
+}
+
+/* The state's step n (a new reference; json_decref). */
+static json_t *
+step_of(struct web_demo *d, int n)
+{
+	char *text = web_demo_state_json(d);
+	ck_assert(text != NULL);
+	json_t *root = json_loads(text, 0, NULL);
+	ck_assert_msg(root != NULL, "state is not JSON: %s", text);
+	free(text);
+	json_t *st = json_array_get(json_object_get(root, "steps"), (size_t)(n - 1));
+	ck_assert(st != NULL);
+	ck_assert_int_eq(json_integer_value(json_object_get(st, "n")), n);
+	json_incref(st);
+	json_decref(root);
+	return st;
+}
+
+/* Start step n, poll until it is no longer running; it must be done.
+ * Returns its result's facts (a new reference). */
+static json_t *
+run_step(struct web_demo *d, int n)
+{
+	ck_assert_int_eq(web_demo_start(d, n), OB_OK);
+	int64_t end = ts_now_ms() + STEP_WAIT_MS;
+	json_t *st;
+	for (;;) {
+		st = step_of(d, n);
+		const char *status = json_string_value(json_object_get(st, "status"));
+		if (strcmp(status, "running") != 0)
+			break;
+		ck_assert_msg(ts_now_ms() < end, "step %d still running after %d s", n,
+		    STEP_WAIT_MS / T_SEC);
+		json_decref(st);
+		usleep(50 * 1000);
+	}
+	json_t *res = json_object_get(st, "result");
+	char *dump = json_dumps(res, JSON_INDENT(1));
+	ck_assert_msg(strcmp(json_string_value(json_object_get(st, "status")), "done") == 0,
+	    "step %d: %s", n, dump);
+	ck_assert(json_string_length(json_object_get(st, "explain")) > 20);
+	ck_assert(json_string_length(json_object_get(res, "summary")) > 0);
+	ck_assert(json_array_size(json_object_get(res, "log")) > 0);
+	ck_assert_msg(json_array_size(json_object_get(json_object_get(res, "highlight"), "keys")) > 0,
+	    "step %d highlights nothing: %s", n, dump);
+	free(dump);
+	json_t *facts = json_object_get(res, "facts");
+	json_incref(facts);
+	json_decref(st);
+	return facts;
+}
+
+static long long
+fint(json_t *facts, const char *name)
+{
+	json_t *v = json_object_get(facts, name);
+	ck_assert_msg(json_is_integer(v), "fact %s is not an integer", name);
+	return (long long)json_integer_value(v);
+}
+
+static bool
+fbool(json_t *facts, const char *name)
+{
+	json_t *v = json_object_get(facts, name);
+	ck_assert_msg(json_is_boolean(v), "fact %s is not a boolean", name);
+	return json_is_true(v);
+}
+
+static long long
+q1(PGconn *conn, const char *fmt, const char *arg)
+{
+	char sql[600];
+	char *lit = PQescapeLiteral(conn, arg, strlen(arg));
+	snprintf(sql, sizeof(sql), fmt, lit);
+	PQfreemem(lit);
+	return (long long)ts_query_int(conn, sql);
+}
+
+/* GET base/admin/faults: the string at modes.name and faults.fault. */
+static void
+admin_state(const char *base, const char *mode, const char *want, const char *fault)
+{
+	struct ts_producer_reply r;
+	ts_producer_http(base, "GET", "/admin/faults", NULL, NULL, 0, &r);
+	ck_assert_int_eq(r.status, 200);
+	json_t *j = json_loads(r.body, 0, NULL);
+	ck_assert(j != NULL);
+	ck_assert_str_eq(json_string_value(json_object_get(json_object_get(j, "modes"), mode)), want);
+	ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(j, "faults"), fault)), 0);
+	json_decref(j);
+}
+
+START_TEST(test_steps)
+{
+	struct stack s;
+	struct web_demo *d = NULL;
+	char err[600];
+	stack_start(&s);
+	ck_assert_msg(web_demo_open(s.conf, s.db, s.idb, &d, err, sizeof(err)) == OB_OK, "%s", err);
+	ck_assert_int_eq(web_demo_start(d, 0), OB_EINVAL);
+	ck_assert_int_eq(web_demo_start(d, 6), OB_EINVAL);
+	json_t *st = step_of(d, 1);
+	ck_assert_str_eq(json_string_value(json_object_get(st, "status")), "idle");
+	ck_assert(json_is_null(json_object_get(st, "result")));
+	json_decref(st);
+
+	/* 1: the lost response is replayed: one report */
+	json_t *f = run_step(d, 1);
+	ck_assert_int_eq(fint(f, "reports"), 1);
+	ck_assert(fbool(f, "replayed"));
+	ck_assert_int_eq(fint(f, "attempts"), 2);
+	ck_assert_int_eq(ts_query_int(s.pconn, "SELECT count(*) FROM app.bug_reports"
+	    " WHERE title LIKE 'Lost response, step 1 %'"), 1);
+	ck_assert_int_eq(ts_log_count(s.p.log, "fault.fired"), 1);
+	admin_state(s.padmin, "idempotency", "atomic", "producer.lose_response");
+	json_decref(f);
+
+	/* 2: the broken mode: two reports */
+	f = run_step(d, 2);
+	ck_assert_int_eq(fint(f, "reports"), 2);
+	ck_assert(!fbool(f, "replayed"));
+	ck_assert_int_eq(ts_query_int(s.pconn, "SELECT count(*) FROM app.bug_reports"
+	    " WHERE title LIKE 'Lost response, step 2 %'"), 2);
+	admin_state(s.padmin, "idempotency", "atomic", "producer.lose_response");
+	json_decref(f);
+
+	/* 3: a relay dies after sending: redelivered, answered duplicate */
+	f = run_step(d, 3);
+	const char *key = json_string_value(json_object_get(f, "key"));
+	ck_assert_int_eq(fint(f, "effects"), 1);
+	ck_assert_int_eq(fint(f, "duplicates"), 1);
+	ck_assert_int_ge(fint(f, "attempts"), 2);
+	ck_assert_int_eq(q1(s.iconn, "SELECT count(*) FROM inbox.notifications"
+	    " WHERE idempotency_key = %s", key), 1);
+	ck_assert_int_eq(q1(s.pconn, "SELECT count(*) FROM outbox.messages WHERE"
+	    " idempotency_key = %s AND status = 'delivered'", key), 1);
+	json_decref(f);
+
+	/* a second start while one runs is refused, nothing started */
+	ck_assert_int_eq(web_demo_start(d, 4), OB_OK);
+	ck_assert_int_eq(web_demo_start(d, 1), OB_EEXIST);
+	st = step_of(d, 1);
+	ck_assert_str_eq(json_string_value(json_object_get(st, "status")), "done");
+	json_decref(st);
+	/* 4 (started just above): the stale worker is fenced out */
+	int64_t end = ts_now_ms() + STEP_WAIT_MS;
+	for (;;) {
+		st = step_of(d, 4);
+		if (strcmp(json_string_value(json_object_get(st, "status")), "running") != 0)
+			break;
+		ck_assert(ts_now_ms() < end);
+		json_decref(st);
+		usleep(50 * 1000);
+	}
+	char *dump = json_dumps(st, 0);
+	ck_assert_msg(strcmp(json_string_value(json_object_get(st, "status")), "done") == 0, "%s",
+	    dump);
+	free(dump);
+	f = json_object_get(json_object_get(st, "result"), "facts");
+	key = json_string_value(json_object_get(f, "key"));
+	ck_assert(fbool(f, "fenced_out"));
+	/* fences come from one sequence: the takeover's is the next one drawn */
+	ck_assert_int_gt(fint(f, "fence_after"), fint(f, "fence_before"));
+	ck_assert_int_eq(fint(f, "effects"), 1);
+	ck_assert_int_eq(q1(s.pconn, "SELECT max(fence) FROM outbox.messages WHERE"
+	    " idempotency_key = %s", key), fint(f, "fence_after"));
+	ck_assert_int_eq(q1(s.iconn, "SELECT count(*) FROM inbox.notifications"
+	    " WHERE idempotency_key = %s", key), 1);
+	json_decref(st);
+
+	/* 5: without dedup the redelivery applies twice; dedup back on after */
+	f = run_step(d, 5);
+	key = json_string_value(json_object_get(f, "key"));
+	ck_assert_int_eq(fint(f, "effects"), 2);
+	ck_assert_int_eq(q1(s.iconn, "SELECT count(*) FROM inbox.notifications"
+	    " WHERE idempotency_key = %s", key), 2);
+	admin_state(s.cadmin, "dedup", "on", "consumer.drop_reply");
+	json_decref(f);
+
+	/* the demo's own relay never saw the steps' topics */
+	ck_assert_int_eq(ts_query_int(s.pconn, "SELECT count(*) FROM outbox.messages"
+	    " WHERE topic LIKE 'demo.%' AND status <> 'delivered'"), 0);
+	web_demo_close(d);
+	stack_stop(&s);
+}
+END_TEST
+
+/* --only-routed (what lets the steps' relays have their topics): without
+ * it a relay with no default route claims another topic and dead-letters
+ * it ("no route"); with it that message is left pending, untouched, while
+ * the relay delivers its own topic. */
+START_TEST(test_only_routed)
+{
+	for (int only = 0; only <= 1; only++) {
+		char db[TS_CONNINFO_MAX], url[256], route[300], log[256];
+		struct ts_fake_consumer fc;
+		ts_db_create("onlyrouted", "outbox", db, sizeof(db));
+		PGconn *conn = ts_connect(db);
+		ts_fake_consumer_routed(&fc, only ? "only-1" : "only-0", "report.created",
+		    TS_FAKE_APPLIED, url, sizeof(url), route, sizeof(route));
+		ts_enqueue_n(conn, "demo.redelivery", "step", 1);
+		ts_enqueue_n(conn, "report.created", "first", 1);
+		const char *const extra[] = { "--poll-ms", "100", only ? "--only-routed" : NULL, NULL };
+		pid_t relay = ts_relay_spawn(log, db, route, extra);
+		const char *dead = "SELECT count(*) FROM outbox.messages WHERE topic ="
+		    " 'demo.redelivery' AND status = 'dead'";
+		const char *delivered = "SELECT count(*) FROM outbox.messages WHERE topic ="
+		    " 'report.created' AND status = 'delivered'";
+		if (!only) {
+			ck_assert_int_eq(ts_wait_value(conn, dead, 1, 30 * T_SEC), 1);
+		} else {
+			/* two claim rounds of its own topic later, the other is untouched */
+			ck_assert_int_eq(ts_wait_value(conn, delivered, 1, 30 * T_SEC), 1);
+			ts_enqueue_n(conn, "report.created", "second", 1);
+			ck_assert_int_eq(ts_wait_value(conn, delivered, 2, 30 * T_SEC), 2);
+			ck_assert_int_eq(ts_query_int(conn, dead), 0);
+			ck_assert_int_eq(ts_query_int(conn, "SELECT count(*) FROM outbox.messages"
+			    " WHERE topic = 'demo.redelivery' AND status = 'pending' AND attempts = 0"), 1);
+		}
+		ts_stop(relay, SIGTERM);
+		ts_fake_consumer_stop(&fc);
+		PQfinish(conn);
+	}
+}
+END_TEST
+
+START_TEST(test_bad_config)
+{
+	struct web_demo *d = NULL;
+	char err[600], path[300];
+	snprintf(path, sizeof(path), "%s/bad.conf", ts_tmpdir());
+	static const struct {
+		const char *text, *want;
+	} cases[] = {
+		{ "producer_url=http://127.0.0.1:1\n", "producer_admin is missing" },
+		{ "producer_url=a\nproducer_url=b\n", "given twice" },
+		{ "nonsense=1\n", "unknown key 'nonsense'" },
+		{ "just a line\n", "want key=value" },
+		{ "producer_url=\n", "empty" },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		ts_write_file(path, cases[i].text);
+		err[0] = '\0';
+		ck_assert_int_eq(web_demo_open(path, "dbname=x", NULL, &d, err, sizeof(err)), OB_EINVAL);
+		ck_assert_msg(strstr(err, cases[i].want) != NULL, "%s: %s", cases[i].text, err);
+	}
+	ck_assert_int_eq(web_demo_open("/nonexistent/demo.conf", "dbname=x", NULL, &d, err,
+	    sizeof(err)), OB_EINVAL);
+	ck_assert(strstr(err, "No such file") != NULL);
+	web_demo_close(NULL);
+}
+END_TEST
+
+int
+main(void)
+{
+	Suite *s = suite_create("web_demo");
+	TCase *tc = tcase_create("web_demo");
+	tcase_set_timeout(tc, 600);
+	tcase_add_test(tc, test_bad_config);
+	tcase_add_test(tc, test_only_routed);
+	tcase_add_test(tc, test_steps);
+	suite_add_tcase(s, tc);
+	return ts_run_suite(s);
+}
