@@ -31,3 +31,17 @@ outbox_test(test_web_demo SOURCES integration/test_web_demo.c LABELS integration
 if(TARGET test_web_demo)
   add_dependencies(test_web_demo outbox-producer outbox-consumer outbox-relay)
 endif()
+
+# The guided demonstration clicked through in Debian's chromium
+# (tests/browser/web_demo.mjs) against the stack of scripts/demo.sh --web
+# (tests/support/ts_demo.c) and outboxctl web --demo: each step's facts
+# shown checked against psql, its rows highlighted, a screenshot each.
+# Skipped (77) without chromium or node_modules, except under CI=true.
+outbox_test(test_web_demo_browser SOURCES integration/test_web_demo_browser.c
+  LABELS integration PG TIMEOUT 600)
+if(TEST test_web_demo_browser)
+  add_dependencies(test_web_demo_browser outboxctl outbox-relay outbox-consumer outbox-producer)
+  set_property(TEST test_web_demo_browser PROPERTY SKIP_RETURN_CODE 77)
+  set_property(TEST test_web_demo_browser APPEND PROPERTY ENVIRONMENT
+    "OUTBOX_TEST_ARTIFACTS=${CMAKE_BINARY_DIR}/tests/artifacts")
+endif()

@@ -11,12 +11,18 @@
 //    "steps": [{"n": N, "facts": {"NAME": value, ...},
 //               "facts_from_psql": {"NAME": {"db": CONNINFO, "sql": SQL}},
 //               "psql": [{"db": CONNINFO, "sql": SQL, "want": "text"}],
-//               "summary_has": ["text", ...], "highlighted": true|false}]}
+//               "greater": [["A", "B"], ...],
+//               "summary_has": ["text", ...], "highlighted": true|false,
+//               "highlight_key": true|false}]}
 // facts: the value shown in [data-fact=NAME] (text, compared as strings);
 // facts_from_psql: the value shown equals what SQL returns after the step;
-// psql: after the step, SQL returns want. Prints RESULT {json} (the facts
+// psql: after the step, SQL returns want; greater: fact A shown is a
+// number greater than fact B. In SQL, $KEY stands for the key the step
+// shows (its fact "key", as an SQL literal). highlighted: more rows of
+// #messages are tr.hl after the step than before; highlight_key: the row
+// whose key is the fact "key" is one of them. Prints RESULT {json} (the facts
 // shown per step) and exits 0, or FAILED: why and exits 1.
-import { check, noScriptRan, psqlValue, run, screenshot, text, waitFor } from './lib.mjs';
+import { check, lit, noScriptRan, psqlValue, run, screenshot, text, waitFor } from './lib.mjs';
 
 const STEP_MS = 180000; // one step against the real processes (a lease must run out in one)
 
@@ -38,6 +44,7 @@ async function runStep(page, seen, step) {
 	await waitFor(`step ${step.n} in #demo`, async () => (await page.$(li)) !== null);
 	check((await text(page, `${li} [data-field="status"]`)) !== 'running',
 	    `step ${step.n} is running before it was clicked`);
+	const hlBefore = (await page.$$('#messages tbody tr.hl')).length;
 	await page.click(`${li} button[data-action="run-step"]`);
 	const status = await waitFor(`step ${step.n} to end`, async () => {
 		const s = await text(page, `${li} [data-field="status"]`);
@@ -56,17 +63,29 @@ async function runStep(page, seen, step) {
 	});
 	for (const [k, v] of Object.entries(step.facts || {}))
 		check(shown[k] === String(v), `step ${step.n}: fact ${k} shown ${JSON.stringify(shown[k])}, want ${JSON.stringify(String(v))}`);
+	const sql = q => (shown.key === undefined ? q : q.replaceAll('$KEY', lit(shown.key)));
+	for (const [a, b] of step.greater || []) {
+		check(/^-?\d+$/.test(shown[a] ?? '') && /^-?\d+$/.test(shown[b] ?? ''),
+		    `step ${step.n}: facts ${a}=${shown[a]} and ${b}=${shown[b]} are not numbers`);
+		check(Number(shown[a]) > Number(shown[b]), `step ${step.n}: ${a} ${shown[a]} is not above ${b} ${shown[b]}`);
+	}
 	for (const [k, q] of Object.entries(step.facts_from_psql || {})) {
-		const want = psqlValue(q.db, q.sql);
-		check(shown[k] === want, `step ${step.n}: fact ${k} shown ${JSON.stringify(shown[k])}, psql ${JSON.stringify(want)} (${q.sql})`);
+		const want = psqlValue(q.db, sql(q.sql));
+		check(shown[k] === want, `step ${step.n}: fact ${k} shown ${JSON.stringify(shown[k])}, psql ${JSON.stringify(want)} (${sql(q.sql)})`);
 	}
 	for (const q of step.psql || []) {
-		const got = psqlValue(q.db, q.sql);
-		check(got === String(q.want), `step ${step.n}: psql ${q.sql} gives ${JSON.stringify(got)}, want ${JSON.stringify(String(q.want))}`);
+		const got = psqlValue(q.db, sql(q.sql));
+		check(got === String(q.want), `step ${step.n}: psql ${sql(q.sql)} gives ${JSON.stringify(got)}, want ${JSON.stringify(String(q.want))}`);
 	}
+	// its rows highlighted: more than before it (highlights stay), and the
+	// row of its key when it names the message (highlight_key)
 	if (step.highlighted)
-		await waitFor(`step ${step.n}'s rows highlighted in #messages`,
-		    async () => (await page.$$('#messages tbody tr.hl')).length > 0);
+		await waitFor(`step ${step.n}'s rows highlighted in #messages (${hlBefore} before)`,
+		    async () => (await page.$$('#messages tbody tr.hl')).length > hlBefore);
+	if (step.highlight_key)
+		await waitFor(`the row of key ${shown.key} highlighted in #messages`, () =>
+		    page.$$eval('#messages tbody tr.hl td[data-field="key"]',
+		        (tds, key) => tds.some(td => td.textContent === key), shown.key));
 	const shot = await screenshot(page, cfg.artifacts, `demo-step-${step.n}`);
 	await noScriptRan(page, seen, `after step ${step.n}`);
 	return { n: step.n, summary, facts: shown, screenshot: shot };

@@ -1,0 +1,135 @@
+/*
+ * test_web_demo_browser.c - the guided demonstration clicked through in a
+ * real browser (issue 17, part 3): the stack of scripts/demo.sh --web
+ * (ts_demo: producer serve and consumer with --demo-admin, the demo's
+ * relay), `outboxctl web --demo` on port 0, and
+ * tests/browser/web_demo.mjs in Debian's chromium, which enters the token,
+ * clicks each step's run button, waits for it to be done and checks what
+ * the page shows against psql: step 1 one report, replayed; step 2 (dedup
+ * of the producer off) two reports; step 3 the consumer's duplicate answer
+ * and one effect; step 4 the stale worker fenced out, the takeover's fence
+ * above the stale one's and equal to the message's in the database; step
+ * 5 (the consumer's dedup off) two effects. The rows each step changed are
+ * highlighted; a screenshot per step (build/tests/artifacts/demo-step-N.png).
+ *
+ * Skipped (77) without chromium or tests/browser/node_modules, except
+ * under CI=true, where that fails. Adds 22-32 s to the suite (ctest -R
+ * '^(pg_start|test_web_demo_browser|pg_stop)$' on the shared 2-core box,
+ * three runs: 23.1, 22.5, 32.1 s; the browser script 20-28 s of it).
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "testsupport.h"
+#include "ts_browser.h"
+#include "ts_demo.h"
+
+#define NODE_TIMEOUT_MS 540000 /* five steps against the real processes */
+#define TOKEN "web-demo-browser-token-0001"
+
+/* {"db": db, "sql": sql} */
+static json_t *
+q(const char *db, const char *sql)
+{
+	return json_pack("{s:s, s:s}", "db", db, "sql", sql);
+}
+
+/* {"db": db, "sql": sql, "want": want} */
+static json_t *
+qwant(const char *db, const char *sql, const char *want)
+{
+	return json_pack("{s:s, s:s, s:s}", "db", db, "sql", sql, "want", want);
+}
+
+static json_t *
+steps(const struct ts_demo_stack *s)
+{
+	const char *P = s->db, *I = s->idb;
+	json_t *a = json_array();
+	/* 1: the response lost, the retry answered from the stored one */
+	json_array_append_new(a, json_pack("{s:i, s:{s:s, s:s}, s:{s:o}, s:b}", "n", 1,
+	    "facts", "replayed", "true", "attempts", "2",
+	    "facts_from_psql", "reports", q(P, "SELECT count(*) FROM app.bug_reports"
+	    " WHERE title LIKE 'Lost response, step 1 %'"),
+	    "highlighted", 1));
+	/* 2: the broken mode: two reports */
+	json_array_append_new(a, json_pack("{s:i, s:{s:s, s:s}, s:{s:o}, s:b}", "n", 2,
+	    "facts", "replayed", "false", "reports", "2",
+	    "facts_from_psql", "reports", q(P, "SELECT count(*) FROM app.bug_reports"
+	    " WHERE title LIKE 'Lost response, step 2 %'"),
+	    "highlighted", 1));
+	/* 3: the relay died after sending: the redelivery answered duplicate */
+	json_array_append_new(a, json_pack("{s:i, s:{s:s, s:s}, s:[o, o], s:b, s:b}", "n", 3,
+	    "facts", "duplicates", "1", "effects", "1",
+	    "psql", qwant(I, "SELECT count(*) FROM inbox.notifications WHERE idempotency_key = $KEY",
+	    "1"), qwant(P, "SELECT count(*) FROM outbox.messages WHERE idempotency_key = $KEY"
+	    " AND status = 'delivered'", "1"),
+	    "highlighted", 1, "highlight_key", 1));
+	/* 4: the stale worker's write refused with the fence numbers */
+	json_array_append_new(a, json_pack("{s:i, s:{s:s, s:s}, s:{s:o}, s:[[s, s]], s:[o], s:b, s:b}",
+	    "n", 4, "facts", "fenced_out", "true", "effects", "1",
+	    "facts_from_psql", "fence_after", q(P, "SELECT max(fence) FROM outbox.messages WHERE"
+	    " idempotency_key = $KEY"),
+	    "greater", "fence_after", "fence_before",
+	    "psql", qwant(I, "SELECT count(*) FROM inbox.notifications WHERE idempotency_key = $KEY",
+	    "1"),
+	    "highlighted", 1, "highlight_key", 1));
+	/* 5: the consumer without dedup: the duplicate effect */
+	json_array_append_new(a, json_pack("{s:i, s:{s:s}, s:[o], s:b, s:b}", "n", 5,
+	    "facts", "effects", "2",
+	    "psql", qwant(I, "SELECT count(*) FROM inbox.notifications WHERE idempotency_key = $KEY",
+	    "2"),
+	    "highlighted", 1, "highlight_key", 1));
+	return a;
+}
+
+START_TEST(test_demo_in_chromium)
+{
+	struct ts_demo_stack s;
+	ts_demo_start(&s, "webdemobr");
+
+	char tokens[512], ready[512], wlog[256];
+	snprintf(tokens, sizeof(tokens), "%s/web.token", ts_tmpdir());
+	snprintf(ready, sizeof(ready), "%s/web.ready", ts_tmpdir());
+	ts_write_file(tokens, TOKEN "\n");
+	char *argv[] = { "outboxctl", "web", "--db", s.db, "--inbox-db", s.idb, "--http",
+		"http://127.0.0.1:0", "--token-file", tokens, "--demo", s.conf, "--ready-file", ready,
+		NULL };
+	pid_t web = ts_spawn(argv, NULL, wlog);
+	char *url = ts_wait_ready_file(ready, web, wlog, 30000);
+
+	json_t *arg = json_pack("{s:s, s:s, s:s, s:o}", "url", url, "token", TOKEN, "artifacts",
+	    ts_browser_artifacts(), "steps", steps(&s));
+	ck_assert_ptr_nonnull(arg);
+	json_t *r = ts_browser_run("web_demo.mjs", arg, NODE_TIMEOUT_MS);
+	ck_assert_int_eq((int)json_array_size(json_object_get(r, "steps")), 5);
+
+	/* the steps' messages all delivered: none left for the demo's relay */
+	ck_assert_int_eq(ts_query_int(s.pconn, "SELECT count(*) FROM outbox.messages"
+	    " WHERE topic LIKE 'demo.%' AND status <> 'delivered'"), 0);
+
+	ts_stop(web, SIGTERM);
+	json_decref(r);
+	json_decref(arg);
+	free(url);
+	ts_demo_stop(&s);
+}
+END_TEST
+
+int
+main(void)
+{
+	int gate = ts_browser_gate("test_web_demo_browser");
+	if (gate != 0)
+		return gate;
+	Suite *s = suite_create("web_demo_browser");
+	TCase *tc = tcase_create("web_demo_browser");
+	tcase_set_timeout(tc, 580);
+	tcase_add_test(tc, test_demo_in_chromium);
+	suite_add_tcase(s, tc);
+	return ts_run_suite(s);
+}
