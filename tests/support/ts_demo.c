@@ -1,6 +1,6 @@
 /*
  * ts_demo.c - the stack of scripts/demo.sh --web for tests (ts_demo.h),
- * as test_web_demo.c first started it.
+ * as test_web_demo.c first started it (now through this).
  */
 #include <signal.h>
 #include <stdio.h>
