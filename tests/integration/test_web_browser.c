@@ -7,7 +7,9 @@
  * to a consumer that rejects everything (dead letters, one with a key of
  * markup); then, the relay stopped, web.wait gets messages nobody claims,
  * two with keys and payloads of markup. The web view is started on port 0
- * (its URL read back from --ready-file) with a token file, and the script
+ * (its URL read back from --ready-file) with a token file, reading as a
+ * role with outbox_viewer's grants only (requeue through --requeue-db), and
+ * the script
  * checks in the browser, against psql: the counts shown after a refresh,
  * the markup shown as text and nothing run (CSP header, no dialog,
  * window.__pwned unset), requeue refused without the token and done with
@@ -44,15 +46,18 @@
 #define XSS_SCRIPT "<script>window.__pwned=1</script>"
 #define XSS_IMG "\"><img src=x onerror=\"window.__pwned=2\">"
 
+/* The view as it is meant to run: reading as a role of outbox_viewer's
+ * grants only (outbox 017, inbox 007), requeueing through --requeue-db. */
 static const char *
-web_ready(const char *db, pid_t *pid, char *log)
+web_ready(const char *db, const char *viewer, pid_t *pid, char *log)
 {
 	char tokens[512], ready[512];
 	snprintf(tokens, sizeof(tokens), "%s/web.token", ts_tmpdir());
 	snprintf(ready, sizeof(ready), "%s/web.ready", ts_tmpdir());
 	ts_write_file(tokens, TOKEN "\n");
-	char *argv[] = { "outboxctl", "web", "--db", (char *)db, "--inbox-db", (char *)db,
-		"--http", "http://127.0.0.1:0", "--token-file", tokens, "--ready-file", ready, NULL };
+	char *argv[] = { "outboxctl", "web", "--db", (char *)viewer, "--inbox-db", (char *)viewer,
+		"--requeue-db", (char *)db, "--http", "http://127.0.0.1:0", "--token-file", tokens,
+		"--ready-file", ready, NULL };
 	*pid = ts_spawn(argv, NULL, log);
 	return ts_wait_ready_file(ready, *pid, log, 30000);
 }
@@ -107,8 +112,11 @@ START_TEST(test_web_view_in_chromium)
 	    " WHERE id = %lld", (long long)old);
 	ts_exec(c, sql);
 
+	char role[64], viewer[TS_CONNINFO_MAX];
+	ts_role_create("webbr_viewer", "outbox_viewer", role);
+	ts_conninfo_as(db, role, viewer, sizeof(viewer));
 	pid_t web;
-	const char *url = web_ready(db, &web, wlog);
+	const char *url = web_ready(db, viewer, &web, wlog);
 
 	json_t *arg = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:[{s:I, s:s, s:[s]}, {s:I, s:s,"
 	    " s:[s]}], s:[{s:I, s:s}]}",
@@ -132,6 +140,7 @@ START_TEST(test_web_view_in_chromium)
 	ck_assert_int_eq(status_is(c, x1, "pending") + status_is(c, x2, "pending"), 2);
 
 	ts_stop(web, SIGTERM);
+	ts_role_drop(role);
 	json_decref(r);
 	json_decref(arg);
 	free((char *)url);
