@@ -7,6 +7,7 @@
  *                 JSON text that requests copy
  *   web_server.c  the routes on common/httpd.c; never queries for a GET;
  *                 a requeue runs on a thread of its own
+ *   web_scrape.c  the consumer's counts from its /metrics (--consumer-metrics)
  *   web_token.c   the bearer token of --token-file, compared in constant
  *                 time
  *   web_assets.c  the page (generated from ctl/web/ at build time)
@@ -23,6 +24,7 @@
 struct web_poll_config {
 	const char *db;               /* producer database (borrowed) */
 	const char *inbox_db;         /* consumer database, or NULL */
+	const char *consumer_metrics; /* the consumer's /metrics URL, or NULL */
 	int64_t interval_ms;          /* between two snapshots */
 	int64_t statement_timeout_ms; /* of every query of the poller */
 	int64_t messages_max;         /* newest messages in a snapshot */
@@ -52,6 +54,20 @@ uint64_t web_poll_count(struct web_poll *p);
 
 /* Stop the thread, close the connections, free p. NULL is a no-op. */
 void web_poll_stop(struct web_poll *p);
+
+/* ---- the consumer's counters ---------------------------------------- */
+
+struct web_consumer_counts {
+	int64_t duplicates;        /* answered duplicate, all topics */
+	int64_t key_reuse_rejects; /* a key redelivered with another topic or payload */
+};
+
+/* GET url (a consumer's Prometheus /metrics), waiting up to timeout_ms,
+ * and sum its counters into *out. OB_OK, or OB_ENET with one line in err
+ * (unreachable, not 200, not a consumer's metrics). Blocks: the poller's
+ * thread only. */
+int web_scrape_consumer(const char *url, int64_t timeout_ms, struct web_consumer_counts *out,
+    char *err, size_t errlen);
 
 /* ---- the token ------------------------------------------------------- */
 

@@ -51,9 +51,10 @@
 #define WEB_REQUEUE_IDS_MAX 10000
 
 struct web_config {
-	char *db, *inbox_db, *requeue_db, *http, *token_file, *demo, *ready_file;
+	char *db, *inbox_db, *requeue_db, *http, *token_file, *demo, *ready_file, *consumer_metrics;
 	int64_t poll_ms, statement_timeout_ms, retention_ms, max_body, max_conns;
 	int64_t messages, dead, dedup, series, requeue_ids;
+	bool payloads_need_token;
 };
 
 #define F(x) offsetof(struct web_config, x)
@@ -63,6 +64,9 @@ const struct ob_cfg_opt ctl_web_options[] = {
 	    " outbox_viewer's grants (read-only)" },
 	{ "inbox-db", "OUTBOX_INBOX_DB", OB_CFG_STRING, NULL, 0, 0, NULL, false, false,
 	    F(inbox_db), "the consumer's database: show its dedup records (outbox_viewer there too)" },
+	{ "consumer-metrics", "OUTBOX_WEB_CONSUMER_METRICS", OB_CFG_STRING, NULL, 0, 0, NULL, false,
+	    false, F(consumer_metrics), "the consumer's /metrics URL (http://HOST:PORT/metrics):"
+	    " duplicates answered and key-reuse rejects, with --inbox-db" },
 	{ "requeue-db", "OUTBOX_WEB_REQUEUE_DB", OB_CFG_STRING, NULL, 0, 0, NULL, false, false,
 	    F(requeue_db), "the connection a requeue uses, of an outbox_admin role (default: --db)" },
 	{ "http", "OUTBOX_WEB_HTTP", OB_CFG_STRING, WEB_HTTP_DEFAULT, 0, 0, NULL, false, false,
@@ -70,6 +74,9 @@ const struct ob_cfg_opt ctl_web_options[] = {
 	{ "token-file", "OUTBOX_WEB_TOKEN_FILE", OB_CFG_STRING, NULL, 0, 0, NULL, false, false,
 	    F(token_file), "the bearer token (first line) that requeue and, off loopback, the"
 	    " payloads need; without it requeue is disabled" },
+	{ "payloads-need-token", "OUTBOX_WEB_PAYLOADS_NEED_TOKEN", OB_CFG_BOOL, "false", 0, 0,
+	    NULL, false, false, F(payloads_need_token),
+	    "payloads need the token even on loopback (behind a reverse proxy on this host)" },
 	{ "demo", "OUTBOX_WEB_DEMO", OB_CFG_STRING, NULL, 0, 0, NULL, false, false, F(demo),
 	    "serve the guided demonstration of this config file (scripts/demo.sh --web)" },
 	{ "ready-file", "OUTBOX_WEB_READY_FILE", OB_CFG_STRING, NULL, 0, 0, NULL, false, false,
@@ -106,7 +113,8 @@ const struct ob_cfg_opt ctl_web_options[] = {
 static const struct ctl_cmd cmd = {
 	"web",
 	"outboxctl web --db CONNINFO [--inbox-db CONNINFO] [--http http://HOST:PORT]"
-	" [--token-file FILE] [--requeue-db CONNINFO] [--demo FILE] [--ready-file F]",
+	" [--token-file FILE] [--requeue-db CONNINFO] [--consumer-metrics URL] [--demo FILE]"
+	" [--ready-file F]",
 	"Serve the live view of the pipeline: per topic counts, the newest messages and their"
 	" claims, dead letters (requeue with the token), blocked keys, the consumer's dedup"
 	" records, a throughput and lag chart. One page and a JSON API (docs/web.md); one"
@@ -158,6 +166,12 @@ ctl_web(int argc, char **argv)
 		    ctl_shown(cfg.http, shown, sizeof shown));
 		goto out;
 	}
+	if (cfg.consumer_metrics != NULL && (cfg.inbox_db == NULL ||
+	    strncmp(cfg.consumer_metrics, "http://", 7) != 0)) {
+		fprintf(stderr, "outboxctl web: --consumer-metrics '%s': want http://HOST:PORT/metrics,"
+		    " with --inbox-db\n", ctl_shown(cfg.consumer_metrics, shown, sizeof shown));
+		goto out;
+	}
 	if (cfg.token_file != NULL && web_token_load(cfg.token_file, &token, err, sizeof err)
 	    != OB_OK) {
 		fprintf(stderr, "outboxctl web: %s\n", err);
@@ -184,7 +198,8 @@ ctl_web(int argc, char **argv)
 	}
 	ob_sig_exit_on_second_stop();
 	struct web_poll_config pc = {
-		.db = cfg.db, .inbox_db = cfg.inbox_db, .interval_ms = cfg.poll_ms,
+		.db = cfg.db, .inbox_db = cfg.inbox_db, .consumer_metrics = cfg.consumer_metrics,
+		.interval_ms = cfg.poll_ms,
 		.statement_timeout_ms = cfg.statement_timeout_ms, .messages_max = cfg.messages,
 		.dead_max = cfg.dead, .dedup_max = cfg.dedup, .series_max = cfg.series,
 		.retention_ms = cfg.retention_ms,
@@ -193,7 +208,8 @@ ctl_web(int argc, char **argv)
 		fprintf(stderr, "outboxctl web: %s\n", err);
 		goto out;
 	}
-	bool loopback = loopback_url(cfg.http);
+	/* behind a proxy on this host, loopback says nothing about the reader */
+	bool loopback = loopback_url(cfg.http) && !cfg.payloads_need_token;
 	struct web_server_config sc = {
 		.url = cfg.http, .token = cfg.token_file != NULL ? &token : NULL,
 		.loopback = loopback, .requeue_db = cfg.requeue_db != NULL ? cfg.requeue_db : cfg.db,

@@ -13,6 +13,10 @@
  * dead letters `outboxctl dead list`'s (queries.c). The role needs no more
  * than outbox_viewer's grants (sql/outbox/017_viewer.sql).
  *
+ * With --consumer-metrics it also reads the consumer's duplicates and
+ * key-reuse rejects from its /metrics (web_scrape.c), which it counts but
+ * does not store.
+ *
  * Text from producers (keys, payloads, errors) goes into the JSON as
  * strings only; '<', '>' and '&' are written \u003c, \u003e, \u0026, so
  * the text holds no markup even if something served it as HTML.
@@ -54,6 +58,7 @@ struct web_poll {
 	/* the poller thread's own */
 	PGconn *db, *inbox;
 	bool failing;          /* logged the current outage */
+	bool scrape_failing;   /* logged the consumer's /metrics unreachable */
 	struct point *series;
 	int64_t nseries;
 	double last_t;         /* monotonic seconds of the previous poll */
@@ -245,9 +250,22 @@ read_inbox(struct web_poll *p, json_t **out, char *err, size_t errlen)
 		goto fail;
 	json_t *c = json_object();
 	json_object_set_new(c, "applied", json_integer(ob_pg_int64(res, 0, 0)));
-	/* counted by the consumer process only (its /metrics), not stored */
-	json_object_set_new(c, "duplicates", json_null());
-	json_object_set_new(c, "key_reuse_rejects", json_null());
+	/* counted by the consumer process only, not stored: from its /metrics
+	 * (--consumer-metrics), else unknown */
+	struct web_consumer_counts cc;
+	char serr[512];
+	bool have = false;
+	if (p->cfg.consumer_metrics != NULL) {
+		have = web_scrape_consumer(p->cfg.consumer_metrics, p->cfg.statement_timeout_ms, &cc,
+		    serr, sizeof serr) == OB_OK;
+		if (!have && !p->scrape_failing)
+			ob_warn("web.consumer_metrics.failed", "err=%s",
+			    ob_log_q(serr, (char[600]){ 0 }, 600));
+		p->scrape_failing = !have;
+	}
+	json_object_set_new(c, "duplicates", have ? json_integer(cc.duplicates) : json_null());
+	json_object_set_new(c, "key_reuse_rejects",
+	    have ? json_integer(cc.key_reuse_rejects) : json_null());
 	PQclear(res);
 	const char *params[1] = { ndedup };
 	if ((res = query(p->inbox, dedup_sql, 1, params, "dedup records", err, errlen)) == NULL) {

@@ -45,3 +45,9 @@ if(TEST test_web_demo_browser)
   set_property(TEST test_web_demo_browser APPEND PROPERTY ENVIRONMENT
     "OUTBOX_TEST_ARTIFACTS=${CMAKE_BINARY_DIR}/tests/artifacts")
 endif()
+
+# outboxctl web (the live view, docs/web.md) against a real relay's work.
+outbox_test(test_web SOURCES integration/test_web.c LABELS integration PG TIMEOUT 600)
+if(TEST test_web)
+  add_dependencies(test_web outboxctl outbox-relay)
+endif()

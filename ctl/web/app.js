@@ -126,7 +126,7 @@
   function drawChart(series) {
     var svg = $("#chart");
     while (svg.firstChild) svg.removeChild(svg.firstChild);
-    if (!series || series.length < 2) return;
+    if (!series || series.length < 2) { $("#chart-scale").textContent = ""; return; }
     var W = 600, H = 160, t0 = series[0].t, t1 = series[series.length - 1].t || t0 + 1;
     var maxRate = 1, maxLag = 1;
     series.forEach(function (p) {
@@ -146,11 +146,8 @@
     }
     line("rate", "delivered_per_s", maxRate);
     line("lag", "lag_s", maxLag);
-    var label = document.createElementNS(SVGNS, "text");
-    label.setAttribute("x", "4");
-    label.setAttribute("y", "14");
-    label.textContent = "max " + maxRate.toFixed(1) + "/s, lag " + maxLag.toFixed(1) + " s";
-    svg.appendChild(label);
+    $("#chart-scale").textContent = "top: " + maxRate.toFixed(1) + " delivered/s, " +
+      maxLag.toFixed(1) + " s lag";
   }
 
   // ---- the demonstration (only when /api/demo answers 200) -------------

@@ -107,7 +107,7 @@ int64_t ts_now_ms(void);
 
 #define TS_HTTP_TIMEOUT_MS 5000 /* ts_http_local: no answer by then = status 0 */
 #define TS_HTTP_WANT_MAX 4      /* response headers one ts_http can copy out */
-#define TS_HTTP_HEADER_MAX 128  /* a copied header value, NUL included */
+#define TS_HTTP_HEADER_MAX 256  /* a copied header value, NUL included (a CSP is long) */
 
 struct ts_http_req {
 	const char *method;         /* NULL = "GET" */
