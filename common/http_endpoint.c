@@ -9,7 +9,8 @@
  * most OB_HTTP_ENDPOINT_MAX_CONNS connections, idle ones closed, every
  * request within its deadline, so that a flood on the metrics port cannot
  * take the descriptors the program's real work needs. Unknown paths get
- * 404, other methods 405.
+ * 404, other methods 405. An extra route (ob_http_endpoint_start_with: the
+ * demo admin endpoint of --demo-admin, outbox/demo_admin.h) is tried first.
  *
  * Never: parse HTTP by hand, block in a handler, or log from a handler
  * (a scrape every few seconds would flood the log).

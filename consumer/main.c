@@ -149,8 +149,8 @@ static const struct ob_cfg_opt consumer_options[] = {
 	    "serve /metrics, /healthz and /readyz on HOST:PORT (or :PORT, [::1]:PORT,"
 	    " http://HOST:PORT); empty = off (docs/metrics.md)"),
 	OPT("demo-admin", "OUTBOX_DEMO_ADMIN", OB_CFG_BOOL, "false", 0, 0, NULL, false,
-	    demo_admin, OB_DEMO_ADMIN_HELP ": the consumer.* faults below and the mode"
-	    " dedup (on|off; off is --no-dedup)"),
+	    demo_admin, OB_DEMO_ADMIN_HELP "; here: the consumer.* faults and the"
+	    " mode dedup (on|off; off is --no-dedup)"),
 	OPT("ready-file", "OUTBOX_READY_FILE", OB_CFG_STRING, NULL, 0, 0, NULL, false,
 	    ready_file, "write the served URL (with the bound port) here once listening"),
 	OPT("fault-drop-reply", "OUTBOX_FAULT_DROP_REPLY", OB_CFG_INT, "0", 0, 1000000000,

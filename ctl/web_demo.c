@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +47,7 @@ struct web_demo {
 	bool joinable;      /* thread ran a step and was not joined yet */
 	pthread_t thread;
 	unsigned runs;      /* steps started, for the stamps */
+	_Atomic bool closing; /* web_demo_close: the running step ends early */
 	struct demo_run run;
 	struct step_state *steps;
 };
@@ -55,10 +57,12 @@ struct web_demo {
 static const struct conf_key {
 	const char *name;
 	size_t off, len;
+	bool optional;
 } conf_keys[] = {
-#define K(f) { #f, offsetof(struct demo_conf, f), sizeof(((struct demo_conf *)0)->f) }
-	K(producer_url), K(producer_admin), K(consumer_admin), K(consumer_listen),
-	K(relay_db), K(bin_dir), K(work_dir),
+#define K(f, opt) { #f, offsetof(struct demo_conf, f), sizeof(((struct demo_conf *)0)->f), opt }
+	K(producer_url, false), K(producer_admin, false), K(consumer_admin, false),
+	K(consumer_listen, false), K(relay_db, false), K(bin_dir, false), K(work_dir, false),
+	K(matrix_faults, true),
 #undef K
 };
 #define NKEYS (sizeof(conf_keys) / sizeof(conf_keys[0]))
@@ -113,7 +117,7 @@ conf_read(const char *path, struct demo_conf *c, char *err, size_t errlen)
 		snprintf((char *)c + conf_keys[k].off, conf_keys[k].len, "%s", eq + 1);
 	}
 	for (size_t k = 0; k < NKEYS; k++) {
-		if (!seen[k]) {
+		if (!seen[k] && !conf_keys[k].optional) {
 			snprintf(err, errlen, "--demo %s: %s is missing", path, conf_keys[k].name);
 			goto out;
 		}
@@ -203,6 +207,20 @@ vline(char *buf, size_t len, const char *fmt, va_list ap)
 	vsnprintf(buf, len, fmt, ap);
 }
 
+/* A JSON string of s; text that is not UTF-8 (a log line, a cut line) gets
+ * '?' for every byte above 0x7f rather than being lost. */
+static json_t *
+text(char *s)
+{
+	json_t *j = json_string(s);
+	if (j != NULL)
+		return j;
+	for (char *p = s; *p; p++)
+		if ((unsigned char)*p >= 0x80)
+			*p = '?';
+	return json_string(s);
+}
+
 void
 demo_log(struct demo_run *r, const char *fmt, ...)
 {
@@ -214,7 +232,7 @@ demo_log(struct demo_run *r, const char *fmt, ...)
 	pthread_mutex_lock(&r->d->mu);
 	json_t *log = json_object_get(live(r), "log");
 	if (json_array_size(log) < DEMO_LOG_LINES_MAX)
-		json_array_append_new(log, json_string(line));
+		json_array_append_new(log, text(line));
 	pthread_mutex_unlock(&r->d->mu);
 }
 
@@ -227,7 +245,7 @@ demo_summary(struct demo_run *r, const char *fmt, ...)
 	vline(line, sizeof(line), fmt, ap);
 	va_end(ap);
 	pthread_mutex_lock(&r->d->mu);
-	json_object_set_new(live(r), "summary", json_string(line));
+	json_object_set_new(live(r), "summary", text(line));
 	pthread_mutex_unlock(&r->d->mu);
 }
 
@@ -248,7 +266,9 @@ demo_fact_int(struct demo_run *r, const char *name, int64_t v)
 void
 demo_fact_str(struct demo_run *r, const char *name, const char *v)
 {
-	fact(r, name, json_string(v));
+	char copy[DEMO_LINE_MAX];
+	snprintf(copy, sizeof(copy), "%s", v);
+	fact(r, name, text(copy));
 }
 
 void
@@ -275,13 +295,21 @@ highlight(struct demo_run *r, const char *list, json_t *v)
 void
 demo_highlight_key(struct demo_run *r, const char *key)
 {
-	highlight(r, "keys", json_string(key));
+	char copy[DEMO_LINE_MAX];
+	snprintf(copy, sizeof(copy), "%s", key);
+	highlight(r, "keys", text(copy));
 }
 
 void
 demo_highlight_id(struct demo_run *r, int64_t id)
 {
 	highlight(r, "ids", json_integer((json_int_t)id));
+}
+
+bool
+demo_cancelled(const struct demo_run *r)
+{
+	return atomic_load(&r->d->closing);
 }
 
 /* --- the step thread ----------------------------------------------------- */
@@ -372,8 +400,9 @@ web_demo_close(struct web_demo *d)
 {
 	if (d == NULL)
 		return;
+	atomic_store(&d->closing, true);
 	if (d->joinable)
-		pthread_join(d->thread, NULL); /* a running step ends by its deadlines */
+		pthread_join(d->thread, NULL); /* a running step stops waiting at once */
 	for (int i = 0; i < demo_nsteps; i++)
 		json_decref(d->steps[i].result);
 	pthread_mutex_destroy(&d->mu);

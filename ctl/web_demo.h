@@ -18,6 +18,34 @@
  *                                  "log": ["line", ...]}}, ...]}
  * Every string in it may come from a producer (keys, error texts): the page
  * renders it as text, never as markup.
+ *
+ * The config file (--demo FILE; scripts/demo.sh --web writes it): one
+ * key=value per line, '#' comments; every key below but the optional one
+ * is required, each once;
+ * an unknown key, a line over 2046 bytes or more than 64 lines is refused
+ * at web_demo_open with the line number.
+ *   producer_url=http://127.0.0.1:PORT    the producer API (serve)
+ *   producer_admin=http://127.0.0.1:PORT  its --metrics listener, --demo-admin
+ *   consumer_admin=http://127.0.0.1:PORT  the consumer's, --demo-admin
+ *   consumer_listen=URL                   the consumer's --listen (nng URL)
+ *   relay_db=CONNINFO                     --db of the relays the steps start
+ *   bin_dir=DIR                           where outbox-relay is
+ *   work_dir=DIR                          the steps' relays' logs go here
+ *   matrix_faults=COL,COL                 optional: step 6 runs only these
+ *                                         columns of the fault matrix
+ * db (the web view's --db) must read app.bug_reports and outbox.messages,
+ * inbox_db inbox.notifications (steps 3 to 5 need it).
+ *
+ * The steps (web_demo_steps.c): 1 lost response, replayed; 2 the same in
+ * the broken mode (--idempotency none): two reports; 3 a relay dies after
+ * sending: duplicate; 4 a relay stalls past its lease: fenced_out; 5 the
+ * consumer without dedup: two effects; 6 both fault matrices, run by their
+ * own programs (outbox-fault-matrix --format kv, which starts its own
+ * throwaway PostgreSQL, and outbox-producer matrix on relay_db), each cell
+ * into the log as it completes. Faults and modes are set over the
+ * demo admin endpoints (outbox/demo_admin.h) and set back after each step;
+ * relay faults start short-lived relays of the step's own (posix_spawn,
+ * stopped and reaped by the step).
  */
 #ifndef OUTBOX_CTL_WEB_DEMO_H
 #define OUTBOX_CTL_WEB_DEMO_H

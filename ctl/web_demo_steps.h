@@ -27,6 +27,7 @@ struct demo_conf {
 	char relay_db[DEMO_CONNINFO_MAX];    /* the step relays' --db */
 	char bin_dir[DEMO_PATH_MAX];         /* where outbox-relay is */
 	char work_dir[DEMO_PATH_MAX];        /* the step relays' logs */
+	char matrix_faults[DEMO_URL_MAX];    /* optional: step 6's fault columns, "a,b" */
 };
 
 struct web_demo;
@@ -60,5 +61,9 @@ void demo_fact_str(struct demo_run *r, const char *name, const char *v);
 void demo_fact_bool(struct demo_run *r, const char *name, bool v);
 void demo_highlight_key(struct demo_run *r, const char *key);
 void demo_highlight_id(struct demo_run *r, int64_t id);
+
+/* True once web_demo_close was called: a step's waits end at once (with
+ * OB_ECLOSED), its relays and matrices are stopped on its way out. */
+bool demo_cancelled(const struct demo_run *r);
 
 #endif

@@ -147,8 +147,8 @@ static const struct ob_cfg_opt serve_options[] = {
 	    "serve /metrics, /healthz and /readyz on HOST:PORT (or :PORT, [::1]:PORT,"
 	    " http://HOST:PORT); empty = off (docs/metrics.md)"),
 	OPT("demo-admin", "OUTBOX_DEMO_ADMIN", OB_CFG_BOOL, "false", 0, 0, NULL, false,
-	    demo_admin, OB_DEMO_ADMIN_HELP ": the producer.* faults below and the mode"
-	    " idempotency (none|split|atomic)"),
+	    demo_admin, OB_DEMO_ADMIN_HELP "; here: the producer.* faults and the"
+	    " mode idempotency (none|split|atomic)"),
 	OPT("api-token-file", "OUTBOX_API_TOKEN_FILE", OB_CFG_STRING, NULL, 0, 0, NULL, false,
 	    api_token_file, "require Authorization: Bearer TOKEN on every route but GET /healthz"
 	    " (else 401); the file holds the accepted tokens, one per line (16..256 printable"

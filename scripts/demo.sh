@@ -6,9 +6,12 @@
 # the outbox is drained and prints enqueued / delivered / applied.
 #
 #   scripts/demo.sh [N]        N reports (default 1000)
+#   scripts/demo.sh --web [N]  the same stack plus the web view and the guided
+#                              demonstration, until Ctrl-C (scripts/demo-web.sh)
 # Everything it starts is stopped and removed on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = "--web" ]; then shift; exec scripts/demo-web.sh "$@"; fi
 count=${1:-${OUTBOX_DEMO_COUNT:-1000}}
 case "$count" in ''|*[!0-9]*) echo "demo: N must be a positive integer" >&2; exit 2 ;; esac
 

@@ -29,7 +29,8 @@ endif()
 outbox_test(test_web_demo SOURCES integration/test_web_demo.c LABELS integration PG
   TIMEOUT 600 LIBS outbox_web_demo)
 if(TARGET test_web_demo)
-  add_dependencies(test_web_demo outbox-producer outbox-consumer outbox-relay)
+  add_dependencies(test_web_demo outbox-producer outbox-consumer outbox-relay
+    outbox-fault-matrix)
 endif()
 
 # The guided demonstration clicked through in Debian's chromium

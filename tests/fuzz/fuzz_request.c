@@ -39,7 +39,7 @@
 
 /* The consumer's defaults, made small so that the limits are reachable. */
 static const struct ob_wire_limits lim = { 4096, 100 };
-static struct inbox_options opt = { true, NULL, NULL, 7LL * 86400000, 1000 };
+static struct inbox_options opt = { true, NULL, NULL, 7LL * 86400000, 1000, NULL };
 static struct inbox_batch batch;
 static struct consumer_counters counters;
 

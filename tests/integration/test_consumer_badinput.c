@@ -184,7 +184,7 @@ START_TEST(test_custom_handler)
 	struct consumer_server_config cfg = {
 		.db = db, .listen = url, .threads = 2,
 		.limits = { OB_WIRE_DEFAULT_MAX_PAYLOAD, OB_WIRE_DEFAULT_MAX_BATCH },
-		.inbox = { true, &h, NULL, 0, 1000 },
+		.inbox = { true, &h, NULL, 0, 1000, NULL },
 	};
 	struct consumer_server *srv;
 	ck_assert_msg(consumer_server_start(&cfg, &srv, err, sizeof(err)) == OB_OK, "%s", err);

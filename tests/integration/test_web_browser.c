@@ -36,6 +36,7 @@
 #include "ts_browser.h"
 #include "ts_consumer.h"
 #include "ts_relay.h"
+#include "ts_web.h"
 
 #define NODE_TIMEOUT_MS 180000 /* the whole browser script */
 #define SETTLE_MS 60000        /* the relay's deliveries and dead letters */
@@ -45,22 +46,6 @@
 /* Keys and payloads a producer could send that are markup. */
 #define XSS_SCRIPT "<script>window.__pwned=1</script>"
 #define XSS_IMG "\"><img src=x onerror=\"window.__pwned=2\">"
-
-/* The view as it is meant to run: reading as a role of outbox_viewer's
- * grants only (outbox 017, inbox 007), requeueing through --requeue-db. */
-static const char *
-web_ready(const char *db, const char *viewer, pid_t *pid, char *log)
-{
-	char tokens[512], ready[512];
-	snprintf(tokens, sizeof(tokens), "%s/web.token", ts_tmpdir());
-	snprintf(ready, sizeof(ready), "%s/web.ready", ts_tmpdir());
-	ts_write_file(tokens, TOKEN "\n");
-	char *argv[] = { "outboxctl", "web", "--db", (char *)viewer, "--inbox-db", (char *)viewer,
-		"--requeue-db", (char *)db, "--http", "http://127.0.0.1:0", "--token-file", tokens,
-		"--ready-file", ready, NULL };
-	*pid = ts_spawn(argv, NULL, log);
-	return ts_wait_ready_file(ready, *pid, log, 30000);
-}
 
 static int64_t
 status_is(PGconn *c, int64_t id, const char *status)
@@ -74,7 +59,7 @@ status_is(PGconn *c, int64_t id, const char *status)
 START_TEST(test_web_view_in_chromium)
 {
 	char db[TS_CONNINFO_MAX], curl[256], route[300], rurl[256], rroute[300];
-	char clog[256], rlog[256], wlog[256];
+	char clog[256], rlog[256];
 	ts_db_create("webbr", "all", db, sizeof(db));
 	PGconn *c = ts_connect(db);
 
@@ -115,8 +100,16 @@ START_TEST(test_web_view_in_chromium)
 	char role[64], viewer[TS_CONNINFO_MAX];
 	ts_role_create("webbr_viewer", "outbox_viewer", role);
 	ts_conninfo_as(db, role, viewer, sizeof(viewer));
-	pid_t web;
-	const char *url = web_ready(db, viewer, &web, wlog);
+	/* the view as it is meant to run: reading as a role of outbox_viewer's
+	 * grants only (outbox 017, inbox 007), requeueing through --requeue-db */
+	char tokens[512];
+	snprintf(tokens, sizeof(tokens), "%s/web.token", ts_tmpdir());
+	ts_write_file(tokens, TOKEN "\n");
+	const char *const wargs[] = { "--inbox-db", viewer, "--requeue-db", db, "--token-file",
+		tokens, NULL };
+	struct ts_web web;
+	ts_web_start(viewer, wargs, &web);
+	const char *url = web.url;
 
 	json_t *arg = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:[{s:I, s:s, s:[s]}, {s:I, s:s,"
 	    " s:[s]}], s:[{s:I, s:s}]}",
@@ -139,11 +132,10 @@ START_TEST(test_web_view_in_chromium)
 	ck_assert_int_eq(ts_query_int(c, "SELECT pending FROM outbox.topic_stats('web.wait')"), 4);
 	ck_assert_int_eq(status_is(c, x1, "pending") + status_is(c, x2, "pending"), 2);
 
-	ts_stop(web, SIGTERM);
+	ts_web_stop(&web);
 	ts_role_drop(role);
 	json_decref(r);
 	json_decref(arg);
-	free((char *)url);
 	PQfinish(c);
 }
 END_TEST

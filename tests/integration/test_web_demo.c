@@ -8,7 +8,8 @@
  * waited for (its state polled until done), and its facts are checked
  * against psql: one report, then two in the broken mode; one effect and a
  * duplicate answer after a relay died; fence+1 and a refused write after a
- * stall; two effects without dedup. The modes and faults are back to the
+ * stall; two effects without dedup; both fault matrices streamed cell by
+ * cell (two of the relay/consumer matrix's columns). The modes and faults are back to the
  * real ones after each step. Bad config files are refused with the reason;
  * a second start while a step runs is OB_EEXIST, a step that is not one
  * OB_EINVAL. The relay's --only-routed, which the demo's relay runs with,
@@ -74,7 +75,8 @@ run_step(struct web_demo *d, int n)
 	ck_assert(json_string_length(json_object_get(st, "explain")) > 20);
 	ck_assert(json_string_length(json_object_get(res, "summary")) > 0);
 	ck_assert(json_array_size(json_object_get(res, "log")) > 0);
-	ck_assert_msg(json_array_size(json_object_get(json_object_get(res, "highlight"), "keys")) > 0,
+	ck_assert_msg(n == 6 ||
+	        json_array_size(json_object_get(json_object_get(res, "highlight"), "keys")) > 0,
 	    "step %d highlights nothing: %s", n, dump);
 	free(dump);
 	json_t *facts = json_object_get(res, "facts");
@@ -128,10 +130,12 @@ START_TEST(test_steps)
 	struct ts_demo_stack s;
 	struct web_demo *d = NULL;
 	char err[600];
-	ts_demo_start(&s, "webdemo");
+	/* step 6: two of the fault matrix's columns (the whole one is the
+	 * suite's test_faultmatrix) */
+	ts_demo_start(&s, "webdemo", "none,relay-die-after-send");
 	ck_assert_msg(web_demo_open(s.conf, s.db, s.idb, &d, err, sizeof(err)) == OB_OK, "%s", err);
 	ck_assert_int_eq(web_demo_start(d, 0), OB_EINVAL);
-	ck_assert_int_eq(web_demo_start(d, 6), OB_EINVAL);
+	ck_assert_int_eq(web_demo_start(d, 7), OB_EINVAL);
 	json_t *st = step_of(d, 1);
 	ck_assert_str_eq(json_string_value(json_object_get(st, "status")), "idle");
 	ck_assert(json_is_null(json_object_get(st, "result")));
@@ -210,6 +214,22 @@ START_TEST(test_steps)
 	admin_state(s.cadmin, "dedup", "on", "consumer.drop_reply");
 	json_decref(f);
 
+	/* 6: both matrices, cell by cell (two fault columns here) */
+	f = run_step(d, 6);
+	ck_assert_str_eq(json_string_value(json_object_get(f, "fault_matrix")), "pass");
+	ck_assert_int_eq(fint(f, "fault_cells"), 6);
+	ck_assert_int_eq(fint(f, "full_row_cells"), 2);
+	ck_assert_int_eq(fint(f, "full_row_ones"), 2);
+	ck_assert_str_eq(json_string_value(json_object_get(f, "producer_matrix")),
+	    "equal to the article");
+	ck_assert_int_eq(fint(f, "producer_cells"), 25);
+	ck_assert_int_eq(fint(f, "producer_equal_article"), 25);
+	json_decref(f);
+	st = step_of(d, 6);
+	ck_assert_int_ge(json_array_size(json_object_get(json_object_get(st, "result"), "log")),
+	    6 + 25);
+	json_decref(st);
+
 	/* the demo's own relay never saw the steps' topics */
 	ck_assert_int_eq(ts_query_int(s.pconn, "SELECT count(*) FROM outbox.messages"
 	    " WHERE topic LIKE 'demo.%' AND status <> 'delivered'"), 0);
@@ -257,6 +277,47 @@ START_TEST(test_only_routed)
 }
 END_TEST
 
+/* web_demo_close while a long step runs: the step stops waiting, its child
+ * (here the fault matrix, all its columns) is stopped and reaped, and close
+ * returns well before the step would have ended. */
+START_TEST(test_close_cancels)
+{
+	char db[TS_CONNINFO_MAX], conf[300], text[2048], err[600];
+	struct web_demo *d = NULL;
+	ts_db_create("webdemo_close", "outbox", db, sizeof(db));
+	snprintf(text, sizeof(text), "producer_url=http://127.0.0.1:1\nproducer_admin=http://"
+	    "127.0.0.1:1\nconsumer_admin=http://127.0.0.1:1\nconsumer_listen=ipc:///nonexistent\n"
+	    "relay_db=%s\nbin_dir=%s\nwork_dir=%s\n", db, getenv("OUTBOX_BIN_DIR"), ts_tmpdir());
+	snprintf(conf, sizeof(conf), "%s/close.conf", ts_tmpdir());
+	ts_write_file(conf, text);
+	ck_assert_msg(web_demo_open(conf, db, NULL, &d, err, sizeof(err)) == OB_OK, "%s", err);
+	ck_assert_int_eq(web_demo_start(d, 6), OB_OK);
+	int pid = 0;
+	int64_t end = ts_now_ms() + 60 * T_SEC;
+	while (pid == 0) {
+		json_t *st = step_of(d, 6);
+		json_t *log = json_object_get(json_object_get(st, "result"), "log");
+		size_t i;
+		json_t *line;
+		json_array_foreach(log, i, line) {
+			const char *p = strstr(json_string_value(line), "outbox-fault-matrix started (pid ");
+			if (p != NULL)
+				pid = atoi(p + strlen("outbox-fault-matrix started (pid "));
+		}
+		json_decref(st);
+		ck_assert_msg(pid > 0 || ts_now_ms() < end, "the fault matrix never started");
+		if (pid == 0)
+			usleep(50 * 1000);
+	}
+	ck_assert_int_eq(kill(pid, 0), 0);
+	int64_t t0 = ts_now_ms();
+	web_demo_close(d);
+	ck_assert_msg(ts_now_ms() - t0 < 30 * T_SEC, "close waited %lld ms",
+	    (long long)(ts_now_ms() - t0));
+	ck_assert_msg(kill(pid, 0) != 0, "the fault matrix (pid %d) is still there", pid);
+}
+END_TEST
+
 START_TEST(test_bad_config)
 {
 	struct web_demo *d = NULL;
@@ -292,6 +353,7 @@ main(void)
 	tcase_set_timeout(tc, 600);
 	tcase_add_test(tc, test_bad_config);
 	tcase_add_test(tc, test_only_routed);
+	tcase_add_test(tc, test_close_cancels);
 	tcase_add_test(tc, test_steps);
 	suite_add_tcase(s, tc);
 	return ts_run_suite(s);

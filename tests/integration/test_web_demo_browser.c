@@ -27,6 +27,7 @@
 #include "testsupport.h"
 #include "ts_browser.h"
 #include "ts_demo.h"
+#include "ts_web.h"
 
 #define NODE_TIMEOUT_MS 540000 /* five steps against the real processes */
 #define TOKEN "web-demo-browser-token-0001"
@@ -90,17 +91,16 @@ steps(const struct ts_demo_stack *s)
 START_TEST(test_demo_in_chromium)
 {
 	struct ts_demo_stack s;
-	ts_demo_start(&s, "webdemobr");
+	ts_demo_start(&s, "webdemobr", "none,relay-die-after-send");
 
-	char tokens[512], ready[512], wlog[256];
+	char tokens[512];
 	snprintf(tokens, sizeof(tokens), "%s/web.token", ts_tmpdir());
-	snprintf(ready, sizeof(ready), "%s/web.ready", ts_tmpdir());
 	ts_write_file(tokens, TOKEN "\n");
-	char *argv[] = { "outboxctl", "web", "--db", s.db, "--inbox-db", s.idb, "--http",
-		"http://127.0.0.1:0", "--token-file", tokens, "--demo", s.conf, "--ready-file", ready,
+	const char *const wargs[] = { "--inbox-db", s.idb, "--token-file", tokens, "--demo", s.conf,
 		NULL };
-	pid_t web = ts_spawn(argv, NULL, wlog);
-	char *url = ts_wait_ready_file(ready, web, wlog, 30000);
+	struct ts_web web;
+	ts_web_start(s.db, wargs, &web);
+	const char *url = web.url;
 
 	json_t *arg = json_pack("{s:s, s:s, s:s, s:o}", "url", url, "token", TOKEN, "artifacts",
 	    ts_browser_artifacts(), "steps", steps(&s));
@@ -112,10 +112,9 @@ START_TEST(test_demo_in_chromium)
 	ck_assert_int_eq(ts_query_int(s.pconn, "SELECT count(*) FROM outbox.messages"
 	    " WHERE topic LIKE 'demo.%' AND status <> 'delivered'"), 0);
 
-	ts_stop(web, SIGTERM);
+	ts_web_stop(&web);
 	json_decref(r);
 	json_decref(arg);
-	free(url);
 	ts_demo_stop(&s);
 }
 END_TEST

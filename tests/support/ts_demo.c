@@ -13,7 +13,7 @@
 #define TS_DEMO_WAIT_MS 30000 /* a program's listener up */
 
 void
-ts_demo_start(struct ts_demo_stack *s, const char *tag)
+ts_demo_start(struct ts_demo_stack *s, const char *tag, const char *matrix_faults)
 {
 	char itag[64];
 	snprintf(itag, sizeof(itag), "%s_in", tag);
@@ -42,8 +42,9 @@ ts_demo_start(struct ts_demo_stack *s, const char *tag)
 	snprintf(text, sizeof(text),
 	    "# written by the test, as scripts/demo.sh --web writes it\n"
 	    "producer_url=%s\nproducer_admin=%s\nconsumer_admin=%s\nconsumer_listen=%s\n"
-	    "relay_db=%s\nbin_dir=%s\nwork_dir=%s\n", s->p.url, s->padmin, s->cadmin, s->curl,
-	    s->db, bindir, ts_tmpdir());
+	    "relay_db=%s\nbin_dir=%s\nwork_dir=%s\n%s%s%s", s->p.url, s->padmin, s->cadmin,
+	    s->curl, s->db, bindir, ts_tmpdir(), matrix_faults != NULL ? "matrix_faults=" : "",
+	    matrix_faults != NULL ? matrix_faults : "", matrix_faults != NULL ? "\n" : "");
 	snprintf(s->conf, sizeof(s->conf), "%s/demo.conf", ts_tmpdir());
 	ts_write_file(s->conf, text);
 }

@@ -25,8 +25,10 @@ struct ts_demo_stack {
 	PGconn *pconn, *iconn;
 };
 
-/* Start it all (ck_assert on failure); tag names the databases. */
-void ts_demo_start(struct ts_demo_stack *s, const char *tag);
+/* Start it all (ck_assert on failure); tag names the databases;
+ * matrix_faults: the config's matrix_faults (step 6's columns, e.g.
+ * "none,relay-die-after-send"), NULL for the demo's default (all). */
+void ts_demo_start(struct ts_demo_stack *s, const char *tag, const char *matrix_faults);
 
 /* Stop every process ts_demo_start started, close the connections. */
 void ts_demo_stop(struct ts_demo_stack *s);

@@ -50,7 +50,7 @@ START_TEST(test_plan_table)
 	struct inbox_batch b;
 	ck_assert_int_eq(inbox_batch_init(&b, 4), OB_OK);
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		struct inbox_options opt = { cases[i].dedup, NULL, NULL, cases[i].retention_ms, 0 };
+		struct inbox_options opt = { cases[i].dedup, NULL, NULL, cases[i].retention_ms, 0, NULL };
 		struct ob_wire_msg m[2] = { msg(10, 0), msg(11, cases[i].age_us) };
 		struct ob_wire_request req = { 2, m };
 		uint32_t left = inbox_plan(&opt, &req, NOW_US, &b);
@@ -79,7 +79,7 @@ START_TEST(test_plan_resets)
 {
 	struct inbox_batch b;
 	ck_assert_int_eq(inbox_batch_init(&b, 2), OB_OK);
-	struct inbox_options opt = { true, NULL, NULL, 1000, 0 };
+	struct inbox_options opt = { true, NULL, NULL, 1000, 0, NULL };
 	struct ob_wire_msg old[1] = { msg(1, 10000 * MIN_US) };
 	struct ob_wire_request r1 = { 1, old };
 	ck_assert_uint_eq(inbox_plan(&opt, &r1, NOW_US, &b), 0);

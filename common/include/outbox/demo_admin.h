@@ -30,10 +30,10 @@
 
 #define OB_DEMO_ADMIN_PATH "/admin/faults"
 #define OB_DEMO_ADMIN_MAX_FIRES 1000000000 /* the fault flags' own maximum */
-#define OB_DEMO_ADMIN_HELP                                                         \
-	"DEMO ONLY: serve GET/POST /admin/faults on the --metrics listener (which must" \
-	" be loopback), arming fault counters and switching broken modes at run time"  \
-	" over HTTP, without authentication (docs/faults.md); default off"
+#define OB_DEMO_ADMIN_HELP                                                          \
+	"DEMO ONLY (default off): serve GET/POST /admin/faults on the --metrics listener," \
+	" which must be loopback, to arm fault counters and switch broken modes at run"   \
+	" time over HTTP, without authentication (docs/faults.md)"
 
 /* A mode switched at run time: its value is an index into choices. */
 struct ob_demo_mode {

@@ -3,7 +3,8 @@
  * (Prometheus text of a metrics registry), /healthz (200 "ok" while the
  * process serves) and /readyz (200 "ready" or 503 "not ready", from a
  * caller-supplied callback or the registry's ready flag). Other paths get
- * 404, other methods 405.
+ * 404, other methods 405, unless an extra route (ob_http_endpoint_start_with)
+ * answers them.
  *
  * Served from one thread of its own (outbox/httpd.h); a request reads
  * atomics only, so a scrape never blocks or slows the program's own work.
