@@ -13,14 +13,17 @@
 //               "psql": [{"db": CONNINFO, "sql": SQL, "want": "text"}],
 //               "greater": [["A", "B"], ...],
 //               "summary_has": ["text", ...], "highlighted": true|false,
-//               "highlight_key": true|false}]}
+//               "highlight_key": true|false,
+//               "consumer": {"duplicates": "N", ...}}]}
 // facts: the value shown in [data-fact=NAME] (text, compared as strings);
 // facts_from_psql: the value shown equals what SQL returns after the step;
 // psql: after the step, SQL returns want; greater: fact A shown is a
 // number greater than fact B. In SQL, $KEY stands for the key the step
 // shows (its fact "key", as an SQL literal). highlighted: more rows of
 // #messages are tr.hl after the step than before; highlight_key: the row
-// whose key is the fact "key" is one of them. Prints RESULT {json} (the facts
+// whose key is the fact "key" is one of them. consumer: after the step
+// #consumer [data-field=NAME] comes to show N (the consumer's counters,
+// read by the view from its /metrics). Prints RESULT {json} (the facts
 // shown per step) and exits 0, or FAILED: why and exits 1.
 import { check, lit, noScriptRan, psqlValue, run, screenshot, text, waitFor } from './lib.mjs';
 
@@ -86,6 +89,9 @@ async function runStep(page, seen, step) {
 		await waitFor(`the row of key ${shown.key} highlighted in #messages`, () =>
 		    page.$$eval('#messages tbody tr.hl td[data-field="key"]',
 		        (tds, key) => tds.some(td => td.textContent === key), shown.key));
+	for (const [k, v] of Object.entries(step.consumer || {}))
+		await waitFor(`#consumer ${k} to show ${v} after step ${step.n}`,
+		    async () => (await text(page, `#consumer [data-field="${k}"]`)) === String(v));
 	const shot = await screenshot(page, cfg.artifacts, `demo-step-${step.n}`);
 	await noScriptRan(page, seen, `after step ${step.n}`);
 	return { n: step.n, summary, facts: shown, screenshot: shot };

@@ -7,15 +7,19 @@
  * clicks each step's run button, waits for it to be done and checks what
  * the page shows against psql: step 1 one report, replayed; step 2 (dedup
  * of the producer off) two reports; step 3 the consumer's duplicate answer
- * and one effect; step 4 the stale worker fenced out, the takeover's fence
+ * and one effect (#consumer's duplicates 1, from its /metrics); step 4 the stale worker fenced out, the takeover's fence
  * above the stale one's and equal to the message's in the database; step
- * 5 (the consumer's dedup off) two effects. The rows each step changed are
- * highlighted; a screenshot per step (build/tests/artifacts/demo-step-N.png).
+ * 5 (the consumer's dedup off) two effects; step 6 both fault matrices
+ * (two of the relay/consumer matrix's columns, as test_web_demo) pass, the
+ * producer's 25 cells equal to the article's. The rows steps 1-5 changed
+ * are highlighted; a screenshot per step
+ * (build/tests/artifacts/demo-step-N.png).
  *
  * Skipped (77) without chromium or tests/browser/node_modules, except
- * under CI=true, where that fails. Adds 22-32 s to the suite (ctest -R
+ * under CI=true, where that fails. Adds 66-81 s to the suite (ctest -R
  * '^(pg_start|test_web_demo_browser|pg_stop)$' on the shared 2-core box,
- * three runs: 23.1, 22.5, 32.1 s; the browser script 20-28 s of it).
+ * two runs: 66.5 and 81.4 s; steps 1-5 take about 20 s, step 6's matrices
+ * the rest).
  */
 #include <signal.h>
 #include <stdio.h>
@@ -29,7 +33,7 @@
 #include "ts_demo.h"
 #include "ts_web.h"
 
-#define NODE_TIMEOUT_MS 540000 /* five steps against the real processes */
+#define NODE_TIMEOUT_MS 540000 /* six steps against the real processes */
 #define TOKEN "web-demo-browser-token-0001"
 
 /* {"db": db, "sql": sql} */
@@ -64,12 +68,15 @@ steps(const struct ts_demo_stack *s)
 	    " WHERE title LIKE 'Lost response, step 2 %'"),
 	    "highlighted", 1));
 	/* 3: the relay died after sending: the redelivery answered duplicate */
-	json_array_append_new(a, json_pack("{s:i, s:{s:s, s:s}, s:[o, o], s:b, s:b}", "n", 3,
+	json_array_append_new(a, json_pack("{s:i, s:{s:s, s:s}, s:[o, o], s:b, s:b, s:{s:s}}",
+	    "n", 3,
 	    "facts", "duplicates", "1", "effects", "1",
 	    "psql", qwant(I, "SELECT count(*) FROM inbox.notifications WHERE idempotency_key = $KEY",
 	    "1"), qwant(P, "SELECT count(*) FROM outbox.messages WHERE idempotency_key = $KEY"
 	    " AND status = 'delivered'", "1"),
-	    "highlighted", 1, "highlight_key", 1));
+	    "highlighted", 1, "highlight_key", 1,
+	    /* the view reads it from the consumer's /metrics: the first duplicate */
+	    "consumer", "duplicates", "1"));
 	/* 4: the stale worker's write refused with the fence numbers */
 	json_array_append_new(a, json_pack("{s:i, s:{s:s, s:s}, s:{s:o}, s:[[s, s]], s:[o], s:b, s:b}",
 	    "n", 4, "facts", "fenced_out", "true", "effects", "1",
@@ -85,6 +92,12 @@ steps(const struct ts_demo_stack *s)
 	    "psql", qwant(I, "SELECT count(*) FROM inbox.notifications WHERE idempotency_key = $KEY",
 	    "2"),
 	    "highlighted", 1, "highlight_key", 1));
+	/* 6: both matrices live (two of the fault matrix's columns, as
+	 * test_web_demo), the producer's next to the article's table */
+	json_array_append_new(a, json_pack("{s:i, s:{s:s, s:s, s:s, s:s, s:s, s:s, s:s}}", "n", 6,
+	    "facts", "fault_matrix", "pass", "fault_cells", "6", "full_row_cells", "2",
+	    "full_row_ones", "2", "producer_matrix", "equal to the article", "producer_cells", "25",
+	    "producer_equal_article", "25"));
 	return a;
 }
 
@@ -96,8 +109,10 @@ START_TEST(test_demo_in_chromium)
 	char tokens[512];
 	snprintf(tokens, sizeof(tokens), "%s/web.token", ts_tmpdir());
 	ts_write_file(tokens, TOKEN "\n");
-	const char *const wargs[] = { "--inbox-db", s.idb, "--token-file", tokens, "--demo", s.conf,
-		NULL };
+	char metrics[96];
+	snprintf(metrics, sizeof(metrics), "%s/metrics", s.cadmin);
+	const char *const wargs[] = { "--inbox-db", s.idb, "--consumer-metrics", metrics,
+		"--token-file", tokens, "--demo", s.conf, NULL };
 	struct ts_web web;
 	ts_web_start(s.db, wargs, &web);
 	const char *url = web.url;
@@ -106,7 +121,7 @@ START_TEST(test_demo_in_chromium)
 	    ts_browser_artifacts(), "steps", steps(&s));
 	ck_assert_ptr_nonnull(arg);
 	json_t *r = ts_browser_run("web_demo.mjs", arg, NODE_TIMEOUT_MS);
-	ck_assert_int_eq((int)json_array_size(json_object_get(r, "steps")), 5);
+	ck_assert_int_eq((int)json_array_size(json_object_get(r, "steps")), 6);
 
 	/* the steps' messages all delivered: none left for the demo's relay */
 	ck_assert_int_eq(ts_query_int(s.pconn, "SELECT count(*) FROM outbox.messages"
