@@ -20,10 +20,10 @@
  * Screenshots: build/tests/artifacts/web-view*.png (docs/img/web-view.png,
  * shown in the README, is the first, copied by hand when the page changes).
  * Skipped (77) without chromium or tests/browser/node_modules, except
- * under CI=true, where that fails. Adds 17-24 s to the suite (ctest -R
- * '^(pg_start|test_web_browser|pg_stop)$' on the shared 2-core box: the
- * test 16.9 s and 24.1 s in two runs, the browser script 22 s of the
- * second: it waits for the view's polls, 1 s apart).
+ * under CI=true, where that fails. Adds 10-24 s to the suite (ctest -R
+ * '^(pg_start|test_web_browser|pg_stop)$' on the shared 2-core box, five
+ * runs: 9.5 to 24.1 s, the browser script nearly all of it: it waits for
+ * the view's polls, 1 s apart).
  */
 #include <signal.h>
 #include <stdio.h>

@@ -16,10 +16,10 @@
  * (build/tests/artifacts/demo-step-N.png).
  *
  * Skipped (77) without chromium or tests/browser/node_modules, except
- * under CI=true, where that fails. Adds 66-81 s to the suite (ctest -R
+ * under CI=true, where that fails. Adds 60-81 s to the suite (ctest -R
  * '^(pg_start|test_web_demo_browser|pg_stop)$' on the shared 2-core box,
- * two runs: 66.5 and 81.4 s; steps 1-5 take about 20 s, step 6's matrices
- * the rest).
+ * three runs: 59.9, 66.5 and 81.4 s; steps 1-5 take about 20 s, step 6's
+ * matrices the rest).
  */
 #include <signal.h>
 #include <stdio.h>
