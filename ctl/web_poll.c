@@ -66,14 +66,24 @@ struct web_poll {
 	bool have_last;
 };
 
-/* The newest messages and the claim that holds them. */
+/* The newest $1 messages and the claim that holds them. The view's rows
+ * are the ids of outbox.events, outbox.retries and outbox.dead; the newest
+ * $1 of those are found by index first, and only messages from the oldest
+ * of them on are read through the view (its status of each event costs a
+ * function call: over the whole log it would be a full scan per poll). */
 static const char messages_sql[] =
-    "SELECT m.id, m.topic, m.idempotency_key AS key, outbox.message_state(m) AS status,"
+    "WITH newest AS ("
+    "  (SELECT e.id FROM outbox.events e ORDER BY e.id DESC LIMIT $1::bigint)"
+    "  UNION (SELECT r.id FROM outbox.retries r ORDER BY r.id DESC LIMIT $1::bigint)"
+    "  UNION (SELECT d.id FROM outbox.dead d ORDER BY d.id DESC LIMIT $1::bigint)"
+    "  ORDER BY 1 DESC LIMIT $1::bigint)"
+    " SELECT m.id, m.topic, m.idempotency_key AS key, outbox.message_state(m) AS status,"
     " m.attempts, m.ordering_key, m.ordering_seq, m.lease_owner, m.fence,"
     " CASE WHEN m.lease_owner IS NOT NULL AND m.lease_until > now()"
     "  THEN (extract(epoch FROM m.lease_until - now()) * 1000)::bigint END AS lease_left_ms,"
     " m.payload"
-    " FROM outbox.messages m ORDER BY m.id DESC LIMIT $1::bigint";
+    " FROM outbox.messages m WHERE m.id >= (SELECT min(id) FROM newest)"
+    " ORDER BY m.id DESC LIMIT $1::bigint";
 
 /* outboxctl dead list's rows ($1 topic NULL, $2 the limit), with when each
  * died and whether a requeue would take it (dead_cmd.c's dedup-retention

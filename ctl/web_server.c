@@ -25,6 +25,7 @@
 #include "outbox/httpd.h"
 #include "outbox/log.h"
 #include "outbox/pg.h"
+#include "outbox/protocol.h"
 #include "requeue.h"
 #include "web.h"
 #include "web_assets.h"
@@ -152,6 +153,9 @@ run_requeue(struct web_server *s, struct requeue_job *job)
 	if (ob_pg_connect(s->cfg.requeue_db, "outboxctl web requeue", &conn, err, sizeof err)
 	        != OB_OK ||
 	    ob_pg_exec(conn, sql, "set session", err, sizeof err) != OB_OK ||
+	    /* outboxctl's rights (outbox_admin), or a line saying which grant */
+	    ob_protocol_check(conn, "outbox", "admin", OB_PROTOCOL_ADMIN, err, sizeof err)
+	        != OB_OK ||
 	    ctl_requeue(conn, &rq, &r, err, sizeof err) != OB_OK) {
 		ob_warn("web.requeue.failed", "ids=%d err=%s", job->nids,
 		    ob_log_q(err, (char[600]){ 0 }, 600));

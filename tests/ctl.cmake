@@ -50,5 +50,5 @@ endif()
 # outboxctl web (the live view, docs/web.md) against a real relay's work.
 outbox_test(test_web SOURCES integration/test_web.c LABELS integration PG TIMEOUT 600)
 if(TEST test_web)
-  add_dependencies(test_web outboxctl outbox-relay)
+  add_dependencies(test_web outboxctl outbox-relay outbox-consumer)
 endif()

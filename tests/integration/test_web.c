@@ -197,6 +197,21 @@ START_TEST(test_overview_counts)
 	ck_assert_int_eq((int)json_array_size(json_object_get(ov, "dead")), 3);
 	ck_assert_int_eq((int)json_array_size(json_object_get(ov, "messages")),
 	    (int)ts_query_int(conn, "SELECT least(count(*), 50) FROM outbox.messages"));
+	/* the same newest messages, in the same states, as psql sees them */
+	char got[4096] = "";
+	size_t i;
+	json_t *m;
+	json_array_foreach(json_object_get(ov, "messages"), i, m) {
+		size_t n = strlen(got);
+		snprintf(got + n, sizeof got - n, "%s%lld:%s", i ? "," : "",
+		    (long long)json_integer_value(json_object_get(m, "id")),
+		    json_string_value(json_object_get(m, "status")));
+	}
+	PGresult *pr = PQexec(conn, "SELECT string_agg(id || ':' || outbox.message_state(x), ','"
+	    " ORDER BY id DESC) FROM (SELECT * FROM outbox.messages m ORDER BY id DESC LIMIT 50) x");
+	ck_assert_int_eq(PQresultStatus(pr), PGRES_TUPLES_OK);
+	ck_assert_str_eq(got, PQgetvalue(pr, 0, 0));
+	PQclear(pr);
 	ck_assert(json_is_true(json_object_get(ov, "payloads_visible")));
 	json_t *c = json_object_get(ov, "consumer");
 	ck_assert(json_is_object(c));
@@ -320,6 +335,21 @@ START_TEST(test_requeue)
 	ts_web_stop(&w);
 	ck_assert_int_ge(ts_log_count(w.log, "event=web.auth.refused"), 3);
 
+	/* no --requeue-db: --db's role (outbox_viewer) cannot requeue, and
+	 * the answer says which grant it lacks; nothing written */
+	const char *tok_only[] = { "--token-file", token_file, NULL };
+	ts_web_start(viewer_db, tok_only, &w);
+	before = tables_text();
+	ck_assert_int_eq(ts_web_http(&w, "POST", "/api/dead/requeue", TOKEN, body_old, NULL, &r),
+	    503);
+	assert_has(r.body, "GRANT outbox_admin TO");
+	free(r.body);
+	after = tables_text();
+	ck_assert_str_eq(before, after);
+	free(after);
+	free(before);
+	ts_web_stop(&w);
+
 	/* no --token-file: requeue disabled */
 	ts_web_start(viewer_db, NULL, &w);
 	ck_assert_int_eq(ts_web_http(&w, "POST", "/api/dead/requeue", TOKEN, body_old, NULL, &r),
@@ -333,7 +363,8 @@ END_TEST
 START_TEST(test_bad_requests)
 {
 	struct ts_web w;
-	const char *extra[] = { "--token-file", token_file, "--max-body", "1k", NULL };
+	const char *extra[] = { "--token-file", token_file, "--max-body", "1k", "--requeue-max", "2",
+		NULL };
 	ts_web_start(viewer_db, extra, &w);
 	free(ts_web_overview(&w, NULL, WAIT_MS));
 	char *before = tables_text();
@@ -385,6 +416,11 @@ START_TEST(test_bad_requests)
 	snprintf(big + n, sizeof big - (size_t)n, "1]}");
 	ck_assert_int_eq(ts_web_http(&w, "POST", "/api/dead/requeue", TOKEN, big, NULL, &r), 413);
 	assert_has(r.body, "\"error\"");
+	free(r.body);
+	/* over --requeue-max ids: 400 */
+	ck_assert_int_eq(ts_web_http(&w, "POST", "/api/dead/requeue", TOKEN, "{\"ids\":[1,2,3]}",
+	    NULL, &r), 400);
+	assert_has(r.body, "want 1 to 2 ids, got 3");
 	free(r.body);
 	char *after = tables_text();
 	ck_assert_str_eq(before, after);
@@ -485,7 +521,16 @@ START_TEST(test_one_poller)
 	ts_web_start(viewer_db, extra, &w);
 	free(ts_web_overview(&w, NULL, WAIT_MS));
 	PGconn *server = ts_connect(ts_server_conninfo());
-	int64_t t0 = ts_now_ms(), x0 = xacts(server, dbname);
+	char sql[256];
+	snprintf(sql, sizeof sql, "SELECT xact_commit FROM pg_stat_database WHERE datname = '%s'",
+	    dbname);
+	/* The baseline: once two polls past the first reading are reported,
+	 * the start-up's transactions (connect, settings, the protocol check)
+	 * are in it, as statistics are reported cumulatively. */
+	int64_t first = xacts(server, dbname);
+	int64_t x0 = ts_wait_at_least(server, sql, first + 2, WAIT_MS);
+	ck_assert_int_ge(x0, first + 2);
+	int64_t t0 = ts_now_ms();
 	struct client c[CLIENTS];
 	for (int i = 0; i < CLIENTS; i++) {
 		c[i] = (struct client){ .w = &w };
@@ -502,9 +547,6 @@ START_TEST(test_one_poller)
 	 * (it commits once per poll): by then what the requests might have
 	 * cost has been reported too. */
 	int64_t polls_during = (ts_now_ms() - t0) / POLL_MS;
-	char sql[256];
-	snprintf(sql, sizeof sql, "SELECT xact_commit FROM pg_stat_database WHERE datname = '%s'",
-	    dbname);
 	int64_t x_end = xacts(server, dbname);
 	ck_assert_int_ge(ts_wait_at_least(server, sql, x_end + 2, WAIT_MS), x_end + 2);
 	int64_t x1 = xacts(server, dbname), t1 = ts_now_ms();
