@@ -19,6 +19,8 @@ if [ "${1:-}" = --tests ]; then
 	# The MCP test drives the server with the official SDK client (Node >= 18)
 	command -v node >/dev/null || packages+=(nodejs)
 	command -v npm >/dev/null || packages+=(npm)
+	# The browser tests drive Debian's chromium with playwright-core (tests/browser)
+	packages+=(chromium)
 fi
 
 missing=()
@@ -41,12 +43,19 @@ install_missing() {
 }
 install_missing
 
-# The MCP SDK client of tests/mcp (pinned by its package-lock.json), from
-# the npm registry, once.
+# The MCP SDK client of tests/mcp and playwright-core of tests/browser
+# (each pinned by its package-lock.json), from the npm registry, once.
 if [ "${1:-}" = --tests ]; then
 	mcp="$(cd "$(dirname "$0")/.." && pwd)/tests/mcp"
 	if [ ! -d "$mcp/node_modules/@modelcontextprotocol/sdk" ]; then
 		echo "setup-deps: npm ci in $mcp" >&2
 		npm ci --prefix "$mcp" --no-audit --no-fund --loglevel=error >/dev/null
+	fi
+	# playwright-core of tests/browser (pinned the same way; it downloads no
+	# browser: the tests give it Debian's chromium by its path)
+	browser="$(cd "$(dirname "$0")/.." && pwd)/tests/browser"
+	if [ ! -d "$browser/node_modules/playwright-core" ]; then
+		echo "setup-deps: npm ci in $browser" >&2
+		npm ci --prefix "$browser" --no-audit --no-fund --loglevel=error >/dev/null
 	fi
 fi

@@ -6,10 +6,20 @@ if(TEST test_ctl)
   add_dependencies(test_ctl outboxctl)
 endif()
 
-# outboxctl web (the live view, docs/web.md) against a real relay's work.
-outbox_test(test_web SOURCES integration/test_web.c LABELS integration PG TIMEOUT 600)
-if(TEST test_web)
-  add_dependencies(test_web outboxctl outbox-relay outbox-consumer)
+# `outboxctl web` in Debian's chromium driven by playwright-core
+# (tests/browser/web_view.mjs, pinned by its package-lock.json, installed by
+# scripts/setup-deps.sh --tests): the counts shown equal psql's, keys and
+# payloads of markup shown as text with nothing run, requeue refused
+# without the token and done with it, hide-payloads. Screenshots in
+# build/tests/artifacts. Skipped (77) without chromium or node_modules,
+# except under CI=true.
+outbox_test(test_web_browser SOURCES integration/test_web_browser.c
+  LABELS integration PG TIMEOUT 300)
+if(TEST test_web_browser)
+  add_dependencies(test_web_browser outboxctl outbox-relay outbox-consumer)
+  set_property(TEST test_web_browser PROPERTY SKIP_RETURN_CODE 77)
+  set_property(TEST test_web_browser APPEND PROPERTY ENVIRONMENT
+    "OUTBOX_TEST_ARTIFACTS=${CMAKE_BINARY_DIR}/tests/artifacts")
 endif()
 
 # The guided demonstration (ctl/web_demo.c) through its interface against
@@ -21,4 +31,24 @@ outbox_test(test_web_demo SOURCES integration/test_web_demo.c LABELS integration
 if(TARGET test_web_demo)
   add_dependencies(test_web_demo outbox-producer outbox-consumer outbox-relay
     outbox-fault-matrix)
+endif()
+
+# The guided demonstration clicked through in Debian's chromium
+# (tests/browser/web_demo.mjs) against the stack of scripts/demo.sh --web
+# (tests/support/ts_demo.c) and outboxctl web --demo: each step's facts
+# shown checked against psql, its rows highlighted, a screenshot each.
+# Skipped (77) without chromium or node_modules, except under CI=true.
+outbox_test(test_web_demo_browser SOURCES integration/test_web_demo_browser.c
+  LABELS integration PG TIMEOUT 600)
+if(TEST test_web_demo_browser)
+  add_dependencies(test_web_demo_browser outboxctl outbox-relay outbox-consumer outbox-producer)
+  set_property(TEST test_web_demo_browser PROPERTY SKIP_RETURN_CODE 77)
+  set_property(TEST test_web_demo_browser APPEND PROPERTY ENVIRONMENT
+    "OUTBOX_TEST_ARTIFACTS=${CMAKE_BINARY_DIR}/tests/artifacts")
+endif()
+
+# outboxctl web (the live view, docs/web.md) against a real relay's work.
+outbox_test(test_web SOURCES integration/test_web.c LABELS integration PG TIMEOUT 600)
+if(TEST test_web)
+  add_dependencies(test_web outboxctl outbox-relay outbox-consumer)
 endif()

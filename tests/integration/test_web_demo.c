@@ -25,67 +25,13 @@
 
 #include "outbox/err.h"
 #include "testsupport.h"
-#include "ts_consumer.h"
+#include "ts_demo.h"
 #include "ts_producer.h"
 #include "ts_relay.h"
 #include "web_demo.h"
 
 #define T_SEC 1000
 #define STEP_WAIT_MS (120 * T_SEC)
-
-struct stack {
-	char db[TS_CONNINFO_MAX], idb[TS_CONNINFO_MAX];
-	struct ts_producer_server p;
-	char padmin[64], cadmin[64], clog[256], rlog[256], curl[256], conf[300];
-	pid_t consumer, relay;
-	PGconn *pconn, *iconn;
-};
-
-static void
-stack_start(struct stack *s)
-{
-	ts_db_create("webdemo", "outbox", s->db, sizeof(s->db));
-	ts_db_create("webdemo_in", "inbox", s->idb, sizeof(s->idb));
-	s->pconn = ts_connect(s->db);
-	s->iconn = ts_connect(s->idb);
-	char *pargs[] = { "--metrics", "127.0.0.1:0", "--demo-admin", NULL };
-	ts_producer_serve(s->db, pargs, &s->p);
-	snprintf(s->padmin, sizeof(s->padmin), "http://127.0.0.1:%d",
-	    ts_log_wait_port(s->p.log, "producer.metrics.listening", 30 * T_SEC));
-	ts_ipc_url("webdemo-consumer", s->curl, sizeof(s->curl));
-	const char *const cargs[] = { "--metrics", "127.0.0.1:0", "--demo-admin", NULL };
-	s->consumer = ts_consumer_spawn(s->clog, s->idb, s->curl, cargs);
-	snprintf(s->cadmin, sizeof(s->cadmin), "http://127.0.0.1:%d",
-	    ts_log_wait_port(s->clog, "consumer.metrics.listening", 30 * T_SEC));
-	char route[300];
-	snprintf(route, sizeof(route), "report.created=%s", s->curl);
-	/* as scripts/demo.sh --web: the steps' topics are the steps' relays' */
-	const char *const rargs[] = { "--poll-ms", "200", "--only-routed", NULL };
-	s->relay = ts_relay_spawn(s->rlog, s->db, route, rargs);
-
-	const char *bindir = getenv("OUTBOX_BIN_DIR");
-	ck_assert_msg(bindir != NULL, "OUTBOX_BIN_DIR is not set");
-	char text[4096];
-	snprintf(text, sizeof(text),
-	    "# written by the test, as scripts/demo.sh --web writes it\n"
-	    "producer_url=%s\nproducer_admin=%s\nconsumer_admin=%s\nconsumer_listen=%s\n"
-	    "relay_db=%s\nbin_dir=%s\nwork_dir=%s\n"
-	    "# step 6: two of the fault matrix's columns (the whole one is the suite's"
-	    " test_faultmatrix)\nmatrix_faults=none,relay-die-after-send\n", s->p.url, s->padmin, s->cadmin, s->curl,
-	    s->db, bindir, ts_tmpdir());
-	snprintf(s->conf, sizeof(s->conf), "%s/demo.conf", ts_tmpdir());
-	ts_write_file(s->conf, text);
-}
-
-static void
-stack_stop(struct stack *s)
-{
-	ts_stop(s->relay, SIGTERM);
-	ts_stop(s->consumer, SIGTERM);
-	ts_stop(s->p.pid, SIGTERM);
-	PQfinish(s->pconn);
-	PQfinish(s->iconn);
-}
 
 /* The state's step n (a new reference; json_decref). */
 static json_t *
@@ -181,10 +127,12 @@ admin_state(const char *base, const char *mode, const char *want, const char *fa
 
 START_TEST(test_steps)
 {
-	struct stack s;
+	struct ts_demo_stack s;
 	struct web_demo *d = NULL;
 	char err[600];
-	stack_start(&s);
+	/* step 6: two of the fault matrix's columns (the whole one is the
+	 * suite's test_faultmatrix) */
+	ts_demo_start(&s, "webdemo", "none,relay-die-after-send");
 	ck_assert_msg(web_demo_open(s.conf, s.db, s.idb, &d, err, sizeof(err)) == OB_OK, "%s", err);
 	ck_assert_int_eq(web_demo_start(d, 0), OB_EINVAL);
 	ck_assert_int_eq(web_demo_start(d, 7), OB_EINVAL);
@@ -286,7 +234,7 @@ START_TEST(test_steps)
 	ck_assert_int_eq(ts_query_int(s.pconn, "SELECT count(*) FROM outbox.messages"
 	    " WHERE topic LIKE 'demo.%' AND status <> 'delivered'"), 0);
 	web_demo_close(d);
-	stack_stop(&s);
+	ts_demo_stop(&s);
 }
 END_TEST
 

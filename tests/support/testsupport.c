@@ -701,6 +701,19 @@ ts_enqueue_n(PGconn *conn, const char *topic, const char *prefix, int n)
 	ts_exec(conn, sql);
 }
 
+int64_t
+ts_enqueue_one(PGconn *conn, const char *topic, const char *key, const char *payload)
+{
+	const char *params[] = { topic, key, payload };
+	PGresult *res = PQexecParams(conn, "SELECT outbox.enqueue($1, $2, $3::jsonb)", 3, NULL,
+	    params, NULL, NULL, 0);
+	ck_assert_msg(PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1,
+	    "enqueue on %s: %s", topic, PQresultErrorMessage(res));
+	int64_t id = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+	PQclear(res);
+	return id;
+}
+
 void
 ts_assert_logged(const char *path, const char *needle)
 {

@@ -161,6 +161,11 @@ const char *const *ts_args_cat(const char **out, size_t n, const char *const *a,
 /* Enqueue n messages on topic, keys prefix-1..prefix-n, payload {"n": i}. */
 void ts_enqueue_n(PGconn *conn, const char *topic, const char *prefix, int n);
 
+/* Enqueue one message (outbox.enqueue, the strings sent as parameters, so
+ * they may hold anything: quotes, markup); payload is JSON text. Returns
+ * its id. */
+int64_t ts_enqueue_one(PGconn *conn, const char *topic, const char *key, const char *payload);
+
 /* Poll path every 10 ms until needle occurs want times, or timeout_ms
  * passes. Returns the last count. */
 int ts_log_wait(const char *path, const char *needle, int want, int timeout_ms);
