@@ -119,6 +119,7 @@ fi
 
 "$bin/outboxctl" web --db "$producer_db" --inbox-db "$consumer_db" \
 	--http "http://127.0.0.1:$web_port" --token-file "$work/token" --demo "$work/demo.conf" \
+	--consumer-metrics "$consumer_admin/metrics" \
 	--ready-file "$work/web.ready" \
 	2>"$work/web.log" &
 pids+=($!)

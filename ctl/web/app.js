@@ -10,6 +10,7 @@
   var refreshes = 0;
   var demoOn = false;
   var demoHighlight = { keys: {}, ids: {} };
+  var lastStep = 0; /* the step last started here: only its rows are highlighted */
 
   function $(sel) { return document.querySelector(sel); }
 
@@ -154,7 +155,7 @@
   function runStep(n) {
     var t = $("#token").value;
     fetch("/api/demo/step/" + n, { method: "POST", headers: headers() }).then(function (r) {
-      if (r.status === 202) notice("step " + n + " started", false);
+      if (r.status === 202) { lastStep = n; notice("step " + n + " started", false); }
       else if (r.status === 409) notice("a step is running", true);
       else if (r.status === 401) notice("running a step needs the token" + (t ? " (wrong token)" : ""), true);
       else notice("step " + n + ": " + r.status, true);
@@ -172,6 +173,10 @@
     var ol = box.querySelector("ol");
     while (ol.firstChild) ol.removeChild(ol.firstChild);
     demoHighlight = { keys: {}, ids: {} };
+    /* the rows of one step, not of every step so far: the one last started
+     * from this page, else the highest one with a result */
+    var shown = lastStep;
+    if (!shown) (state.steps || []).forEach(function (s) { if (s.result) shown = s.n; });
     (state.steps || []).forEach(function (s) {
       var li = el("li", { "data-step": String(s.n) });
       li.appendChild(el("b", null, s.title));
@@ -189,7 +194,7 @@
         facts.appendChild(el("span", null, " "));
       });
       li.appendChild(facts);
-      var h = r.highlight || {};
+      var h = s.n === shown ? r.highlight || {} : {};
       (h.keys || []).forEach(function (k) { demoHighlight.keys[k] = true; });
       (h.ids || []).forEach(function (i) { demoHighlight.ids[String(i)] = true; });
       ol.appendChild(li);

@@ -47,7 +47,6 @@ async function runStep(page, seen, step) {
 	await waitFor(`step ${step.n} in #demo`, async () => (await page.$(li)) !== null);
 	check((await text(page, `${li} [data-field="status"]`)) !== 'running',
 	    `step ${step.n} is running before it was clicked`);
-	const hlBefore = (await page.$$('#messages tbody tr.hl')).length;
 	await page.click(`${li} button[data-action="run-step"]`);
 	const status = await waitFor(`step ${step.n} to end`, async () => {
 		const s = await text(page, `${li} [data-field="status"]`);
@@ -80,11 +79,19 @@ async function runStep(page, seen, step) {
 		const got = psqlValue(q.db, sql(q.sql));
 		check(got === String(q.want), `step ${step.n}: psql ${sql(q.sql)} gives ${JSON.stringify(got)}, want ${JSON.stringify(String(q.want))}`);
 	}
-	// its rows highlighted: more than before it (highlights stay), and the
-	// row of its key when it names the message (highlight_key)
+	// its rows highlighted, and only its rows (not those of the steps
+	// before: /api/demo names them), and the row of its key when it names
+	// the message (highlight_key)
 	if (step.highlighted)
-		await waitFor(`step ${step.n}'s rows highlighted in #messages (${hlBefore} before)`,
-		    async () => (await page.$$('#messages tbody tr.hl')).length > hlBefore);
+		await waitFor(`step ${step.n}'s rows, and only those, highlighted in #messages`,
+		    () => page.evaluate(async (n) => {
+			const st = await (await fetch('/api/demo')).json();
+			const h = (st.steps.find(s => s.n === n).result || {}).highlight || {};
+			const keys = new Set(h.keys || []), ids = new Set((h.ids || []).map(String));
+			const rows = [...document.querySelectorAll('#messages tbody tr.hl')];
+			return rows.length > 0 && rows.every(tr => ids.has(tr.getAttribute('data-id')) ||
+			    keys.has(tr.querySelector('td[data-field="key"]').textContent));
+		    }, step.n));
 	if (step.highlight_key)
 		await waitFor(`the row of key ${shown.key} highlighted in #messages`, () =>
 		    page.$$eval('#messages tbody tr.hl td[data-field="key"]',
