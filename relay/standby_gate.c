@@ -123,43 +123,25 @@ query_reached(struct relay_gate *g, PGconn *conn, uint64_t *reached, int *connec
 }
 
 int
-relay_gate_wait(struct relay_gate *g, PGconn *conn, uint64_t lsn,
-    volatile sig_atomic_t *stop, char *err, size_t errlen)
+relay_gate_poll(struct relay_gate *g, PGconn *conn, char *err, size_t errlen)
 {
-	if (g->mode == RELAY_GATE_NONE || lsn <= g->reached)
-		return OB_OK;
-	int64_t start = ob_mono_ms(), deadline = start + g->timeout_ms;
-	bool waited = false;
-	int connected = 0;
-	for (;;) {
-		uint64_t reached;
-		int rc = query_reached(g, conn, &reached, &connected, err, errlen);
-		if (rc != OB_OK)
-			return rc;
-		if (reached > g->reached)
-			g->reached = reached;
-		if (lsn <= g->reached)
-			return OB_OK;
-		if (!waited) {
-			waited = true;
-			g->waits++;
-		}
-		int64_t now = ob_mono_ms();
-		if (now >= deadline || (stop != NULL && *stop))
-			break;
-		int64_t nap = g->poll_ms < deadline - now ? g->poll_ms : deadline - now;
-		ob_sleep_ms(nap);
-	}
+	uint64_t reached;
+	int rc = query_reached(g, conn, &reached, &g->streaming, err, errlen);
+	if (rc == OB_OK && reached > g->reached)
+		g->reached = reached;
+	return rc;
+}
+
+void
+relay_gate_timed_out(struct relay_gate *g, uint64_t lsn, int64_t waited_ms)
+{
 	g->timeouts++;
 	int64_t now = ob_mono_ms();
-	if (now >= g->next_log_ms) {
-		g->next_log_ms = now + GATE_LOG_EVERY_MS;
-		ob_warn("relay.standby_gate.waiting", "standbys=%s streaming=%d/%d need=%X/%X"
-		    " reached=%X/%X waited_ms=%" PRId64 " timeouts=%" PRIu64, g->names, connected,
-		    g->nnames, (unsigned)(lsn >> 32), (unsigned)lsn, (unsigned)(g->reached >> 32),
-		    (unsigned)g->reached, now - start, g->timeouts);
-	}
-	snprintf(err, errlen, "the standbys %s have not reached %X/%X", g->names,
-	    (unsigned)(lsn >> 32), (unsigned)lsn);
-	return OB_ETIMEDOUT;
+	if (now < g->next_log_ms)
+		return;
+	g->next_log_ms = now + GATE_LOG_EVERY_MS;
+	ob_warn("relay.standby_gate.waiting", "standbys=%s streaming=%d/%d need=%X/%X"
+	    " reached=%X/%X waited_ms=%" PRId64 " timeouts=%" PRIu64, g->names, g->streaming,
+	    g->nnames, (unsigned)(lsn >> 32), (unsigned)lsn, (unsigned)(g->reached >> 32),
+	    (unsigned)g->reached, waited_ms, g->timeouts);
 }

@@ -14,11 +14,14 @@
  *     returned was committed (visible to its snapshot) before that point,
  *     so its commit record lies below it - also with synchronous_commit =
  *     off, where a commit can be visible before it is written;
- *   - before the frame goes out, the worker waits until every standby
- *     named in --standby-names has reached that LSN in pg_stat_replication
- *     on the primary: flush_lsn (--standby-gate flush: the WAL is on the
- *     standby's disk, so a promotion replays it) or replay_lsn (replay:
- *     also visible to queries there);
+ *   - the frame goes out only once every standby named in --standby-names
+ *     has reached that LSN in pg_stat_replication on the primary:
+ *     flush_lsn (--standby-gate flush: the WAL is on the standby's disk,
+ *     so a promotion replays it) or replay_lsn (replay: also visible to
+ *     queries there). Until then the batch waits in its slot while the
+ *     worker goes on collecting frames and claiming (relay/worker.c,
+ *     open_gated): one query per --standby-poll-ms serves every waiting
+ *     batch;
  *   - a standby that is not connected has reached nothing: the gate stays
  *     shut, deliveries wait. After --standby-gate-timeout the batch is
  *     released unsent (no attempt counted) and claimed again later; the
@@ -30,8 +33,8 @@
  * that sees the standby but NULL positions says so in one error line
  * (GRANT pg_monitor TO the relay's role).
  *
- * The last position seen is kept, so a stream of batches below it passes
- * with no query at all; above it, one query per --standby-poll-ms.
+ * The last position seen is kept, so a batch below it passes with no
+ * query at all.
  */
 #ifndef OUTBOX_RELAY_STANDBY_GATE_H
 #define OUTBOX_RELAY_STANDBY_GATE_H
@@ -58,6 +61,7 @@ struct relay_gate {
 	int64_t timeout_ms;
 	int64_t poll_ms;
 	uint64_t reached;     /* the lowest position of the named standbys, last seen */
+	int streaming;        /* how many of them were streaming, last seen */
 	int64_t next_log_ms;
 	uint64_t waits;       /* batches that had to wait */
 	uint64_t timeouts;    /* batches released because the gate stayed shut */
@@ -73,12 +77,15 @@ int relay_gate_init(struct relay_gate *g, const char *mode, char *const *names, 
 /* "16/B374D848" -> 0x16B374D848. OB_OK or OB_EINVAL. */
 int relay_gate_parse_lsn(const char *text, uint64_t *out);
 
-/* Wait until every named standby reached lsn (conn: the primary). OB_OK;
- * OB_ETIMEDOUT when the gate stayed shut for timeout_ms (or *stop was
- * set); OB_EDB when the query failed (err: the server's message);
- * OB_EPROTO when the positions are hidden from this role (err says to
- * grant pg_monitor). Blocks this worker meanwhile. */
-int relay_gate_wait(struct relay_gate *g, PGconn *conn, uint64_t lsn,
-    volatile sig_atomic_t *stop, char *err, size_t errlen);
+/* Ask the primary (conn) once where the named standbys are, raising
+ * g->reached (0 is reached while one of them is not streaming). OB_OK;
+ * OB_EDB when the query failed (err: the server's message); OB_EPROTO when
+ * the positions are hidden from this role (err says to grant pg_monitor). */
+int relay_gate_poll(struct relay_gate *g, PGconn *conn, char *err, size_t errlen);
+
+/* A batch whose position lsn the standbys did not reach in waited_ms goes
+ * back unsent: counted, and relay.standby_gate.waiting logged at most once
+ * per GATE_LOG_EVERY_MS. */
+void relay_gate_timed_out(struct relay_gate *g, uint64_t lsn, int64_t waited_ms);
 
 #endif

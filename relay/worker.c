@@ -56,6 +56,9 @@
 struct slot {
 	bool used;
 	bool in_flight;          /* the frame is out (else: finished at send) */
+	bool gated;              /* claimed, waiting for the standbys (--standby-gate) */
+	int gate_dest;           /* ... the probe destination to send it to, or -1 */
+	int64_t gate_until_ms;   /* ... after this it goes back unsent */
 	struct relay_frame f;
 	int64_t t_claim_us;      /* when the claim call started and returned */
 	int64_t t_claimed_us;
@@ -92,6 +95,7 @@ struct worker {
 	struct relay_worker_live *live;  /* this worker slot's row, or NULL */
 	struct relay_topic_cache topics;
 	struct relay_gate gate;          /* --standby-gate */
+	uint32_t gated;                  /* slots waiting at the gate */
 };
 
 #define COUNT(w, field, n)                                              \
@@ -422,6 +426,10 @@ free_slot(struct worker *w, struct slot *s)
 {
 	add_inflight(w, -(int64_t)s->f.batch.n);
 	relay_batch_fini(&s->f.batch);
+	if (s->gated) {
+		s->gated = false;
+		w->gated--;
+	}
 	s->used = false;
 	s->in_flight = false;
 	w->inflight--;
@@ -523,28 +531,71 @@ free_slot_find(struct worker *w)
 	return NULL;
 }
 
-/* --standby-gate: true once the named standbys have what b came from;
- * false (the batch goes back unsent, its attempt refunded) when they did
- * not get there in time or the gate could not be asked. */
+/* Send the frame of the batch in s (claimed, past the gate). A frame that
+ * finished at once (held, no route) is recorded now. */
 static bool
-gate_open(struct worker *w, const struct relay_batch *b)
+send_slot(struct worker *w, struct slot *s, int probe_dest)
+{
+	uint64_t sent_before = w->deliverer.frames_sent;
+	s->in_flight = relay_frame_send(&w->deliverer, &s->f, probe_dest, w->outcomes);
+	COUNT(w, frames_sent, w->deliverer.frames_sent - sent_before);
+	ob_metric_add(METRIC(w, frames_sent), w->deliverer.frames_sent - sent_before);
+	if (s->in_flight)
+		return true;
+	return collect_slot(w, s);
+}
+
+/* A gated slot goes back unsent: its attempt refunded, due at once. */
+static bool
+ungate_release(struct worker *w, struct slot *s)
+{
+	s->gated = false;
+	w->gated--;
+	release_all(&s->f.batch, w->outcomes);
+	return record_slot(w, s);
+}
+
+/* --standby-gate: send the gated batches the standbys have reached (one
+ * pg_stat_replication query for all of them), hand back those that waited
+ * past --standby-gate-timeout. The worker goes on meanwhile: frames out
+ * are collected, claims pipelined. false when the database failed. */
+static bool
+open_gated(struct worker *w)
 {
 	char err[512], q[600];
-	uint64_t waits = w->gate.waits, timeouts = w->gate.timeouts;
-	int rc = relay_gate_wait(&w->gate, w->conn, b->lsn, w->stop, err, sizeof(err));
-	ob_metric_add(METRIC(w, standby_gate_waits), w->gate.waits - waits);
-	ob_metric_add(METRIC(w, standby_gate_timeouts), w->gate.timeouts - timeouts);
-	if (rc == OB_OK || rc == OB_ETIMEDOUT)
-		return rc == OB_OK;
-	int64_t now = ob_mono_ms();
-	if (now >= w->gate.next_log_ms) {
-		w->gate.next_log_ms = now + GATE_LOG_EVERY_MS;
-		ob_error("relay.standby_gate.failed", "owner=%s err=%s", w->owner,
-		    ob_log_q(err, q, sizeof(q)));
+	if (w->gated == 0)
+		return true;
+	uint64_t timeouts = w->gate.timeouts;
+	int rc = relay_gate_poll(&w->gate, w->conn, err, sizeof(err));
+	if (rc != OB_OK) {
+		int64_t now = ob_mono_ms();
+		if (now >= w->gate.next_log_ms) {
+			w->gate.next_log_ms = now + GATE_LOG_EVERY_MS;
+			ob_error("relay.standby_gate.failed", "owner=%s err=%s", w->owner,
+			    ob_log_q(err, q, sizeof(q)));
+		}
 	}
+	int64_t now = ob_mono_ms();
+	bool ok = true;
+	for (uint32_t i = 0; i < w->nslots && ok; i++) {
+		struct slot *s = &w->slots[i];
+		if (!s->used || !s->gated)
+			continue;
+		if (rc == OB_OK && s->f.batch.lsn <= w->gate.reached) {
+			s->gated = false;
+			w->gated--;
+			ok = send_slot(w, s, s->gate_dest);
+		} else if (rc != OB_OK || now >= s->gate_until_ms || *w->stop) {
+			if (rc == OB_OK)
+				relay_gate_timed_out(&w->gate, s->f.batch.lsn, now - (s->gate_until_ms -
+				    w->gate.timeout_ms));
+			ok = ungate_release(w, s);
+		}
+	}
+	ob_metric_add(METRIC(w, standby_gate_timeouts), w->gate.timeouts - timeouts);
 	if (rc == OB_EPROTO)
-		nap(w, w->gate.poll_ms > 100 ? w->gate.poll_ms : 100); /* no busy loop on it */
-	return false;
+		nap(w, 100); /* a missing grant: do not claim and hand back in a tight loop */
+	return ok && rc != OB_EDB;
 }
 
 /* Start the batch claimed into s: the claim faults, the standby gate, then
@@ -578,17 +629,18 @@ start_slot(struct worker *w, struct slot *s, int probe_dest)
 		release_all(b, w->outcomes);
 		return record_slot(w, s);
 	}
-	if (!gate_open(w, b)) {
-		release_all(b, w->outcomes);
-		return record_slot(w, s);
-	}
-	uint64_t sent_before = w->deliverer.frames_sent;
-	s->in_flight = relay_frame_send(&w->deliverer, &s->f, probe_dest, w->outcomes);
-	COUNT(w, frames_sent, w->deliverer.frames_sent - sent_before);
-	ob_metric_add(METRIC(w, frames_sent), w->deliverer.frames_sent - sent_before);
-	if (s->in_flight)
+	if (w->gate.mode != RELAY_GATE_NONE && b->lsn > w->gate.reached) {
+		/* not known to be on the standbys yet: wait at the gate without
+		 * holding up the rest of the pipeline (open_gated) */
+		s->gated = true;
+		s->gate_dest = probe_dest;
+		s->gate_until_ms = ob_mono_ms() + w->gate.timeout_ms;
+		w->gated++;
+		w->gate.waits++;
+		ob_metric_add(METRIC(w, standby_gate_waits), 1);
 		return true;
-	return collect_slot(w, s);
+	}
+	return send_slot(w, s, probe_dest);
 }
 
 /* One claim into s. Returns 1 when a batch was claimed, 0 when there was
@@ -683,6 +735,10 @@ drain_inflight(struct worker *w)
 		keep = grace / 2;
 	int64_t cut = ob_mono_ms() + grace - keep;
 	bool cancelled = false;
+	/* batches still at the standby gate were never sent: hand them back */
+	for (uint32_t i = 0; i < w->nslots && w->gated > 0; i++)
+		if (w->slots[i].used && w->slots[i].gated && !ungate_release(w, &w->slots[i]))
+			break;
 	while (w->inflight > 0) {
 		if (!ob_pg_broken(w->conn) && !collect_done(w))
 			break;
@@ -815,7 +871,7 @@ log_progress(struct worker *w, const char *event)
 static void
 turn(struct worker *w)
 {
-	if (!fill(w))
+	if (!fill(w) || !open_gated(w))
 		return;
 	uint32_t out = w->inflight;
 	w->record_freed = false;
@@ -844,13 +900,13 @@ turn(struct worker *w)
 		/* News or the poll may bring work; after a plain timeout the
 		 * poll's claim likely finds nothing. A finished frame is for the
 		 * next turn's record to judge (record_may_free). */
-		enum wait_end why = wait_for(w, w->cfg->poll_ms);
-		if (why != WAIT_FRAME) {
+		enum wait_end why = wait_for(w, w->gated > 0 ? w->gate.poll_ms : w->cfg->poll_ms);
+		if (why != WAIT_FRAME && w->gated == 0) {
 			w->claim_dry = false;
 			w->expect_dry = why == WAIT_TIMEOUT;
 		}
 	} else if (w->inflight > 0) {
-		wait_for(w, 50);
+		wait_for(w, w->gated > 0 ? w->gate.poll_ms : 50);
 	}
 }
 

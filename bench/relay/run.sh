@@ -30,6 +30,10 @@
 # Producer and consumer schemas share one database here (same server either
 # way); see bench/relay/README.md for the numbers and the tuning.
 #
+# BENCH_STANDBY_GATE=flush|replay adds a streaming standby of the server
+# (scripts/pg-tmp.sh standby, fsync on like the primary) and runs the relay
+# with --standby-gate on it (bench/relay/standby.sh compares the modes).
+#
 # Knobs (env): BENCH_WORKERS (2) BENCH_BATCH (100) BENCH_INFLIGHT (4)
 # BENCH_CONSUMER_THREADS (4) BENCH_RATE (1000) BENCH_LAT_SECONDS (20)
 # BENCH_PGBENCH_SECONDS (10) OUTBOX_BIN_DIR (build/bin) BENCH_KEEP=1 keeps
@@ -62,6 +66,20 @@ echo "track_commit_timestamp = on" >>"$work/pg/data/postgresql.conf"
 scripts/pg-tmp.sh restart "$work/pg"
 set -a; . "$work/pg/env"; set +a
 psql -qXc "CREATE DATABASE bench" -c "CREATE DATABASE pgb"
+GATE=${BENCH_STANDBY_GATE:-none}
+gate_flags=()
+case "$GATE" in
+none) ;;
+flush|replay)
+	echo "bench: a streaming standby (application_name bench1), relay --standby-gate $GATE"
+	scripts/pg-tmp.sh standby "$work/pg" "$work/standby" bench1 >/dev/null
+	gate_flags=(--standby-gate "$GATE" --standby-names bench1)
+	for _ in $(seq 100); do
+		[ "$(psql -d postgres -AtqXc "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'")" = 1 ] && break
+		sleep 0.1
+	done ;;
+*) echo "bench: BENCH_STANDBY_GATE must be none, flush or replay" >&2; exit 2 ;;
+esac
 db="$OUTBOX_PG_CONNINFO dbname=bench"
 "$bin/outboxctl" migrate --db "$db" --schema all >/dev/null
 q() { psql -d bench -AtqXc "$1"; }
@@ -120,7 +138,8 @@ cpid=$!; pids+=("$cpid")
 for _ in $(seq 100); do [ -S "$work/consumer.ipc" ] && break; sleep 0.05; done
 t0=$(date +%s.%N)
 "$bin/outbox-relay" --db "$db" --route "*=$url" --workers "$WORKERS" --batch "$BATCH" \
-	--max-inflight "$INFLIGHT" --poll-ms 100 --log-level ${BENCH_RELAY_LOG_LEVEL:-warn} 2>"$work/relay.log" &
+	--max-inflight "$INFLIGHT" --poll-ms 100 --log-level ${BENCH_RELAY_LOG_LEVEL:-warn} \
+	"${gate_flags[@]}" 2>"$work/relay.log" &
 rpid=$!; pids+=("$rpid")
 sleep 0.5
 rss_start=$(rss_kb "$rpid")
@@ -209,7 +228,7 @@ echo "bench: relay RSS after the latency phase ${rss_lat} kB"
 verdict() { awk -v v="$1" -v t="$2" -v op="$3" 'BEGIN { ok = (op == ">=") ? v >= t : v <= t; print ok ? "met" : "MISSED" }'; }
 cat <<EOF
 
-summary (N=$N, workers=$WORKERS, batch=$BATCH, max-inflight=$INFLIGHT, consumer threads=$CTHREADS)
+summary (N=$N, workers=$WORKERS, batch=$BATCH, max-inflight=$INFLIGHT, consumer threads=$CTHREADS, standby gate=$GATE)
   throughput      ${rate} msgs/s          target >= 10000     $(verdict "$rate" 10000 ">=")
   vs baseline     ${ratio} x (baseline ${rows_s} rows/s, quarter ${quarter})
   latency p50/p99/p99.9  ${p50}/${p99}/${p999} ms at ${offered}/s   target p99 < 20 ms   $(verdict "$p99" 20 "<=")

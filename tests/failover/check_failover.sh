@@ -57,6 +57,7 @@ orders() { # orders DB PREFIX: N business rows + their outbox records, one trans
 }
 applied() { [ "$(q "$consumer_db" "SELECT count(*) FROM inbox.processed")" -ge "$1" ]; }
 no_standby() { [ "$(q "$primary" "SELECT count(*) FROM pg_stat_replication")" = 0 ]; }
+caught_up() { [ "$(q "$primary" "SELECT replay_lsn >= '$1'::pg_lsn FROM pg_stat_replication")" = t ]; }
 streaming() { [ "$(q "$primary" "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'")" = 1 ]; }
 
 run_case() {
@@ -88,14 +89,15 @@ run_case() {
 	# phase A: replication up, every order reaches the standby and the consumer
 	orders "$primary" a
 	wait_for "phase A applied" applied "$N"
+	# and on the standby (asynchronous: it may lag): the window is phase B's
+	wait_for "the standby to replay phase A" caught_up "$(q "$primary" "SELECT pg_current_wal_insert_lsn()")"
 
 	if [ "$mode" = replay ]; then
 		# the WAL still streams to the standby's disk; it is not replayed
 		q "$standby" "SELECT pg_wal_replay_pause()" >/dev/null
 		orders "$primary" b
-		local flushed
-		flushed() { [ "$(q "$primary" "SELECT flush_lsn >= pg_current_wal_insert_lsn() FROM pg_stat_replication")" = t ]; }
-		wait_for "phase B flushed on the standby" flushed
+		flushed() { [ "$(q "$primary" "SELECT flush_lsn >= '$1'::pg_lsn FROM pg_stat_replication")" = t ]; }
+		wait_for "phase B flushed on the standby" flushed "$(q "$primary" "SELECT pg_current_wal_insert_lsn()")"
 	else
 		# cut: the standby receives nothing more
 		q "$standby" "ALTER SYSTEM SET primary_conninfo = ''" >/dev/null
