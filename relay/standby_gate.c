@@ -15,16 +15,18 @@
 
 #define GATE_NAME_MAX 63 /* NAMEDATALEN - 1: application_name is cut there */
 
-/* One row: how many of the named standbys are connected, how many of those
- * show no position (hidden from this role), and the lowest position. */
-static const char gate_sql_flush[] =
-    "SELECT count(DISTINCT application_name), count(*) FILTER (WHERE flush_lsn IS NULL),"
-    " min(flush_lsn)::text FROM pg_catalog.pg_stat_replication"
-    " WHERE application_name = ANY($1::text[]) AND state = 'streaming'";
-static const char gate_sql_replay[] =
-    "SELECT count(DISTINCT application_name), count(*) FILTER (WHERE replay_lsn IS NULL),"
-    " min(replay_lsn)::text FROM pg_catalog.pg_stat_replication"
-    " WHERE application_name = ANY($1::text[]) AND state = 'streaming'";
+/* One row: how many of the named standbys are streaming, how many WAL
+ * senders this role may not see (PostgreSQL shows such a row with every
+ * column but pid NULL, its state too), and the lowest position of the
+ * named ones. */
+#define GATE_SQL(col)                                                          \
+    "SELECT count(DISTINCT application_name) FILTER (WHERE " GATE_NAMED "),"     \
+    " count(*) FILTER (WHERE state IS NULL OR (" GATE_NAMED " AND " col " IS NULL)),"  \
+    " (min(" col ") FILTER (WHERE " GATE_NAMED "))::text"                         \
+    " FROM pg_catalog.pg_stat_replication"
+#define GATE_NAMED "application_name = ANY($1::text[]) AND state = 'streaming'"
+static const char gate_sql_flush[] = GATE_SQL("flush_lsn");
+static const char gate_sql_replay[] = GATE_SQL("replay_lsn");
 
 int
 relay_gate_init(struct relay_gate *g, const char *mode, char *const *names, size_t n,

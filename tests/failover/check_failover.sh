@@ -20,13 +20,17 @@
 #          (pg_wal_replay_pause) while replication is still up: the gate
 #          holds even though the WAL is on the standby's disk.
 #
-# usage: check_failover.sh BIN_DIR [none|flush|replay ...]   (default: all three)
+#   grant  a relay role without pg_monitor cannot see the standby's
+#          position: the gate logs the GRANT it needs and delivers nothing;
+#          granted, it delivers.
+#
+# usage: check_failover.sh BIN_DIR [none|flush|replay|grant ...]   (default: all four)
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-bin=${1:?usage: check_failover.sh BIN_DIR [none|flush|replay ...]}
+bin=${1:?usage: check_failover.sh BIN_DIR [none|flush|replay|grant ...]}
 shift
 cases=("$@")
-[ ${#cases[@]} -gt 0 ] || cases=(none flush replay)
+[ ${#cases[@]} -gt 0 ] || cases=(none flush replay grant)
 N=20                     # orders per phase
 DEADLINE_S=${FAILOVER_DEADLINE_S:-60}
 work=$(mktemp -d /tmp/outbox-failover.XXXXXX)
@@ -60,9 +64,9 @@ no_standby() { [ "$(q "$primary" "SELECT count(*) FROM pg_stat_replication")" = 
 caught_up() { [ "$(q "$primary" "SELECT replay_lsn >= '$1'::pg_lsn FROM pg_stat_replication")" = t ]; }
 streaming() { [ "$(q "$primary" "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'")" = 1 ]; }
 
-run_case() {
-	local mode=$1 gate=()
-	[ "$mode" != none ] && gate=(--standby-gate "$mode" --standby-names standby1)
+# A primary (database producer, table orders) with its standby "standby1"
+# streaming, and the consumer's server (database consumer), all fresh.
+setup_servers() {
 	for d in p s c; do "$ROOT/scripts/pg-tmp.sh" stop "$work/$d" >/dev/null 2>&1 || true; done
 	rm -f "$work"/*.log
 	primary=$("$ROOT/scripts/pg-tmp.sh" start "$work/p" | sed 's/dbname=postgres/dbname=producer/') ||
@@ -77,6 +81,37 @@ run_case() {
 	consumer_db="${server/dbname=postgres/dbname=consumer}"
 	"$bin/outboxctl" migrate --db "$consumer_db" --schema inbox >/dev/null || fail "migrate inbox"
 	wait_for "the standby to stream" streaming
+}
+
+# The gate needs the positions pg_stat_replication shows only to superusers
+# and pg_monitor: a relay role without it is told so and delivers nothing;
+# once granted, the same relay delivers (no restart).
+run_grant() {
+	setup_servers
+	q "$primary" "CREATE ROLE gate_relay LOGIN; GRANT outbox_relay TO gate_relay" >/dev/null
+	local url="ipc://$work/consumer.ipc"
+	"$bin/outbox-consumer" --db "$consumer_db" --listen "$url" 2>"$work/consumer.log" &
+	pids+=($!)
+	"$bin/outbox-relay" --db "${primary/user=postgres/user=gate_relay}" --route "order.placed=$url" \
+		--poll-ms 50 --lease-ms 5s --delivery-timeout-ms 1s --standby-gate-timeout 1s \
+		--standby-gate flush --standby-names standby1 2>"$work/relay.log" &
+	pids+=($!)
+	N=1 orders "$primary" g
+	wait_for "the relay to name the missing grant" grep -q 'GRANT pg_monitor' "$work/relay.log"
+	[ "$(q "$consumer_db" "SELECT count(*) FROM inbox.processed")" = 0 ] ||
+		fail "grant: delivered without seeing the standby's position"
+	q "$primary" "GRANT pg_monitor TO gate_relay" >/dev/null
+	wait_for "delivery once pg_monitor is granted" applied 1
+	echo "check_failover: grant: without pg_monitor the gate says so and holds; granted, it delivers"
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	wait 2>/dev/null
+	pids=()
+}
+
+run_case() {
+	local mode=$1 gate=()
+	[ "$mode" != none ] && gate=(--standby-gate "$mode" --standby-names standby1)
+	setup_servers
 
 	local url="ipc://$work/consumer.ipc"
 	"$bin/outbox-consumer" --db "$consumer_db" --listen "$url" 2>"$work/consumer.log" &
@@ -162,6 +197,6 @@ badflags "must exceed --standby-gate-timeout" --standby-gate flush --standby-nam
 badflags "standby-gate" --standby-gate sometimes --standby-names s1
 
 for c in "${cases[@]}"; do
-	case "$c" in none|flush|replay) run_case "$c" ;; *) echo "check_failover: unknown case '$c'" >&2; exit 2 ;; esac
+	case "$c" in none|flush|replay) run_case "$c" ;; grant) run_grant ;; *) echo "check_failover: unknown case '$c'" >&2; exit 2 ;; esac
 done
 echo "check_failover: ok (${cases[*]})"
