@@ -10,10 +10,10 @@
 #                                 SIGKILLed (no trap ran): everything named
 #                                 PREFIX<pid>... whose pid is gone
 #   netns_net PREFIX<pid>         a bridge PREFIX<pid>br with a free
-#                                 198.19.X.1/24; sets NETNS_BR, NETNS_SUBNET
-#                                 (198.19.X), NETNS_GW (198.19.X.1)
+#                                 198.18.X.1/24; sets NETNS_BR, NETNS_SUBNET
+#                                 (198.18.X), NETNS_GW (198.18.X.1)
 #   netns_host PREFIX<pid> L N    host L (one letter) = namespace
-#                                 PREFIX<pid>L with 198.19.X.N/24 on a veth
+#                                 PREFIX<pid>L with 198.18.X.N/24 on a veth
 #                                 pair onto the bridge; prints its address
 #   netns_cut NS IP PORT          drop TCP to and from IP:PORT in NS, both
 #                                 ways (an nftables table 'obcut' in NS)
@@ -42,15 +42,16 @@ netns_sweep() {
 	return 0
 }
 
-# netns_net TAG: the bridge, on a /24 of 198.19.0.0/16 that no interface uses
+# netns_net TAG: the bridge, on a /24 of 198.18.0.0/16 that no interface
+# uses (198.19.0.0/16 is scripts/docker-tmp.sh's address pool)
 netns_net() {
 	local tag=$1 x tries
 	for tries in 1 2 3 4 5 6 7 8 9 10; do
 		x=$((RANDOM % 256))
-		ip -4 addr show | grep -q "inet 198\.19\.$x\." || break
-		[ "$tries" = 10 ] && { echo "netns: no free 198.19.X.0/24 found" >&2; return 1; }
+		ip -4 addr show | grep -q "inet 198\.18\.$x\." || break
+		[ "$tries" = 10 ] && { echo "netns: no free 198.18.X.0/24 found" >&2; return 1; }
 	done
-	NETNS_BR="${tag}br" NETNS_SUBNET="198.19.$x" NETNS_GW="198.19.$x.1"
+	NETNS_BR="${tag}br" NETNS_SUBNET="198.18.$x" NETNS_GW="198.18.$x.1"
 	ip link add "$NETNS_BR" type bridge &&
 		ip addr add "$NETNS_GW/24" dev "$NETNS_BR" &&
 		ip link set "$NETNS_BR" up ||

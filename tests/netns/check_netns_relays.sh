@@ -3,7 +3,7 @@
 # one cut off from PostgreSQL in the middle of a batch (issue 18, part 1).
 #
 # Two network namespaces (scripts/netns.sh: a bridge and veth pairs in
-# 198.19.X.0/24, inside 198.18.0.0/15) run relay A (2 workers) and relay B.
+# 198.18.X.0/24, inside 198.18.0.0/15) run relay A (2 workers) and relay B.
 # PostgreSQL (scripts/pg-tmp.sh, OUTBOX_PG_LISTEN) and the consumer listen
 # on the bridge's address in the root namespace; every relay connection is
 # TCP over a veth. The interleaving, made explicit:
