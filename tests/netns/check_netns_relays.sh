@@ -222,6 +222,14 @@ run_mode() {
 	check "A found the dead link within 30 s (${t_lost} s)" [ "$t_lost" -le 30 ]
 	kill "$ra" "$cons" 2>/dev/null; wait "$ra" "$cons" 2>/dev/null
 	pids=()
+	no_sanitizer_report
+}
+# an ASan/UBSan build (build-asan) reports into the programs' logs
+no_sanitizer_report() {
+	local san
+	san=$(grep -lE 'ERROR: AddressSanitizer|ERROR: LeakSanitizer|runtime error:' "$work"/*.log 2>/dev/null |
+		xargs -r -n1 basename | tr '\n' ' ')
+	check "no sanitizer report in the programs' logs${san:+ ($san)}" [ -z "$san" ]
 }
 
 # Without the libpq TCP defaults (common/pg.c; the conninfo turns them
@@ -253,6 +261,7 @@ run_notimeout() {
 		[ $lost = 0 ]
 	kill "$ra" 2>/dev/null; wait "$ra" 2>/dev/null
 	pids=()
+	no_sanitizer_report
 }
 
 for m in "${modes[@]}"; do
