@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # netns.sh - test "hosts" as network namespaces, sourced by the tests that
 # need a real network hop (tests/netns/check_netns_relays.sh,
 # deploy/scenario.sh's consumer 2): a bridge in the root namespace, one namespace per host
@@ -82,7 +83,7 @@ netns_net() {
 
 # netns_host TAG LETTER N
 netns_host() {
-	local tag=$1 l=$2 n=$3 ns="$1$2" ip="$NETNS_SUBNET.$3"
+	local tag=$1 l=$2 ns="$1$2" ip="$NETNS_SUBNET.$3"
 	ip netns add "$ns" &&
 		ip link add "${tag}h$l" type veth peer name "${tag}n$l" &&
 		ip link set "${tag}h$l" master "$NETNS_BR" &&

@@ -57,7 +57,7 @@ command -v nft >/dev/null || cant "nftables (nft) is not installed"
 for b in outbox-relay outbox-consumer outboxctl; do
 	[ -x "$bin/$b" ] || cant "$bin/$b not built"
 done
-# shellcheck source=../../scripts/netns.sh
+# shellcheck source=scripts/netns.sh
 . "$ROOT/scripts/netns.sh"
 
 work=$(mktemp -d /tmp/outbox-netns.XXXXXX)
@@ -139,7 +139,7 @@ run_mode() {
 	"$bin/outbox-consumer" --db "$cdb" --listen "tcp://$gw:0" --ready-file "$work/ready" \
 		"${cons_x[@]}" >"$work/consumer.log" 2>&1 &
 	local cons=$!
-	pids+=($cons)
+	pids+=("$cons")
 	wait_for "the consumer to listen" test -s "$work/ready"
 	local url
 	url=$(cat "$work/ready")
@@ -151,7 +151,7 @@ run_mode() {
 	ip netns exec "$TAG"a "$bin/outbox-relay" "${common[@]}" --workers 2 \
 		--fault-stall-after-claim 1 --fault-stall-ms "$STALL_MS" >"$work/relay-a.log" 2>&1 &
 	local ra=$!
-	pids+=($ra)
+	pids+=("$ra")
 	wait_for "A to stall holding a claim" logged relay-a "relay.fault.stall "
 	local x xfence xowner xn
 	x=$(field relay-a "relay.fault.stall " batch) xfence=$(field relay-a "relay.fault.stall " fence)
@@ -163,7 +163,7 @@ run_mode() {
 	local t_cut=$SECONDS
 	ip netns exec "$TAG"b "$bin/outbox-relay" "${common[@]}" --workers 1 >"$work/relay-b.log" 2>&1 &
 	local rb=$!
-	pids+=($rb)
+	pids+=("$rb")
 
 	# 3. B takes X over after its lease and delivers the whole backlog
 	taken_over() {
@@ -248,7 +248,7 @@ run_notimeout() {
 		--db "host=$gw port=$pgport user=postgres dbname=p_$mode keepalives=0 tcp_user_timeout=0" \
 		>"$work/relay-a.log" 2>&1 &
 	local ra=$!
-	pids+=($ra)
+	pids+=("$ra")
 	wait_for "A to connect" logged relay-a relay.db.connected
 	netns_cut "$TAG"a "$gw" "$pgport" || cant "nft cut failed"
 	local end=$((SECONDS + NOTIMEOUT_S)) lost=0
