@@ -32,14 +32,20 @@
 # at all in 25 s - the bug the defaults (common/pg.c) fix.
 #
 # usage: check_netns_relays.sh BIN_DIR [notimeout|broken|full ...]  (default: all)
-# Exit 0 every check held, 1 a check failed, 3 could not run (not root, no
-# ip/nft, a deadline). Under CI=true, "could not run" is a failure too.
+# Exit 0 every check held, 1 a check failed or a wait passed its deadline,
+# 2 usage, 3 could not run (not root, no ip/nft, the network or PostgreSQL
+# could not be made). Under CI=true, "could not run" is a failure too.
+# Environment: NETNS_N (300, 1..100000), NETNS_M (50, 1..100000),
+# NETNS_DEADLINE_S (90, any single wait, 10..3600).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-bin=${1:?usage: check_netns_relays.sh BIN_DIR [broken|full ...]}
+bin=${1:?usage: check_netns_relays.sh BIN_DIR [notimeout|broken|full ...]}
 shift
 modes=("$@")
 [ ${#modes[@]} -gt 0 ] || modes=(notimeout broken full)
+for m in "${modes[@]}"; do
+	case $m in notimeout | broken | full) ;; *) echo "check_netns_relays: unknown mode '$m' (notimeout|broken|full)" >&2; exit 2 ;; esac
+done
 
 N=${NETNS_N:-300}             # the backlog of step 1
 M=${NETNS_M:-50}              # delivered by A alone after the cut
@@ -49,6 +55,13 @@ STALL_MS=6000                 # A's stall: past the lease, ends inside the cut
 DEADLINE_S=${NETNS_DEADLINE_S:-90}  # any single wait
 PREFIX=obnr                   # names: obnr<pid>{a,b,br,ha,hb,na,nb}
 TAG=$PREFIX$$
+for v in N:1:100000 M:1:100000 DEADLINE_S:10:3600; do
+	IFS=: read -r name lo hi <<<"$v"
+	val=${!name}
+	case $val in '' | *[!0-9]*) echo "check_netns_relays: NETNS_$name='$val' is not a whole number" >&2; exit 2 ;; esac
+	[ "$val" -ge "$lo" ] && [ "$val" -le "$hi" ] ||
+		{ echo "check_netns_relays: NETNS_$name=$val is outside $lo..$hi" >&2; exit 2; }
+done
 
 cant() { echo "check_netns_relays: CANNOT RUN: $*" >&2; [ "${CI:-}" = true ] && exit 1; exit 3; }
 [ "$(id -u)" = 0 ] || cant "not root (network namespaces need CAP_NET_ADMIN)"
@@ -268,7 +281,6 @@ for m in "${modes[@]}"; do
 	case $m in
 	broken | full) run_mode "$m" ;;
 	notimeout) run_notimeout ;;
-	*) echo "unknown mode $m" >&2; exit 2 ;;
 	esac
 done
 [ $failed = 0 ] || { echo "check_netns_relays: FAILED"; exit 1; }
