@@ -44,12 +44,34 @@ ignore_notice(void *arg, const char *message)
 	(void)message;
 }
 
+/*
+ * TCP defaults for a connection over the network (libpq ignores them on a
+ * unix socket). Without them a link that goes dead (a cut, a host that
+ * vanished) is noticed only by the kernel's retransmission limit, ~15 min
+ * for a query in flight, and never for an idle connection: a worker would
+ * sit on a dead connection long after its lease ran out. With them:
+ *   - an idle connection is probed after KEEPALIVES_IDLE_S, every
+ *     KEEPALIVES_INTERVAL_S, and dropped after KEEPALIVES_COUNT misses;
+ *   - a write not acknowledged for TCP_USER_TIMEOUT_MS drops it (Linux).
+ * They come BEFORE dbname in the array: a keyword in the caller's conninfo
+ * (e.g. "tcp_user_timeout=0") overrides them (docs/operations.md).
+ */
+#define CONNECT_TIMEOUT_S "10"
+#define KEEPALIVES_IDLE_S "10"
+#define KEEPALIVES_INTERVAL_S "3"
+#define KEEPALIVES_COUNT "3"
+#define TCP_USER_TIMEOUT_MS "10000"
+
 int
 ob_pg_connect(const char *conninfo, const char *appname, PGconn **out,
     char *err, size_t errlen)
 {
-	const char *keys[] = { "dbname", "application_name", "connect_timeout", NULL };
-	const char *vals[] = { conninfo, appname != NULL ? appname : "outbox", "10", NULL };
+	const char *keys[] = { "keepalives", "keepalives_idle", "keepalives_interval",
+		"keepalives_count", "tcp_user_timeout", "dbname", "application_name",
+		"connect_timeout", NULL };
+	const char *vals[] = { "1", KEEPALIVES_IDLE_S, KEEPALIVES_INTERVAL_S, KEEPALIVES_COUNT,
+		TCP_USER_TIMEOUT_MS, conninfo, appname != NULL ? appname : "outbox",
+		CONNECT_TIMEOUT_S, NULL };
 	/* expand_dbname=1: conninfo may be a keyword string or a URI. */
 	PGconn *conn = PQconnectdbParams(keys, vals, 1);
 	if (conn == NULL) {

@@ -329,14 +329,9 @@ setup_netns() { # consumer 2's own network namespace; sets C2_LISTEN/C2_URL
 	if [ -z "$NETCUT_SKIP" ]; then
 		# leftovers of an earlier run that was SIGKILLed (no trap ran):
 		# named after its pid, removed only when that pid is gone
-		local old
-		for old in $(ip netns list 2>/dev/null | grep -oE '^obscen[0-9]+'); do
-			kill -0 "${old#obscen}" 2>/dev/null && continue
-			say "removing the leftovers of dead run ${old#obscen}"
-			ip netns del "$old" 2>/dev/null
-			ip link del "obh${old#obscen}" 2>/dev/null
-			nft delete table inet "$old" 2>/dev/null
-		done
+		# shellcheck source=../scripts/netns.sh
+		. "$ROOT/scripts/netns.sh"
+		netns_sweep obscen obh
 		local tag=$$ a b veth_n="obn$$"
 		NETNS="obscen$tag" VETH_H="obh$tag"
 		# 198.18.0.0/15 is reserved for network tests (RFC 2544): never a
@@ -346,14 +341,7 @@ setup_netns() { # consumer 2's own network namespace; sets C2_LISTEN/C2_URL
 			ip -4 addr show | grep -q "inet 198\.1[89]\.$a\.$((b + 1))/" || break
 		done
 		C2_HOST_IP=198.18.$a.$((b + 1)) C2_IP=198.18.$a.$((b + 2))
-		if ip netns add "$NETNS" 2>"$WORK/netns.err" &&
-			ip link add "$VETH_H" type veth peer name "$veth_n" 2>>"$WORK/netns.err" &&
-			ip link set "$veth_n" netns "$NETNS" &&
-			ip addr add "$C2_HOST_IP/30" dev "$VETH_H" &&
-			ip link set "$VETH_H" up &&
-			ip netns exec "$NETNS" ip addr add "$C2_IP/30" dev "$veth_n" &&
-			ip netns exec "$NETNS" ip link set "$veth_n" up &&
-			ip netns exec "$NETNS" ip link set lo up 2>>"$WORK/netns.err"; then
+		if netns_pair "$NETNS" "$VETH_H" "$veth_n" "$C2_HOST_IP" "$C2_IP" 30 2>"$WORK/netns.err"; then
 			C2_LISTEN="tcp://$C2_IP:7450" C2_URL=$C2_LISTEN
 			NETCUT_HOW="link"
 			command -v nft >/dev/null && [ "$SCEN_NETCUT" != link ] && NETCUT_HOW="nft"
@@ -362,7 +350,6 @@ setup_netns() { # consumer 2's own network namespace; sets C2_LISTEN/C2_URL
 			return 0
 		fi
 		NETCUT_SKIP="ip netns/veth failed: $(tr '\n' ' ' <"$WORK/netns.err")"
-		ip link del "$VETH_H" 2>/dev/null; ip netns del "$NETNS" 2>/dev/null
 		NETNS='' VETH_H=''
 	fi
 	C2_LISTEN="ipc://$WORK/consumer2.ipc" C2_URL=$C2_LISTEN
@@ -372,11 +359,7 @@ setup_netns() { # consumer 2's own network namespace; sets C2_LISTEN/C2_URL
 net_cut() {
 	if [ "$NETCUT_HOW" = nft ]; then
 		NFT_TABLE="obscen$$"
-		nft add table inet "$NFT_TABLE" &&
-			nft add chain inet "$NFT_TABLE" out '{ type filter hook output priority 0; policy accept; }' &&
-			nft add chain inet "$NFT_TABLE" in '{ type filter hook input priority 0; policy accept; }' &&
-			nft add rule inet "$NFT_TABLE" out oifname "$VETH_H" drop &&
-			nft add rule inet "$NFT_TABLE" in iifname "$VETH_H" drop
+		netns_cut_link "$NFT_TABLE" "$VETH_H"
 	else
 		ip link set "$VETH_H" down
 	fi
@@ -384,7 +367,7 @@ net_cut() {
 
 net_restore() {
 	if [ "$NETCUT_HOW" = nft ]; then
-		nft delete table inet "$NFT_TABLE" && NFT_TABLE=
+		netns_restore_link "$NFT_TABLE" && NFT_TABLE=
 	else
 		ip link set "$VETH_H" up && ip addr replace "$C2_HOST_IP/30" dev "$VETH_H"
 	fi

@@ -19,6 +19,11 @@
 # The server listens on no TCP port (listen_addresses=''), so two runs can
 # never collide; the port number only names the socket file.
 # Set OUTBOX_PG_FSYNC=on to keep fsync (benchmarks); tests turn it off.
+# Set OUTBOX_PG_LISTEN=ADDR (one IPv4 address, e.g. 198.18.0.1) to ALSO
+# listen on TCP there (same port), with pg_hba trusting OUTBOX_PG_HBA_NET
+# (default 198.18.0.0/15, the test-network range): for relays in other
+# network namespaces (tests/netns/). DIR/env then also has PGHOST_TCP and
+# OUTBOX_PG_TCP_CONNINFO. Test use only: trust, no TLS.
 set -euo pipefail
 
 cmd=${1:-}; dir=${2:-}
@@ -56,10 +61,18 @@ start)
 		p=$dir; while [ "$p" != / ]; do p=$(dirname "$p"); chmod o+x "$p" 2>/dev/null || true; done
 	fi
 	port=$(( 20000 + RANDOM % 20000 ))
+	listen=${OUTBOX_PG_LISTEN:-} hba_net=${OUTBOX_PG_HBA_NET:-198.18.0.0/15}
+	if [ -n "$listen" ]; then
+		[[ $listen =~ ^[0-9]{1,3}(\.[0-9]{1,3}){3}$ ]] ||
+			{ echo "pg-tmp: OUTBOX_PG_LISTEN='$listen' is not one IPv4 address" >&2; exit 2; }
+		[[ $hba_net =~ ^[0-9]{1,3}(\.[0-9]{1,3}){3}/[0-9]{1,2}$ ]] ||
+			{ echo "pg-tmp: OUTBOX_PG_HBA_NET='$hba_net' is not an IPv4 CIDR" >&2; exit 2; }
+	fi
 	as_owner "$bindir/initdb" -D "$dir/data" -U postgres -A trust -E UTF8 --no-locale >"$dir/initdb.log" 2>&1 ||
 		{ echo "pg-tmp: initdb failed; log follows" >&2; tail -20 "$dir/initdb.log" >&2; exit 1; }
+	[ -z "$listen" ] || echo "host all all $hba_net trust" >>"$dir/data/pg_hba.conf"
 	cat >>"$dir/data/postgresql.conf" <<CONF
-listen_addresses = ''
+listen_addresses = '$listen'
 port = $port
 unix_socket_directories = '$dir/sock'
 fsync = ${OUTBOX_PG_FSYNC:-off}
@@ -76,6 +89,10 @@ PGHOST=$dir/sock
 PGPORT=$port
 PGUSER=postgres
 OUTBOX_PG_CONNINFO='$conninfo'
+ENV
+	[ -z "$listen" ] || cat >>"$dir/env" <<ENV
+PGHOST_TCP=$listen
+OUTBOX_PG_TCP_CONNINFO='host=$listen port=$port user=postgres dbname=postgres'
 ENV
 	chmod o+r "$dir/env"
 	echo "$conninfo"
