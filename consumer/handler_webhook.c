@@ -31,6 +31,7 @@
 
 #include "handler_webhook.h"
 #include "retry_after.h"
+#include "webhook_key.h"
 #include "webhook_mode.h"
 #include "webhook_sign.h"
 #include "inbox.h"
@@ -119,6 +120,9 @@ post(struct webhook *w, const struct ob_wire_msg *m, const char *key,
 	char topic[OB_WIRE_MAX_TOPIC + 1], f[24], id[24];
 	memcpy(topic, m->topic, m->topic_len);
 	topic[m->topic_len] = '\0';
+	char src[OB_WIRE_MAX_SOURCE + 1] = "";
+	if (m->source_len > 0)
+		memcpy(src, m->source, m->source_len), src[m->source_len] = '\0';
 	snprintf(f, sizeof(f), "%" PRId64, fence);
 	snprintf(id, sizeof(id), "%" PRIu64, m->id);
 	int rv;
@@ -128,6 +132,7 @@ post(struct webhook *w, const struct ob_wire_msg *m, const char *key,
 	    (rv = nng_http_req_set_header(req, "Content-Type", "application/json")) != 0 ||
 	    (rv = nng_http_req_set_header(req, "Idempotency-Key", key)) != 0 ||
 	    (rv = nng_http_req_set_header(req, "Outbox-Topic", topic)) != 0 ||
+	    (src[0] != '\0' && (rv = nng_http_req_set_header(req, "Outbox-Source", src)) != 0) ||
 	    (rv = nng_http_req_set_header(req, "Outbox-Fence", f)) != 0 ||
 	    (rv = nng_http_req_set_header(req, "Outbox-Message-Id", id)) != 0 ||
 	    (rv = nng_http_req_copy_data(req, m->payload_len ? m->payload : "",
@@ -237,7 +242,7 @@ webhook_prepare(PGconn *conn, const struct ob_wire_msg *m, void *arg,
     struct inbox_handler_call *call, char *detail, size_t detaillen)
 {
 	struct webhook *w = arg;
-	char key[OB_WIRE_MAX_KEY + 1], q[600];
+	char key[WEBHOOK_KEY_MAX], q[600];
 	if (!header_safe(m->key, m->key_len) || !valid_text(m->key, m->key_len) ||
 	    !header_safe(m->topic, m->topic_len)) {
 		COUNT(w, bad_keys);
@@ -247,8 +252,7 @@ webhook_prepare(PGconn *conn, const struct ob_wire_msg *m, void *arg,
 		    " (control characters or not UTF-8)");
 		return OB_WIRE_REJECT;
 	}
-	memcpy(key, m->key, m->key_len);
-	key[m->key_len] = '\0';
+	webhook_key_of(m, key); /* the claim and the Idempotency-Key */
 	char topic[OB_WIRE_MAX_TOPIC + 1];
 	memcpy(topic, m->topic, m->topic_len);
 	topic[m->topic_len] = '\0';
@@ -475,9 +479,8 @@ webhook_apply(PGconn *tx, const struct ob_wire_msg *m, void *arg,
 {
 	struct webhook *w = arg;
 	struct webhook_call *c = call->state;
-	char key[OB_WIRE_MAX_KEY + 1], err[512], q[600];
-	memcpy(key, m->key, m->key_len);
-	key[m->key_len] = '\0';
+	char key[WEBHOOK_KEY_MAX], err[512], q[600];
+	webhook_key_of(m, key);
 	if (c->fence == 0) { /* broken mode: nothing to record */
 		snprintf(detail, detaillen, "downstream answered %d (no claim)", c->status);
 		return OB_WIRE_APPLIED;
@@ -512,9 +515,8 @@ webhook_finish(PGconn *conn, const struct ob_wire_msg *m, void *arg,
 		return;
 	if (status != OB_WIRE_APPLIED && status != OB_WIRE_DUPLICATE && c->fence > 0 &&
 	    !ob_pg_broken(conn)) {
-		char key[OB_WIRE_MAX_KEY + 1], err[512], q[600];
-		memcpy(key, m->key, m->key_len);
-		key[m->key_len] = '\0';
+		char key[WEBHOOK_KEY_MAX], err[512], q[600];
+		webhook_key_of(m, key);
 		/* the next attempt (same message) takes it over at once; at most
 		 * once, a call that surely did not act is released instead, so
 		 * that the next attempt calls (an expired claim is parked) */
