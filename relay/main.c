@@ -44,6 +44,11 @@ static const struct ob_cfg_opt relay_options[] = {
 	    " that is not 1..46 bytes of [A-Za-z0-9_-] is hashed: '<id>.sha256.<16 hex>')."
 	    " Every relay of one database must send the same; name it when two servers are"
 	    " clones of one base backup"),
+	OPT("no-source", "OUTBOX_NO_SOURCE", OB_CFG_BOOL, "false", 0, 0, NULL, false, no_source,
+	    "send the empty source, the identity of relays before wire version 3: one"
+	    " producer database upgrading keeps every message's identity (and the webhook's"
+	    " Idempotency-Key, the key alone). Never with two databases into one consumer:"
+	    " their equal keys collide. Not with --source"),
 	OPT("tls-cert", "OUTBOX_TLS_CERT", OB_CFG_STRING, NULL, 0, 0, NULL, false, tls_cert,
 	    "with a tls+tcp:// route: this relay's client certificate (PEM; chain allowed),"
 	    " signed by the CA the consumers trust (--tls-ca of outbox-consumer); SIGHUP"
@@ -206,6 +211,10 @@ check_config(const struct relay_config *c, struct relay_routes *rt, char *err, s
 	if (c->source != NULL && c->source[0] != '\0' &&
 	    relay_source_check(c->source, err, errlen) != OB_OK)
 		return OB_EINVAL;
+	if (c->no_source && c->source != NULL && c->source[0] != '\0') {
+		snprintf(err, errlen, "--no-source and --source '%s': choose one", c->source);
+		return OB_EINVAL;
+	}
 	if (c->backoff_base_ms > c->backoff_cap_ms) {
 		snprintf(err, errlen, "--backoff-base-ms (%lld) exceeds --backoff-cap-ms (%lld)",
 		    (long long)c->backoff_base_ms, (long long)c->backoff_cap_ms);
@@ -287,6 +296,8 @@ main(int argc, char **argv)
 	    sizeof(err));
 	if (schema_rc == OB_OK && cfg.source != NULL && cfg.source[0] != '\0')
 		snprintf(cfg.source_id, sizeof(cfg.source_id), "%s", cfg.source);
+	else if (schema_rc == OB_OK && cfg.no_source)
+		cfg.source_id[0] = '\0';
 	else if (schema_rc == OB_OK)
 		schema_rc = relay_source_derive(probe, cfg.source_id, err, sizeof(err));
 	PQfinish(probe);
@@ -294,8 +305,8 @@ main(int argc, char **argv)
 		fprintf(stderr, "outbox-relay: %s\n", err);
 		goto out;
 	}
-	ob_info("relay.source", "source=%s derived=%d", cfg.source_id,
-	    cfg.source == NULL || cfg.source[0] == '\0');
+	ob_info("relay.source", "source=%s derived=%d", cfg.source_id[0] ? cfg.source_id : "\"\"",
+	    !cfg.no_source && (cfg.source == NULL || cfg.source[0] == '\0'));
 
 	struct relay_shared *shared = relay_shared_new(&cfg);
 	if (shared == NULL) {

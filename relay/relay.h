@@ -29,6 +29,7 @@ struct relay_config {
 	char *db;
 	struct ob_cfg_list routes;
 	char *source;             /* --source; NULL or "" = derived (source.h) */
+	bool no_source;           /* --no-source: send "" (the identity before wire v3) */
 	char *tls_cert;           /* tls+tcp:// routes: client certificate (PEM) */
 	char *tls_key;            /* ... its private key (PEM, unencrypted) */
 	char *tls_ca;             /* ... the CA the consumers' certificates chain to */

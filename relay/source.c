@@ -10,8 +10,10 @@
 #include "outbox/pg.h"
 #include "source.h"
 
-/* The plain form's longest database name: 16 hex digits, '.', the name. */
-#define SOURCE_PLAIN_NAME_MAX (OB_WIRE_MAX_SOURCE - 17)
+/* The plain form's longest database name: 16 hex digits, '.', the name
+ * (a literal: it is pasted into the SQL text). */
+#define SOURCE_PLAIN_NAME_MAX 46
+_Static_assert(16 + 1 + SOURCE_PLAIN_NAME_MAX == OB_WIRE_MAX_SOURCE, "the plain form fits");
 
 int
 relay_source_check(const char *s, char *err, size_t errlen)
