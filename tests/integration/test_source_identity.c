@@ -14,7 +14,8 @@
  * sees 2 x N distinct Idempotency-Keys and acts once per key (N with one
  * source). Last, the upgrade path: records written before inbox 008 get
  * source '', and a version 2 request (an old relay) still deduplicates
- * against them, while the same key from a named source is a new message.
+ * against them, while the same key from a named source is a new message;
+ * --no-source keeps a single database on that identity.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -287,12 +288,47 @@ START_TEST(test_upgrade_old_records_and_v2_requests)
 }
 END_TEST
 
+/* --no-source: the empty source, the identity of relays before version 3
+ * (one database upgrading): its records are source '' and the webhook's
+ * downstream key is the key alone. */
+START_TEST(test_no_source)
+{
+	char db[TS_CONNINFO_MAX], url[256], route[300], clog[256], rlog[256], hook[256];
+	ts_db_create("src_none", "all", db, sizeof(db));
+	PGconn *conn = ts_connect(db);
+	ts_enqueue_n(conn, TOPIC, "order", 3);
+	struct wt_target *t = wt_start(hook, sizeof(hook));
+	ck_assert_ptr_nonnull(t);
+	ts_ipc_url("srcnone", url, sizeof(url));
+	snprintf(route, sizeof(route), "*=%s", url);
+	const char *cextra[] = { "--handler", "webhook", "--webhook-url", hook, NULL };
+	const char *rextra[] = { "--poll-ms", "100", "--no-source", NULL };
+	pid_t cpid = ts_consumer_spawn(clog, db, url, cextra);
+	pid_t rpid = ts_relay_spawn(rlog, db, route, rextra);
+	ts_assert_logged(rlog, "source=\"\" derived=0");
+	ck_assert_int_eq(ts_wait_value(conn, "SELECT count(*) FROM outbox.messages"
+	    " WHERE status = 'delivered'", 3, 60 * T_SEC), 3);
+	ts_stop(rpid, SIGTERM);
+	ts_stop(cpid, SIGTERM);
+	ck_assert_int_eq(ts_query_int(conn,
+	    "SELECT count(*) FROM inbox.processed WHERE source = ''"), 3);
+	ck_assert_int_eq(wt_effects(t, "order-1"), 1);
+	ck_assert_int_eq(wt_keys(t), 3);
+	wt_stop(t);
+	PQfinish(conn);
+}
+END_TEST
+
 /* --source is checked at start: a bad name is exit 2 with one line. */
 START_TEST(test_source_flag_checked)
 {
 	char out[4096];
 	const char *bad[] = { "", "a/b", "with space",
 		"x123456789012345678901234567890123456789012345678901234567890123" };
+	char *both[] = { "outbox-relay", "--db", "dbname=none", "--route", "*=ipc:///x",
+		"--source", "a", "--no-source", NULL };
+	ck_assert_int_eq(ts_run(both, NULL, out, sizeof(out), 30 * T_SEC), 2);
+	ck_assert_msg(strstr(out, "--no-source and --source 'a': choose one") != NULL, "%s", out);
 	for (size_t i = 1; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		char *argv[] = { "outbox-relay", "--db", "dbname=none", "--route", "*=ipc:///x",
 			"--source", (char *)bad[i], NULL };
@@ -313,6 +349,7 @@ main(void)
 	tcase_add_test(tc, test_upgrade_old_records_and_v2_requests);
 	tcase_add_test(tc, test_two_databases_one_consumer);
 	tcase_add_test(tc, test_two_databases_webhook);
+	tcase_add_test(tc, test_no_source);
 	suite_add_tcase(s, tc);
 	return ts_run_suite(s);
 }
