@@ -18,9 +18,13 @@
  * --no-source keeps a single database on that identity.
  */
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <nng/nng.h>
+#include <nng/supplemental/util/platform.h>
 
 #include "outbox/err.h"
 #include "outbox/migrate.h"
@@ -319,6 +323,39 @@ START_TEST(test_no_source)
 }
 END_TEST
 
+/* A consumer of wire versions 1..2 refuses the relay's version 3 with its
+ * wire.version error reply: the relay logs consumer_too_old once, keeps
+ * the message pending, and delivers it once the consumer is upgraded. */
+START_TEST(test_old_consumer_refuses_v3)
+{
+	char db[TS_CONNINFO_MAX], url[256], route[300], rlog[256];
+	struct ts_fake_consumer fc;
+	ts_db_create("src_oldc", "outbox", db, sizeof(db));
+	PGconn *conn = ts_connect(db);
+	ts_fake_consumer_routed(&fc, "srcoldc", "*", TS_FAKE_V2_ONLY, url, sizeof(url), route,
+	    sizeof(route));
+	const char *extra[] = { "--poll-ms", "100", "--backoff-base-ms", "50", "--backoff-cap-ms",
+		"200", "--max-attempts", "1000", NULL };
+	pid_t rpid = ts_relay_spawn(rlog, db, route, extra);
+	ts_query_int(conn, "SELECT outbox.enqueue('orders', 'old-consumer', '{}')");
+	int64_t deadline = ts_now_ms() + 60 * T_SEC;
+	while (atomic_load(&fc.frames) < 3 && ts_now_ms() < deadline)
+		nng_msleep(20);
+	ck_assert_uint_ge(atomic_load(&fc.frames), 3);
+	ck_assert_int_eq(ts_log_wait(rlog, "relay.deliver.consumer_too_old", 1, 10 * T_SEC), 1);
+	ts_assert_logged(rlog, "upgrade consumers before relays");
+	ck_assert_int_eq(ts_log_count(rlog, "relay.deliver.consumer_too_old"), 1);
+	ck_assert_int_eq(ts_query_int(conn, "SELECT count(*) FROM outbox.messages"
+	    " WHERE status = 'pending'"), 1);
+	atomic_store(&fc.mode, TS_FAKE_APPLIED); /* upgraded */
+	ck_assert_int_eq(ts_wait_value(conn, "SELECT count(*) FROM outbox.messages"
+	    " WHERE status = 'delivered'", 1, 60 * T_SEC), 1);
+	ts_stop(rpid, SIGTERM);
+	ts_fake_consumer_stop(&fc);
+	PQfinish(conn);
+}
+END_TEST
+
 /* --source is checked at start: a bad name is exit 2 with one line. */
 START_TEST(test_source_flag_checked)
 {
@@ -350,6 +387,7 @@ main(void)
 	tcase_add_test(tc, test_two_databases_one_consumer);
 	tcase_add_test(tc, test_two_databases_webhook);
 	tcase_add_test(tc, test_no_source);
+	tcase_add_test(tc, test_old_consumer_refuses_v3);
 	suite_add_tcase(s, tc);
 	return ts_run_suite(s);
 }
