@@ -160,14 +160,16 @@ struct ob_wire_reply {
 bool ob_wire_source_ok(const char *s, size_t n);
 
 /* Encode a request of n messages by appending to out, as version
- * OB_WIRE_VERSION. Checks every limit against lim; returns OB_OK, an
- * OB_EWIRE_* code naming the first violated limit (out is then unchanged),
- * or OB_ENOMEM. */
+ * OB_WIRE_VERSION. The frame's source is msgs[0]'s (every message must
+ * carry the same, else OB_EINVAL; a bad name is OB_EWIRE_SOURCE). Checks
+ * every limit against lim; returns OB_OK, an OB_EWIRE_* code naming the
+ * first violated limit (out is then unchanged), or OB_ENOMEM. */
 int ob_wire_encode_request(struct ob_buf *out, const struct ob_wire_msg *msgs,
     uint32_t n, const struct ob_wire_limits *lim);
 
 /* The same as a given version (OB_WIRE_VERSION_MIN..OB_WIRE_VERSION, else
- * OB_EINVAL): what a sender that reads replies up to that version sends. */
+ * OB_EINVAL): what a sender that reads replies up to that version sends.
+ * Versions 1 and 2 carry no source: a message with one is OB_EINVAL. */
 int ob_wire_encode_request_v(struct ob_buf *out, int version,
     const struct ob_wire_msg *msgs, uint32_t n, const struct ob_wire_limits *lim);
 
