@@ -4,8 +4,8 @@
  * system identifiers differ), two names on one server two sources, a
  * streaming standby the same source as its primary (a promotion keeps
  * every message's identity), and a name that is not plain the hashed
- * form. The second server and its standby are made here with
- * scripts/pg-tmp.sh and removed at the end.
+ * form. The second server and its standby are the test's own
+ * (ts_pgserver.h), stopped at the end, after a failure too.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +16,7 @@
 #include "outbox/wire.h"
 #include "source.h"
 #include "testsupport.h"
+#include "ts_pgserver.h"
 
 #define T_SEC 1000
 
@@ -34,35 +35,6 @@ derive(const char *conninfo, char *out)
 	ck_assert_msg(ob_wire_source_ok(out, strlen(out)) && strlen(out) >= 18 && out[16] == '.',
 	    "'%s'", out);
 	PQfinish(c);
-}
-
-/* pg-tmp.sh CMD ARGS...; ck_assert it worked. */
-static void
-pg_tmp(const char *cmd, const char *a, const char *b, const char *c)
-{
-	const char *src = getenv("OUTBOX_SOURCE_DIR");
-	ck_assert_ptr_nonnull(src);
-	char script[600], out[8192];
-	snprintf(script, sizeof(script), "%s/scripts/pg-tmp.sh", src);
-	char *argv[] = { "/bin/bash", script, (char *)cmd, (char *)a, (char *)b, (char *)c, NULL };
-	ck_assert_msg(ts_run(argv, NULL, out, sizeof(out), 120 * T_SEC) == 0, "pg-tmp.sh %s: %s",
-	    cmd, out);
-}
-
-/* The conninfo a pg-tmp.sh env file names, for database db. */
-static void
-env_conninfo(const char *dir, const char *db, char *out, size_t outlen)
-{
-	char path[600];
-	snprintf(path, sizeof(path), "%s/env", dir);
-	char *env = ts_read_file(path);
-	ck_assert_ptr_nonnull(env);
-	const char *host = strstr(env, "PGHOST="), *port = strstr(env, "PGPORT=");
-	ck_assert(host != NULL && port != NULL);
-	int hl = (int)strcspn(host + 7, "\n"), pl = (int)strcspn(port + 7, "\n");
-	snprintf(out, outlen, "host=%.*s port=%.*s user=postgres dbname=%s", hl, host + 7, pl,
-	    port + 7, db);
-	free(env);
 }
 
 START_TEST(test_derived_sources)
@@ -101,18 +73,17 @@ START_TEST(test_derived_sources)
 	PQfinish(srv);
 
 	/* a second server (its own initdb): the same name, another source */
-	pg_tmp("start", dir_b, NULL, NULL);
-	env_conninfo(dir_b, "postgres", conn, sizeof(conn));
+	ts_pgserver_start(dir_b, conn, sizeof(conn));
 	derive(conn, b);
 	ck_assert_str_ne(a, b);
 	ck_assert_str_eq(b + 16, ".postgres");
 	/* its streaming standby: the same source (a promotion keeps it) */
-	pg_tmp("standby", dir_b, dir_s, "src_standby");
-	env_conninfo(dir_s, "postgres", conn, sizeof(conn));
+	ts_pgserver_standby(dir_b, dir_s, "src_standby", conn, sizeof(conn));
 	derive(conn, s);
 	ck_assert_str_eq(s, b);
-	pg_tmp("stop", dir_s, NULL, NULL);
-	pg_tmp("stop", dir_b, NULL, NULL);
+	ts_pgserver_stop_quiet(dir_s);
+	ts_pgserver_stop_quiet(dir_b);
+	ck_assert_int_ne(access(dir_b, F_OK), 0); /* stopped and removed */
 }
 END_TEST
 
@@ -121,18 +92,8 @@ END_TEST
 static void
 stop_servers(void)
 {
-	const char *src = getenv("OUTBOX_SOURCE_DIR");
-	const char *dirs[] = { dir_s, dir_b };
-	for (int i = 0; i < 2 && src != NULL; i++) {
-		char env[200], cmd[1200];
-		snprintf(env, sizeof(env), "%s/env", dirs[i]);
-		if (access(env, F_OK) != 0)
-			continue;
-		snprintf(cmd, sizeof(cmd), "bash '%s/scripts/pg-tmp.sh' stop '%s' >/dev/null 2>&1",
-		    src, dirs[i]);
-		if (system(cmd) != 0)
-			fprintf(stderr, "test_relay_source: could not stop the server in %s\n", dirs[i]);
-	}
+	ts_pgserver_stop_quiet(dir_s);
+	ts_pgserver_stop_quiet(dir_b);
 	rmdir(base);
 }
 

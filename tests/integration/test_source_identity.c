@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <nng/nng.h>
 #include <nng/supplemental/util/platform.h>
@@ -31,6 +32,7 @@
 #include "outbox/wire.h"
 #include "testsupport.h"
 #include "ts_consumer.h"
+#include "ts_pgserver.h"
 #include "ts_relay.h"
 #include "webhook_target.h"
 
@@ -46,20 +48,32 @@ struct run {
 	int wt_once;                         /* keys it acted on exactly once */
 };
 
+/* The second server of test_two_servers_one_name: made and stopped here
+ * (the teardown runs in the parent process, after a failure too). */
+static char server_b_base[64], server_b_dir[128];
+
 /* N messages in each of two producer databases (the same keys, the same
  * payloads), delivered by one relay each (same_source: both --source
  * "shop"; else derived) to one consumer (webhook: the webhook handler to a
  * downstream, else the record handler), one database after the other, so
- * that the second is the one that collides. */
+ * that the second is the one that collides. server_b: the second database
+ * is on that server (conninfo), under the same name as the first. */
 static void
-two_databases(const char *tag, bool same_source, bool webhook, struct run *out)
+two_databases_at(const char *tag, bool same_source, bool webhook, const char *server_b,
+    struct run *out)
 {
 	char db[2][TS_CONNINFO_MAX], in[TS_CONNINFO_MAX], url[256], route[300], clog[256],
 	    rlog[2][256], name[64], hook[256];
 	PGconn *p[2];
 	for (int i = 0; i < 2; i++) {
-		snprintf(name, sizeof(name), "%s_%c", tag, 'a' + i);
-		ts_db_create(name, "outbox", db[i], sizeof(db[i]));
+		if (server_b != NULL) { /* one name, two servers */
+			snprintf(name, sizeof(name), "%s_%d", tag, (int)getpid());
+			ts_pgserver_db_create(i == 0 ? ts_server_conninfo() : server_b, name,
+			    "outbox", db[i], sizeof(db[i]));
+		} else {
+			snprintf(name, sizeof(name), "%s_%c", tag, 'a' + i);
+			ts_db_create(name, "outbox", db[i], sizeof(db[i]));
+		}
 		p[i] = ts_connect(db[i]);
 		ts_enqueue_n(p[i], TOPIC, "order", N);
 	}
@@ -150,6 +164,43 @@ two_databases(const char *tag, bool same_source, bool webhook, struct run *out)
 	PQfinish(ic);
 	PQfinish(p[0]);
 	PQfinish(p[1]);
+	if (server_b != NULL) { /* the first one is on the shared server */
+		PGconn *admin = ts_connect(ts_server_conninfo());
+		char sql[128];
+		snprintf(sql, sizeof(sql), "DROP DATABASE \"%s_%d\"", tag, (int)getpid());
+		ts_exec(admin, sql);
+		PQfinish(admin);
+	}
+}
+
+static void
+two_databases(const char *tag, bool same_source, bool webhook, struct run *out)
+{
+	two_databases_at(tag, same_source, webhook, NULL, out);
+}
+
+/* One database name on two servers (a second initdb): the derived sources
+ * differ by the system identifier, and every message of both is applied. */
+START_TEST(test_two_servers_one_name)
+{
+	char conn_b[TS_CONNINFO_MAX];
+	struct run r;
+	ts_pgserver_start(server_b_dir, conn_b, sizeof(conn_b));
+	two_databases_at("src_twosrv", false, false, conn_b, &r);
+	ck_assert_str_ne(r.src[0], r.src[1]);
+	ck_assert_str_eq(r.src[0] + 16, r.src[1] + 16); /* the same name */
+	ck_assert_int_eq(r.records, 2 * N);
+	ck_assert_int_eq(r.effects, 2 * N);
+	ck_assert_int_eq(r.sources, 2);
+	ts_pgserver_stop_quiet(server_b_dir);
+}
+END_TEST
+
+static void
+stop_server_b(void)
+{
+	ts_pgserver_stop_quiet(server_b_dir);
+	rmdir(server_b_base);
 }
 
 START_TEST(test_two_databases_one_consumer)
@@ -379,6 +430,12 @@ END_TEST
 int
 main(void)
 {
+	snprintf(server_b_base, sizeof(server_b_base), "/tmp/obsrc.XXXXXX");
+	if (mkdtemp(server_b_base) == NULL) {
+		perror("mkdtemp");
+		return EXIT_FAILURE;
+	}
+	snprintf(server_b_dir, sizeof(server_b_dir), "%s/b", server_b_base);
 	Suite *s = suite_create("source_identity");
 	TCase *tc = tcase_create("source");
 	tcase_set_timeout(tc, 600);
@@ -388,6 +445,8 @@ main(void)
 	tcase_add_test(tc, test_two_databases_webhook);
 	tcase_add_test(tc, test_no_source);
 	tcase_add_test(tc, test_old_consumer_refuses_v3);
+	tcase_add_test(tc, test_two_servers_one_name);
+	tcase_add_unchecked_fixture(tc, NULL, stop_server_b);
 	suite_add_tcase(s, tc);
 	return ts_run_suite(s);
 }
