@@ -77,6 +77,9 @@ endif()
 # limits, and which failed calls are an unknown outcome.
 outbox_test(test_webhook_mode SOURCES unit/test_webhook_mode.c LABELS unit
   LIBS outbox_consumer)
+# The webhook's key from (source, topic, key): forms, escaping, bound.
+outbox_test(test_webhook_key SOURCES unit/test_webhook_key.c LABELS unit
+  LIBS outbox_consumer)
 
 # The webhook's signatures against an independent HMAC, and the secret file.
 outbox_test(test_webhook_sign SOURCES unit/test_webhook_sign.c LABELS unit
