@@ -39,18 +39,33 @@
  * conflicting pair is "updated" to itself, which locks it (waiting for an
  * uncommitted inserter, at most lock_timeout) and returns the committed
  * row: inserted (xmax = 0), fingerprint match, first outcome, detail, time
- * applied. */
+ * applied. A named source inherits the records of source '' (the legacy
+ * identity, inbox.h): when ('', topic, key) exists, nothing is inserted
+ * and that row answers (l), so that a message an old relay sent is not
+ * applied again when a relay of a named source redelivers it. Both probes
+ * use the primary key (the COLLATE: see sql_set_dedup). */
+#define DEDUP_KEY "convert_from($1, 'UTF8') COLLATE \"default\""
+#define DEDUP_TOPIC "convert_from($2, 'UTF8') COLLATE \"default\""
+#define DEDUP_FP "encode(sha256($2 || '\\x00'::bytea || $3), 'hex')"
 static const char sql_dedup[] =
-    "INSERT INTO inbox.processed AS p (idempotency_key, topic, message_id, fence,"
+    "WITH l AS (SELECT fingerprint, outcome, detail, processed_at FROM inbox.processed"
+    "   WHERE $7 <> ''::bytea AND source = '' AND idempotency_key = " DEDUP_KEY
+    "   AND topic = " DEDUP_TOPIC "),"
+    " i AS (INSERT INTO inbox.processed AS p (idempotency_key, topic, message_id, fence,"
     "   fingerprint, created_at, source)"
-    " VALUES (convert_from($1, 'UTF8'), convert_from($2, 'UTF8'), $4, $5,"
-    "   encode(sha256($2 || '\\x00'::bytea || $3), 'hex'),"
-    "   'epoch'::timestamptz + $6 * interval '1 microsecond', convert_from($7, 'UTF8'))"
-    " ON CONFLICT (idempotency_key, topic, source) DO UPDATE SET fence = p.fence"
-    " RETURNING p.xmax = 0,"
-    "   p.fingerprint IS NULL OR p.fingerprint = encode(sha256($2 || '\\x00'::bytea || $3), 'hex'),"
+    "  SELECT convert_from($1, 'UTF8'), convert_from($2, 'UTF8'), $4, $5, " DEDUP_FP ","
+    "   'epoch'::timestamptz + $6 * interval '1 microsecond', convert_from($7, 'UTF8')"
+    "  WHERE NOT EXISTS (SELECT 1 FROM l)"
+    "  ON CONFLICT (idempotency_key, topic, source) DO UPDATE SET fence = p.fence"
+    "  RETURNING p.xmax = 0,"
+    "   p.fingerprint IS NULL OR p.fingerprint = " DEDUP_FP ","
     "   p.outcome, coalesce(p.detail, ''),"
-    "   to_char(p.processed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')";
+    "   to_char(p.processed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'))"
+    " SELECT * FROM i UNION ALL"
+    " SELECT false, l.fingerprint IS NULL OR l.fingerprint = " DEDUP_FP ","
+    "   l.outcome, coalesce(l.detail, ''),"
+    "   to_char(l.processed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
+    " FROM l";
 
 /* The set path: every dedup record and every effect row in one statement.
  * With dedup, one row per message in order: 'A' applied now, 'D' applied
@@ -62,7 +77,10 @@ static const char sql_dedup[] =
  * changes. convert_from() returns text with collation "C", which the
  * primary key (collation "default") cannot serve even where the two sort
  * alike: without the COLLATE every lookup by key would scan the whole
- * table (the topic gets it too, so that the probe uses both columns). */
+ * table (the topic gets it too, so that the probe uses both columns). A
+ * named source inherits the records of source '' (sql_dedup): a message
+ * whose ('', topic, key) exists is not inserted, and that record answers
+ * it (x prefers the message's own source's record, then the legacy one). */
 static const char sql_set_dedup[] =
     "WITH m AS MATERIALIZED (SELECT n, convert_from(k, 'UTF8') COLLATE \"default\" AS key,"
     "   convert_from(t, 'UTF8') COLLATE \"default\" AS topic, p, i, f, c, o, s,"
@@ -75,7 +93,10 @@ static const char sql_set_dedup[] =
     "   fingerprint, created_at, source)"
     "  SELECT m.key, m.topic, m.i, m.f, m.fp,"
     "   'epoch'::timestamptz + m.c * interval '1 microsecond', m.source"
-    "  FROM m JOIN fst USING (key, topic, n) ORDER BY m.key, m.topic"
+    "  FROM m JOIN fst USING (key, topic, n)"
+    "  WHERE m.source = '' OR NOT EXISTS (SELECT 1 FROM inbox.processed l"
+    "   WHERE l.idempotency_key = m.key AND l.topic = m.topic AND l.source = '')"
+    "  ORDER BY m.key, m.topic"
     "  ON CONFLICT (idempotency_key, topic, source) DO NOTHING"
     "  RETURNING idempotency_key, topic),"
     " e AS (INSERT INTO inbox.notifications (idempotency_key, topic, payload,"
@@ -93,8 +114,8 @@ static const char sql_set_dedup[] =
     " FROM m JOIN fst USING (key, topic)"
     " LEFT JOIN d ON d.idempotency_key = m.key AND d.topic = m.topic"
     " LEFT JOIN LATERAL (SELECT * FROM inbox.processed x"
-    "   WHERE x.idempotency_key = m.key AND x.topic = m.topic AND x.source = m.source"
-    "   AND d.idempotency_key IS NULL LIMIT 1) x ON true"
+    "   WHERE x.idempotency_key = m.key AND x.topic = m.topic AND x.source IN (m.source, '')"
+    "   AND d.idempotency_key IS NULL ORDER BY x.source = m.source DESC LIMIT 1) x ON true"
     " ORDER BY m.n";
 static const char sql_set_nodedup[] =
     "WITH m AS MATERIALIZED (SELECT convert_from(k, 'UTF8') AS key,"

@@ -14,7 +14,8 @@
  * sees 2 x N distinct Idempotency-Keys and acts once per key (N with one
  * source). Last, the upgrade path: records written before inbox 008 get
  * source '', and a version 2 request (an old relay) still deduplicates
- * against them, while the same key from a named source is a new message;
+ * against them, and so does the same key from a named source (it inherits
+ * the records of source ''; test_source_legacy: a real relay upgraded);
  * --no-source keeps a single database on that identity.
  */
 #include <signal.h>
@@ -252,7 +253,7 @@ END_TEST
 
 /* Records from before inbox 008, then migrated: source ''. A version 2
  * request (an old relay) deduplicates against them; version 3 with no
- * source is the same identity; a named source is another message.
+ * source is the same identity; a named source inherits them.
  * prebuilt: the operator built the new index CONCURRENTLY first (008's
  * comment), and the migration makes it the primary key without a rebuild. */
 static void
@@ -311,11 +312,32 @@ upgrade(bool prebuilt)
 	ts_consumer_reply_fini(&r);
 	/* version 3 without a source: the same identity */
 	ck_assert_int_eq(ts_consumer_call1(&c, m, NULL, 0), OB_WIRE_DUPLICATE);
-	/* a named source: another database's k1, applied */
+	/* a named source inherits the records of source '' (a relay upgraded
+	 * while k1 was in flight sends it again under its source): duplicate,
+	 * and with another payload a reused key, in the set path (one
+	 * message) and in the per-message path (the key twice in one batch) */
 	m.source = "shop-b";
 	m.source_len = 6;
-	ck_assert_int_eq(ts_consumer_call1(&c, m, NULL, 0), OB_WIRE_APPLIED);
+	other.source = m.source;
+	other.source_len = m.source_len;
 	ck_assert_int_eq(ts_consumer_call1(&c, m, NULL, 0), OB_WIRE_DUPLICATE);
+	ck_assert_int_eq(ts_consumer_call1(&c, other, NULL, 0), OB_WIRE_REJECT);
+	struct ob_wire_msg twice[2][2] = { { m, m }, { other, other } };
+	for (int i = 0; i < 2; i++) {
+		ts_consumer_call(&c, twice[i], 2, &r);
+		for (int k = 0; k < 2; k++)
+			ck_assert_msg(r.rep.results[k].status ==
+			    (i == 0 ? OB_WIRE_DUPLICATE : OB_WIRE_REJECT), "batch %d, %d: status %d"
+			    " (%.*s)", i, k, r.rep.results[k].status, (int)r.rep.results[k].detail_len,
+			    r.rep.results[k].detail);
+		ts_consumer_reply_fini(&r);
+	}
+	/* a key the source '' never sent: this source's own */
+	struct ob_wire_msg k3 = ts_consumer_msg(3, "t", "k3", "{}");
+	k3.source = m.source;
+	k3.source_len = m.source_len;
+	ck_assert_int_eq(ts_consumer_call1(&c, k3, NULL, 0), OB_WIRE_APPLIED);
+	ck_assert_int_eq(ts_consumer_call1(&c, k3, NULL, 0), OB_WIRE_DUPLICATE);
 	/* a new key from an old relay is recorded under source '' */
 	struct ob_wire_msg k2 = ts_consumer_msg(2, "t", "k2", "{}");
 	ts_consumer_send_v(&c, 2, &k2, 1);
@@ -327,6 +349,9 @@ upgrade(bool prebuilt)
 	ck_assert_int_eq(ts_query_int(conn, "SELECT count(*) FROM inbox.processed"), 3);
 	ck_assert_int_eq(ts_query_int(conn,
 	    "SELECT count(*) FROM inbox.processed WHERE source = 'shop-b' AND idempotency_key = 'k1'"),
+	    0);
+	ck_assert_int_eq(ts_query_int(conn,
+	    "SELECT count(*) FROM inbox.processed WHERE source = 'shop-b' AND idempotency_key = 'k3'"),
 	    1);
 	ck_assert_int_eq(ts_query_int(conn,
 	    "SELECT count(*) FROM inbox.notifications WHERE source = 'shop-b'"), 1);

@@ -145,10 +145,12 @@ START_TEST(test_record_handler)
 {
 	struct legacy_run r;
 	switch_source("srcleg_rec", false, &r);
-	/* the gap: every message applied a second time under the new source */
-	ck_assert_int_eq(r.records, 2 * N);
-	ck_assert_int_eq(r.named, N);
-	ck_assert_int_eq(r.effects, 2 * N);
+	/* each answered duplicate from its record of source '': one record and
+	 * one effect per message, none under the new source (before the fix:
+	 * 2 x N, N of them named) */
+	ck_assert_int_eq(r.records, N);
+	ck_assert_int_eq(r.named, 0);
+	ck_assert_int_eq(r.effects, N);
 	ck_assert_int_eq(r.dead, 0);
 }
 END_TEST
@@ -157,12 +159,19 @@ START_TEST(test_webhook_handler)
 {
 	struct legacy_run r;
 	switch_source("srcleg_hook", true, &r);
-	/* the gap: every message called again under a new Idempotency-Key
-	 * SOURCE/TOPIC/KEY, the parked one too */
+	/* every message kept its key alone: the claims replayed, nothing sent
+	 * again, no request under SOURCE/TOPIC/KEY (before the fix: N more
+	 * requests under it, the parked one too) */
 	ck_assert_int_eq(r.key_alone_once, N);
-	ck_assert_int_eq(r.named_requests, N);
-	ck_assert_int_eq(r.wt_total, 2 * N);
-	ck_assert_int_eq(r.dead, 0);
+	ck_assert_int_eq(r.named_requests, 0);
+	ck_assert_int_eq(r.wt_total, N);
+	ck_assert_int_eq(r.records, N);
+	ck_assert_int_eq(r.named, 0);
+	/* the parked one stays parked under the key alone: rejected with the
+	 * resolve command that names it */
+	ck_assert_int_eq(r.dead, 1);
+	ck_assert_msg(strstr(r.dead_error, "--key order-1 --as") != NULL, "last_error: %s",
+	    r.dead_error);
 }
 END_TEST
 
