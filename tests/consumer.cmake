@@ -94,8 +94,9 @@ outbox_test(test_source_identity SOURCES integration/test_source_identity.c
 if(TARGET test_source_identity)
   add_dependencies(test_source_identity outbox-consumer outbox-relay)
 endif()
+# Relays upgraded from source '' to a named source: nothing applied twice.
 outbox_test(test_source_legacy SOURCES integration/test_source_legacy.c
-  support/webhook_target.c LABELS integration PG TIMEOUT 300)
+  support/webhook_target.c LABELS integration PG TIMEOUT 300 LIBS outbox_consumer)
 if(TARGET test_source_legacy)
-  add_dependencies(test_source_legacy outbox-consumer outbox-relay)
+  add_dependencies(test_source_legacy outbox-consumer outbox-relay outboxctl)
 endif()

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "outbox/wire.h"
+#include "webhook_key.h"
 #include "testsupport.h"
 #include "ts_consumer.h"
 #include "ts_relay.h"
@@ -175,6 +176,51 @@ START_TEST(test_webhook_handler)
 }
 END_TEST
 
+/* outboxctl webhook resolve takes the claim key of a named source,
+ * SOURCE/TOPIC/KEY, which is longer than a message key may be: the longest
+ * there can be (webhook_key.h), parked, is resolved; one byte more is exit
+ * 2 with the bound. */
+START_TEST(test_resolve_named_claim_key)
+{
+	char db[TS_CONNINFO_MAX], out[4096], sql[WEBHOOK_KEY_MAX + 512];
+	static char key[WEBHOOK_KEY_MAX + 1], topic[OB_WIRE_MAX_TOPIC + 1];
+	ts_db_create("srcleg_resolve", "inbox", db, sizeof(db));
+	PGconn *conn = ts_connect(db);
+	/* the longest claim key: a 63-byte source, a topic of 255 '/' (each
+	 * written %2F), a 255-byte key */
+	memset(topic, '/', OB_WIRE_MAX_TOPIC);
+	topic[OB_WIRE_MAX_TOPIC] = '\0';
+	size_t n = 0;
+	memset(key, 's', OB_WIRE_MAX_SOURCE);
+	n = OB_WIRE_MAX_SOURCE;
+	key[n++] = '/';
+	for (int i = 0; i < OB_WIRE_MAX_TOPIC; i++, n += 3)
+		memcpy(key + n, "%2F", 3);
+	key[n++] = '/';
+	memset(key + n, 'k', OB_WIRE_MAX_KEY);
+	n += OB_WIRE_MAX_KEY;
+	key[n] = '\0';
+	ck_assert_uint_eq(n, WEBHOOK_KEY_MAX - 1);
+	snprintf(sql, sizeof(sql), "INSERT INTO inbox.webhook_calls (idempotency_key, fingerprint,"
+	    " state, fence, lease_until, topic, parked_at, parked_error) VALUES ('%s', 'x',"
+	    " 'unknown', 1, 'infinity', '%s', now(), 'test')", key, topic);
+	ts_exec(conn, sql);
+	char *argv[] = { "outboxctl", "webhook", "resolve", "--inbox-db", db, "--topic", topic,
+		"--key", key, "--as", "not-sent", NULL };
+	ck_assert_msg(ts_run(argv, NULL, out, sizeof(out), 60 * T_SEC) == 0, "%s", out);
+	ck_assert_int_eq(ts_query_int(conn, "SELECT count(*) FROM inbox.webhook_calls"
+	    " WHERE state = 'unknown'"), 0);
+	/* one byte longer than any claim key: refused, nothing read */
+	static char longer[WEBHOOK_KEY_MAX + 1];
+	memset(longer, 'k', WEBHOOK_KEY_MAX);
+	longer[WEBHOOK_KEY_MAX] = '\0';
+	argv[8] = longer;
+	ck_assert_int_eq(ts_run(argv, NULL, out, sizeof(out), 60 * T_SEC), 2);
+	ck_assert_msg(strstr(out, "--key: want 1..") != NULL, "%s", out);
+	PQfinish(conn);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -183,6 +229,7 @@ main(void)
 	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, test_record_handler);
 	tcase_add_test(tc, test_webhook_handler);
+	tcase_add_test(tc, test_resolve_named_claim_key);
 	suite_add_tcase(s, tc);
 	return ts_run_suite(s);
 }
