@@ -6,7 +6,11 @@
  * older relays) and the pair outbox.enqueue's uniqueness has. The same key
  * on two topics, or from two databases, is two messages, each applied once
  * (sql/inbox/008_dedup_source.sql, consumer protocol 3; 005 made it
- * (topic, key)).
+ * (topic, key)). The source "" is the legacy identity: a named source
+ * inherits its records, so (S, topic, key) is also a duplicate (or a
+ * reused key) when ("", topic, key) exists, and nothing is recorded under
+ * S (a message an old relay sent is not applied again by an upgraded one;
+ * docs/consumer.md, "The legacy identity").
  *
  * For a request of N messages: BEGIN; per message a savepoint, the dedup
  * record (inbox.processed: topic, key, fingerprint, outcome, detail), the
