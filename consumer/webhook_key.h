@@ -23,7 +23,8 @@
  *                                          %25 and %2F)
  * A source has no '/' and the escaped topic none either, so the first two
  * '/' split the three parts again: two identities never give one string.
- * Pure. */
+ * Pure. (The handler keeps KEY instead of S/TOPIC/KEY for a message
+ * claimed under KEY before: handler_webhook.c legacy_key.) */
 void webhook_key_of(const struct ob_wire_msg *m, char *out);
 
 #endif
