@@ -44,6 +44,8 @@ static const struct err_info err_table[] = {
 	[OB_EPROTO] = { "protocol",
 	    "the database schema does not serve this program's protocol version" },
 	[OB_EEXIST] = { "exists", "already there: nothing written" },
+	[OB_EWIRE_SOURCE] = { "wire.source",
+	    "request source over 63 bytes or not of [A-Za-z0-9._-]" },
 };
 
 _Static_assert(sizeof(err_table) / sizeof(err_table[0]) == OB_ERR_COUNT,

@@ -269,6 +269,21 @@ ob_keyclaim_lookup(PGconn *conn, const char *table, const char *key,
 }
 
 int
+ob_keyclaim_has(PGconn *conn, const char *table, const char *key, const void *fp,
+    size_t fplen, bool *has, char *err, size_t errlen)
+{
+	struct ob_key_row row;
+	struct ob_key_claim c;
+	bool found = false;
+	memset(&row, 0, sizeof(row));
+	memset(&c, 0, sizeof(c));
+	int rc = read_row(conn, table, key, fp, fplen, &row, &c, &found, err, errlen);
+	ob_keyclaim_result_fini(&c);
+	*has = rc == OB_OK && found && row.fingerprint_matches;
+	return rc;
+}
+
+int
 ob_keyclaim_complete(PGconn *conn, const char *table, const char *key,
     int64_t fence, int status, const char *body, char *err, size_t errlen)
 {

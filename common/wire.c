@@ -1,5 +1,5 @@
 /*
- * wire.c - encoder and decoder of the relay <-> consumer frames (v1, v2).
+ * wire.c - encoder and decoder of the relay <-> consumer frames (v1..v3).
  *
  * The decoder is the one piece of the project that reads bytes chosen by
  * someone else, so it is written defensively: every read goes through the
@@ -13,7 +13,7 @@
  *
  * Versions: every version in [OB_WIRE_VERSION_MIN, OB_WIRE_VERSION] is
  * decoded and can be encoded; the layouts differ only where a field is
- * read or written "from version N on" (has_retry_after).
+ * read or written "from version N on" (has_retry_after, has_source).
  * docs/protocol.md is the byte-by-byte description of the format.
  */
 #include <stdlib.h>
@@ -74,6 +74,27 @@ static bool
 has_retry_after(int version)
 {
 	return version >= OB_WIRE_VERSION_RETRY_AFTER;
+}
+
+/* Does a request of this version carry a source after count? */
+static bool
+has_source(int version)
+{
+	return version >= OB_WIRE_VERSION_SOURCE;
+}
+
+bool
+ob_wire_source_ok(const char *s, size_t n)
+{
+	if (n > OB_WIRE_MAX_SOURCE || (s == NULL && n > 0))
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		    c == '.' || c == '_' || c == '-'))
+			return false;
+	}
+	return true;
 }
 
 static size_t
@@ -291,7 +312,8 @@ ob_wire_decode_request(const void *buf, size_t len,
 	struct rd r = { buf, len, 0 };
 	struct ob_wire_msg *msgs;
 	uint32_t count;
-	uint8_t version;
+	uint8_t version, source_len = 0;
+	const char *source = NULL;
 	int rv;
 
 	if (!limits_ok(lim) || out == NULL || (buf == NULL && len > 0))
@@ -301,12 +323,28 @@ ob_wire_decode_request(const void *buf, size_t len,
 		return rv;
 	if (count < 1 || count > lim->max_batch)
 		return OB_EWIRE_COUNT;
+	if (has_source(version)) {
+		/* the length against its range, then its bytes, then their charset */
+		if ((rv = rd_u8(&r, &source_len)) != OB_OK)
+			return rv;
+		if (source_len > OB_WIRE_MAX_SOURCE)
+			return OB_EWIRE_SOURCE;
+		if ((rv = rd_bytes(&r, source_len, &source)) != OB_OK)
+			return rv;
+		if (!ob_wire_source_ok(source, source_len))
+			return OB_EWIRE_SOURCE;
+		if (source_len == 0)
+			source = NULL;
+	}
 
 	if ((msgs = alloc_array(count, sizeof(*msgs))) == NULL)
 		return OB_ENOMEM;
-	for (uint32_t i = 0; i < count; i++)
+	for (uint32_t i = 0; i < count; i++) {
 		if ((rv = rd_msg(&r, lim, &msgs[i])) != OB_OK)
 			goto fail;
+		msgs[i].source = source;
+		msgs[i].source_len = source_len;
+	}
 	if (r.pos != r.len) {
 		rv = OB_EWIRE_TRAILING;
 		goto fail;
@@ -314,6 +352,8 @@ ob_wire_decode_request(const void *buf, size_t len,
 	out->count = count;
 	out->msgs = msgs;
 	out->version = version;
+	out->source = source;
+	out->source_len = source_len;
 	return OB_OK;
 
 fail:
@@ -488,10 +528,22 @@ ob_wire_encode_request_v(struct ob_buf *out, int version,
 		return OB_EWIRE_COUNT;
 	if (msgs == NULL)
 		return OB_EINVAL;
+	const char *source = msgs[0].source;
+	uint8_t source_len = msgs[0].source_len;
+	if (!ob_wire_source_ok(source, source_len))
+		return OB_EWIRE_SOURCE;
+	if (source_len > 0 && !has_source(version))
+		return OB_EINVAL; /* a version 1 or 2 request has no room for it */
+	if (has_source(version))
+		total += 1 + (size_t)source_len;
 	for (uint32_t i = 0; i < n; i++) {
 		const struct ob_wire_msg *m = &msgs[i];
 		size_t sz;
 
+		if (m->source_len != source_len ||
+		    (source_len > 0 && (m->source == NULL ||
+		    memcmp(m->source, source, source_len) != 0)))
+			return OB_EINVAL; /* one source a frame */
 		if ((rv = check_msg(m, lim)) != OB_OK)
 			return rv;
 		/* Bounded by the limits, but 1000 * 16 MiB can wrap a 32-bit
@@ -510,6 +562,10 @@ ob_wire_encode_request_v(struct ob_buf *out, int version,
 		return rv;
 	w = wr_header(w, REQ_MAGIC, version, KIND_REQUEST);
 	w = wr_uint(w, n, 4);
+	if (has_source(version)) {
+		w = wr_uint(w, source_len, 1);
+		w = wr_bytes(w, source, source_len);
+	}
 	for (uint32_t i = 0; i < n; i++) {
 		const struct ob_wire_msg *m = &msgs[i];
 

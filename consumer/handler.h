@@ -2,12 +2,14 @@
  * handler.h - the consumer's effect handlers (the C API for custom ones).
  *
  * A handler applies one message's effect inside the consumer's open
- * transaction, after the dedup record for its (topic, key) has been
- * inserted in the same transaction (apply). The identity of a message is
- * the pair (m->topic, m->key), as outbox.enqueue's uniqueness is: the same
- * key on two topics is two messages, and apply is called for each. A
- * handler that keeps its own record of what it did (a key passed on
- * downstream, a claim table) must key it by both too. It returns
+ * transaction, after the dedup record for its (source, topic, key) has
+ * been inserted in the same transaction (apply). The identity of a message
+ * is (m->source, m->topic, m->key): the producer database its relay names
+ * (wire version 3; "" for older relays), and the pair outbox.enqueue's
+ * uniqueness has: the same key on two topics, or from two databases, is
+ * two messages, and apply is called for each. A handler that keeps its own
+ * record of what it did (a key passed on downstream, a claim table) must
+ * key it by all three too (the webhook: consumer/webhook_key.h). It returns
  * OB_WIRE_APPLIED, OB_WIRE_RETRY (transient: deliver again later) or
  * OB_WIRE_REJECT (permanent: dead-letter), with a detail text;
  * OB_WIRE_DUPLICATE is also accepted when the handler finds its effect

@@ -31,6 +31,7 @@
 
 #include "handler_webhook.h"
 #include "retry_after.h"
+#include "webhook_key.h"
 #include "webhook_mode.h"
 #include "webhook_sign.h"
 #include "inbox.h"
@@ -57,6 +58,7 @@ struct webhook {
 /* What prepare leaves for apply and finish. */
 struct webhook_call {
 	int64_t fence;     /* our claim's token; 0 = no claim held */
+	char key[WEBHOOK_KEY_MAX]; /* the claim's key and Idempotency-Key (legacy_key) */
 	int status;        /* downstream HTTP status */
 	char *body;        /* downstream body (valid UTF-8) or NULL */
 	char retry_after[64]; /* its Retry-After header ("" when none) */
@@ -119,6 +121,9 @@ post(struct webhook *w, const struct ob_wire_msg *m, const char *key,
 	char topic[OB_WIRE_MAX_TOPIC + 1], f[24], id[24];
 	memcpy(topic, m->topic, m->topic_len);
 	topic[m->topic_len] = '\0';
+	char src[OB_WIRE_MAX_SOURCE + 1] = "";
+	if (m->source_len > 0)
+		memcpy(src, m->source, m->source_len), src[m->source_len] = '\0';
 	snprintf(f, sizeof(f), "%" PRId64, fence);
 	snprintf(id, sizeof(id), "%" PRIu64, m->id);
 	int rv;
@@ -128,6 +133,7 @@ post(struct webhook *w, const struct ob_wire_msg *m, const char *key,
 	    (rv = nng_http_req_set_header(req, "Content-Type", "application/json")) != 0 ||
 	    (rv = nng_http_req_set_header(req, "Idempotency-Key", key)) != 0 ||
 	    (rv = nng_http_req_set_header(req, "Outbox-Topic", topic)) != 0 ||
+	    (src[0] != '\0' && (rv = nng_http_req_set_header(req, "Outbox-Source", src)) != 0) ||
 	    (rv = nng_http_req_set_header(req, "Outbox-Fence", f)) != 0 ||
 	    (rv = nng_http_req_set_header(req, "Outbox-Message-Id", id)) != 0 ||
 	    (rv = nng_http_req_copy_data(req, m->payload_len ? m->payload : "",
@@ -232,12 +238,43 @@ park(struct webhook *w, PGconn *conn, const char *topic, const char *key, int64_
 	return parked_answer(topic, key, why, call, detail, detaillen);
 }
 
+/* The key of m's claim and Idempotency-Key: webhook_key_of's, except that a
+ * named source inherits a claim of its message under the key alone (the
+ * key of source '', from before wire version 3 or --no-source): when
+ * inbox.webhook_calls holds one with m's fingerprint (the same topic and
+ * payload), every attempt keeps that key, so an upgrade never sends one
+ * message under two keys (docs/consumer.md, "Idempotency-Key"). OB_OK or
+ * OB_EDB (err). */
+static int
+legacy_key(PGconn *conn, const struct ob_wire_msg *m, const void *fp, size_t fplen,
+    char *key, char *err, size_t errlen)
+{
+	webhook_key_of(m, key);
+	if (m->source_len == 0)
+		return OB_OK;
+	char bare[OB_WIRE_MAX_KEY + 1], q[600], qs[200];
+	memcpy(bare, m->key, m->key_len);
+	bare[m->key_len] = '\0';
+	bool has = false;
+	int rc = ob_keyclaim_has(conn, WEBHOOK_TABLE, bare, fp, fplen, &has, err, errlen);
+	if (rc != OB_OK || !has)
+		return rc;
+	char src[OB_WIRE_MAX_SOURCE + 1];
+	memcpy(src, m->source, m->source_len);
+	src[m->source_len] = '\0';
+	ob_info("consumer.webhook.legacy_key", "source=%s key=%s hint=\"a claim from before"
+	    " the source: the message keeps its key\"", ob_log_q(src, qs, sizeof(qs)),
+	    ob_log_q(bare, q, sizeof(q)));
+	memcpy(key, bare, m->key_len + 1);
+	return OB_OK;
+}
+
 static int
 webhook_prepare(PGconn *conn, const struct ob_wire_msg *m, void *arg,
     struct inbox_handler_call *call, char *detail, size_t detaillen)
 {
 	struct webhook *w = arg;
-	char key[OB_WIRE_MAX_KEY + 1], q[600];
+	char key[WEBHOOK_KEY_MAX], q[600];
 	if (!header_safe(m->key, m->key_len) || !valid_text(m->key, m->key_len) ||
 	    !header_safe(m->topic, m->topic_len)) {
 		COUNT(w, bad_keys);
@@ -247,8 +284,7 @@ webhook_prepare(PGconn *conn, const struct ob_wire_msg *m, void *arg,
 		    " (control characters or not UTF-8)");
 		return OB_WIRE_REJECT;
 	}
-	memcpy(key, m->key, m->key_len);
-	key[m->key_len] = '\0';
+	webhook_key_of(m, key); /* the claim and the Idempotency-Key */
 	char topic[OB_WIRE_MAX_TOPIC + 1];
 	memcpy(topic, m->topic, m->topic_len);
 	topic[m->topic_len] = '\0';
@@ -261,6 +297,7 @@ webhook_prepare(PGconn *conn, const struct ob_wire_msg *m, void *arg,
 			return OB_WIRE_RETRY;
 		}
 		call->state = c;
+		snprintf(c->key, sizeof(c->key), "%s", key);
 		return call_downstream(w, m, key, c, call, detail, detaillen);
 	}
 
@@ -277,8 +314,10 @@ webhook_prepare(PGconn *conn, const struct ob_wire_msg *m, void *arg,
 		memcpy(fp + m->topic_len + 1, m->payload, m->payload_len);
 	struct ob_key_claim claim;
 	char err[512];
-	int rc = ob_keyclaim_claim(conn, WEBHOOK_TABLE, key, fp, fplen, w->cfg.lease_ms,
-	    &claim, err, sizeof(err));
+	int rc = legacy_key(conn, m, fp, fplen, key, err, sizeof(err));
+	if (rc == OB_OK)
+		rc = ob_keyclaim_claim(conn, WEBHOOK_TABLE, key, fp, fplen, w->cfg.lease_ms,
+		    &claim, err, sizeof(err));
 	free(fp);
 	if (rc != OB_OK) {
 		call->reason = "database";
@@ -349,6 +388,7 @@ webhook_prepare(PGconn *conn, const struct ob_wire_msg *m, void *arg,
 		return OB_WIRE_RETRY;
 	}
 	c->fence = claim.fence;
+	snprintf(c->key, sizeof(c->key), "%s", key);
 	c->at_most_once = amo;
 	call->state = c;
 
@@ -475,9 +515,8 @@ webhook_apply(PGconn *tx, const struct ob_wire_msg *m, void *arg,
 {
 	struct webhook *w = arg;
 	struct webhook_call *c = call->state;
-	char key[OB_WIRE_MAX_KEY + 1], err[512], q[600];
-	memcpy(key, m->key, m->key_len);
-	key[m->key_len] = '\0';
+	char err[512], q[600];
+	const char *key = c->key; /* prepare's */
 	if (c->fence == 0) { /* broken mode: nothing to record */
 		snprintf(detail, detaillen, "downstream answered %d (no claim)", c->status);
 		return OB_WIRE_APPLIED;
@@ -512,9 +551,8 @@ webhook_finish(PGconn *conn, const struct ob_wire_msg *m, void *arg,
 		return;
 	if (status != OB_WIRE_APPLIED && status != OB_WIRE_DUPLICATE && c->fence > 0 &&
 	    !ob_pg_broken(conn)) {
-		char key[OB_WIRE_MAX_KEY + 1], err[512], q[600];
-		memcpy(key, m->key, m->key_len);
-		key[m->key_len] = '\0';
+		char err[512], q[600];
+		const char *key = c->key; /* prepare's */
 		/* the next attempt (same message) takes it over at once; at most
 		 * once, a call that surely did not act is released instead, so
 		 * that the next attempt calls (an expired claim is parked) */

@@ -35,22 +35,37 @@
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
-/* The dedup upsert. The record's identity is (topic, key) (inbox.h): a
+/* The dedup upsert. The record's identity is (source, topic, key) (inbox.h): a
  * conflicting pair is "updated" to itself, which locks it (waiting for an
  * uncommitted inserter, at most lock_timeout) and returns the committed
  * row: inserted (xmax = 0), fingerprint match, first outcome, detail, time
- * applied. */
+ * applied. A named source inherits the records of source '' (the legacy
+ * identity, inbox.h): when ('', topic, key) exists, nothing is inserted
+ * and that row answers (l), so that a message an old relay sent is not
+ * applied again when a relay of a named source redelivers it. Both probes
+ * use the primary key (the COLLATE: see sql_set_dedup). */
+#define DEDUP_KEY "convert_from($1, 'UTF8') COLLATE \"default\""
+#define DEDUP_TOPIC "convert_from($2, 'UTF8') COLLATE \"default\""
+#define DEDUP_FP "encode(sha256($2 || '\\x00'::bytea || $3), 'hex')"
 static const char sql_dedup[] =
-    "INSERT INTO inbox.processed AS p (idempotency_key, topic, message_id, fence,"
-    "   fingerprint, created_at)"
-    " VALUES (convert_from($1, 'UTF8'), convert_from($2, 'UTF8'), $4, $5,"
-    "   encode(sha256($2 || '\\x00'::bytea || $3), 'hex'),"
-    "   'epoch'::timestamptz + $6 * interval '1 microsecond')"
-    " ON CONFLICT (idempotency_key, topic) DO UPDATE SET fence = p.fence"
-    " RETURNING p.xmax = 0,"
-    "   p.fingerprint IS NULL OR p.fingerprint = encode(sha256($2 || '\\x00'::bytea || $3), 'hex'),"
+    "WITH l AS (SELECT fingerprint, outcome, detail, processed_at FROM inbox.processed"
+    "   WHERE $7 <> ''::bytea AND source = '' AND idempotency_key = " DEDUP_KEY
+    "   AND topic = " DEDUP_TOPIC "),"
+    " i AS (INSERT INTO inbox.processed AS p (idempotency_key, topic, message_id, fence,"
+    "   fingerprint, created_at, source)"
+    "  SELECT convert_from($1, 'UTF8'), convert_from($2, 'UTF8'), $4, $5, " DEDUP_FP ","
+    "   'epoch'::timestamptz + $6 * interval '1 microsecond', convert_from($7, 'UTF8')"
+    "  WHERE NOT EXISTS (SELECT 1 FROM l)"
+    "  ON CONFLICT (idempotency_key, topic, source) DO UPDATE SET fence = p.fence"
+    "  RETURNING p.xmax = 0,"
+    "   p.fingerprint IS NULL OR p.fingerprint = " DEDUP_FP ","
     "   p.outcome, coalesce(p.detail, ''),"
-    "   to_char(p.processed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')";
+    "   to_char(p.processed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'))"
+    " SELECT * FROM i UNION ALL"
+    " SELECT false, l.fingerprint IS NULL OR l.fingerprint = " DEDUP_FP ","
+    "   l.outcome, coalesce(l.detail, ''),"
+    "   to_char(l.processed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
+    " FROM l";
 
 /* The set path: every dedup record and every effect row in one statement.
  * With dedup, one row per message in order: 'A' applied now, 'D' applied
@@ -62,24 +77,32 @@ static const char sql_dedup[] =
  * changes. convert_from() returns text with collation "C", which the
  * primary key (collation "default") cannot serve even where the two sort
  * alike: without the COLLATE every lookup by key would scan the whole
- * table (the topic gets it too, so that the probe uses both columns). */
+ * table (the topic gets it too, so that the probe uses both columns). A
+ * named source inherits the records of source '' (sql_dedup): a message
+ * whose ('', topic, key) exists is not inserted, and that record answers
+ * it (x prefers the message's own source's record, then the legacy one). */
 static const char sql_set_dedup[] =
     "WITH m AS MATERIALIZED (SELECT n, convert_from(k, 'UTF8') COLLATE \"default\" AS key,"
     "   convert_from(t, 'UTF8') COLLATE \"default\" AS topic, p, i, f, c, o, s,"
-    "   encode(sha256(t || '\\x00'::bytea || p), 'hex') AS fp"
+    "   encode(sha256(t || '\\x00'::bytea || p), 'hex') AS fp,"
+    "   convert_from($9, 'UTF8') COLLATE \"default\" AS source"
     "  FROM unnest($1::bytea[], $2::bytea[], $3::bytea[], $4::int8[], $5::int8[],"
     "    $6::int8[], $7::bytea[], $8::int8[]) WITH ORDINALITY AS u(k, t, p, i, f, c, o, s, n)),"
     " fst AS (SELECT DISTINCT ON (key, topic) key, topic, n FROM m ORDER BY key, topic, n),"
     " d AS (INSERT INTO inbox.processed (idempotency_key, topic, message_id, fence,"
-    "   fingerprint, created_at)"
+    "   fingerprint, created_at, source)"
     "  SELECT m.key, m.topic, m.i, m.f, m.fp,"
-    "   'epoch'::timestamptz + m.c * interval '1 microsecond'"
-    "  FROM m JOIN fst USING (key, topic, n) ORDER BY m.key, m.topic"
-    "  ON CONFLICT (idempotency_key, topic) DO NOTHING RETURNING idempotency_key, topic),"
+    "   'epoch'::timestamptz + m.c * interval '1 microsecond', m.source"
+    "  FROM m JOIN fst USING (key, topic, n)"
+    "  WHERE m.source = '' OR NOT EXISTS (SELECT 1 FROM inbox.processed l"
+    "   WHERE l.idempotency_key = m.key AND l.topic = m.topic AND l.source = '')"
+    "  ORDER BY m.key, m.topic"
+    "  ON CONFLICT (idempotency_key, topic, source) DO NOTHING"
+    "  RETURNING idempotency_key, topic),"
     " e AS (INSERT INTO inbox.notifications (idempotency_key, topic, payload,"
-    "   message_id, ordering_key, ordering_seq)"
+    "   message_id, ordering_key, ordering_seq, source)"
     "  SELECT m.key, m.topic, convert_from(m.p, 'UTF8')::jsonb, m.i,"
-    "   convert_from(m.o, 'UTF8'), m.s"
+    "   convert_from(m.o, 'UTF8'), m.s, m.source"
     "  FROM m JOIN fst USING (key, topic, n)"
     "  JOIN d ON d.idempotency_key = m.key AND d.topic = m.topic RETURNING 1)"
     " SELECT CASE WHEN d.idempotency_key IS NOT NULL AND fst.n = m.n THEN 'A'"
@@ -91,8 +114,8 @@ static const char sql_set_dedup[] =
     " FROM m JOIN fst USING (key, topic)"
     " LEFT JOIN d ON d.idempotency_key = m.key AND d.topic = m.topic"
     " LEFT JOIN LATERAL (SELECT * FROM inbox.processed x"
-    "   WHERE x.idempotency_key = m.key AND x.topic = m.topic"
-    "   AND d.idempotency_key IS NULL LIMIT 1) x ON true"
+    "   WHERE x.idempotency_key = m.key AND x.topic = m.topic AND x.source IN (m.source, '')"
+    "   AND d.idempotency_key IS NULL ORDER BY x.source = m.source DESC LIMIT 1) x ON true"
     " ORDER BY m.n";
 static const char sql_set_nodedup[] =
     "WITH m AS MATERIALIZED (SELECT convert_from(k, 'UTF8') AS key,"
@@ -100,8 +123,9 @@ static const char sql_set_nodedup[] =
     "  FROM unnest($1::bytea[], $2::bytea[], $3::bytea[], $4::int8[], $5::int8[],"
     "    $6::int8[], $7::bytea[], $8::int8[]) AS u(k, t, p, i, f, c, o, s)),"
     " e AS (INSERT INTO inbox.notifications (idempotency_key, topic, payload,"
-    "   message_id, ordering_key, ordering_seq)"
-    "  SELECT key, topic, convert_from(p, 'UTF8')::jsonb, i, convert_from(o, 'UTF8'), s"
+    "   message_id, ordering_key, ordering_seq, source)"
+    "  SELECT key, topic, convert_from(p, 'UTF8')::jsonb, i, convert_from(o, 'UTF8'), s,"
+    "   convert_from($9, 'UTF8')"
     "  FROM m RETURNING 1)"
     " SELECT count(*) FROM e";
 
@@ -111,10 +135,11 @@ static const char sql_set_nodedup[] =
 #define SET_STMT_NAME "inbox_set"
 /* With live_dedup both are prepared: this one holds the other mode's. */
 #define SET_STMT_NAME_OTHER "inbox_set_other"
-#define SET_NPARAMS 8
+#define SET_NPARAMS 9 /* 8 arrays (inbox_set_args), then the frame's source */
+#define SET_NARRAYS 8
 static const Oid set_types[SET_NPARAMS] = { OID_BYTEA_ARRAY, OID_BYTEA_ARRAY,
 	OID_BYTEA_ARRAY, OID_INT8_ARRAY, OID_INT8_ARRAY, OID_INT8_ARRAY, OID_BYTEA_ARRAY,
-	OID_INT8_ARRAY };
+	OID_INT8_ARRAY, OID_BYTEA };
 
 /* One statement of a pipelined round trip: sql, or the prepared statement
  * named prepared. */
@@ -287,11 +312,15 @@ apply_set(PGconn *conn, const struct inbox_options *opt, bool base_dedup,
 	}
 	const char *values[SET_NPARAMS];
 	int lens[SET_NPARAMS], formats[SET_NPARAMS];
-	for (int i = 0; i < SET_NPARAMS; i++) {
+	for (int i = 0; i < SET_NARRAYS; i++) {
 		values[i] = b->args[i].data;
 		lens[i] = (int)b->args[i].len;
 		formats[i] = 1;
 	}
+	/* the frame's source: one value (a bytea, never NULL: "" is a value) */
+	values[SET_NARRAYS] = req->source != NULL ? req->source : "";
+	lens[SET_NARRAYS] = req->source_len;
+	formats[SET_NARRAYS] = 1;
 	struct stmt s[2] = {
 		{ "BEGIN", 0, NULL, NULL, NULL, NULL, NULL },
 		{ NULL, SET_NPARAMS, set_types, values, lens, formats,
@@ -370,10 +399,14 @@ carry_stmts(const struct carry *c, struct stmt *s, const char **dparams,
 		dparams[2] = m->topic;
 		dlens[2] = m->topic_len;
 		dformats[2] = 1;
-		static const Oid t[3] = { OID_BYTEA, 0, OID_BYTEA };
+		dparams[3] = m->source != NULL ? m->source : "";
+		dlens[3] = m->source_len;
+		dformats[3] = 1;
+		static const Oid t[4] = { OID_BYTEA, 0, OID_BYTEA, OID_BYTEA };
 		s[n++] = (struct stmt){ "UPDATE inbox.processed SET detail = $2"
 			" WHERE idempotency_key = convert_from($1, 'UTF8') COLLATE \"default\""
-			" AND topic = convert_from($3, 'UTF8') COLLATE \"default\"", 3, t, dparams,
+			" AND topic = convert_from($3, 'UTF8') COLLATE \"default\""
+			" AND source = convert_from($4, 'UTF8') COLLATE \"default\"", 4, t, dparams,
 			dlens, dformats, NULL };
 	}
 	if (!c->keep)
@@ -415,10 +448,10 @@ apply_each(PGconn *conn, const struct inbox_options *opt,
 	struct carry carry = { false, false, 0, false };
 	bool began = false;
 	char id[24], fence[24], created[24];
-	const char *dparams[3];
-	int dlens[3], dformats[3];
-	static const Oid dtypes[6] = { OID_BYTEA, OID_BYTEA, OID_BYTEA, OID_INT8, OID_INT8,
-		OID_INT8 };
+	const char *dparams[4];
+	int dlens[4], dformats[4];
+	static const Oid dtypes[7] = { OID_BYTEA, OID_BYTEA, OID_BYTEA, OID_INT8, OID_INT8,
+		OID_INT8, OID_BYTEA };
 
 	for (uint32_t i = 0; i < req->count; i++) {
 		if (b->done[i])
@@ -440,14 +473,16 @@ apply_each(PGconn *conn, const struct inbox_options *opt,
 		snprintf(id, sizeof(id), "%" PRIu64, m->id);
 		snprintf(fence, sizeof(fence), "%" PRIu64, m->fence);
 		snprintf(created, sizeof(created), "%" PRId64, m->created_at_us);
-		const char *values[6] = { m->key, m->topic, m->payload, id, fence, created };
-		int lens[6] = { m->key_len, m->topic_len, (int)m->payload_len, 0, 0, 0 };
-		int formats[6] = { 1, 1, 1, 0, 0, 0 };
+		const char *values[7] = { m->key, m->topic, m->payload, id, fence, created,
+			m->source != NULL ? m->source : "" };
+		int lens[7] = { m->key_len, m->topic_len, (int)m->payload_len, 0, 0, 0,
+			m->source_len };
+		int formats[7] = { 1, 1, 1, 0, 0, 0, 1 };
 		if (values[2] == NULL)
 			values[2] = ""; /* an empty payload is still a value */
 		if (opt->dedup) {
 			dedup_at = n;
-			s[n++] = (struct stmt){ sql_dedup, 6, dtypes, values, lens, formats, NULL };
+			s[n++] = (struct stmt){ sql_dedup, 7, dtypes, values, lens, formats, NULL };
 		}
 		int rc = pipe_run(conn, s, n, res, err, errlen);
 		if (rc != OB_OK)

@@ -1,9 +1,16 @@
 /*
  * inbox.h - dedup + effect in one transaction, a batch at a time.
  *
- * The identity of a message is (topic, idempotency key), as outbox.enqueue's
- * uniqueness is: the same key on two topics is two messages, each applied
- * once (sql/inbox/005_dedup_topic_key.sql, consumer protocol 2).
+ * The identity of a message is (source, topic, idempotency key): the
+ * producer database its relay names in the frame (wire version 3; "" for
+ * older relays) and the pair outbox.enqueue's uniqueness has. The same key
+ * on two topics, or from two databases, is two messages, each applied once
+ * (sql/inbox/008_dedup_source.sql, consumer protocol 3; 005 made it
+ * (topic, key)). The source "" is the legacy identity: a named source
+ * inherits its records, so (S, topic, key) is also a duplicate (or a
+ * reused key) when ("", topic, key) exists, and nothing is recorded under
+ * S (a message an old relay sent is not applied again by an upgraded one;
+ * docs/consumer.md, "The legacy identity").
  *
  * For a request of N messages: BEGIN; per message a savepoint, the dedup
  * record (inbox.processed: topic, key, fingerprint, outcome, detail), the

@@ -31,10 +31,14 @@
 #include "outbox/pg.h"
 #include "outbox/protocol.h"
 #include "outbox/wire.h"
+#include "webhook_key.h" /* consumer/: the claim key's bound */
 
 #define WEBHOOK_TABLE "inbox.webhook_calls"
 #define WEBHOOK_LIST_LIMIT_DEFAULT "100"
 #define WEBHOOK_LIST_LIMIT_MAX 100000
+/* --key is a claim key: SOURCE/TOPIC/KEY for a named source, longer than
+ * a message key may be (consumer/webhook_key.h) */
+#define WEBHOOK_CLAIM_KEY_MAX ((int)WEBHOOK_KEY_MAX - 1)
 /* The stored body of a call resolved as sent (its "response"). */
 #define WEBHOOK_RESOLVED_NOTE "resolved as sent by an operator (outboxctl webhook resolve)"
 
@@ -234,10 +238,11 @@ webhook_run(const struct ctl_cmd *cmd, int argc, char **argv)
 	}
 	if (cmd == &resolve_cmd) {
 		size_t kl = strlen(cfg.key), tl = strlen(cfg.topic);
-		if (kl == 0 || kl > OB_WIRE_MAX_KEY || tl == 0 || tl > OB_WIRE_MAX_TOPIC) {
+		bool bad_key = kl == 0 || kl > (size_t)WEBHOOK_CLAIM_KEY_MAX;
+		if (bad_key || tl == 0 || tl > OB_WIRE_MAX_TOPIC) {
 			fprintf(stderr, "outboxctl webhook resolve: --%s: want 1..%d bytes\n",
-			    kl == 0 || kl > OB_WIRE_MAX_KEY ? "key" : "topic",
-			    kl == 0 || kl > OB_WIRE_MAX_KEY ? OB_WIRE_MAX_KEY : OB_WIRE_MAX_TOPIC);
+			    bad_key ? "key" : "topic",
+			    bad_key ? WEBHOOK_CLAIM_KEY_MAX : OB_WIRE_MAX_TOPIC);
 			goto out;
 		}
 	}

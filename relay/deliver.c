@@ -556,7 +556,10 @@ relay_frame_send(struct relay_deliverer *d, struct relay_frame *f, int force_des
 			    "", 0);
 			f->skip[i] = true;
 		} else {
-			chunk[f->nsent++] = *m;
+			chunk[f->nsent] = *m;
+			chunk[f->nsent].source = d->source;
+			chunk[f->nsent++].source_len = d->source != NULL ?
+			    (uint8_t)strnlen(d->source, OB_WIRE_MAX_SOURCE) : 0;
 		}
 	}
 	if (f->nsent == 0) {

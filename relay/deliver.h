@@ -88,6 +88,7 @@ struct relay_deliverer {
 	int ndests;
 	unsigned *next;                /* per route of rt: its round-robin cursor */
 	struct ob_wire_limits limits;
+	const char *source;            /* borrowed: the source every frame names ("" = none) */
 	struct ob_bus_tls_files tls;   /* borrowed strings: for tls+tcp:// destinations */
 	int64_t timeout_ms;
 	uint32_t window_max;   /* a destination's largest window (--max-inflight) */

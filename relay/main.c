@@ -24,6 +24,7 @@
 #include "routes.h"
 #include "supervise.h"
 #include "route_tls.h"
+#include "source.h"
 #include "standby_gate.h"
 
 #define OPT(name, env, type, def, min, max, choices, req, field, help)      \
@@ -36,6 +37,18 @@ static const struct ob_cfg_opt relay_options[] = {
 	OPT("route", "OUTBOX_ROUTE", OB_CFG_LIST, NULL, 0, 0, NULL, true, routes,
 	    "TOPIC=URL, repeatable; TOPIC * is the default route (env: comma-separated);"
 	    " a tls+tcp:// URL is dialed with mutual TLS (--tls-cert, --tls-key, --tls-ca)"),
+	OPT("source", "OUTBOX_SOURCE", OB_CFG_STRING, NULL, 0, 0, NULL, false, source,
+	    "this producer database's name in every frame (wire version 3), 1..63 bytes of"
+	    " [A-Za-z0-9._-]; a consumer's dedup identity is (source, topic, key). Default:"
+	    " derived from the database, '<system identifier in hex>.<database name>' (a name"
+	    " that is not 1..46 bytes of [A-Za-z0-9_-] is hashed: '<id>.sha256.<16 hex>')."
+	    " Every relay of one database must send the same; name it when two servers are"
+	    " clones of one base backup"),
+	OPT("no-source", "OUTBOX_NO_SOURCE", OB_CFG_BOOL, "false", 0, 0, NULL, false, no_source,
+	    "send the empty source, the identity of relays before wire version 3: one"
+	    " producer database upgrading keeps every message's identity (and the webhook's"
+	    " Idempotency-Key, the key alone). Never with two databases into one consumer:"
+	    " their equal keys collide. Not with --source"),
 	OPT("tls-cert", "OUTBOX_TLS_CERT", OB_CFG_STRING, NULL, 0, 0, NULL, false, tls_cert,
 	    "with a tls+tcp:// route: this relay's client certificate (PEM; chain allowed),"
 	    " signed by the CA the consumers trust (--tls-ca of outbox-consumer); SIGHUP"
@@ -195,6 +208,13 @@ check_config(const struct relay_config *c, struct relay_routes *rt, char *err, s
 		    (long long)c->delivery_timeout_ms, RELAY_LEASE_MARGIN_MS);
 		return OB_EINVAL;
 	}
+	if (c->source != NULL && c->source[0] != '\0' &&
+	    relay_source_check(c->source, err, errlen) != OB_OK)
+		return OB_EINVAL;
+	if (c->no_source && c->source != NULL && c->source[0] != '\0') {
+		snprintf(err, errlen, "--no-source and --source '%s': choose one", c->source);
+		return OB_EINVAL;
+	}
 	if (c->backoff_base_ms > c->backoff_cap_ms) {
 		snprintf(err, errlen, "--backoff-base-ms (%lld) exceeds --backoff-cap-ms (%lld)",
 		    (long long)c->backoff_base_ms, (long long)c->backoff_cap_ms);
@@ -274,11 +294,19 @@ main(int argc, char **argv)
 	}
 	int schema_rc = ob_protocol_check(probe, "outbox", "relay", RELAY_PROTOCOL, err,
 	    sizeof(err));
+	if (schema_rc == OB_OK && cfg.source != NULL && cfg.source[0] != '\0')
+		snprintf(cfg.source_id, sizeof(cfg.source_id), "%s", cfg.source);
+	else if (schema_rc == OB_OK && cfg.no_source)
+		cfg.source_id[0] = '\0';
+	else if (schema_rc == OB_OK)
+		schema_rc = relay_source_derive(probe, cfg.source_id, err, sizeof(err));
 	PQfinish(probe);
 	if (schema_rc != OB_OK) {
 		fprintf(stderr, "outbox-relay: %s\n", err);
 		goto out;
 	}
+	ob_info("relay.source", "source=%s derived=%d", cfg.source_id[0] ? cfg.source_id : "\"\"",
+	    !cfg.no_source && (cfg.source == NULL || cfg.source[0] == '\0'));
 
 	struct relay_shared *shared = relay_shared_new(&cfg);
 	if (shared == NULL) {

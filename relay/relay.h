@@ -28,6 +28,8 @@ struct relay_routes; /* routes.h */
 struct relay_config {
 	char *db;
 	struct ob_cfg_list routes;
+	char *source;             /* --source; NULL or "" = derived (source.h) */
+	bool no_source;           /* --no-source: send "" (the identity before wire v3) */
 	char *tls_cert;           /* tls+tcp:// routes: client certificate (PEM) */
 	char *tls_key;            /* ... its private key (PEM, unencrypted) */
 	char *tls_ca;             /* ... the CA the consumers' certificates chain to */
@@ -73,6 +75,9 @@ struct relay_config {
 	 * once from `routes` before the fork (routes.h) */
 	const struct ob_reload *reload;
 	const struct relay_routes *route_table;
+	/* the source every frame names: --source, or derived at start in
+	 * main.c before the fork ("" in tests that run a worker without main) */
+	char source_id[OB_WIRE_MAX_SOURCE + 1];
 };
 
 /* The margin the lease must keep over the delivery timeout: time to write

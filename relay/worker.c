@@ -948,6 +948,7 @@ relay_worker_run(const struct relay_config *cfg, int worker_index,
 	int code = 1;
 	w.deliverer.limits.max_payload = (uint32_t)cfg->max_payload;
 	w.deliverer.limits.max_batch = (uint32_t)cfg->batch;
+	w.deliverer.source = cfg->source_id;
 	w.deliverer.timeout_ms = cfg->delivery_timeout_ms;
 	w.deliverer.tls = relay_tls_files(cfg);
 	w.deliverer.window_max = w.nslots;

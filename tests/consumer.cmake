@@ -77,7 +77,26 @@ endif()
 # limits, and which failed calls are an unknown outcome.
 outbox_test(test_webhook_mode SOURCES unit/test_webhook_mode.c LABELS unit
   LIBS outbox_consumer)
+# The webhook's key from (source, topic, key): forms, escaping, bound.
+outbox_test(test_webhook_key SOURCES unit/test_webhook_key.c LABELS unit
+  LIBS outbox_consumer)
 
 # The webhook's signatures against an independent HMAC, and the secret file.
 outbox_test(test_webhook_sign SOURCES unit/test_webhook_sign.c LABELS unit
   LIBS outbox_consumer)
+
+# Several producer databases into one consumer (issue 18, part 2): the
+# dedup identity (source, topic, key), one source per relay (--source, wire
+# version 3), the webhook's key derived from it; the collision with one
+# source shown first; records from before inbox 008 and v2 requests.
+outbox_test(test_source_identity SOURCES integration/test_source_identity.c
+  support/webhook_target.c LABELS integration PG TIMEOUT 600)
+if(TARGET test_source_identity)
+  add_dependencies(test_source_identity outbox-consumer outbox-relay)
+endif()
+# Relays upgraded from source '' to a named source: nothing applied twice.
+outbox_test(test_source_legacy SOURCES integration/test_source_legacy.c
+  support/webhook_target.c LABELS integration PG TIMEOUT 300 LIBS outbox_consumer)
+if(TARGET test_source_legacy)
+  add_dependencies(test_source_legacy outbox-consumer outbox-relay outboxctl)
+endif()

@@ -80,3 +80,9 @@ outbox_test(test_bus_tls_reload SOURCES integration/test_bus_tls_reload.c
 if(TARGET test_bus_tls_reload)
   add_dependencies(test_bus_tls_reload outbox-relay outbox-consumer)
 endif()
+
+# The relay's derived --source on real servers: one name on two servers,
+# two names on one, a standby (the same as its primary), a name hashed.
+# Makes its second server and standby with scripts/pg-tmp.sh.
+outbox_test(test_relay_source SOURCES integration/test_relay_source.c
+  LABELS integration PG TIMEOUT 300 LIBS outbox_relaylib)

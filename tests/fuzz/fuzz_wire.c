@@ -54,8 +54,12 @@ check_request(const uint8_t *data, size_t size)
 	CHECK(out.len == size && memcmp(out.data, data, size) == 0);
 	CHECK(ob_wire_decode_request(out.data, out.len, &lim, &b) == OB_OK);
 	CHECK(a.count == b.count && a.version == b.version);
+	CHECK(a.source_len == b.source_len && same(a.source, b.source, a.source_len));
+	CHECK(ob_wire_source_ok(a.source, a.source_len));
 	for (uint32_t i = 0; i < a.count; i++) {
 		const struct ob_wire_msg *x = &a.msgs[i], *y = &b.msgs[i];
+
+		CHECK(x->source_len == a.source_len && same(x->source, a.source, a.source_len));
 
 		CHECK(x->id == y->id && x->fence == y->fence &&
 		    x->attempt == y->attempt &&

@@ -114,7 +114,7 @@ START_TEST(test_agent_call_to_downstream_once)
 	snprintf(route, sizeof(route), TOPIC "=%s", url);
 	const char *rargs[] = { "--poll-ms", "100", "--backoff-base-ms", "20", "--backoff-cap-ms",
 		"300", "--lease-ms", "3s", "--delivery-timeout-ms", "1500", "--fault-die-after-send", "1",
-		"--batch", "4", NULL };
+		"--batch", "4", "--no-source", NULL }; /* the key alone downstream */
 	pid_t relay = ts_relay_spawn(rlog, db, route, rargs);
 	struct ts_producer_server prod;
 	char *pargs[] = { "--fault-lose-response", "3", NULL };

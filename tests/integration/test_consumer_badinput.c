@@ -35,11 +35,13 @@ valid_frame(struct ob_buf *b, size_t plen)
 	free(payload);
 }
 
-/* Offsets in a one-message frame with topic "t". */
+/* Offsets in a one-message frame with topic "t" and no source (version
+ * 3: source_len 0 after count). */
 #define OFF_VERSION 4
 #define OFF_FLAGS 6
 #define OFF_COUNT 8
-#define OFF_KEYLEN (OB_WIRE_REQ_HEADER + 36 + 2 + 1)
+#define OFF_SOURCE_LEN OB_WIRE_REQ_HEADER
+#define OFF_KEYLEN (OB_WIRE_REQ_HEADER + 1 + 36 + 2 + 1)
 
 struct bad_case {
 	const char *name;
@@ -99,15 +101,24 @@ START_TEST(test_bad_frames)
 	valid_frame(&b, 2);
 	b.data[OFF_VERSION] = OB_WIRE_VERSION + 1; /* a newer relay than this consumer */
 	expect_refused_v(&c, b.data, b.len, OB_EWIRE_VERSION, "version", OB_WIRE_VERSION_MIN,
-	    "this consumer speaks wire versions 1..2"), sent++;
+	    "this consumer speaks wire versions 1..3"), sent++;
 	/* an old relay's (version 1) bad frame is refused in version 1, a
 	 * new one's in its version */
 	valid_frame(&b, 2);
 	b.data[OFF_VERSION] = 1;
 	b.data[OFF_FLAGS + 1] = 1;
 	expect_refused_v(&c, b.data, b.len, OB_EWIRE_FLAGS, "v1 flags", 1, NULL), sent++;
+	b.data[OFF_VERSION] = 2;
+	expect_refused_v(&c, b.data, b.len, OB_EWIRE_FLAGS, "v2 flags", 2, NULL), sent++;
 	b.data[OFF_VERSION] = OB_WIRE_VERSION;
-	expect_refused_v(&c, b.data, b.len, OB_EWIRE_FLAGS, "v2 flags", OB_WIRE_VERSION, NULL), sent++;
+	expect_refused_v(&c, b.data, b.len, OB_EWIRE_FLAGS, "v3 flags", OB_WIRE_VERSION, NULL), sent++;
+	/* a source of 64 bytes, or with a byte a name may not have */
+	valid_frame(&b, 2);
+	b.data[OFF_SOURCE_LEN] = OB_WIRE_MAX_SOURCE + 1;
+	expect_refused(&c, b.data, b.len, OB_EWIRE_SOURCE, "source of 64 bytes"), sent++;
+	valid_frame(&b, 2);
+	b.data[OFF_SOURCE_LEN] = 8; /* the next 8 bytes, the message id, are no name */
+	expect_refused(&c, b.data, b.len, OB_EWIRE_SOURCE, "source not of the charset"), sent++;
 	valid_frame(&b, 2);
 	b.data[OFF_FLAGS + 1] = 1;
 	expect_refused(&c, b.data, b.len, OB_EWIRE_FLAGS, "flags"), sent++;

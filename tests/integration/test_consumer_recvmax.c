@@ -223,6 +223,9 @@ START_TEST(test_limit_refuses_a_big_frame)
 	memset(ord, 'o', OB_WIRE_MAX_ORDKEY);
 	memset(body, 'p', SMALL_PAYLOAD);
 	body[0] = body[SMALL_PAYLOAD - 1] = '"'; /* a JSON string */
+	char source[OB_WIRE_MAX_SOURCE + 1];
+	memset(source, 's', OB_WIRE_MAX_SOURCE);
+	source[OB_WIRE_MAX_SOURCE] = '\0';
 	struct ob_wire_msg msgs[SMALL_BATCH];
 	for (int i = 0; i < SMALL_BATCH; i++) {
 		memset(keys[i], 'k', OB_WIRE_MAX_KEY);
@@ -232,6 +235,8 @@ START_TEST(test_limit_refuses_a_big_frame)
 		msgs[i].ordering_key = ord;
 		msgs[i].ordering_key_len = OB_WIRE_MAX_ORDKEY;
 		msgs[i].ordering_seq = (uint64_t)i + 1;
+		msgs[i].source = source; /* the longest source too */
+		msgs[i].source_len = OB_WIRE_MAX_SOURCE;
 	}
 	struct ob_buf b = OB_BUF_INIT;
 	ck_assert_int_eq(ob_wire_encode_request(&b, msgs, SMALL_BATCH, &lim), 0);

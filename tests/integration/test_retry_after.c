@@ -55,7 +55,7 @@ chain_start(struct chain *c)
 	const char *cextra[] = { "--handler", "webhook", "--webhook-url", c->hook, NULL };
 	c->consumer = ts_consumer_spawn(c->clog, c->db, c->url, cextra);
 	const char *rextra[] = { "--poll-ms", "100", "--backoff-base-ms", BACKOFF_BASE,
-		"--backoff-cap-ms", BACKOFF_CAP, NULL };
+		"--backoff-cap-ms", BACKOFF_CAP, "--no-source", NULL }; /* the key alone downstream */
 	c->relay = ts_relay_spawn(c->rlog, c->db, c->route, rextra);
 }
 

@@ -22,6 +22,7 @@
 #include <nng/nng.h>
 
 #include "outbox/buf.h"
+#include "outbox/wire.h"
 #include "testsupport.h"
 #include "ts_consumer.h"
 #include "ts_relay.h"
@@ -162,6 +163,56 @@ START_TEST(test_drain_never_scans_a_big_table)
 	ck_assert_int_eq(ts_query_int(conn,
 	    "SELECT count(*) FROM outbox.messages WHERE topic = 'new' AND status = 'dead'"
 	    " AND last_error LIKE '%different payload%'"), REUSED_KEYS);
+	PQfinish(conn);
+}
+END_TEST
+
+/* The per-message path's dedup upsert of a named source, which looks for
+ * the record of source '' first (the legacy identity, consumer/inbox.c
+ * sql_dedup): over many records of '' it probes the primary key. A key
+ * twice in one batch takes that path (the set statement cannot decide it):
+ * a key of the history with another payload (reused: rejected from its ''
+ * record) and a new one (applied, then duplicate). */
+START_TEST(test_per_message_dedup_never_scans)
+{
+	char db[TS_CONNINFO_MAX], url[256];
+	ts_db_create("scans_each", "inbox", db, sizeof(db));
+	PGconn *conn = ts_connect(db);
+	ts_exec(conn, "INSERT INTO inbox.processed (idempotency_key, topic, message_id, fence,"
+	    " fingerprint) SELECT 'old-' || g, 'new', g, 1, md5(g::text)" HISTORY);
+	ts_exec(conn, "ANALYZE");
+	static const char *const tables[] = { "inbox.processed" };
+	struct scan_watch watch = { tables, 1, { 0 } };
+	scan_watch_start(conn, &watch);
+	int64_t inserted_before = table_stat(conn, "n_tup_ins", "inbox.notifications");
+
+	ts_ipc_url("consumer_each", url, sizeof(url));
+	pid_t cpid = ts_consumer_spawn(NULL, db, url, NULL);
+	struct ts_consumer_conn c;
+	ts_consumer_open(&c, url);
+	static const struct { const char *key; int status; } cases[] = {
+		{ "old-7", OB_WIRE_REJECT }, { "fresh-1", OB_WIRE_APPLIED },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct ob_wire_msg m[2];
+		for (int k = 0; k < 2; k++) {
+			m[k] = ts_consumer_msg((uint64_t)(k + 1), "new", cases[i].key, "{\"n\": 1}");
+			m[k].source = "shop-b";
+			m[k].source_len = 6;
+		}
+		struct ts_consumer_reply r;
+		ts_consumer_call(&c, m, 2, &r);
+		ck_assert_int_eq(r.rep.results[0].status, cases[i].status);
+		ck_assert_int_eq(r.rep.results[1].status,
+		    cases[i].status == OB_WIRE_APPLIED ? OB_WIRE_DUPLICATE : cases[i].status);
+		ts_consumer_reply_fini(&r);
+	}
+	ts_consumer_close(&c);
+	ts_stop(cpid, SIGTERM);
+	scan_watch_check(conn, &watch, "inbox.notifications", inserted_before + 1,
+	    "the per-message path");
+	ck_assert_int_eq(ts_query_int(conn,
+	    "SELECT count(*) FROM inbox.processed WHERE source = 'shop-b'"), 1);
 	PQfinish(conn);
 }
 END_TEST
@@ -393,6 +444,7 @@ main(void)
 	TCase *tc = tcase_create("drain");
 	tcase_set_timeout(tc, 240);
 	tcase_add_test(tc, test_drain_never_scans_a_big_table);
+	tcase_add_test(tc, test_per_message_dedup_never_scans);
 	tcase_add_test(tc, test_claim_and_record_plans_use_indexes);
 	tcase_add_test(tc, test_claim_reads_a_batch_of_a_backfill);
 	tcase_add_test(tc, test_claim_with_a_transaction_held_open_reads_no_history);

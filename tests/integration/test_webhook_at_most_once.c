@@ -61,8 +61,10 @@ env_start(struct env *e, const char *tag, bool amo)
 	e->consumer = ts_consumer_spawn(e->clog, e->db, e->url, cargs);
 	e->metrics_port = ts_log_wait_port(e->clog, "consumer.metrics.listening", 30 * T_SEC);
 	snprintf(e->route, sizeof(e->route), "*=%s", e->url);
+	/* --no-source: the downstream and the claims see the key alone (the
+	 * source's derived key is test_source_identity's) */
 	const char *rargs[] = { "--poll-ms", "100", "--backoff-base-ms", "20", "--backoff-cap-ms",
-		"300", NULL };
+		"300", "--no-source", NULL };
 	e->relay = ts_relay_spawn(e->rlog, e->db, e->route, rargs);
 }
 

@@ -28,13 +28,17 @@ fake_serve(void *arg)
 		atomic_fetch_add(&fc->frames, 1);
 		struct ob_buf out = OB_BUF_INIT;
 		int mode = atomic_load(&fc->mode);
-		if (mode == TS_FAKE_V1_ONLY && (rc == OB_EWIRE_VERSION ||
-		        (rc == OB_OK && req.version != 1))) {
+		int speaks = mode == TS_FAKE_V1_ONLY ? 1 : mode == TS_FAKE_V2_ONLY ? 2 : 0;
+		if (speaks > 0 && (rc == OB_EWIRE_VERSION ||
+		        (rc == OB_OK && req.version > speaks))) {
 			if (rc == OB_OK)
 				ob_wire_request_fini(&req);
 			rc = OB_EWIRE_VERSION;
-			ob_wire_encode_error_reply_v(&out, 1, rc,
-			    "request refused: unsupported protocol version (wire.version)");
+			/* its answer to a version it does not know: version 1 */
+			ob_wire_encode_error_reply_v(&out, 1, rc, speaks == 1
+			    ? "request refused: unsupported protocol version (wire.version)"
+			    : "request refused: unsupported protocol version (wire.version);"
+			      " this consumer speaks wire versions 1..2");
 		} else if (rc == OB_OK) {
 			atomic_fetch_add(&fc->messages, req.count);
 			struct ob_wire_result *res = calloc(req.count, sizeof(*res));

@@ -20,9 +20,11 @@
 
 /* TS_FAKE_V1_ONLY: an old consumer: a request of version 1 is applied (a
  * version 1 reply), any other refused with the version 1 error reply
- * wire.version, as a consumer built before version 2 answers it. */
+ * wire.version, as a consumer built before version 2 answers it.
+ * TS_FAKE_V2_ONLY: the same for a consumer of versions 1..2 (before the
+ * source, version 3): a version 3 request is refused. */
 enum ts_fake_mode { TS_FAKE_APPLIED, TS_FAKE_REJECT, TS_FAKE_RETRY, TS_FAKE_GARBAGE,
-	TS_FAKE_SILENT, TS_FAKE_V1_ONLY };
+	TS_FAKE_SILENT, TS_FAKE_V1_ONLY, TS_FAKE_V2_ONLY };
 
 struct ts_fake_consumer {
 	nng_socket sock;

@@ -52,7 +52,7 @@ START_TEST(test_plan_table)
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		struct inbox_options opt = { cases[i].dedup, NULL, NULL, cases[i].retention_ms, 0, NULL };
 		struct ob_wire_msg m[2] = { msg(10, 0), msg(11, cases[i].age_us) };
-		struct ob_wire_request req = { 2, m, OB_WIRE_VERSION };
+		struct ob_wire_request req = { 2, m, OB_WIRE_VERSION, NULL, 0 };
 		uint32_t left = inbox_plan(&opt, &req, NOW_US, &b);
 		ck_assert_msg(left == (cases[i].rejected ? 1u : 2u), "case %zu: %u left", i, left);
 		ck_assert(!b.done[0]);
@@ -81,10 +81,10 @@ START_TEST(test_plan_resets)
 	ck_assert_int_eq(inbox_batch_init(&b, 2), OB_OK);
 	struct inbox_options opt = { true, NULL, NULL, 1000, 0, NULL };
 	struct ob_wire_msg old[1] = { msg(1, 10000 * MIN_US) };
-	struct ob_wire_request r1 = { 1, old, OB_WIRE_VERSION };
+	struct ob_wire_request r1 = { 1, old, OB_WIRE_VERSION, NULL, 0 };
 	ck_assert_uint_eq(inbox_plan(&opt, &r1, NOW_US, &b), 0);
 	struct ob_wire_msg young[1] = { msg(2, 0) };
-	struct ob_wire_request r2 = { 1, young, OB_WIRE_VERSION };
+	struct ob_wire_request r2 = { 1, young, OB_WIRE_VERSION, NULL, 0 };
 	ck_assert_uint_eq(inbox_plan(&opt, &r2, NOW_US, &b), 1);
 	ck_assert(!b.done[0]);
 	ck_assert_int_eq(b.why[0], INBOX_WHY_NONE);

@@ -156,6 +156,7 @@ START_TEST(test_request_exact_bytes)
 	struct ob_buf b = OB_BUF_INIT;
 	static const uint8_t head[] = {
 		'O', 'B', 'R', 'Q', OB_WIRE_VERSION, 1, 0, 0, 0, 0, 0, 1,
+		0, /* source_len: no source */
 		0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88,
 		0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08,
 		0, 0, 0, 3,
@@ -163,16 +164,49 @@ START_TEST(test_request_exact_bytes)
 
 	ck_assert_err(ob_wire_encode_request(&b, &m, 1, &deflim), OB_OK);
 	ck_assert_mem_eq(b.data, head, sizeof(head));
-	ck_assert_uint_eq(b.len, OB_WIRE_REQ_HEADER + 46 + m.topic_len +
+	ck_assert_uint_eq(b.len, OB_WIRE_REQ_HEADER + 1 + 46 + m.topic_len +
 	    m.key_len + m.ordering_key_len + m.payload_len);
 
-	/* version 1: the same bytes but the version byte */
-	struct ob_buf b1 = OB_BUF_INIT;
-	ck_assert_err(ob_wire_encode_request_v(&b1, 1, &m, 1, &deflim), OB_OK);
-	ck_assert_uint_eq(b1.len, b.len);
-	ck_assert_uint_eq((uint8_t)b1.data[4], 1);
-	ck_assert_mem_eq(b1.data + 5, b.data + 5, b.len - 5);
-	ob_buf_fini(&b1);
+	/* versions 1 and 2: the same bytes but the version byte and without
+	 * source_len */
+	for (int v = 1; v <= 2; v++) {
+		struct ob_buf b1 = OB_BUF_INIT;
+		ck_assert_err(ob_wire_encode_request_v(&b1, v, &m, 1, &deflim), OB_OK);
+		ck_assert_uint_eq(b1.len, b.len - 1);
+		ck_assert_uint_eq((uint8_t)b1.data[4], v);
+		ck_assert_mem_eq(b1.data + 5, b.data + 5, OB_WIRE_REQ_HEADER - 5);
+		ck_assert_mem_eq(b1.data + OB_WIRE_REQ_HEADER, b.data + OB_WIRE_REQ_HEADER + 1,
+		    b1.len - OB_WIRE_REQ_HEADER);
+		ob_buf_fini(&b1);
+	}
+
+	/* version 3 with a source: its length and bytes after count, once
+	 * for the frame; every decoded message points at it */
+	struct ob_wire_msg two[2] = { m, mkmsg(2) };
+	two[0].source = two[1].source = "db-a.1";
+	two[0].source_len = two[1].source_len = 6;
+	struct ob_buf b3 = OB_BUF_INIT;
+	ck_assert_err(ob_wire_encode_request(&b3, two, 2, &deflim), OB_OK);
+	ck_assert_mem_eq(b3.data + OB_WIRE_REQ_HEADER, "\x06" "db-a.1", 7);
+	struct ob_wire_request req;
+	ck_assert_err(ob_wire_decode_request(b3.data, b3.len, &deflim, &req), OB_OK);
+	ck_assert_uint_eq(req.source_len, 6);
+	ck_assert_mem_eq(req.source, "db-a.1", 6);
+	ck_assert_uint_eq(req.msgs[1].source_len, 6);
+	ck_assert_mem_eq(req.msgs[1].source, "db-a.1", 6);
+	ob_wire_request_fini(&req);
+	/* no room for it before version 3; one source a frame; a bad name */
+	size_t before = b3.len;
+	ck_assert_err(ob_wire_encode_request_v(&b3, 2, two, 2, &deflim), OB_EINVAL);
+	two[1].source = "db-b.1";
+	ck_assert_err(ob_wire_encode_request(&b3, two, 2, &deflim), OB_EINVAL);
+	two[1].source_len = 0;
+	ck_assert_err(ob_wire_encode_request(&b3, two, 2, &deflim), OB_EINVAL);
+	two[0].source = two[1].source = "db/a";
+	two[0].source_len = two[1].source_len = 4;
+	ck_assert_err(ob_wire_encode_request(&b3, two, 2, &deflim), OB_EWIRE_SOURCE);
+	ck_assert_uint_eq(b3.len, before); /* every refusal left it alone */
+	ob_buf_fini(&b3);
 	ob_buf_fini(&b);
 }
 END_TEST
@@ -419,6 +453,15 @@ START_TEST(test_truncation_every_offset)
 		ob_buf_reset(&b);
 		ck_assert_err(ob_wire_encode_request_v(&b, v, m, 3, &deflim), OB_OK);
 		assert_prefixes_truncated(&b, true);
+		if (v >= OB_WIRE_VERSION_SOURCE) { /* and with a source */
+			for (int i = 0; i < 3; i++)
+				m[i].source = "relay-a", m[i].source_len = 7;
+			ob_buf_reset(&b);
+			ck_assert_err(ob_wire_encode_request_v(&b, v, m, 3, &deflim), OB_OK);
+			assert_prefixes_truncated(&b, true);
+			for (int i = 0; i < 3; i++)
+				m[i].source = NULL, m[i].source_len = 0;
+		}
 
 		ob_buf_reset(&b);
 		ck_assert_err(ob_wire_encode_reply_v(&b, v, r, 3), OB_OK);
@@ -451,7 +494,7 @@ assert_patched(const struct ob_buf *b, bool request, size_t off, uint8_t v,
 	memcpy(p, b->data, b->len);
 	p[off] = (char)v;
 	if (request) {
-		struct ob_wire_request req = { 77, NULL, 0 };
+		struct ob_wire_request req = { 77, NULL, 0, NULL, 0 };
 
 		rv = ob_wire_decode_request(p, b->len, &deflim, &req);
 		untouched = req.count == 77 && req.msgs == NULL;
@@ -481,14 +524,18 @@ START_TEST(test_header_fields)
 	struct ob_wire_result r = { 1, OB_WIRE_APPLIED, NULL, 0, 0 };
 	struct ob_buf b = OB_BUF_INIT;
 
-	ck_assert_err(ob_wire_encode_request(&b, &m, 1, &deflim), OB_OK);
+	ck_assert_err(ob_wire_encode_request_v(&b, 2, &m, 1, &deflim), OB_OK);
 	assert_patched(&b, true, 0, 'X', OB_EWIRE_MAGIC);
 	assert_patched(&b, true, 3, 'P', OB_EWIRE_KIND); /* reply magic */
 	assert_patched(&b, true, 4, 0, OB_EWIRE_VERSION);
 	assert_patched(&b, true, 4, OB_WIRE_VERSION + 1, OB_EWIRE_VERSION);
 	assert_patched(&b, true, 4, 0xff, OB_EWIRE_VERSION);
-	for (int v = OB_WIRE_VERSION_MIN; v <= OB_WIRE_VERSION; v++)
+	for (int v = OB_WIRE_VERSION_MIN; v < OB_WIRE_VERSION_SOURCE; v++)
 		assert_patched(&b, true, 4, (uint8_t)v, OB_OK); /* same layout */
+	/* read as version 3, the first message byte is source_len (0) and
+	 * every field after it shifts by one: the topic length is then a byte
+	 * of ordering_seq and the topic's high byte (0x01 00 = 256: too long) */
+	assert_patched(&b, true, 4, OB_WIRE_VERSION_SOURCE, OB_EWIRE_TOPIC);
 	assert_patched(&b, true, 5, 2, OB_EWIRE_KIND);
 	assert_patched(&b, true, 5, 0, OB_EWIRE_KIND);
 	assert_patched(&b, true, 6, 0x80, OB_EWIRE_FLAGS);
@@ -506,6 +553,23 @@ START_TEST(test_header_fields)
 	assert_patched(&b, true, 68, 0xff, OB_EWIRE_TRUNC); /* 255, past end */
 	assert_patched(&b, true, 80, 0x10, OB_EWIRE_PAYLOAD); /* 1 MiB + 7 */
 	assert_patched(&b, true, 82, 8, OB_EWIRE_TRUNC);   /* 8, 7 there */
+
+	/* version 3: source_len at 12, the source "ab" at 13 */
+	m.source = "ab";
+	m.source_len = 2;
+	ob_buf_reset(&b);
+	ck_assert_err(ob_wire_encode_request(&b, &m, 1, &deflim), OB_OK);
+	assert_patched(&b, true, 12, 64, OB_EWIRE_SOURCE);   /* over 63 */
+	assert_patched(&b, true, 12, 0xff, OB_EWIRE_SOURCE);
+	assert_patched(&b, true, 12, 63, OB_EWIRE_SOURCE);   /* in range: the bytes after are no name */
+	assert_patched(&b, true, 13, '/', OB_EWIRE_SOURCE);  /* not of the charset */
+	assert_patched(&b, true, 14, ' ', OB_EWIRE_SOURCE);
+	assert_patched(&b, true, 14, 0, OB_EWIRE_SOURCE);
+	assert_patched(&b, true, 14, 0x80, OB_EWIRE_SOURCE);
+	assert_patched(&b, true, 13, '_', OB_OK);
+	assert_patched(&b, true, 14, '.', OB_OK);
+	m.source = NULL;
+	m.source_len = 0;
 
 	/* version 1: result at 16, status 24, detail_len 25 */
 	ob_buf_reset(&b);
@@ -734,7 +798,7 @@ START_TEST(test_versions)
 	struct ob_buf b = OB_BUF_INIT;
 
 	ck_assert_int_eq(OB_WIRE_VERSION_MIN, 1);
-	ck_assert_int_eq(OB_WIRE_VERSION, 2);
+	ck_assert_int_eq(OB_WIRE_VERSION, 3);
 
 	/* reply_version_for: a request's own version, else the lowest */
 	for (int v = OB_WIRE_VERSION_MIN; v <= OB_WIRE_VERSION; v++) {

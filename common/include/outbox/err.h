@@ -36,6 +36,7 @@ enum ob_err {
 	OB_EWIRE_FLAGS,    /* reserved header bits set */
 	OB_EPROTO,       /* the schema does not serve this program's protocol */
 	OB_EEXIST,       /* already there: nothing written */
+	OB_EWIRE_SOURCE, /* request source over 63 bytes or not [A-Za-z0-9._-] */
 	OB_ERR_COUNT
 };
 

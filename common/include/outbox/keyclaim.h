@@ -111,6 +111,13 @@ int ob_keyclaim_lookup(PGconn *conn, const char *table, const char *key,
     struct ob_key_row *row, struct ob_key_claim *out, bool *found, char *err,
     size_t errlen);
 
+/* Whether key has a row, in any state, whose fingerprint is fp's (the same
+ * request claimed it before: the webhook handler keeps a message on the key
+ * its earlier attempts used). Reads only. *has false when there is none or
+ * it is another request's. OB_OK or OB_EDB. */
+int ob_keyclaim_has(PGconn *conn, const char *table, const char *key, const void *fp,
+    size_t fplen, bool *has, char *err, size_t errlen);
+
 /* SQL fragments for a caller that fuses the completion with its own work in
  * one statement (the producer's atomic create). TABLE is the key table, the
  * other arguments SQL text ("$5::text"). HELD is a query of one row, locked,

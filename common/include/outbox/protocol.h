@@ -17,9 +17,10 @@
 #define OB_PROTOCOL_ADMIN 2
 /* viewer 1: the web view's reads (sql/outbox/016_viewer.sql, inbox 007). */
 #define OB_PROTOCOL_VIEWER 1
-/* consumer 2: the dedup record's identity is (topic, idempotency_key)
- * (sql/inbox/005_dedup_topic_key.sql); consumer 1 keyed it by the key. */
-#define OB_PROTOCOL_CONSUMER 2
+/* consumer 3: the dedup record's identity is (source, topic,
+ * idempotency_key) (sql/inbox/008_dedup_source.sql); consumer 2 keyed it by
+ * (topic, key) (005), consumer 1 by the key. */
+#define OB_PROTOCOL_CONSUMER 3
 
 /* Ask schema ("outbox" or "inbox") whether it serves component at
  * version, after checking that the session's role holds the privileges

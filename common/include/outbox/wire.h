@@ -1,5 +1,5 @@
 /*
- * wire.h - the relay <-> consumer frame format (versions 1 and 2).
+ * wire.h - the relay <-> consumer frame format (versions 1 to 3).
  *
  * A request carries 1..N messages; a reply carries one status per message,
  * in the same order. Every integer is big-endian. docs/protocol.md describes
@@ -24,11 +24,15 @@
 #include "outbox/buf.h"
 
 /* The versions this codec reads and writes: 1 = the first; 2 = each reply
- * result carries retry_after_ms (requests are laid out alike in both). */
+ * result carries retry_after_ms (requests are laid out alike in 1 and 2);
+ * 3 = the request header carries the sender's source name after count
+ * (replies are laid out as in 2). */
 #define OB_WIRE_VERSION_MIN 1
-#define OB_WIRE_VERSION 2
+#define OB_WIRE_VERSION 3
 /* The first version whose results carry retry_after_ms. */
 #define OB_WIRE_VERSION_RETRY_AFTER 2
+/* The first version whose requests carry a source. */
+#define OB_WIRE_VERSION_SOURCE 3
 
 /* Hard limits of the format (every version). */
 #define OB_WIRE_MAX_KEY 255         /* idempotency key: 1..255 bytes */
@@ -37,6 +41,10 @@
 #define OB_WIRE_MAX_DETAIL 1024     /* reply detail text: 0..1024 bytes */
 #define OB_WIRE_MAX_BATCH 1000      /* messages per frame, absolute ceiling */
 #define OB_WIRE_MAX_PAYLOAD (16u * 1024 * 1024) /* absolute payload ceiling */
+/* Source name (version 3 on): 0..63 bytes of [A-Za-z0-9._-]; 0 bytes (and
+ * every version 1 or 2 request) = the source "" (one producer database,
+ * before sources existed). A relay always names one (1..63 bytes). */
+#define OB_WIRE_MAX_SOURCE 63
 
 /* Defaults for the configurable limits (flags --max-payload, --max-batch). */
 #define OB_WIRE_DEFAULT_MAX_PAYLOAD (1024u * 1024)
@@ -44,6 +52,8 @@
 
 /* Header sizes, exposed for tests and docs. */
 #define OB_WIRE_REQ_HEADER 12  /* magic 4, version 1, kind 1, flags 2, count 4 */
+/* Version 3 on, after count: source_len 1 and the source. */
+#define OB_WIRE_REQ_SOURCE_MAX (1 + OB_WIRE_MAX_SOURCE)
 /* Fixed bytes of one request message: id 8, fence 8, attempt 4,
  * created_at 8, ordering_seq 8, the lengths of topic, key and ordering key
  * 2 each, payload length 4. */
@@ -56,6 +66,7 @@
  * are at most p bytes each: what a consumer with those limits must accept,
  * and the most it needs to (its receive limit, NNG_OPT_RECVMAXSZ). */
 #define OB_WIRE_REQUEST_MAX_BYTES(n, p) ((size_t)OB_WIRE_REQ_HEADER + \
+	OB_WIRE_REQ_SOURCE_MAX + \
 	(size_t)(n) * ((size_t)OB_WIRE_REQ_MSG_OVERHEAD_MAX + (size_t)(p)))
 /* Fixed bytes of the reply header: magic 4, version 1, kind 1, flags 2,
  * frame_err 1, reserved 1, detail_len 2, count 4. The detail_len bytes of
@@ -93,6 +104,12 @@ struct ob_wire_msg {
 	uint16_t ordering_key_len;
 	const char *payload;   /* JSON text */
 	uint32_t payload_len;
+	/* The frame's source (version 3 on; "" before): the same for every
+	 * message of a frame. The decoder points every message at the header's
+	 * bytes; the encoder writes it once and refuses (OB_EINVAL) messages
+	 * that disagree, or a source in a version before 3. NULL when 0. */
+	const char *source;
+	uint8_t source_len;
 };
 
 enum ob_wire_status {
@@ -123,6 +140,8 @@ struct ob_wire_request {
 	uint32_t count;
 	struct ob_wire_msg *msgs;
 	uint8_t version;       /* the highest reply version the sender reads */
+	const char *source;    /* the sender's source (borrowed; NULL when ""), */
+	uint8_t source_len;    /* 0 for versions 1 and 2 */
 };
 
 /* A decoded reply. If frame_err != 0 the consumer refused the whole request
@@ -136,15 +155,21 @@ struct ob_wire_reply {
 	uint8_t version;       /* the layout it was decoded from */
 };
 
+/* Is s[0..n) a valid source name: at most OB_WIRE_MAX_SOURCE bytes, each
+ * of [A-Za-z0-9._-]? (The empty name is valid: the source "".) */
+bool ob_wire_source_ok(const char *s, size_t n);
+
 /* Encode a request of n messages by appending to out, as version
- * OB_WIRE_VERSION. Checks every limit against lim; returns OB_OK, an
- * OB_EWIRE_* code naming the first violated limit (out is then unchanged),
- * or OB_ENOMEM. */
+ * OB_WIRE_VERSION. The frame's source is msgs[0]'s (every message must
+ * carry the same, else OB_EINVAL; a bad name is OB_EWIRE_SOURCE). Checks
+ * every limit against lim; returns OB_OK, an OB_EWIRE_* code naming the
+ * first violated limit (out is then unchanged), or OB_ENOMEM. */
 int ob_wire_encode_request(struct ob_buf *out, const struct ob_wire_msg *msgs,
     uint32_t n, const struct ob_wire_limits *lim);
 
 /* The same as a given version (OB_WIRE_VERSION_MIN..OB_WIRE_VERSION, else
- * OB_EINVAL): what a sender that reads replies up to that version sends. */
+ * OB_EINVAL): what a sender that reads replies up to that version sends.
+ * Versions 1 and 2 carry no source: a message with one is OB_EINVAL. */
 int ob_wire_encode_request_v(struct ob_buf *out, int version,
     const struct ob_wire_msg *msgs, uint32_t n, const struct ob_wire_limits *lim);
 

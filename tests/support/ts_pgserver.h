@@ -1,0 +1,33 @@
+/*
+ * ts_pgserver.h - PostgreSQL servers of a test's own, beside the shared
+ * fixture's (scripts/pg-tmp.sh: initdb in a directory, unix socket only),
+ * for what one server cannot show: one database name on two servers, a
+ * streaming standby. Each lives in a directory the test names; the test
+ * stops it (ts_pgserver_stop_quiet from a teardown that runs after a
+ * failure too: an unchecked fixture).
+ */
+#ifndef TS_PGSERVER_H
+#define TS_PGSERVER_H
+
+#include <stddef.h>
+
+/* Start a server in dir (created; must not exist); the conninfo of its
+ * postgres database into out. ck_asserts. */
+void ts_pgserver_start(const char *dir, char *out, size_t outlen);
+
+/* A streaming standby (asynchronous, application_name name) of the server
+ * in primary_dir, in dir; its conninfo into out. ck_asserts. */
+void ts_pgserver_standby(const char *primary_dir, const char *dir, const char *name,
+    char *out, size_t outlen);
+
+/* Stop the server in dir and remove dir, if it is there; no assertion
+ * (for teardowns): a line on stderr if it cannot. */
+void ts_pgserver_stop_quiet(const char *dir);
+
+/* Create database name on the server of conninfo (any database of it) and
+ * apply the migrations of set ("outbox", "inbox", "all" or NULL); its
+ * conninfo into out. ck_asserts. */
+void ts_pgserver_db_create(const char *conninfo, const char *name, const char *set, char *out,
+    size_t outlen);
+
+#endif
