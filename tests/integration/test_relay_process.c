@@ -32,6 +32,10 @@ worker_pid(const char *log, int index)
 {
 	char needle[64];
 	snprintf(needle, sizeof(needle), "relay.worker.forked worker=%d ", index);
+	/* The worker's own "started" line can be in the log before the
+	 * supervisor's "forked" line: wait for the latter. A pid of 0 would
+	 * make kill(0, SIGSTOP) stop this test's whole process group. */
+	ck_assert_int_ge(ts_log_wait(log, needle, 1, 20000), 1);
 	char *text = ts_read_file(log);
 	const char *p = text, *last = NULL;
 	while (p != NULL && (p = strstr(p, needle)) != NULL)
@@ -40,6 +44,7 @@ worker_pid(const char *log, int index)
 	if (last != NULL && (last = strstr(last, " pid=")) != NULL)
 		pid = (pid_t)strtol(last + 5, NULL, 10);
 	free(text);
+	ck_assert_int_gt(pid, 0);
 	return pid;
 }
 
