@@ -92,6 +92,7 @@ static const struct need consumer_needs[] = {
 	{ "table", "inbox", "processed", "SELECT,INSERT,UPDATE,DELETE" },
 	{ "table", "inbox", "notifications", "SELECT,INSERT" },
 	{ "table", "inbox", "webhook_calls", "SELECT,INSERT,UPDATE,DELETE" },
+	{ "table", "inbox", "source_gate", "UPDATE" },
 	{ NULL, NULL, NULL, NULL },
 };
 

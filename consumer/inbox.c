@@ -39,18 +39,21 @@
  * conflicting pair is "updated" to itself, which locks it (waiting for an
  * uncommitted inserter, at most lock_timeout) and returns the committed
  * row: inserted (xmax = 0), fingerprint match, first outcome, detail, time
- * applied. A named source inherits the records of source '' (the legacy
- * identity, inbox.h): when ('', topic, key) exists, nothing is inserted
- * and that row answers (l), so that a message an old relay sent is not
- * applied again when a relay of a named source redelivers it. Both probes
- * use the primary key (the COLLATE: see sql_set_dedup). */
+ * applied. The source '' and a named one are one identity (the legacy
+ * identity, inbox.h): when a record of the other kind exists (('', topic,
+ * key) for a named source, (S, topic, key) for any S for ''), nothing is
+ * inserted and that row answers (l), so that a message an old relay sent
+ * is not applied again when a relay of a named source redelivers it, nor
+ * the other way round. The source gate (sql_gate) makes the other kind's
+ * uncommitted records committed ones before this runs. Both probes use
+ * the primary key (the COLLATE: see sql_set_dedup). */
 #define DEDUP_KEY "convert_from($1, 'UTF8') COLLATE \"default\""
 #define DEDUP_TOPIC "convert_from($2, 'UTF8') COLLATE \"default\""
 #define DEDUP_FP "encode(sha256($2 || '\\x00'::bytea || $3), 'hex')"
 static const char sql_dedup[] =
     "WITH l AS (SELECT fingerprint, outcome, detail, processed_at FROM inbox.processed"
-    "   WHERE $7 <> ''::bytea AND source = '' AND idempotency_key = " DEDUP_KEY
-    "   AND topic = " DEDUP_TOPIC "),"
+    "   WHERE idempotency_key = " DEDUP_KEY " AND topic = " DEDUP_TOPIC
+    "   AND (source = '') <> ($7 = ''::bytea) LIMIT 1),"
     " i AS (INSERT INTO inbox.processed AS p (idempotency_key, topic, message_id, fence,"
     "   fingerprint, created_at, source)"
     "  SELECT convert_from($1, 'UTF8'), convert_from($2, 'UTF8'), $4, $5, " DEDUP_FP ","
@@ -77,10 +80,10 @@ static const char sql_dedup[] =
  * changes. convert_from() returns text with collation "C", which the
  * primary key (collation "default") cannot serve even where the two sort
  * alike: without the COLLATE every lookup by key would scan the whole
- * table (the topic gets it too, so that the probe uses both columns). A
- * named source inherits the records of source '' (sql_dedup): a message
- * whose ('', topic, key) exists is not inserted, and that record answers
- * it (x prefers the message's own source's record, then the legacy one). */
+ * table (the topic gets it too, so that the probe uses both columns). The
+ * source '' and a named one are one identity (sql_dedup): a message with
+ * a record of the other kind is not inserted, and that record answers it
+ * (x prefers the message's own source's record, then the other kind's). */
 static const char sql_set_dedup[] =
     "WITH m AS MATERIALIZED (SELECT n, convert_from(k, 'UTF8') COLLATE \"default\" AS key,"
     "   convert_from(t, 'UTF8') COLLATE \"default\" AS topic, p, i, f, c, o, s,"
@@ -94,8 +97,9 @@ static const char sql_set_dedup[] =
     "  SELECT m.key, m.topic, m.i, m.f, m.fp,"
     "   'epoch'::timestamptz + m.c * interval '1 microsecond', m.source"
     "  FROM m JOIN fst USING (key, topic, n)"
-    "  WHERE m.source = '' OR NOT EXISTS (SELECT 1 FROM inbox.processed l"
-    "   WHERE l.idempotency_key = m.key AND l.topic = m.topic AND l.source = '')"
+    "  WHERE NOT EXISTS (SELECT 1 FROM inbox.processed l"
+    "   WHERE l.idempotency_key = m.key AND l.topic = m.topic"
+    "   AND (l.source = '') <> (m.source = ''))"
     "  ORDER BY m.key, m.topic"
     "  ON CONFLICT (idempotency_key, topic, source) DO NOTHING"
     "  RETURNING idempotency_key, topic),"
@@ -114,7 +118,8 @@ static const char sql_set_dedup[] =
     " FROM m JOIN fst USING (key, topic)"
     " LEFT JOIN d ON d.idempotency_key = m.key AND d.topic = m.topic"
     " LEFT JOIN LATERAL (SELECT * FROM inbox.processed x"
-    "   WHERE x.idempotency_key = m.key AND x.topic = m.topic AND x.source IN (m.source, '')"
+    "   WHERE x.idempotency_key = m.key AND x.topic = m.topic"
+    "   AND (x.source = m.source OR (x.source = '') <> (m.source = ''))"
     "   AND d.idempotency_key IS NULL ORDER BY x.source = m.source DESC LIMIT 1) x ON true"
     " ORDER BY m.n";
 static const char sql_set_nodedup[] =
@@ -128,6 +133,24 @@ static const char sql_set_nodedup[] =
     "   convert_from($9, 'UTF8')"
     "  FROM m RETURNING 1)"
     " SELECT count(*) FROM e";
+
+/* The source gate (sql/inbox/009_source_gate.sql), the first statement of
+ * every dedup transaction: a frame of a named source and one of the source
+ * '' wait for each other's open transactions, frames of one kind never. */
+static const char sql_gate_named[] = "LOCK TABLE inbox.source_gate IN ROW EXCLUSIVE MODE";
+static const char sql_gate_empty[] = "LOCK TABLE inbox.source_gate IN SHARE MODE";
+#define GATE_BUSY "the source gate (inbox.source_gate) stayed locked past --lock-timeout:" \
+	" a frame of the other source kind (the empty source or a named one) is applying"
+
+/* The gate statement for req, or NULL when none is taken (no dedup, or the
+ * broken mode). */
+static const char *
+gate_sql(const struct inbox_options *opt, const struct ob_wire_request *req)
+{
+	if (!opt->dedup || (opt->faults != NULL && opt->faults->no_source_gate))
+		return NULL;
+	return req->source_len > 0 ? sql_gate_named : sql_gate_empty;
+}
 
 /* The set statement is prepared on each connection (inbox_conn_setup) under
  * this name: planning it took longer than running it (0.4 ms a batch, at
@@ -321,33 +344,39 @@ apply_set(PGconn *conn, const struct inbox_options *opt, bool base_dedup,
 	values[SET_NARRAYS] = req->source != NULL ? req->source : "";
 	lens[SET_NARRAYS] = req->source_len;
 	formats[SET_NARRAYS] = 1;
-	struct stmt s[2] = {
-		{ "BEGIN", 0, NULL, NULL, NULL, NULL, NULL },
-		{ NULL, SET_NPARAMS, set_types, values, lens, formats,
-		    opt->dedup == base_dedup ? SET_STMT_NAME : SET_STMT_NAME_OTHER },
-	};
-	PGresult *res[2];
-	int rc = pipe_run(conn, s, 2, res, err, errlen);
+	/* BEGIN, the source gate (when taken), the set statement */
+	struct stmt s[3] = { { "BEGIN", 0, NULL, NULL, NULL, NULL, NULL } };
+	int n = 1;
+	const char *gate = gate_sql(opt, req);
+	if (gate != NULL)
+		s[n++] = (struct stmt){ gate, 0, NULL, NULL, NULL, NULL, NULL };
+	int set_at = n;
+	s[n++] = (struct stmt){ NULL, SET_NPARAMS, set_types, values, lens, formats,
+		opt->dedup == base_dedup ? SET_STMT_NAME : SET_STMT_NAME_OTHER };
+	PGresult *res[3];
+	int rc = pipe_run(conn, s, n, res, err, errlen);
 	if (rc != OB_OK)
 		return rc;
 	if (ob_pg_check(res[0], PGRES_COMMAND_OK, "begin", err, errlen) != OB_OK) {
-		clear_all(res, 2);
+		clear_all(res, n);
 		ob_pg_rollback(conn);
 		return OB_EDB;
 	}
-	bool taken = PQresultStatus(res[1]) == PGRES_TUPLES_OK;
-	if (!taken)
-		*locked = is_lock_error(ob_pg_sqlstate(res[1]));
-	else if (!opt->dedup)
-		taken = ob_pg_int64(res[1], 0, 0) == (int64_t)pending;
-	else if (PQntuples(res[1]) != (int)pending)
+	const PGresult *set = res[set_at];
+	bool taken = PQresultStatus(set) == PGRES_TUPLES_OK;
+	if (!taken) { /* the gate's lock wait ran out, or one of the statement's */
+		bool gate_failed = gate != NULL && PQresultStatus(res[1]) != PGRES_COMMAND_OK;
+		*locked = is_lock_error(ob_pg_sqlstate(gate_failed ? res[1] : set));
+	} else if (!opt->dedup)
+		taken = ob_pg_int64(set, 0, 0) == (int64_t)pending;
+	else if (PQntuples(set) != (int)pending)
 		taken = false;
 	else {
 		for (int j = 0; j < (int)pending && taken; j++)
-			taken = PQgetvalue(res[1], j, 0)[0] != 'X';
+			taken = PQgetvalue(set, j, 0)[0] != 'X';
 	}
 	if (!taken) {
-		clear_all(res, 2);
+		clear_all(res, n);
 		ob_pg_rollback(conn);
 		return ob_pg_broken(conn) ? OB_EDB : OB_EINVAL;
 	}
@@ -355,17 +384,17 @@ apply_set(PGconn *conn, const struct inbox_options *opt, bool base_dedup,
 	for (uint32_t i = 0; i < req->count; i++) {
 		if (b->done[i])
 			continue;
-		char code = opt->dedup ? PQgetvalue(res[1], j, 0)[0] : 'A';
+		char code = opt->dedup ? PQgetvalue(set, j, 0)[0] : 'A';
 		if (code == 'A')
 			set_result(b, i, OB_WIRE_APPLIED, INBOX_WHY_NONE, "");
 		else if (code == 'M')
 			set_result(b, i, OB_WIRE_REJECT, INBOX_WHY_MISMATCH, INBOX_REASON_MISMATCH);
 		else
-			duplicate_of(b, i, PQgetvalue(res[1], j, 1), PQgetvalue(res[1], j, 3),
-			    PQgetvalue(res[1], j, 2));
+			duplicate_of(b, i, PQgetvalue(set, j, 1), PQgetvalue(set, j, 3),
+			    PQgetvalue(set, j, 2));
 		j++;
 	}
-	clear_all(res, 2);
+	clear_all(res, n);
 	if ((rc = commit(conn, opt, err, errlen)) != OB_OK)
 		return rc;
 	return OB_OK;
@@ -438,7 +467,8 @@ existing_key(struct inbox_batch *b, uint32_t i, const PGresult *res)
 }
 
 /* The per-message path, inside a transaction that is open on return (or
- * OB_EDB: the transaction is lost). */
+ * OB_EDB: the transaction is lost; OB_ETIMEDOUT: the source gate was not
+ * taken, rolled back, every pending message answered RETRY). */
 static int
 apply_each(PGconn *conn, const struct inbox_options *opt,
     const struct ob_wire_request *req, struct inbox_batch *b, bool locked,
@@ -465,6 +495,11 @@ apply_each(PGconn *conn, const struct inbox_options *opt,
 		if (!began && locked)
 			s[n++] = (struct stmt){ "SET LOCAL lock_timeout = "
 				STR(INBOX_LOCK_TIMEOUT_AFTER_MS), 0, NULL, NULL, NULL, NULL, NULL };
+		int gate_at = -1;
+		if (!began && gate_sql(opt, req) != NULL) {
+			gate_at = n;
+			s[n++] = (struct stmt){ gate_sql(opt, req), 0, NULL, NULL, NULL, NULL, NULL };
+		}
 		int first_carry = n;
 		int ncarry = carry_stmts(&carry, s + n, dparams, b, req, dlens, dformats);
 		n += ncarry;
@@ -488,6 +523,15 @@ apply_each(PGconn *conn, const struct inbox_options *opt,
 		if (rc != OB_OK)
 			return rc;
 		began = true;
+		if (gate_at >= 0 && PQresultStatus(res[gate_at]) != PGRES_COMMAND_OK &&
+		    is_lock_error(ob_pg_sqlstate(res[gate_at]))) {
+			clear_all(res, n);
+			ob_pg_rollback(conn);
+			for (uint32_t k = 0; k < req->count; k++)
+				if (!b->done[k])
+					set_result(b, k, OB_WIRE_RETRY, INBOX_WHY_LOCKED, GATE_BUSY);
+			return OB_ETIMEDOUT;
+		}
 		for (int k = 0; k < first_carry; k++) {
 			if (ob_pg_check(res[k], PGRES_COMMAND_OK, "begin", err, errlen) != OB_OK) {
 				clear_all(res, n);
@@ -627,7 +671,10 @@ inbox_apply_batch(PGconn *conn, const struct inbox_options *opt,
 		if (rc != OB_EINVAL)
 			goto fail;
 	}
-	if ((rc = apply_each(conn, opt, req, b, locked, err, errlen)) != OB_OK)
+	rc = apply_each(conn, opt, req, b, locked, err, errlen);
+	if (rc == OB_ETIMEDOUT)
+		goto out; /* nothing applied, every message answered */
+	if (rc != OB_OK)
 		goto fail;
 	if ((rc = commit(conn, opt, err, errlen)) != OB_OK)
 		goto fail;

@@ -10,7 +10,15 @@
  * inherits its records, so (S, topic, key) is also a duplicate (or a
  * reused key) when ("", topic, key) exists, and nothing is recorded under
  * S (a message an old relay sent is not applied again by an upgraded one;
- * docs/consumer.md, "The legacy identity").
+ * docs/consumer.md, "The legacy identity"). The other way round too: a
+ * message of source "" is a duplicate when (S, topic, key) exists for any
+ * S (a late frame of an old relay whose lease a new one took over). The
+ * two identities are two primary keys, so two transactions inserting them
+ * would not wait for each other: every dedup transaction first locks
+ * inbox.source_gate (a named source ROW EXCLUSIVE, the source "" SHARE:
+ * modes that conflict with each other, not with themselves;
+ * sql/inbox/009_source_gate.sql), so a frame of one kind waits for the
+ * other kind's open transactions before it looks for their records.
  *
  * For a request of N messages: BEGIN; per message a savepoint, the dedup
  * record (inbox.processed: topic, key, fingerprint, outcome, detail), the
@@ -36,6 +44,8 @@
  * most --lock-timeout; then that message is answered RETRY. After one such
  * wait, the rest of the batch waits at most INBOX_LOCK_TIMEOUT_AFTER_MS per
  * key, so a batch of contested keys cannot outlast the relay's timeout.
+ * The source gate waits at most --lock-timeout too; then every message of
+ * the batch is answered RETRY (key_in_flight) and nothing is applied.
  */
 #ifndef OUTBOX_CONSUMER_INBOX_H
 #define OUTBOX_CONSUMER_INBOX_H
@@ -78,6 +88,9 @@ struct inbox_faults {
 	struct ob_fault die_after_commit;  /* SIGKILL self after COMMIT, before reply */
 	struct ob_fault slow;              /* sleep slow_ms before COMMIT */
 	int64_t slow_ms;
+	bool no_source_gate;               /* broken mode: take no source gate, so a
+	                                    * '' and a named frame of one key can both
+	                                    * apply (test_source_race) */
 };
 
 struct inbox_options {

@@ -58,6 +58,7 @@ struct consumer_config {
 	int64_t max_batch;
 	bool no_dedup;
 	bool no_fencing;
+	bool no_source_gate;
 	char *log_level;
 	char *log_format;
 	char *config;
@@ -153,6 +154,9 @@ static const struct ob_cfg_opt consumer_options[] = {
 	OPT("no-fencing", "OUTBOX_NO_FENCING", OB_CFG_BOOL, "false", 0, 0, NULL, false,
 	    no_fencing, "BROKEN MODE for demos and tests: the webhook handler records a call"
 	    " whoever holds its key now (a stale holder's write is not refused)"),
+	OPT("no-source-gate", "OUTBOX_NO_SOURCE_GATE", OB_CFG_BOOL, "false", 0, 0, NULL, false,
+	    no_source_gate, "BROKEN MODE for tests: dedup without the source gate (a frame of"
+	    " the empty source and a named one of one key can both apply)"),
 	OPT("log-level", "OUTBOX_LOG_LEVEL", OB_CFG_ENUM, "info", 0, 0,
 	    "debug|info|warn|error", false, log_level, "least severe level logged"),
 	OPT("log-format", "OUTBOX_LOG_FORMAT", OB_CFG_ENUM, "text", 0, 0, "text|json",
@@ -267,6 +271,7 @@ main(int argc, char **argv)
 	ob_fault_arm(&faults.die_after_commit, cfg.fault_die_after_commit);
 	ob_fault_arm(&faults.slow, cfg.fault_slow);
 	faults.slow_ms = cfg.fault_slow_ms;
+	faults.no_source_gate = cfg.no_source_gate;
 	ob_fault_arm(&drop_reply, cfg.fault_drop_reply);
 	static struct ob_fault die_after_call = { "consumer.webhook.die_after_call", 0 };
 	static struct ob_fault stall_after_call = { "consumer.webhook.stall_after_call", 0 };

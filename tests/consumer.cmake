@@ -100,3 +100,10 @@ outbox_test(test_source_legacy SOURCES integration/test_source_legacy.c
 if(TARGET test_source_legacy)
   add_dependencies(test_source_legacy outbox-consumer outbox-relay outboxctl)
 endif()
+# The empty source and a named one of one key in two consumers at once:
+# the source gate makes the second wait (the broken mode applies it twice).
+outbox_test(test_source_race SOURCES integration/test_source_race.c
+  LABELS integration PG TIMEOUT 300 LIBS outbox_consumer)
+if(TARGET test_source_race)
+  add_dependencies(test_source_race outbox-consumer)
+endif()

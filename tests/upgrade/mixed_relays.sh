@@ -133,14 +133,13 @@ if [ $BROKEN = 1 ]; then
 	q "DELETE FROM outbox.retries" >/dev/null
 	say "BROKEN: the $carried messages carried over from live leases deleted"
 fi
-# --no-source: the single-database upgrade (docs/relay.md "Source"). With a
-# named source, a batch the killed old relay left in the slow consumer's
-# open transaction can be redelivered under the new source before that
-# transaction commits its '' record, and be applied twice (seen: 6020
-# effects for 6000 keys); the legacy inheritance covers only records
-# already committed.
+# The new relay names its derived source (wire version 3) while the old one
+# sends the empty source: a batch the killed old relay left in the slow
+# consumer's open transaction is redelivered under the new source, and the
+# consumer's source gate (sql/inbox/009_source_gate.sql) makes the two
+# identities wait for each other (without it: 6,020 effects for 6,000 keys).
 "$BIN/outbox-relay" --db "$DB" --route "*=$URL" --workers 2 --batch 20 --lease-ms 3s \
-	--delivery-timeout-ms 1s --poll-ms 100 --no-source >"$WORK/relay-new.log" 2>&1 &
+	--delivery-timeout-ms 1s --poll-ms 100 >"$WORK/relay-new.log" 2>&1 &
 PIDS+=($!)
 wait_for "the new relay started" log_has "$WORK/relay-new.log" "relay.db.connected"
 enqueue after "$AFTER"
@@ -187,6 +186,9 @@ check "every message applied once ($rows effect rows, $keys keys, $total message
 check "all delivered ($delivered), none pending ($pending) or dead ($dead)" \
 	test "$delivered" = "$total" -a "$pending" = 0 -a "$dead" = 0
 check "every ordering key in sequence order ($disorder out of order)" test "$disorder" = 0
+named=$(q "SELECT count(*) FROM inbox.processed WHERE source <> ''")
+check "both identities in the inbox ($named records of the new relay's source, $((total - named)) of the empty one)" \
+	test "$named" -gt 0 -a "$named" -lt "$total"
 check "leases were in flight when the schema changed ($inflight; $carried carried over)" \
 	test "$inflight" -gt 0 -a "$carried" -gt 0
 check "the old relay took nothing after the migration (its claims failed)" \

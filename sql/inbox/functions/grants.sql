@@ -8,7 +8,9 @@
 -- PUBLIC has nothing here. outbox_consumer writes the dedup record and the
 -- built-in effect (consumer/inbox.c, consumer/handler_record.c), the
 -- webhook handler's key claims (common/keyclaim.c), and deletes expired
--- records and claims (consumer/inbox_purge.c); nothing outside schema inbox.
+-- records and claims (consumer/inbox_purge.c), and locks the source gate
+-- (UPDATE is what LOCK TABLE needs; the table never holds a row: 009);
+-- nothing outside schema inbox.
 -- outbox_viewer (outboxctl web, docs/web.md) reads the dedup records and
 -- writes nothing.
 
@@ -22,6 +24,7 @@ GRANT EXECUTE ON FUNCTION inbox.check_protocol TO outbox_consumer;
 GRANT SELECT ON inbox.protocols TO outbox_consumer;
 GRANT SELECT, INSERT, UPDATE, DELETE ON inbox.processed, inbox.webhook_calls TO outbox_consumer;
 GRANT SELECT, INSERT ON inbox.notifications TO outbox_consumer;
+GRANT UPDATE ON inbox.source_gate TO outbox_consumer;
 
 GRANT USAGE ON SCHEMA inbox TO outbox_viewer;
 GRANT EXECUTE ON FUNCTION inbox.check_protocol TO outbox_viewer;
