@@ -40,6 +40,7 @@ struct lg_config {
 	int64_t payload;
 	int64_t consumer_pid;
 	char *prefix;
+	char *source;
 };
 
 #define OPT(name, env, type, def, min, max, req, field, help) \
@@ -62,6 +63,9 @@ static const struct ob_cfg_opt lg_options[] = {
 	OPT("prefix", "LOADGEN_PREFIX", OB_CFG_STRING, NULL, 0, 0, false, prefix,
 	    "idempotency key prefix: keys are PREFIX-SLOT-N (default lg-PID, fresh keys);"
 	    " a second run with the same prefix redelivers the first run's keys"),
+	OPT("source", "LOADGEN_SOURCE", OB_CFG_STRING, "loadgen", 0, 0, false, source,
+	    "the frames' source, as a relay's --source names it (1..63 bytes);"
+	    " \"\" sends the empty source of relays before wire version 3"),
 	OB_CFG_END,
 };
 
@@ -128,7 +132,9 @@ slot(void *arg)
 			*m = (struct ob_wire_msg){ .id = n, .fence = 1, .attempt = 1,
 				.created_at_us = created, .topic = "bench", .topic_len = 5,
 				.key = keys[i], .key_len = (uint16_t)strlen(keys[i]),
-				.payload = payload, .payload_len = (uint32_t)cfg.payload };
+				.payload = payload, .payload_len = (uint32_t)cfg.payload,
+				.source = cfg.source[0] ? cfg.source : NULL,
+				.source_len = (uint8_t)strlen(cfg.source) };
 		}
 		ob_buf_reset(&b);
 		if (ob_wire_encode_request(&b, msgs, (uint32_t)cfg.batch, &lim) != OB_OK) {
@@ -191,6 +197,10 @@ main(int argc, char **argv)
 	int code;
 	if ((code = ob_cfg_load(&program, &cfg, argc, argv, NULL)) >= 0)
 		return code;
+	if (strlen(cfg.source) > OB_WIRE_MAX_SOURCE) {
+		fprintf(stderr, "consumer-loadgen: --source: at most %d bytes\n", OB_WIRE_MAX_SOURCE);
+		return 2;
+	}
 	if (cfg.prefix != NULL)
 		snprintf(prefix, sizeof(prefix), "%s", cfg.prefix);
 	else

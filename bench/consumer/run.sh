@@ -6,8 +6,11 @@
 #   bash bench/consumer/run.sh [BUILD_DIR] [SECONDS] [INFLIGHT]
 #
 # BUILD_DIR defaults to ./build (bin/outbox-consumer, bin/outboxctl,
-# bin/consumer-loadgen). The throwaway server lives in a temp dir and is
-# removed at the end.
+# bin/consumer-loadgen). CONSUMER_FLAGS: more consumer flags (e.g.
+# --no-source-gate); LOADGEN_FLAGS: more load generator flags (e.g.
+# --source= for the empty source of relays before wire version 3; the
+# default is a named source, "loadgen", as every relay since sends). The
+# throwaway server lives in a temp dir and is removed at the end.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -31,10 +34,10 @@ psql "$db" -qc "SHOW fsync" -tA | sed 's/^/fsync=/'
 for batch in 1 10 100; do
 	psql "$db" -qc "TRUNCATE inbox.processed, inbox.notifications"
 	"$build/bin/outbox-consumer" --db "$db" --listen "$url" --threads "$threads" \
-		--log-level warn &
+		--log-level warn ${CONSUMER_FLAGS:-} &
 	cpid=$!
 	sleep 1
-	"$build/bin/consumer-loadgen" --url "$url" --batch "$batch" --inflight "$inflight" \
+	"$build/bin/consumer-loadgen" ${LOADGEN_FLAGS:-} --url "$url" --batch "$batch" --inflight "$inflight" \
 		--seconds "$seconds" --consumer-pid "$cpid"
 	rows=$(psql "$db" -tAc "SELECT count(*) FROM inbox.notifications")
 	dups=$(psql "$db" -tAc "SELECT count(*) - count(DISTINCT idempotency_key) FROM inbox.notifications")
@@ -44,14 +47,14 @@ done
 # Redelivery: the same keys twice. The first run applies them (set path);
 # the second gets every one back as duplicate (per-message path).
 psql "$db" -qc "TRUNCATE inbox.processed, inbox.notifications"
-"$build/bin/outbox-consumer" --db "$db" --listen "$url" --threads "$threads" --log-level warn &
+"$build/bin/outbox-consumer" --db "$db" --listen "$url" --threads "$threads" --log-level warn ${CONSUMER_FLAGS:-} &
 cpid=$!
 sleep 1
 echo "redelivery, first pass (new keys):"
-"$build/bin/consumer-loadgen" --url "$url" --batch 100 --inflight "$inflight" \
+"$build/bin/consumer-loadgen" ${LOADGEN_FLAGS:-} --url "$url" --batch 100 --inflight "$inflight" \
 	--seconds "$seconds" --consumer-pid "$cpid" --prefix redeliver
 echo "redelivery, second pass (same keys: duplicates):"
-"$build/bin/consumer-loadgen" --url "$url" --batch 100 --inflight "$inflight" \
+"$build/bin/consumer-loadgen" ${LOADGEN_FLAGS:-} --url "$url" --batch 100 --inflight "$inflight" \
 	--seconds "$seconds" --consumer-pid "$cpid" --prefix redeliver
 dups=$(psql "$db" -tAc "SELECT count(*) - count(DISTINCT idempotency_key) FROM inbox.notifications")
 echo "  duplicate_rows=$dups"
