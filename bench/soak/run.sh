@@ -363,10 +363,16 @@ SQL
 q "CHECKPOINT" >/dev/null
 say "load: pgbench -R $RATE -T $DURATION ($CLIENTS clients, -j $THREADS), sample every ${SAMPLE_INTERVAL}s, reference at ${REF_SECONDS}s"
 # Before its steady state the outbox still fills: new model, until the
-# first slot is truncated (about 2 x retention); old model, until delivered
-# rows are deleted and autovacuum (autovacuum_naptime 60s) has made their
-# space reusable (about retention + 60s).
-if [ "$MODEL" = new ]; then steady_s=$((2 * RETENTION_MS / 1000)) steady_why="2 x retention"
+# first slot is truncated (retention + one switch interval, retention /
+# (slots - 2), + a purge pass); old model, until delivered rows are deleted
+# and autovacuum (autovacuum_naptime 60s) has made their space reusable
+# (about retention + 60s).
+SWITCH_MS=0
+if [ "$MODEL" = new ]; then
+	slots=$(q "SELECT outbox.event_slots()")
+	SWITCH_MS=$((RETENTION_MS / (slots - 2)))
+	steady_s=$(((RETENTION_MS + SWITCH_MS + PURGE_INTERVAL_MS + 999) / 1000))
+	steady_why="retention + retention/$((slots - 2)) + a purge interval"
 else steady_s=$((RETENTION_MS / 1000 + 60)) steady_why="retention + autovacuum_naptime"; fi
 REF_NOTE=
 if ((REF_SECONDS < steady_s)); then
@@ -494,11 +500,13 @@ autovac_line=$(awk -v want="$MAIN_TABLES" '
 		cur = "" }
 	END { for (i = 1; i <= n; i++) { t = "soak." w[i]
 		printf "%s%s: %d runs, %d rows removed, dead but not yet removable %d at the last run (max %d)", (i > 1 ? "; " : ""), w[i], runs[t], rm[t], last[t], mx[t] } }' "$WORK/pg/server.log" 2>/dev/null)
-# Peaks: the slots make the size a sawtooth (between about 1 and 1.5 x
-# retention x rate of outbox.events), so two instants can differ by up to
-# 1.5x on a flat table; the largest sample in the window of 1.5 x retention
-# + a purge interval before each point compares like with like.
-PEAK_W=$(((3 * RETENTION_MS / 2 + PURGE_INTERVAL_MS + 999) / 1000))
+# Peaks: the slots make the size a sawtooth (between about 1 and 1 + 1 /
+# (slots - 2) x retention x rate of outbox.events, docs/relay.md), so two
+# instants can differ by that much on a flat table; the largest sample in
+# the window of retention + a switch interval + a purge interval before
+# each point compares like with like (old model: 1.5 x retention).
+if [ "$MODEL" = new ]; then PEAK_W=$(((RETENTION_MS + SWITCH_MS + PURGE_INTERVAL_MS + 999) / 1000))
+else PEAK_W=$(((3 * RETENTION_MS / 2 + PURGE_INTERVAL_MS + 999) / 1000)); fi
 peak() { # peak T_END: the largest load/end sample in [T_END - PEAK_W, T_END]
 	local i m=0
 	for ((i = 0; i < ns; i++)); do

@@ -1,5 +1,5 @@
 -- outbox.housekeep (function), its current definition: outboxctl migrate re-applies
--- this file after the numbered migrations (sql/README.md). History: 012.
+-- this file after the numbered migrations (sql/README.md). History: 012, 017.
 --
 -- housekeep: one pass of the retention work, safe to run from any number
 -- of relays (an advisory lock lets one through) and from outboxctl purge.
@@ -9,8 +9,9 @@
 --     every message in it done: TRUNCATE. It is locked first (lock_timeout
 --     lock_ms: a transaction still reading it makes this pass skip it) and
 --     checked again under the lock;
---  3. the current slot, once current for longer than retention_ms / 2
---     (or at once with force_switch) and an empty slot exists: closed, the
+--  3. the current slot, once current for longer than retention_ms /
+--     (event_slots() - 2) (017: retention / 8; or at once with
+--     force_switch) and an empty slot exists: closed, the
 --     empty one made current. The switch locks outbox.events against
 --     writers (SHARE ROW EXCLUSIVE, lock_timeout lock_ms): it waits for
 --     every transaction that inserted into the old slot, so enqueue can
@@ -89,7 +90,8 @@ BEGIN
     END IF;
 
     SELECT * INTO s FROM outbox.slots x WHERE x.state = 'current';
-    IF force_switch OR s.since < now() - retention_ms / 2 * interval '1 millisecond' THEN
+    IF force_switch OR s.since < now() - retention_ms / (outbox.event_slots() - 2)
+                                         * interval '1 millisecond' THEN
         SELECT x.slot INTO nxt FROM outbox.slots x WHERE x.state = 'empty'
          ORDER BY (x.slot - s.slot + outbox.event_slots()) % outbox.event_slots() LIMIT 1;
         IF nxt IS NOT NULL THEN
