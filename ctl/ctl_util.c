@@ -158,6 +158,34 @@ ctl_start(const struct ctl_cmd *cmd, void *cfg, char *const *db, int argc, char 
 	return -1;
 }
 
+int
+ctl_dispatch(const char *group, const struct ctl_cmd *const *cmds, size_t n,
+    int (*run)(const struct ctl_cmd *cmd, int argc, char **argv), int argc, char **argv)
+{
+	size_t skip = strlen(group) + 1; /* "GROUP " before each subcommand's name */
+	char alts[256] = "", list[256] = "";
+	size_t at = 0, lat = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		const char *sub = cmds[i]->name + skip;
+		if (argc >= 2 && strcmp(argv[1], sub) == 0)
+			return run(cmds[i], argc - 1, argv + 1);
+		at += (size_t)snprintf(alts + at, at < sizeof alts ? sizeof alts - at : 0, "%s%s",
+		    i > 0 ? "|" : "", sub);
+		lat += (size_t)snprintf(list + lat, lat < sizeof list ? sizeof list - lat : 0, "%s%s",
+		    i == 0 ? "" : i + 1 == n ? " or " : ", ", sub);
+	}
+	if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+		printf("usage: outboxctl %s %s [options]   (outboxctl %s SUBCOMMAND --help)\n", group,
+		    alts, group);
+		return CTL_EXIT_OK;
+	}
+	char shown[CTL_SHOWN_MAX];
+	fprintf(stderr, "outboxctl %s: want %s%s%s%s\n", group, list, argc >= 2 ? " (got '" : "",
+	    argc >= 2 ? ctl_shown(argv[1], shown, sizeof shown) : "", argc >= 2 ? "')" : "");
+	return CTL_EXIT_USAGE;
+}
+
 const char *
 ctl_shown(const char *s, char *out, size_t outlen)
 {

@@ -43,6 +43,14 @@ PGconn *ctl_connect(const struct ctl_cmd *cmd, const char *conninfo);
 int ctl_start(const struct ctl_cmd *cmd, void *cfg, char *const *db, int argc, char **argv,
     const char *hint, PGconn **conn);
 
+/* A command group ("outboxctl dead list|show|requeue"): argv[0] is the
+ * group's name, argv[1] names one of cmds[0..n) (each named "GROUP SUB"),
+ * which is run as run(cmd, argc - 1, argv + 1). --help prints the group's
+ * usage line (exit 0); anything else one line, "outboxctl GROUP: want A, B
+ * or C (got 'X')", and exit 2. */
+int ctl_dispatch(const char *group, const struct ctl_cmd *const *cmds, size_t n,
+    int (*run)(const struct ctl_cmd *cmd, int argc, char **argv), int argc, char **argv);
+
 /* A text shown in a message line is cut to this (escapes included). */
 #define CTL_SHOWN_MAX 512
 

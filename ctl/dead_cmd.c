@@ -272,19 +272,5 @@ ctl_dead(int argc, char **argv)
 {
 	static const struct ctl_cmd *const cmds[] = { &list_cmd, &show_cmd, &requeue_cmd };
 
-	if (argc >= 2) {
-		for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
-			if (strcmp(argv[1], cmds[i]->name + strlen("dead ")) == 0)
-				return dead_run(cmds[i], argc - 1, argv + 1);
-	}
-	if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-		printf("usage: outboxctl dead list|show|requeue [options]"
-		    "   (outboxctl dead SUBCOMMAND --help)\n");
-		return CTL_EXIT_OK;
-	}
-	char shown[CTL_SHOWN_MAX];
-	fprintf(stderr, "outboxctl dead: want list, show or requeue%s%s%s\n",
-	    argc >= 2 ? " (got '" : "", argc >= 2 ? ctl_shown(argv[1], shown, sizeof shown) : "",
-	    argc >= 2 ? "')" : "");
-	return CTL_EXIT_USAGE;
+	return ctl_dispatch("dead", cmds, sizeof cmds / sizeof cmds[0], dead_run, argc, argv);
 }

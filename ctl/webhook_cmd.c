@@ -263,19 +263,5 @@ ctl_webhook(int argc, char **argv)
 {
 	static const struct ctl_cmd *const cmds[] = { &list_cmd, &resolve_cmd };
 
-	if (argc >= 2) {
-		for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
-			if (strcmp(argv[1], cmds[i]->name + strlen("webhook ")) == 0)
-				return webhook_run(cmds[i], argc - 1, argv + 1);
-	}
-	if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-		printf("usage: outboxctl webhook list|resolve [options]"
-		    "   (outboxctl webhook SUBCOMMAND --help)\n");
-		return CTL_EXIT_OK;
-	}
-	char shown[CTL_SHOWN_MAX];
-	fprintf(stderr, "outboxctl webhook: want list or resolve%s%s%s\n",
-	    argc >= 2 ? " (got '" : "", argc >= 2 ? ctl_shown(argv[1], shown, sizeof shown) : "",
-	    argc >= 2 ? "')" : "");
-	return CTL_EXIT_USAGE;
+	return ctl_dispatch("webhook", cmds, sizeof cmds / sizeof cmds[0], webhook_run, argc, argv);
 }
