@@ -20,24 +20,10 @@ echo "demo: building..."
 OUTBOX_TARGETS="outbox-producer outbox-relay outbox-consumer outboxctl" scripts/build.sh
 bin=${OUTBOX_BUILD_DIR:-build}/bin
 
-work=$(mktemp -d /tmp/outbox-demo.XXXXXX)
-chmod 755 "$work"
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	scripts/pg-tmp.sh stop "$work/pg" >/dev/null 2>&1 || true
-	rm -rf "$work"
-}
-trap cleanup EXIT
+. scripts/demo-lib.sh
+demo_start_work outbox-demo
 
-echo "demo: starting a throwaway PostgreSQL in $work/pg"
-server=$(scripts/pg-tmp.sh start "$work/pg")
-psql "$server" -qc "CREATE DATABASE producer" -c "CREATE DATABASE consumer"
-producer_db="$server dbname=producer"
-consumer_db="$server dbname=consumer"
-"$bin/outboxctl" migrate --db "$producer_db" --schema outbox
-"$bin/outboxctl" migrate --db "$consumer_db" --schema inbox
+demo_start_databases
 
 url="ipc://$work/consumer.ipc"
 "$bin/outbox-consumer" --db "$consumer_db" --listen "$url" 2>"$work/consumer.log" &
