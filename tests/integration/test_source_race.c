@@ -31,7 +31,8 @@
 
 #define T_SEC 1000
 #define TOPIC "orders"
-#define SLOW_MS "3s" /* how long A holds each transaction open */
+#define SLOW_MS "5s" /* how long A holds each transaction open: the margin for B and C to
+                      * be served while it is (each case is served in milliseconds) */
 
 struct race {
 	char db[TS_CONNINFO_MAX];
