@@ -496,9 +496,10 @@ apply_each(PGconn *conn, const struct inbox_options *opt,
 			s[n++] = (struct stmt){ "SET LOCAL lock_timeout = "
 				STR(INBOX_LOCK_TIMEOUT_AFTER_MS), 0, NULL, NULL, NULL, NULL, NULL };
 		int gate_at = -1;
-		if (!began && gate_sql(opt, req) != NULL) {
+		const char *gate = began ? NULL : gate_sql(opt, req);
+		if (gate != NULL) {
 			gate_at = n;
-			s[n++] = (struct stmt){ gate_sql(opt, req), 0, NULL, NULL, NULL, NULL, NULL };
+			s[n++] = (struct stmt){ gate, 0, NULL, NULL, NULL, NULL, NULL };
 		}
 		int first_carry = n;
 		int ncarry = carry_stmts(&carry, s + n, dparams, b, req, dlens, dformats);

@@ -87,15 +87,22 @@ msg(uint64_t id, const char *key, const char *source)
 	return m;
 }
 
-/* Send m to A (a wire version 2 frame for the empty source, as an old relay
- * sends) and wait until A's transaction holds it uncommitted. */
+/* Send m as its relay would: a wire version 2 frame for the empty source
+ * (an old relay), the current version for a named one. */
+static void
+send_as_relay(struct ts_consumer_conn *c, const struct ob_wire_msg *m)
+{
+	if (m->source_len == 0)
+		ts_consumer_send_v(c, 2, m, 1);
+	else
+		ts_consumer_send(c, m, 1);
+}
+
+/* Send m to A and wait until A's transaction holds it uncommitted. */
 static void
 open_in_a(struct race *r, struct ob_wire_msg m)
 {
-	if (m.source_len == 0)
-		ts_consumer_send_v(&r->ca, 2, &m, 1);
-	else
-		ts_consumer_send(&r->ca, &m, 1);
+	send_as_relay(&r->ca, &m);
 	ck_assert_int_eq(ts_wait_value(r->conn, "SELECT count(*) FROM pg_stat_activity"
 	    " WHERE datname = current_database() AND state = 'idle in transaction'", 1,
 	    30 * T_SEC), 1);
@@ -126,10 +133,8 @@ effects(struct race *r, const char *key)
 static int
 other_to_b(struct race *r, struct ob_wire_msg m, char *detail, size_t len)
 {
-	if (m.source_len > 0)
-		return ts_consumer_call1(&r->cb, m, detail, len);
 	struct ts_consumer_reply rep;
-	ts_consumer_send_v(&r->cb, 2, &m, 1);
+	send_as_relay(&r->cb, &m);
 	ck_assert_int_eq(ts_consumer_recv(&r->cb, &rep, 90 * T_SEC), 0);
 	int st = rep.rep.results[0].status;
 	snprintf(detail, len, "%.*s", (int)rep.rep.results[0].detail_len,
