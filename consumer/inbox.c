@@ -83,7 +83,11 @@ static const char sql_dedup[] =
  * table (the topic gets it too, so that the probe uses both columns). The
  * source '' and a named one are one identity (sql_dedup): a message with
  * a record of the other kind is not inserted, and that record answers it
- * (x prefers the message's own source's record, then the other kind's). */
+ * (x prefers the message's own source's record, then the other kind's).
+ * Whether a message was inserted now is asked of d as an IN (a hashed
+ * subplan), not by joining d: the generic plan expects 10 rows of the
+ * unnest and 1 of d, and joined them by a nested loop that compared every
+ * pair (249,500 comparisons for a 500-message frame, 33 ms of its 45). */
 static const char sql_set_dedup[] =
     "WITH m AS MATERIALIZED (SELECT n, convert_from(k, 'UTF8') COLLATE \"default\" AS key,"
     "   convert_from(t, 'UTF8') COLLATE \"default\" AS topic, p, i, f, c, o, s,"
@@ -109,18 +113,19 @@ static const char sql_set_dedup[] =
     "   convert_from(m.o, 'UTF8'), m.s, m.source"
     "  FROM m JOIN fst USING (key, topic, n)"
     "  JOIN d ON d.idempotency_key = m.key AND d.topic = m.topic RETURNING 1)"
-    " SELECT CASE WHEN d.idempotency_key IS NOT NULL AND fst.n = m.n THEN 'A'"
-    "   WHEN d.idempotency_key IS NOT NULL OR x.idempotency_key IS NULL THEN 'X'"
+    " SELECT CASE WHEN di.ins AND fst.n = m.n THEN 'A'"
+    "   WHEN di.ins OR x.idempotency_key IS NULL THEN 'X'"
     "   WHEN x.fingerprint IS NULL OR x.fingerprint = m.fp THEN 'D' ELSE 'M' END,"
     "  x.outcome, coalesce(x.detail, ''),"
     "  to_char(x.processed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),"
     "  (SELECT count(*) FROM e)"
     " FROM m JOIN fst USING (key, topic)"
-    " LEFT JOIN d ON d.idempotency_key = m.key AND d.topic = m.topic"
+    " CROSS JOIN LATERAL (SELECT (m.key, m.topic) IN"
+    "   (SELECT idempotency_key, topic FROM d) AS ins) di"
     " LEFT JOIN LATERAL (SELECT * FROM inbox.processed x"
     "   WHERE x.idempotency_key = m.key AND x.topic = m.topic"
     "   AND (x.source = m.source OR (x.source = '') <> (m.source = ''))"
-    "   AND d.idempotency_key IS NULL ORDER BY x.source = m.source DESC LIMIT 1) x ON true"
+    "   AND NOT di.ins ORDER BY x.source = m.source DESC LIMIT 1) x ON true"
     " ORDER BY m.n";
 static const char sql_set_nodedup[] =
     "WITH m AS MATERIALIZED (SELECT convert_from(k, 'UTF8') AS key,"

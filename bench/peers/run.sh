@@ -32,7 +32,9 @@
 #   PEERS_GW_CONCURRENCY (24) PEERS_GW_LOCAL_QUEUE (500) PEERS_GW_COMPLETE_DELAY (0)
 #   PEERS_PGQ_BATCH (500) PEERS_CHUNK (10000: enqueue statement size)
 #   PEERS_POLL_MS (10) PEERS_DRAIN_TIMEOUT (900 s) PEERS_START_TIMEOUT (30 s)
-#   PEERS_SYSTEMS ("ours graphile-worker pgq": a subset for debugging)
+#   PEERS_SYSTEMS ("ours graphile-worker pgq": a subset for debugging; "ours4"
+#                 is ours on the 4-slot layout before outbox 017, for an A/B
+#                 of what the slots cost the drain: bench/sql/four_slots.sql)
 #   PEERS_RELAY_ARGS (extra outbox-relay flags, word-split) OUTBOX_BIN_DIR (build/bin)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -74,14 +76,14 @@ need_int START_TIMEOUT 1 3600 PEERS_START_TIMEOUT
 read -r -a SYS <<<"$SYSTEMS"
 ((${#SYS[@]} > 0)) || { echo "peers: PEERS_SYSTEMS is empty" >&2; exit 2; }
 for s in "${SYS[@]}"; do
-	case $s in ours | graphile-worker | pgq) ;; *) echo "peers: unknown system '$s' in PEERS_SYSTEMS (ours graphile-worker pgq)" >&2; exit 2 ;; esac
+	case $s in ours | ours4 | graphile-worker | pgq) ;; *) echo "peers: unknown system '$s' in PEERS_SYSTEMS (ours ours4 graphile-worker pgq)" >&2; exit 2 ;; esac
 done
 POLL_S=$(awk -v m="$POLL_MS" 'BEGIN { printf "%.3f", m / 1000 }')
 has() { [[ " ${SYS[*]} " == *" $1 "* ]]; }
 
 # ---- prerequisites (installed only when missing) ----------------------------
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
-if has ours; then ours_check_bins; fi
+if has ours || has ours4; then ours_check_bins; fi
 if has graphile-worker; then
 	if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
 		echo "peers: node and npm are needed for graphile-worker (apt-get install nodejs npm)" >&2; exit 2
@@ -136,9 +138,11 @@ check_effects() {
 }
 
 # ---- ours --------------------------------------------------------------------
+# run_ours DB [four]: "four" drops the slots outbox 017 added first.
 run_ours() {
 	local db=$1 s e
 	ours_migrate "$db"
+	if [ "${2:-}" = four ]; then qf "$db" bench/sql/four_slots.sql; fi
 	while read -r s e; do
 		q "$db" "SELECT count(outbox.enqueue('bench.topic', 'k-' || g, $PAYLOAD))
 		         FROM generate_series($s, $e) g" >/dev/null
@@ -218,7 +222,7 @@ run_pgq() {
 
 # ---- rounds --------------------------------------------------------------------
 declare -A RATES=()
-label() { case $1 in ours) echo ours ;; graphile-worker) echo graphile-worker ;; pgq) echo PgQ ;; esac; }
+label() { case $1 in ours) echo ours ;; ours4) echo "ours (4 slots)" ;; graphile-worker) echo graphile-worker ;; pgq) echo PgQ ;; esac; }
 for ((ROUND = 1; ROUND <= ROUNDS; ROUND++)); do
 	order=()
 	for ((i = 0; i < ${#SYS[@]}; i++)); do order+=("${SYS[(i + ROUND - 1) % ${#SYS[@]}]}"); done
@@ -230,7 +234,7 @@ for ((ROUND = 1; ROUND <= ROUNDS; ROUND++)); do
 		pos=$((pos + 1))
 		db="p${ROUND}_${sys//-/_}"
 		fresh_db "$db"
-		case $sys in ours) run_ours "$db" ;; graphile-worker) run_gw "$db" ;; pgq) run_pgq "$db" ;; esac
+		case $sys in ours) run_ours "$db" ;; ours4) run_ours "$db" four ;; graphile-worker) run_gw "$db" ;; pgq) run_pgq "$db" ;; esac
 		secs=$(awk -v a="$T0" -v b="$T1" 'BEGIN { printf "%.3f", b - a }')
 		rate=$(awk -v n="$N" -v s="$secs" 'BEGIN { printf "%.0f", (s > 0) ? n / s : 0 }')
 		RATES[$sys]+=" $rate"
@@ -257,7 +261,7 @@ for sys in "${SYS[@]}"; do
 done
 line="peers:"
 sep=" "
-unit() { case $1 in ours) echo msgs/s ;; graphile-worker) echo jobs/s ;; pgq) echo events/s ;; esac; }
+unit() { case $1 in ours | ours4) echo msgs/s ;; graphile-worker) echo jobs/s ;; pgq) echo events/s ;; esac; }
 for sys in "${SYS[@]}"; do
 	if [ "$sys" = ours ]; then w="ours median"; else w=$(label "$sys"); fi
 	line+="$sep$w $(fmt_int "${MED[$sys]}") $(unit "$sys")"; sep="; "
@@ -265,5 +269,6 @@ done
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { r = a / b; printf (r < 1 ? "%.2f" : "%.1f"), r }'; }
 if has ours && has pgq; then line+="; ours/PgQ $(ratio "${MED[ours]}" "${MED[pgq]}")"; fi
 if has ours && has graphile-worker; then line+="; ours/graphile-worker $(ratio "${MED[ours]}" "${MED[graphile-worker]}")"; fi
+if has ours && has ours4; then line+="; ours/ours (4 slots) $(ratio "${MED[ours]}" "${MED[ours4]}")"; fi
 echo "$line"
 echo "peers: raw per-round numbers: $CSV"

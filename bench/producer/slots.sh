@@ -37,11 +37,7 @@ for n in 10 4; do
 	db="$base dbname=slots_$n"
 	"$build/bin/outboxctl" migrate --db "$db" --schema outbox >/dev/null
 	if [ "$n" = 4 ]; then
-		q "$db" "DO \$\$ BEGIN FOR s IN 4 .. 9 LOOP
-		           EXECUTE format('DROP TABLE outbox.events_%s', s); END LOOP; END \$\$;
-		         DELETE FROM outbox.slots WHERE slot >= 4;
-		         CREATE OR REPLACE FUNCTION outbox.event_slots() RETURNS integer
-		             LANGUAGE sql IMMUTABLE AS 'SELECT 4';" >/dev/null
+		psql -d "$db" -qX -v ON_ERROR_STOP=1 -f "$root/bench/sql/four_slots.sql" >/dev/null
 	fi
 	[ "$(q "$db" "SELECT count(*) FROM pg_inherits WHERE inhparent = 'outbox.events'::regclass")" = "$n" ] ||
 		{ echo "slots: database slots_$n does not have $n partitions" >&2; exit 1; }
