@@ -132,8 +132,9 @@ ours_consumer() {
 	local db=$1 name=$2 sock="$PEERS_WORK/$2.ipc" i
 	rm -f "$sock"
 	OURS_URL="ipc://$sock"
+	# shellcheck disable=SC2086
 	"$BIN/outbox-consumer" --db "$(conninfo "$db")" --listen "$OURS_URL" \
-		--threads "$CONSUMER_THREADS" --log-level warn >>"$PEERS_WORK/$name.consumer.log" 2>&1 &
+		--threads "$CONSUMER_THREADS" --log-level warn ${PEERS_CONSUMER_ARGS:-} >>"$PEERS_WORK/$name.consumer.log" 2>&1 &
 	OURS_CPID=$!; track "$OURS_CPID"
 	for ((i = 0; i < START_TIMEOUT * 20; i++)); do
 		[ -S "$sock" ] && return 0

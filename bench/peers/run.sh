@@ -35,7 +35,7 @@
 #   PEERS_SYSTEMS ("ours graphile-worker pgq": a subset for debugging; "ours4"
 #                 is ours on the 4-slot layout before outbox 017, for an A/B
 #                 of what the slots cost the drain: bench/sql/four_slots.sql)
-#   PEERS_RELAY_ARGS (extra outbox-relay flags, word-split) OUTBOX_BIN_DIR (build/bin)
+#   PEERS_RELAY_ARGS, PEERS_CONSUMER_ARGS (extra outbox-relay / outbox-consumer flags, word-split) OUTBOX_BIN_DIR (build/bin)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . bench/peers/lib.sh
