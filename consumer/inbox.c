@@ -87,7 +87,10 @@ static const char sql_dedup[] =
  * Whether a message was inserted now is asked of d as an IN (a hashed
  * subplan), not by joining d: the generic plan expects 10 rows of the
  * unnest and 1 of d, and joined them by a nested loop that compared every
- * pair (249,500 comparisons for a 500-message frame, 33 ms of its 45). */
+ * pair (249,500 comparisons for a 500-message frame, 33 ms of its 45).
+ * The other kind's record is looked up by a LATERAL probe, which can only
+ * run per message (by the primary key, sql_set_no_scans), never as a hash
+ * of the whole table as an anti-join may. */
 static const char sql_set_dedup[] =
     "WITH m AS MATERIALIZED (SELECT n, convert_from(k, 'UTF8') COLLATE \"default\" AS key,"
     "   convert_from(t, 'UTF8') COLLATE \"default\" AS topic, p, i, f, c, o, s,"
@@ -367,6 +370,7 @@ apply_set(PGconn *conn, const struct inbox_options *opt, bool base_dedup,
 		{ sql_set_no_scans, 0, NULL, NULL, NULL, NULL, NULL } };
 	int n = 2;
 	const char *gate = gate_sql(opt, req);
+	int gate_at = n;
 	if (gate != NULL)
 		s[n++] = (struct stmt){ gate, 0, NULL, NULL, NULL, NULL, NULL };
 	int set_at = n;
@@ -385,8 +389,8 @@ apply_set(PGconn *conn, const struct inbox_options *opt, bool base_dedup,
 	const PGresult *set = res[set_at];
 	bool taken = PQresultStatus(set) == PGRES_TUPLES_OK;
 	if (!taken) { /* the gate's lock wait ran out, or one of the statement's */
-		bool gate_failed = gate != NULL && PQresultStatus(res[2]) != PGRES_COMMAND_OK;
-		*locked = is_lock_error(ob_pg_sqlstate(gate_failed ? res[2] : set));
+		bool gate_failed = gate != NULL && PQresultStatus(res[gate_at]) != PGRES_COMMAND_OK;
+		*locked = is_lock_error(ob_pg_sqlstate(gate_failed ? res[gate_at] : set));
 	} else if (!opt->dedup)
 		taken = ob_pg_int64(set, 0, 0) == (int64_t)pending;
 	else if (PQntuples(set) != (int)pending)
