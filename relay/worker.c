@@ -60,6 +60,10 @@ struct slot {
 	int gate_dest;           /* ... the probe destination to send it to, or -1 */
 	int64_t gate_until_ms;   /* ... after this it goes back unsent */
 	struct relay_frame f;
+	/* --batch of them, this slot's own: a skipped message's outcome is
+	 * written at send time and must survive the other frames' sends and
+	 * finishes until this one is recorded */
+	struct relay_outcome *outcomes;
 	int64_t t_claim_us;      /* when the claim call started and returned */
 	int64_t t_claimed_us;
 };
@@ -77,7 +81,6 @@ struct worker {
 	struct slot *slots;
 	uint32_t nslots;
 	uint32_t inflight;       /* slots in use */
-	struct relay_outcome *outcomes;  /* --batch of them */
 	struct relay_record_mode record_mode;
 	struct ob_buf inc, exc;  /* the claim's topic arrays */
 	bool retries_first;      /* alternates, so neither starves the other */
@@ -435,9 +438,6 @@ free_slot(struct worker *w, struct slot *s)
 	w->inflight--;
 }
 
-/* Write the outcomes of a slot's batch (in w->outcomes) and free the slot.
- * false when the database failed (the lease will expire: the batch comes
- * back and is delivered again; the consumer deduplicates). */
 /* Whether recording b may have made work claimable that was not before:
  * a lane freed for a key's next message, a retry or a released batch due,
  * a retry batch's rows handed back. A stream batch of lane 0 delivered
@@ -453,6 +453,9 @@ record_may_free(const struct relay_batch *b, const struct relay_outcome *o)
 	return false;
 }
 
+/* Write the outcomes of a slot's batch (in s->outcomes) and free the slot.
+ * false when the database failed (the lease will expire: the batch comes
+ * back and is delivered again; the consumer deduplicates). */
 static bool
 record_slot(struct worker *w, struct slot *s)
 {
@@ -460,7 +463,7 @@ record_slot(struct worker *w, struct slot *s)
 	const struct relay_batch *b = &s->f.batch;
 	bool written = false;
 	int64_t t_record = ob_mono_us();
-	int rc = relay_record_batch(w->conn, b, w->outcomes, &w->record_mode, &written, err,
+	int rc = relay_record_batch(w->conn, b, s->outcomes, &w->record_mode, &written, err,
 	    sizeof(err));
 	ob_debug("relay.batch", "batch=%" PRIu64 " kind=%c messages=%u claim_us=%" PRId64
 	    " out_us=%" PRId64 " record_us=%" PRId64 " written=%d", b->id, (char)b->kind, b->n,
@@ -478,9 +481,9 @@ record_slot(struct worker *w, struct slot *s)
 		ob_metric_add(METRIC(w, fenced_out), b->n);
 		log_fenced(w, b);
 	} else {
-		count_recorded(w, b, w->outcomes);
+		count_recorded(w, b, s->outcomes);
 	}
-	if (!written || record_may_free(b, w->outcomes))
+	if (!written || record_may_free(b, s->outcomes))
 		w->record_freed = true;
 	free_slot(w, s);
 	return rc == OB_OK;
@@ -493,15 +496,15 @@ collect_slot(struct worker *w, struct slot *s)
 	struct relay_frame *f = &s->f;
 	bool sent = f->sent;
 	uint64_t failed_before = w->deliverer.frames_failed;
-	enum relay_frame_result res = relay_frame_finish(&w->deliverer, f, w->outcomes);
+	enum relay_frame_result res = relay_frame_finish(&w->deliverer, f, s->outcomes);
 	COUNT(w, frames_failed, w->deliverer.frames_failed - failed_before);
 	ob_metric_add(METRIC(w, frames_failed), w->deliverer.frames_failed - failed_before);
 	if (res == RELAY_FRAME_FAILED) {
-		failed_frame_outcomes(w, &f->batch, f->skip, w->outcomes);
+		failed_frame_outcomes(w, &f->batch, f->skip, s->outcomes);
 	} else {
 		for (uint32_t i = 0; i < f->batch.n; i++)
-			if (w->outcomes[i].kind == RELAY_OUT_RETRY)
-				finish_retry(w, &f->batch.msgs[i], &w->outcomes[i]);
+			if (s->outcomes[i].kind == RELAY_OUT_RETRY)
+				finish_retry(w, &f->batch.msgs[i], &s->outcomes[i]);
 	}
 	struct relay_shared *sh = w->shared;
 	if (sh != NULL && sent && res == RELAY_FRAME_REPLIED && ob_fault_fire(&sh->die_after_send))
@@ -537,7 +540,7 @@ static bool
 send_slot(struct worker *w, struct slot *s, int probe_dest)
 {
 	uint64_t sent_before = w->deliverer.frames_sent;
-	s->in_flight = relay_frame_send(&w->deliverer, &s->f, probe_dest, w->outcomes);
+	s->in_flight = relay_frame_send(&w->deliverer, &s->f, probe_dest, s->outcomes);
 	COUNT(w, frames_sent, w->deliverer.frames_sent - sent_before);
 	ob_metric_add(METRIC(w, frames_sent), w->deliverer.frames_sent - sent_before);
 	if (s->in_flight)
@@ -551,7 +554,7 @@ ungate_release(struct worker *w, struct slot *s)
 {
 	s->gated = false;
 	w->gated--;
-	release_all(&s->f.batch, w->outcomes);
+	release_all(&s->f.batch, s->outcomes);
 	return record_slot(w, s);
 }
 
@@ -626,7 +629,7 @@ start_slot(struct worker *w, struct slot *s, int probe_dest)
 	}
 	if (*w->stop) {
 		/* never start a delivery after the stop */
-		release_all(b, w->outcomes);
+		release_all(b, s->outcomes);
 		return record_slot(w, s);
 	}
 	if (w->gate.mode != RELAY_GATE_NONE && b->lsn > w->gate.reached) {
@@ -776,7 +779,7 @@ drop_inflight(struct worker *w)
 		relay_frame_cancel(&s->f);
 		while (s->in_flight && !relay_frame_done(&w->deliverer, &s->f))
 			wait_for(w, 20);
-		relay_frame_finish(&w->deliverer, &s->f, w->outcomes);
+		relay_frame_finish(&w->deliverer, &s->f, s->outcomes);
 		free_slot(w, s);
 	}
 }
@@ -961,10 +964,13 @@ relay_worker_run(const struct relay_config *cfg, int worker_index,
 		ob_error("relay.worker.start_failed", "err=%s", err);
 		goto out;
 	}
-	w.outcomes = calloc((size_t)cfg->batch, sizeof(*w.outcomes));
 	w.slots = calloc(w.nslots, sizeof(*w.slots));
-	if (w.outcomes == NULL || w.slots == NULL ||
-	    relay_deliverer_init(&w.deliverer, cfg->route_table) != OB_OK) {
+	bool oom = w.slots == NULL;
+	for (uint32_t i = 0; !oom && i < w.nslots; i++) {
+		w.slots[i].outcomes = calloc((size_t)cfg->batch, sizeof(*w.slots[i].outcomes));
+		oom = w.slots[i].outcomes == NULL;
+	}
+	if (oom || relay_deliverer_init(&w.deliverer, cfg->route_table) != OB_OK) {
 		snprintf(err, sizeof(err), "out of memory");
 		ob_error("relay.worker.start_failed", "err=%s", err);
 		goto out;
@@ -1028,10 +1034,11 @@ out:
 	if (w.conn != NULL)
 		PQfinish(w.conn);
 	set_connected(&w, false);
-	for (uint32_t i = 0; w.slots != NULL && i < w.nslots; i++)
+	for (uint32_t i = 0; w.slots != NULL && i < w.nslots; i++) {
 		relay_frame_fini(&w.slots[i].f);
+		free(w.slots[i].outcomes);
+	}
 	relay_deliverer_close(&w.deliverer);
-	free(w.outcomes);
 	free(w.slots);
 	ob_buf_fini(&w.inc);
 	ob_buf_fini(&w.exc);
