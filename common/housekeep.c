@@ -12,7 +12,7 @@
 
 static const char housekeep_sql[] =
     "SELECT ran, batches_deleted, dead_deleted, truncated_slot, truncated_rows, switched_to,"
-    " waiting, oldest_xact_pid, oldest_xact_application, oldest_xact_age_s"
+    " waiting, oldest_xact_pid, oldest_xact_application, oldest_xact_age_s, read_again"
     " FROM outbox.housekeep($1::bigint, $2::bigint, $3::bigint, $4::int, $5::boolean)";
 
 int
@@ -45,6 +45,7 @@ ob_housekeep(PGconn *conn, int64_t retention_ms, int64_t dead_retention_ms,
 		snprintf(out->oldest_xact_application, sizeof(out->oldest_xact_application), "%s",
 		    PQgetisnull(res, 0, 8) ? "" : PQgetvalue(res, 0, 8));
 		out->oldest_xact_age_s = PQgetisnull(res, 0, 9) ? 0 : strtod(PQgetvalue(res, 0, 9), NULL);
+		out->read_again = PQgetisnull(res, 0, 10) ? -1 : ob_pg_int64(res, 0, 10);
 	}
 	PQclear(res);
 	return rc;

@@ -59,6 +59,7 @@ static const struct need relay_needs[] = {
 	{ "table", "outbox", "retries", "SELECT,INSERT,UPDATE,DELETE" },
 	{ "table", "outbox", "dead", "SELECT,INSERT,DELETE" },
 	{ "table", "outbox", "ordering_blocks", "SELECT,INSERT,UPDATE,DELETE" },
+	{ "table", "outbox", "ordering_next", "SELECT,INSERT,UPDATE" },
 	{ "table", "outbox", "relay_waiters", "SELECT,INSERT,UPDATE,DELETE" },
 	{ "sequence", "outbox", "fences", "USAGE" },
 	{ "sequence", "outbox", "batch_ids", "USAGE" },
@@ -81,7 +82,8 @@ static const struct need admin_needs[] = {
 	{ "table", "outbox", "retries", "SELECT,INSERT" },
 	{ "table", "outbox", "batches", "SELECT,DELETE" },
 	{ "table", "outbox", "dead", "SELECT,UPDATE,DELETE" },
-	{ "table", "outbox", "ordering_blocks", "SELECT,INSERT,UPDATE" },
+	{ "table", "outbox", "ordering_blocks", "SELECT,INSERT,UPDATE,DELETE" },
+	{ "table", "outbox", "ordering_next", "SELECT" },
 	{ NULL, NULL, NULL, NULL },
 };
 

@@ -172,6 +172,7 @@ struct purge_result {
 	int64_t rows;    /* rows truncated (also those with a dead/retry copy) */
 	int64_t slots;   /* slots truncated */
 	int closed;      /* the slot this run closed, -1: none */
+	int64_t read_again; /* a restore adopted: messages read again; -1: none */
 	char waiting[512];
 };
 
@@ -219,6 +220,8 @@ purge_run(PGconn *conn, int64_t older_ms, const char *older, struct purge_result
 		}
 		if (hk.switched_to >= 0 && i == 0 && force)
 			pr->closed = current;
+		if (hk.read_again >= 0)
+			pr->read_again = hk.read_again;
 		if (hk.waiting[0] != '\0')
 			snprintf(pr->waiting, sizeof pr->waiting, "%s", hk.waiting);
 		if (hk.truncated_slot < 0)
@@ -243,6 +246,7 @@ ctl_purge(int argc, char **argv)
 
 	memset(&pr, 0, sizeof pr);
 	pr.closed = -1;
+	pr.read_again = -1;
 	memset(&cfg, 0, sizeof cfg);
 	if ((code = ctl_start(&cmd, &cfg, &cfg.db, argc, argv, NULL, &conn)) >= 0)
 		goto out;
@@ -263,6 +267,8 @@ ctl_purge(int argc, char **argv)
 			json_object_set_new(j, "truncated_rows", json_integer((json_int_t)pr.rows));
 			json_object_set_new(j, "closed_slot",
 			    pr.closed >= 0 ? json_integer(pr.closed) : json_null());
+			json_object_set_new(j, "restore_read_again",
+			    pr.read_again >= 0 ? json_integer(pr.read_again) : json_null());
 		}
 		json_object_set_new(j, "waiting",
 		    pr.waiting[0] != '\0' ? json_string(pr.waiting) : json_null());
@@ -280,6 +286,10 @@ ctl_purge(int argc, char **argv)
 		if (pr.closed >= 0)
 			printf("purge: slot %d closed: what it holds can go once it has been closed"
 			    " for %s\n", pr.closed, age);
+		if (pr.read_again >= 0)
+			printf("purge: the outbox was restored from another cluster; adopted: %" PRId64
+			    " message%s will be delivered again\n", pr.read_again,
+			    pr.read_again == 1 ? "" : "s");
 		if (pr.waiting[0] != '\0')
 			printf("purge: not yet: %s\n", pr.waiting);
 	}

@@ -12,7 +12,7 @@
 #include "standby_gate.h"
 
 /* outbox.claim(protocol, owner, lease_ms, max_n, include, exclude, others,
- * retries_first, ordering): one batch's rows, columns in outbox.claimed
+ * retries_first, ordering, skip_dead_heads): one batch's rows, columns in outbox.claimed
  * order. The gated form also returns the WAL insert position after the
  * claim (standby_gate.h): every row it returned was committed below it. */
 #define CLAIM_COLUMNS                                                        \
@@ -20,7 +20,7 @@
     " idempotency_key, payload, ordering_key, ordering_seq"
 #define CLAIM_FROM                                                           \
     " FROM outbox.claim($1::int, $2, $3::bigint, $4::int, $5::text[], $6::text[],"  \
-    " $7::boolean, $8::boolean, $9::boolean)"
+    " $7::boolean, $8::boolean, $9::boolean, $10::boolean)"
 static const char claim_sql[] = CLAIM_COLUMNS CLAIM_FROM;
 static const char claim_sql_lsn[] =
     CLAIM_COLUMNS ", pg_catalog.pg_current_wal_insert_lsn()::text" CLAIM_FROM;
@@ -80,20 +80,20 @@ map_rows(PGresult *res, struct relay_batch *out, char *err, size_t errlen)
 
 int
 relay_claim_batch(PGconn *conn, const char *owner, int64_t lease_ms, uint32_t max,
-    const struct relay_topics *topics, bool retries_first, bool ordering, bool want_lsn,
-    struct relay_batch *out, char *err, size_t errlen)
+    const struct relay_topics *topics, bool retries_first, bool ordering,
+    bool skip_dead_heads, bool want_lsn, struct relay_batch *out, char *err, size_t errlen)
 {
 	char proto[16], lease[24], limit[16];
 	snprintf(proto, sizeof(proto), "%d", RELAY_PROTOCOL);
 	snprintf(lease, sizeof(lease), "%" PRId64, lease_ms);
 	snprintf(limit, sizeof(limit), "%" PRIu32, max);
-	const char *params[9] = { proto, owner, lease, limit,
+	const char *params[10] = { proto, owner, lease, limit,
 		topics->include != NULL ? topics->include : "{}",
 		topics->exclude != NULL ? topics->exclude : "{}",
 		topics->others ? "true" : "false", retries_first ? "true" : "false",
-		ordering ? "true" : "false" };
+		ordering ? "true" : "false", skip_dead_heads ? "true" : "false" };
 	memset(out, 0, sizeof(*out));
-	PGresult *res = PQexecParams(conn, want_lsn ? claim_sql_lsn : claim_sql, 9, NULL, params,
+	PGresult *res = PQexecParams(conn, want_lsn ? claim_sql_lsn : claim_sql, 10, NULL, params,
 	    NULL, NULL, 0);
 	int rc = ob_pg_check(res, PGRES_TUPLES_OK, "claim", err, errlen);
 	if (rc != OB_OK) {

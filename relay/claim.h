@@ -53,15 +53,18 @@ struct relay_topics {
 
 /* Claim up to max messages of one batch for owner, leased for lease_ms.
  * retries_first: look at due retries before the streams; ordering false:
- * the BROKEN --no-ordering mode (keys not kept in order); want_lsn: also
+ * the BROKEN --no-ordering mode (keys not kept in order); skip_dead_heads:
+ * --on-dead-head skip, for a message the claim dead-letters itself (a
+ * poison message, alone after its batch lost its holder too often, sql/
+ * outbox/functions/split_batch.sql); want_lsn: also
  * read the WAL insert position after the claim into out->lsn (the standby
  * gate, standby_gate.h). On success *out
  * holds the batch (n = 0: nothing to do) and is the caller's. OB_EDB with
  * the server's message in err otherwise; OB_EPROTO when the schema does not
  * serve RELAY_PROTOCOL (SQLSTATE OB001: the message says what to upgrade). */
 int relay_claim_batch(PGconn *conn, const char *owner, int64_t lease_ms, uint32_t max,
-    const struct relay_topics *topics, bool retries_first, bool ordering, bool want_lsn,
-    struct relay_batch *out, char *err, size_t errlen);
+    const struct relay_topics *topics, bool retries_first, bool ordering,
+    bool skip_dead_heads, bool want_lsn, struct relay_batch *out, char *err, size_t errlen);
 
 void relay_batch_fini(struct relay_batch *b);
 

@@ -654,8 +654,8 @@ claim_into(struct worker *w, struct slot *s, const struct relay_topics *topics, 
 	char err[1024], q[1100];
 	s->t_claim_us = ob_mono_us();
 	int rc = relay_claim_batch(w->conn, w->owner, w->cfg->lease_ms, max, topics,
-	    w->retries_first, !w->cfg->no_ordering, w->gate.mode != RELAY_GATE_NONE,
-	    &s->f.batch, err, sizeof(err));
+	    w->retries_first, !w->cfg->no_ordering, w->record_mode.skip_dead_heads,
+	    w->gate.mode != RELAY_GATE_NONE, &s->f.batch, err, sizeof(err));
 	s->t_claimed_us = ob_mono_us();
 	w->retries_first = !w->retries_first;
 	if (rc == OB_EPROTO) {
@@ -804,6 +804,10 @@ maybe_housekeep(struct worker *w)
 		ob_debug("relay.housekeep.skipped", "reason=%s", "another process holds it");
 		return;
 	}
+	if (h.read_again >= 0)
+		ob_warn("relay.housekeep.restore_adopted", "read_again=%" PRId64 " hint=\"the outbox"
+		    " was restored from another cluster: messages no consumer was known to have"
+		    " answered are delivered again (docs/operations.md)\"", h.read_again);
 	if (h.truncated_rows > 0) {
 		COUNT(w, purged, h.truncated_rows);
 		ob_metric_add(METRIC(w, purged), h.truncated_rows);

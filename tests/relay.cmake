@@ -26,10 +26,12 @@ outbox_test(test_relay_skipped SOURCES integration/test_relay_skipped.c
 if(TARGET test_relay_skipped)
   add_dependencies(test_relay_skipped outbox-relay outbox-consumer)
 endif()
-# The log's reading and keeping rules and the wakeup, explicit interleavings.
+# The log's reading and keeping rules and the wakeup, explicit interleavings;
+# a poison message ends dead alone; a restore into a younger cluster.
 outbox_test(test_streams SOURCES integration/test_streams.c
-  LABELS integration PG TIMEOUT 120)
-# Per-key ordering: failing head, dead head block/skip, takeover.
+  LABELS integration PG TIMEOUT 300)
+# Per-key ordering: failing head, dead head block/skip, takeover, concurrent
+# producers of one key, a dead head past --dead-retention.
 outbox_test(test_ordering SOURCES integration/test_ordering.c LABELS integration PG TIMEOUT 600)
 # A downstream's Retry-After honoured through consumer and relay (429 with
 # seconds, with an HTTP-date, and without, shown first), bounded by

@@ -2,8 +2,11 @@
  * test_ordering.c - per-key ordering: messages sharing an ordering key are
  * delivered one at a time in id order, across workers; a failing head
  * blocks only its own key; a dead head blocks or is skipped as configured;
- * a lease takeover keeps the order. Each property is first shown broken on
- * the deliberately broken --no-ordering mode, then kept on the real one.
+ * a lease takeover keeps the order; concurrent producers of one key whose
+ * transaction ids are in the other order still go in enqueue order; a dead
+ * head outlives --dead-retention while it blocks its key. Each property is
+ * first shown broken on the deliberately broken --no-ordering mode (or on
+ * the state the old code left), then kept on the real one.
  *
  * The scripted consumer here is an nng REP thread in the test process that
  * logs every arrival and answers per message from a policy, so the
@@ -499,6 +502,7 @@ START_TEST(test_unblock_and_park_race_both_orders)
 	ts_exec(watch, "UPDATE outbox.batches SET state = 'done' WHERE state = 'leased'");
 	ts_exec(watch, "UPDATE outbox.streams SET inflight = NULL");
 	ts_exec(watch, "UPDATE outbox.ordering_seqs SET last_seq = 0");
+	ts_exec(watch, "DELETE FROM outbox.ordering_next");
 	ts_exec(watch, "TRUNCATE outbox.events_0");
 	ts_exec(watch, "DELETE FROM outbox.streams");
 	key_waits_behind_retry(watch, batch, sizeof(batch));
@@ -560,6 +564,187 @@ finish_sent(PGconn *conn)
 	}
 }
 
+/* Claim topic 't' (max_n per batch; ordering false: the BROKEN
+ * --no-ordering claim) until nothing comes, recording every batch
+ * delivered (each message listed, so that a retry batch is done too); the
+ * keys in the order they went out, comma separated, into order. */
+static void
+drain_order(PGconn *c, int max_n, bool ordering, char *order, size_t len)
+{
+	char n[16];
+	snprintf(n, sizeof(n), "%d", max_n);
+	order[0] = '\0';
+	for (int round = 0; round < 1000; round++) {
+		const char *cp[2] = { n, ordering ? "true" : "false" };
+		PGresult *r = PQexecParams(c, "SELECT batch_id, fence, array_agg(id ORDER BY ord),"
+		    " string_agg(idempotency_key, ',' ORDER BY ord)"
+		    " FROM outbox.claim(2, 'test', 60000, $1::int, '{t}', '{}', false, false, $2::boolean)"
+		    " WITH ORDINALITY x(batch_id, kind, fence, attempt, takeover, id, created_us, topic,"
+		    "  idempotency_key, payload, ordering_key, ordering_seq, ord)"
+		    " GROUP BY 1, 2", 2, NULL, cp, NULL, NULL, 0);
+		ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK, "%s", PQresultErrorMessage(r));
+		if (PQntuples(r) == 0) {
+			PQclear(r);
+			/* a claim that only parked returns nothing: one more look */
+			r = PQexec(c, "SELECT count(*) FROM outbox.messages WHERE status = 'pending'");
+			bool pending = atoi(PQgetvalue(r, 0, 0)) > 0;
+			PQclear(r);
+			if (!pending)
+				return;
+			continue;
+		}
+		size_t used = strlen(order);
+		snprintf(order + used, len - used, "%s%s", used ? "," : "", PQgetvalue(r, 0, 3));
+		const char *rp[3] = { PQgetvalue(r, 0, 0), PQgetvalue(r, 0, 1), PQgetvalue(r, 0, 2) };
+		PGresult *w = PQexecParams(c, "SELECT outbox.record(2, $1::bigint, $2::bigint, true,"
+		    " 'done', 0, false, $3::bigint[], array_fill('delivered'::text,"
+		    " ARRAY[cardinality($3::bigint[])]), array_fill(0::bigint,"
+		    " ARRAY[cardinality($3::bigint[])]), array_fill(''::text,"
+		    " ARRAY[cardinality($3::bigint[])]), false)::int", 3, NULL, rp, NULL, NULL, 0);
+		ck_assert_msg(PQresultStatus(w) == PGRES_TUPLES_OK && strcmp(PQgetvalue(w, 0, 0), "1") == 0,
+		    "record: %s", PQresultErrorMessage(w));
+		PQclear(w);
+		PQclear(r);
+	}
+	ck_abort_msg("the claims did not drain topic t");
+}
+
+/* Issue 29, defect 1: a key's order under concurrent producers. A takes its
+ * transaction id first; B enqueues k1 with key K (sequence 1) and holds K;
+ * A's enqueue of k2 waits for B, gets sequence 2 when B commits, and
+ * commits with the LOWER transaction id. Within one window the stream is
+ * read by transaction id, so k2 came first. Shown broken on the
+ * --no-ordering claim; then k1, k2 with batches of 1 (the trap: the
+ * window's first chunk is k2 alone) and of 10. */
+static void
+inverted_producers(const char *db)
+{
+	PGconn *a = ts_connect(db), *b = ts_connect(db), *watch = ts_connect(db);
+	ts_exec(a, "BEGIN");
+	ts_exec(a, "SELECT pg_current_xact_id()");
+	ts_exec(b, "BEGIN");
+	ts_exec(b, "SELECT outbox.enqueue('t', 'k1', '{}', 'K')");
+	bool waited = send_until_blocked(watch, a, "SELECT outbox.enqueue('t', 'k2', '{}', 'K')");
+	ts_exec(b, "COMMIT");
+	finish_sent(a);
+	ts_exec(a, "COMMIT");
+	ck_assert_msg(waited, "k2's enqueue did not wait for K's row");
+	/* the inversion the claim has to undo */
+	ck_assert_int_eq(ts_query_int(watch, "SELECT count(*) FROM outbox.events e1, outbox.events e2"
+	    " WHERE e1.idempotency_key = 'k1' AND e2.idempotency_key = 'k2'"
+	    " AND e1.ordering_seq = 1 AND e2.ordering_seq = 2 AND e2.txid < e1.txid"), 1);
+	PQfinish(a);
+	PQfinish(b);
+	PQfinish(watch);
+}
+
+START_TEST(test_concurrent_producers_keep_key_order)
+{
+	static const struct {
+		bool ordering;
+		int batch;
+		const char *want;
+	} cases[] = {
+		{ false, 1, "k2,k1" }, { false, 10, "k2,k1" }, /* broken: enqueue order lost */
+		{ true, 1, "k1,k2" }, { true, 10, "k1,k2" },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char db[TS_CONNINFO_MAX], order[256];
+		ts_db_create("ord_inverted", "outbox", db, sizeof(db));
+		inverted_producers(db);
+		PGconn *c = ts_connect(db);
+		drain_order(c, cases[i].batch, cases[i].ordering, order, sizeof(order));
+		ck_assert_msg(strcmp(order, cases[i].want) == 0,
+		    "ordering=%d batch=%d: delivered %s, expected %s", cases[i].ordering,
+		    cases[i].batch, order, cases[i].want);
+		/* a key's numbers have no gap: an enqueue that lost its key to a
+		 * concurrent one gives its number back */
+		ck_assert_int_eq(ts_query_int(c, "SELECT last_seq FROM outbox.ordering_seqs"
+		    " WHERE ordering_key = 'K'"), 2);
+		PQfinish(c);
+	}
+}
+END_TEST
+
+/* Issue 29, defect 3: housekeeping deleted a dead letter after
+ * --dead-retention but not the block it held (--on-dead-head block), so
+ * nothing could free the key again. A dead letter that blocks its key is
+ * kept until requeued; one that blocks nothing still goes; a dead block
+ * whose dead letter is gone (what the old housekeeping left) is lifted:
+ * its key's parked messages go first, in order. */
+static void
+dead_head(PGconn *c, const char *key)
+{
+	char sql[512];
+	snprintf(sql, sizeof(sql), "SELECT batch_id, fence, id FROM outbox.claim(2, 'test', 60000,"
+	    " 10, '{t}', '{}', false, false) WHERE idempotency_key = '%s'", key);
+	PGresult *r = PQexec(c, sql);
+	/* a claim that only parked (or found a new stream) returns nothing */
+	for (int i = 0; i < 3 && PQntuples(r) == 0; i++) {
+		PQclear(r);
+		r = PQexec(c, sql);
+	}
+	ck_assert_int_eq(PQntuples(r), 1);
+	snprintf(sql, sizeof(sql), "SELECT outbox.record(2, %s, %s, true, 'done', 0, false,"
+	    " ARRAY[%s]::bigint[], '{dead}', '{0}', '{\"rejected by consumer: test\"}', false)::int",
+	    PQgetvalue(r, 0, 0), PQgetvalue(r, 0, 1), PQgetvalue(r, 0, 2));
+	PQclear(r);
+	ck_assert_int_eq(ts_query_int(c, sql), 1);
+}
+
+START_TEST(test_dead_head_outlives_dead_retention)
+{
+	char db[TS_CONNINFO_MAX], order[256], sql[256];
+	ts_db_create("ord_dead_ret", "outbox", db, sizeof(db));
+	PGconn *c = ts_connect(db);
+	ts_exec(c, "SELECT outbox.enqueue('t', 'h-1', '{}', 'K')");
+	dead_head(c, "h-1");
+	ts_exec(c, "SELECT outbox.enqueue('t', 'h-2', '{}', 'K')");
+	ts_exec(c, "SELECT outbox.enqueue('t', 'u-1', '{}')");
+	dead_head(c, "u-1");
+	/* h-2 parks behind the dead head */
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM outbox.claim(2, 'test', 60000, 10,"
+	    " '{t}', '{}', false, false)"), 0);
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM outbox.retries"
+	    " WHERE idempotency_key = 'h-2'"), 1);
+
+	/* both dead letters are older than the retention (a day) */
+	ts_exec(c, "UPDATE outbox.dead SET died_at = now() - interval '10 days'");
+	ck_assert_int_eq(ts_query_int(c, "SELECT dead_deleted FROM outbox.housekeep(0, 86400000,"
+	    " 60000, 200)"), 1);
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM outbox.dead"
+	    " WHERE idempotency_key = 'h-1'"), 1);
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM outbox.dead"
+	    " WHERE idempotency_key = 'u-1'"), 0);
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM outbox.ordering_blocks"
+	    " WHERE ordering_key = 'K' AND state = 'dead'"), 1);
+	/* the operator can still act: requeue it, and the key goes on in order */
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM outbox.requeue_dead("
+	    "ARRAY(SELECT id FROM outbox.dead WHERE idempotency_key = 'h-1'))"), 1);
+	drain_order(c, 10, true, order, sizeof(order));
+	ck_assert_str_eq(order, "h-1,h-2");
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM outbox.ordering_blocks"), 0);
+
+	/* The state a version before 018 left: the dead head deleted, its block
+	 * kept, j-2 parked behind it. Housekeeping lifts the block for j-2. */
+	ts_exec(c, "SELECT outbox.enqueue('t', 'j-1', '{}', 'J')");
+	dead_head(c, "j-1");
+	ts_exec(c, "SELECT outbox.enqueue('t', 'j-2', '{}', 'J')");
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM outbox.claim(2, 'test', 60000, 10,"
+	    " '{t}', '{}', false, false)"), 0);
+	ts_exec(c, "DELETE FROM outbox.dead WHERE idempotency_key = 'j-1'");
+	ts_query_int(c, "SELECT count(*) FROM outbox.housekeep(0, 0, 60000, 200)");
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM outbox.ordering_blocks"
+	    " WHERE ordering_key = 'J' AND state = 'retry'"), 1);
+	ts_exec(c, "SELECT outbox.enqueue('t', 'j-3', '{}', 'J')");
+	drain_order(c, 10, true, order, sizeof(order));
+	ck_assert_str_eq(order, "j-2,j-3");
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM outbox.ordering_blocks");
+	ck_assert_int_eq(ts_query_int(c, sql), 0);
+	PQfinish(c);
+}
+END_TEST
+
 START_TEST(test_enqueue_numbers_and_lanes)
 {
 	char db[TS_CONNINFO_MAX];
@@ -599,6 +784,8 @@ main(void)
 	tcase_add_test(tc, test_takeover_keeps_order_at_real_consumer);
 	tcase_add_test(tc, test_hot_key_one_message_per_batch);
 	tcase_add_test(tc, test_unblock_and_park_race_both_orders);
+	tcase_add_test(tc, test_concurrent_producers_keep_key_order);
+	tcase_add_test(tc, test_dead_head_outlives_dead_retention);
 	suite_add_tcase(s, tc);
 	return ts_run_suite(s);
 }

@@ -1,8 +1,9 @@
 /*
  * housekeep.h - one pass of the outbox's retention work, outbox.housekeep
- * (sql/outbox/functions/housekeep.sql): done batches and expired dead letters
- * deleted, the oldest slot of messages truncated once all done and older
- * than the retention, the current slot switched. Shared by the relay's
+ * (sql/outbox/functions/housekeep.sql): an outbox restored from another
+ * cluster adopted first, done batches and expired dead letters deleted, the
+ * oldest slot of messages truncated once all done and older than the
+ * retention, the current slot switched. Shared by the relay's
  * worker 0 and `outboxctl purge`; safe from any number of processes at
  * once (an advisory lock lets one through).
  */
@@ -37,6 +38,9 @@ struct ob_housekeep {
 	int oldest_xact_pid;
 	char oldest_xact_application[64];
 	double oldest_xact_age_s;
+	/* a restore from another cluster was adopted (outbox.adopt_restore):
+	 * the messages it reads again; -1: none was */
+	int64_t read_again;
 };
 
 /* One pass. retention_ms: delivered messages are kept at least this long

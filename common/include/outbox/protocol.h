@@ -11,8 +11,9 @@
 #include <libpq-fe.h>
 #include <stddef.h>
 
-/* The versions of this build. */
-#define OB_PROTOCOL_RELAY 2
+/* The versions of this build. relay 3: outbox.claim takes skip_dead_heads
+ * (sql/outbox/018_ordering_next.sql); relay 2: streams and batches (012). */
+#define OB_PROTOCOL_RELAY 3
 #define OB_PROTOCOL_PRODUCER 2
 #define OB_PROTOCOL_ADMIN 2
 /* viewer 1: the web view's reads (sql/outbox/016_viewer.sql, inbox 007). */

@@ -1,5 +1,5 @@
 -- outbox.claim (function), its current definition: outboxctl migrate re-applies
--- this file after the numbered migrations (sql/README.md). History: 012.
+-- this file after the numbered migrations (sql/README.md). History: 012, 018.
 --
 -- claim: up to max_n messages of ONE batch for owner, leased for lease_ms,
 -- from the topics the relay may send now (outbox.topic_claimable), in this
@@ -7,12 +7,16 @@
 -- outbox.fences, attempts + 1), then due retries and a cut of a stream,
 -- retries first when retries_first. No rows: nothing to do. Every claimed
 -- message of a batch carries the batch's id, fence and attempt.
+-- A batch that lost its holder batch_split_after() times is halved, and a
+-- message left alone in one is dead-lettered (outbox.split_batch; its key
+-- blocked unless skip_dead_heads, --on-dead-head skip).
 -- ordering = false is the BROKEN --no-ordering mode: lanes are cut like
 -- lane 0 (several batches out, several messages of a key in one, nothing
 -- parked) and every retry of a key is claimable.
 CREATE OR REPLACE FUNCTION outbox.claim(protocol integer, owner text, lease_ms bigint, max_n integer,
                              include text[], exclude text[], others boolean,
-                             retries_first boolean, ordering boolean DEFAULT true)
+                             retries_first boolean, ordering boolean DEFAULT true,
+                             skip_dead_heads boolean DEFAULT false)
     RETURNS SETOF outbox.claimed
     LANGUAGE plpgsql AS $$
 #variable_conflict use_column
@@ -36,6 +40,7 @@ DECLARE
     last    outbox.events;
     rtopic  text;
     picked  bigint[];
+    early   text[];
     found_any  boolean;
     discovered boolean := false;
     locked  record;
@@ -48,12 +53,15 @@ BEGIN
 
     -- 1. A batch whose lease ran out: a holder that died or stalled, or a
     -- batch released until later. A takeover bumps the fence, so the old
-    -- holder's outcome write is refused.
-    SELECT * INTO b FROM outbox.batches x
-     WHERE x.state = 'leased' AND x.lease_until < now()
-       AND outbox.topic_claimable(x.topic, include, exclude, others)
-     ORDER BY x.lease_until LIMIT 1 FOR UPDATE SKIP LOCKED;
-    IF FOUND THEN
+    -- holder's outcome write is refused. One that lost its holder too
+    -- often is split (or its lone message dead-lettered), and the next one
+    -- is looked at.
+    LOOP
+        SELECT * INTO b FROM outbox.batches x
+         WHERE x.state = 'leased' AND x.lease_until < now()
+           AND outbox.topic_claimable(x.topic, include, exclude, others)
+         ORDER BY x.lease_until LIMIT 1 FOR UPDATE SKIP LOCKED;
+        EXIT WHEN NOT FOUND;
         was := b.owner;
         UPDATE outbox.batches x
            SET owner = claim.owner, lease_until = now() + lease,
@@ -61,6 +69,10 @@ BEGIN
                claims = x.claims + 1,
                takeovers = x.takeovers + CASE WHEN was IS NULL THEN 0 ELSE 1 END
          WHERE x.id = b.id RETURNING * INTO b;
+        IF was IS NOT NULL AND b.takeovers >= outbox.batch_split_after() THEN
+            PERFORM outbox.split_batch(protocol, b, skip_dead_heads);
+            CONTINUE;
+        END IF;
         IF b.kind = 'r' THEN
             RETURN QUERY
             WITH r AS (
@@ -72,18 +84,15 @@ BEGIN
                    (extract(epoch FROM r.created_at) * 1000000)::bigint, r.topic,
                    r.idempotency_key, r.payload::text, r.ordering_key, r.ordering_seq
               FROM r ORDER BY r.ordering_seq NULLS FIRST, r.id;
-            RETURN;
-        ELSIF b.takeovers >= outbox.batch_split_after() THEN
-            PERFORM outbox.split_batch(b);
         ELSE
             RETURN QUERY
             SELECT b.id, b.kind, b.fence, b.attempts, was IS NOT NULL, e.id,
                    (extract(epoch FROM e.created_at) * 1000000)::bigint, e.topic,
                    e.idempotency_key, e.payload::text, e.ordering_key, e.ordering_seq
               FROM outbox.batch_events(b) e;
-            RETURN;
         END IF;
-    END IF;
+        RETURN;
+    END LOOP;
 
     FOR step IN 1 .. 2 LOOP
         IF (step = 1) = retries_first THEN
@@ -142,6 +151,12 @@ BEGIN
             END IF;
             found_any := true;
             tried := tried || (st.topic || '/' || st.lane);
+            -- Snapshots of another cluster (a dump restored into one whose
+            -- transaction counter is behind): nothing here is comparable
+            -- with them. Housekeeping adopts the restore first
+            -- (outbox.adopt_restore); until then the stream is left alone.
+            CONTINUE WHEN pg_snapshot_xmax(st.snap_lo) > pg_snapshot_xmax(pg_current_snapshot())
+                       OR pg_snapshot_xmax(st.snap_hi) > pg_snapshot_xmax(pg_current_snapshot());
 
             -- New statements from here: their snapshots are taken after the
             -- stream's row lock, so after the previous cut committed, and
@@ -188,6 +203,23 @@ BEGIN
                 blocked := ARRAY(SELECT k.ordering_key FROM outbox.ordering_blocks k
                                   WHERE k.topic = st.topic AND k.ordering_key = ANY(keys)
                                   ORDER BY k.ordering_key FOR SHARE);
+                -- A key whose first message here is not its next number
+                -- (outbox.ordering_next) came early: its predecessor is
+                -- further on in this window (it committed first, in a
+                -- transaction whose id is higher). It waits as a blocked
+                -- key's do, and gets a block of its own.
+                early := ARRAY(
+                    SELECT f.ordering_key FROM (
+                        SELECT DISTINCT ON (c.ordering_key) c.ordering_key, c.ordering_seq
+                          FROM unnest(cand) WITH ORDINALITY c(slot, id, txid, lane, topic,
+                               idempotency_key, payload, ordering_key, ordering_seq,
+                               created_at, n)
+                         WHERE NOT (c.ordering_key = ANY(blocked))
+                         ORDER BY c.ordering_key, c.n) f
+                      LEFT JOIN outbox.ordering_next x
+                        ON x.topic = st.topic AND x.ordering_key = f.ordering_key
+                     WHERE f.ordering_seq > COALESCE(x.next_seq, 1));
+                blocked := blocked || early;
                 SELECT min(x.n) INTO stop_at FROM (
                     SELECT c.n, row_number() OVER (PARTITION BY c.ordering_key ORDER BY c.n) nth,
                            c.ordering_key = ANY(blocked) AS is_blocked
@@ -220,9 +252,41 @@ BEGIN
                            'waits behind an earlier message of its ordering key'
                       FROM unnest(cand) c WHERE c.id = ANY(parked)
                     ON CONFLICT DO NOTHING;
+                    INSERT INTO outbox.ordering_blocks (topic, ordering_key, state)
+                    SELECT DISTINCT st.topic, c.ordering_key, 'retry' FROM unnest(cand) c
+                     WHERE c.id = ANY(parked) AND c.ordering_key = ANY(early)
+                    ON CONFLICT DO NOTHING;
                 ELSE
                     parked := NULL;
                 END IF;
+            END IF;
+            IF st.lane > 0 THEN
+                -- Each key taken or parked here moves on: past the message
+                -- taken, or past the run of its numbers now in
+                -- outbox.retries (what was parked, and what was parked
+                -- early before).
+                INSERT INTO outbox.ordering_next AS x (topic, ordering_key, next_seq)
+                SELECT st.topic, k.ordering_key,
+                       (SELECT min(q.s) FROM (
+                            SELECT k.base AS s
+                            UNION ALL
+                            SELECT r.ordering_seq + 1 FROM outbox.retries r
+                             WHERE r.topic = st.topic AND r.ordering_key = k.ordering_key
+                               AND r.ordering_seq >= k.base) q
+                         WHERE NOT EXISTS (
+                            SELECT 1 FROM outbox.retries r
+                             WHERE r.topic = st.topic AND r.ordering_key = k.ordering_key
+                               AND r.ordering_seq = q.s))
+                  FROM (SELECT t.ordering_key,
+                               GREATEST(max(t.ordering_seq) + 1, max(n.next_seq), 1) AS base
+                          FROM (SELECT c.ordering_key, c.ordering_seq FROM unnest(taken) c
+                                UNION ALL
+                                SELECT c.ordering_key, NULL FROM unnest(cand) c
+                                 WHERE c.id = ANY(parked)) t
+                          LEFT JOIN outbox.ordering_next n
+                            ON n.topic = st.topic AND n.ordering_key = t.ordering_key
+                         GROUP BY t.ordering_key) k
+                ON CONFLICT (topic, ordering_key) DO UPDATE SET next_seq = EXCLUDED.next_seq;
             END IF;
 
             bid := NULL;

@@ -1,5 +1,5 @@
 -- outbox.enqueue (function), its current definition: outboxctl migrate re-applies
--- this file after the numbered migrations (sql/README.md). History: 001, 005, 012.
+-- this file after the numbered migrations (sql/README.md). History: 001, 005, 012, 018.
 --
 -- enqueue: call inside the caller's business transaction. Idempotent per
 -- (topic, idempotency_key): a second call with the same payload (as jsonb:
@@ -90,8 +90,12 @@ BEGIN
 
     IF new_id IS NULL THEN
         -- A concurrent transaction stored the key in this slot and
-        -- committed first (ON CONFLICT waited for it); our sequence number
-        -- is a harmless gap.
+        -- committed first (ON CONFLICT waited for it). Our sequence number
+        -- goes back (we hold the key's row): the relays take a key's
+        -- numbers one after another (outbox.ordering_next), a gap would
+        -- stop them.
+        UPDATE outbox.ordering_seqs k SET last_seq = k.last_seq - 1
+         WHERE seq IS NOT NULL AND k.topic = enqueue.topic AND k.ordering_key = enqueue.ordering_key;
         SELECT e.id INTO new_id FROM outbox.events e
          WHERE e.topic = enqueue.topic AND e.idempotency_key = enqueue.idempotency_key
          LIMIT 1;
@@ -105,6 +109,9 @@ BEGIN
          LIMIT 1;
         IF other_id IS NOT NULL THEN
             DELETE FROM outbox.events e WHERE e.slot = into_slot AND e.id = new_id;
+            UPDATE outbox.ordering_seqs k SET last_seq = k.last_seq - 1 -- as above
+             WHERE seq IS NOT NULL AND k.topic = enqueue.topic
+               AND k.ordering_key = enqueue.ordering_key;
             PERFORM outbox.check_same_payload(topic, idempotency_key, payload);
             RETURN other_id;
         END IF;

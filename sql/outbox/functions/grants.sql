@@ -68,7 +68,8 @@ GRANT EXECUTE ON FUNCTION
     outbox.retry_claimable, outbox.split_batch, outbox.stream_read,
     outbox.topic_claimable, outbox.event_streams, outbox.stream_has_work,
     outbox.event_slots, outbox.lock_holders, outbox.oldest_xmin_holder,
-    outbox.slot_done, outbox.slot_has_after, outbox.all_streams, outbox.stream_backlog
+    outbox.slot_done, outbox.slot_has_after, outbox.all_streams, outbox.stream_backlog,
+    outbox.restored, outbox.adopt_restore
     TO outbox_relay;
 GRANT SELECT ON outbox.protocols TO outbox_relay;
 -- read in commit order; a done slot emptied by housekeeping (its
@@ -79,6 +80,7 @@ GRANT SELECT, INSERT, UPDATE ON outbox.streams TO outbox_relay;
 GRANT SELECT, INSERT, UPDATE, DELETE
     ON outbox.batches, outbox.retries, outbox.ordering_blocks, outbox.relay_waiters
     TO outbox_relay;
+GRANT SELECT, INSERT, UPDATE ON outbox.ordering_next TO outbox_relay;
 GRANT SELECT, INSERT, DELETE ON outbox.dead TO outbox_relay;
 GRANT USAGE ON SEQUENCE outbox.fences, outbox.batch_ids TO outbox_relay;
 
@@ -93,7 +95,8 @@ GRANT EXECUTE ON FUNCTION
     outbox.all_streams, outbox.event_streams, outbox.stream_backlog, outbox.batch_events,
     outbox.stream_read, outbox.retry_claimable, outbox.event_state, outbox.batch_holds,
     outbox.discover_streams, outbox.event_slots, outbox.lock_holders,
-    outbox.oldest_xmin_holder, outbox.slot_has_after, outbox.stream_has_work
+    outbox.oldest_xmin_holder, outbox.slot_has_after, outbox.stream_has_work,
+    outbox.restored, outbox.adopt_restore
     TO outbox_admin;
 GRANT SELECT ON outbox.protocols, outbox.messages TO outbox_admin;
 GRANT SELECT, TRUNCATE ON outbox.events TO outbox_admin;
@@ -102,7 +105,9 @@ GRANT SELECT, INSERT ON outbox.streams, outbox.retries TO outbox_admin;
 GRANT SELECT, DELETE ON outbox.batches TO outbox_admin;
 -- UPDATE: dead requeue locks the rows it requeues (SELECT ... FOR UPDATE)
 GRANT SELECT, UPDATE, DELETE ON outbox.dead TO outbox_admin;
-GRANT SELECT, INSERT, UPDATE ON outbox.ordering_blocks TO outbox_admin;
+-- DELETE: housekeeping lifts a dead block whose dead letter is gone
+GRANT SELECT, INSERT, UPDATE, DELETE ON outbox.ordering_blocks TO outbox_admin;
+GRANT SELECT ON outbox.ordering_next TO outbox_admin;
 
 -- ---------------------------------------------------------------------------
 -- outbox_viewer (outboxctl web: the poller of ctl/web_poll.c)
@@ -117,7 +122,8 @@ GRANT EXECUTE ON FUNCTION
     outbox.slot_has_after, outbox.stream_has_work
     TO outbox_viewer;
 GRANT SELECT ON outbox.protocols, outbox.messages, outbox.events, outbox.slots,
-    outbox.streams, outbox.retries, outbox.batches, outbox.dead, outbox.ordering_blocks
+    outbox.streams, outbox.retries, outbox.batches, outbox.dead, outbox.ordering_blocks,
+    outbox.ordering_next
     TO outbox_viewer;
 
 -- The slots of outbox.events: housekeeping counts, locks and empties one

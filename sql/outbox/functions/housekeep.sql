@@ -1,10 +1,17 @@
 -- outbox.housekeep (function), its current definition: outboxctl migrate re-applies
--- this file after the numbered migrations (sql/README.md). History: 012, 017.
+-- this file after the numbered migrations (sql/README.md). History: 012, 017, 018.
 --
 -- housekeep: one pass of the retention work, safe to run from any number
 -- of relays (an advisory lock lets one through) and from outboxctl purge.
+--  0. an outbox restored from another cluster (outbox.restored) is adopted
+--     first (outbox.adopt_restore; read_again: how many messages it will
+--     read again); while it cannot be (lock timeout), nothing else runs;
 --  1. done batches older than done_retention_ms, dead letters older than
---     dead_retention_ms (0 = kept): deleted;
+--     dead_retention_ms (0 = kept): deleted. A dead letter that blocks its
+--     ordering key (--on-dead-head block) is kept until it is requeued: it
+--     is what an operator acts on. A dead block left without its dead
+--     letter (deleted by a version before 018) is lifted: nothing could
+--     ever lift it;
 --  2. the oldest closed slot, once closed for longer than retention_ms and
 --     every message in it done: TRUNCATE. It is locked first (lock_timeout
 --     lock_ms: a transaction still reading it makes this pass skip it) and
@@ -27,7 +34,8 @@ CREATE OR REPLACE FUNCTION outbox.housekeep(retention_ms bigint, dead_retention_
                                  OUT truncated_rows bigint, OUT switched_to smallint,
                                  OUT waiting text, OUT oldest_xact_pid integer,
                                  OUT oldest_xact_application text,
-                                 OUT oldest_xact_age_s double precision)
+                                 OUT oldest_xact_age_s double precision,
+                                 OUT read_again bigint)
     LANGUAGE plpgsql AS $$
 DECLARE
     s      outbox.slots;
@@ -45,18 +53,42 @@ BEGIN
     SELECT h.pid, h.application_name, h.xact_age_s
       INTO oldest_xact_pid, oldest_xact_application, oldest_xact_age_s
       FROM outbox.oldest_xmin_holder() h;
+    PERFORM set_config('lock_timeout', lock_ms || 'ms', true);
+    IF outbox.restored() THEN
+        BEGIN
+            read_again := outbox.adopt_restore();
+        EXCEPTION WHEN lock_not_available THEN
+            waiting := format('the outbox was restored from another cluster: adopting it waits'
+                              ' for the claims under way (lock timeout %sms)', lock_ms);
+            RETURN;
+        END;
+    END IF;
     DELETE FROM outbox.batches b WHERE b.state = 'done'
        AND b.done_at < now() - done_retention_ms * interval '1 millisecond';
     GET DIAGNOSTICS batches_deleted = ROW_COUNT;
     IF dead_retention_ms > 0 THEN
         DELETE FROM outbox.dead d
-         WHERE d.died_at < now() - dead_retention_ms * interval '1 millisecond';
+         WHERE d.died_at < now() - dead_retention_ms * interval '1 millisecond'
+           AND NOT EXISTS (SELECT 1 FROM outbox.ordering_blocks k
+                            WHERE k.topic = d.topic AND k.ordering_key = d.ordering_key
+                              AND k.state = 'dead');
         GET DIAGNOSTICS dead_deleted = ROW_COUNT;
     END IF;
+    -- (its key's parked messages, if any, still go first: the block
+    -- becomes theirs)
+    UPDATE outbox.ordering_blocks k SET state = 'retry'
+     WHERE k.state = 'dead'
+       AND NOT EXISTS (SELECT 1 FROM outbox.dead d
+                        WHERE d.topic = k.topic AND d.ordering_key = k.ordering_key)
+       AND EXISTS (SELECT 1 FROM outbox.retries r
+                    WHERE r.topic = k.topic AND r.ordering_key = k.ordering_key);
+    DELETE FROM outbox.ordering_blocks k
+     WHERE k.state = 'dead'
+       AND NOT EXISTS (SELECT 1 FROM outbox.dead d
+                        WHERE d.topic = k.topic AND d.ordering_key = k.ordering_key);
     IF retention_ms <= 0 THEN
         RETURN;
     END IF;
-    PERFORM set_config('lock_timeout', lock_ms || 'ms', true);
 
     SELECT * INTO s FROM outbox.slots x
      WHERE x.state = 'closed' AND x.since < now() - retention_ms * interval '1 millisecond'
