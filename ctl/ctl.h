@@ -18,6 +18,9 @@ int ctl_inspect(int argc, char **argv);
 int ctl_purge(int argc, char **argv);
 int ctl_webhook(int argc, char **argv);
 int ctl_web(int argc, char **argv);
+/* prove: exit 0 clean, 1 a violation, 2 a bad argument or a database error
+ * (its own codes: prove_cmd.c). */
+int ctl_prove(int argc, char **argv);
 
 /* The config tables, for `outboxctl --help-markdown` (docs/configuration.md). */
 extern const struct ob_cfg_opt ctl_migrate_options[];
@@ -30,5 +33,6 @@ extern const struct ob_cfg_opt ctl_purge_options[];
 extern const struct ob_cfg_opt ctl_webhook_list_options[];
 extern const struct ob_cfg_opt ctl_webhook_resolve_options[];
 extern const struct ob_cfg_opt ctl_web_options[];
+extern const struct ob_cfg_opt ctl_prove_options[];
 
 #endif

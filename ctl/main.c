@@ -1,6 +1,7 @@
 /*
- * main.c - outboxctl: dispatch to a subcommand (web: the live view). `outboxctl --help-markdown`
- * prints every subcommand's config table (docs/configuration.md).
+ * main.c - outboxctl: dispatch to a subcommand (web: the live view; prove:
+ * the history checker). `outboxctl --help-markdown` prints every
+ * subcommand's config table (docs/configuration.md).
  */
 #include <stdio.h>
 #include <string.h>
@@ -23,6 +24,7 @@ static const struct subcommand subcommands[] = {
 	{ "purge", ctl_purge, "drop delivered messages, a slot at a time (--older-than)" },
 	{ "webhook", ctl_webhook, "parked webhook calls (at-most-once): list, resolve" },
 	{ "web", ctl_web, "serve the live view of the pipeline (page + JSON API)" },
+	{ "prove", ctl_prove, "judge a run's history since T: lost, duplicated, out of order, phantom" },
 	{ NULL, NULL, NULL },
 };
 
@@ -52,6 +54,7 @@ markdown(void)
 		{ "outboxctl webhook list", ctl_webhook_list_options },
 		{ "outboxctl webhook resolve", ctl_webhook_resolve_options },
 		{ "outboxctl web", ctl_web_options },
+		{ "outboxctl prove", ctl_prove_options },
 	};
 	for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) {
 		if (i > 0)
