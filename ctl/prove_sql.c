@@ -106,6 +106,10 @@ reason_of(const char *last_error)
 
 #define ISO_UTC(col) "to_char((" col ") AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
 
+/* Each side's transaction. The joins on (topic, key) are hash joins: with
+ * the default work_mem the planner sorted both sides for merge joins
+ * (0.8 s of the inbox's statement for 50,000 messages, 0.3 s hashed);
+ * JIT off, see above. */
 static const char sql_begin[] =
     "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET LOCAL jit = off;"
     " SET LOCAL work_mem = '64MB'; SET LOCAL enable_mergejoin = off";
