@@ -358,7 +358,7 @@ query(PGconn *conn, const char *sql, int n, const char *const *params, const cha
 	return res;
 }
 
-/* The five arrays of the window that the inbox joins on, as text-array
+/* The six arrays of the window that the inbox joins on, as text-array
  * literals. */
 struct window_arrays {
 	struct ob_buf ids, topics, keys, states, okeys, seqs;
