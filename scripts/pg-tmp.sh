@@ -24,6 +24,13 @@
 # (default 198.18.0.0/15, the test-network range): for relays in other
 # network namespaces (tests/netns/). DIR/env then also has PGHOST_TCP and
 # OUTBOX_PG_TCP_CONNINFO. Test use only: trust, no TLS.
+# Set OUTBOX_PG_NEXT_XID=N (start only) for a cluster whose transaction
+# counter starts at N (pg_resetwal -x after initdb, plus the zero-filled
+# pg_xact segment N falls in, which the server reads at start):
+# pg_current_xact_id() is N or more. N is 1000000..2000000000: above the
+# ids initdb used (below them its catalog would be in the future) and well
+# short of the wraparound limits. For a dump restored into a cluster whose
+# counter is behind the old one's (tests/integration/test_restore.c).
 set -euo pipefail
 
 cmd=${1:-}; dir=${2:-}
@@ -68,8 +75,27 @@ start)
 		[[ $hba_net =~ ^[0-9]{1,3}(\.[0-9]{1,3}){3}/[0-9]{1,2}$ ]] ||
 			{ echo "pg-tmp: OUTBOX_PG_HBA_NET='$hba_net' is not an IPv4 CIDR" >&2; exit 2; }
 	fi
+	next_xid=${OUTBOX_PG_NEXT_XID:-}
+	if [ -n "$next_xid" ] && { ! [[ $next_xid =~ ^[1-9][0-9]{0,9}$ ]] ||
+		[ "$next_xid" -lt 1000000 ] || [ "$next_xid" -gt 2000000000 ]; }; then
+		echo "pg-tmp: OUTBOX_PG_NEXT_XID='$next_xid' is not a number in 1000000..2000000000" >&2; exit 2
+	fi
 	as_owner "$bindir/initdb" -D "$dir/data" -U postgres -A trust -E UTF8 --no-locale >"$dir/initdb.log" 2>&1 ||
 		{ echo "pg-tmp: initdb failed; log follows" >&2; tail -20 "$dir/initdb.log" >&2; exit 1; }
+	if [ -n "$next_xid" ]; then
+		# pg_xact holds 2 bits per transaction: a segment file of 32 pages
+		# of 8 KiB covers 1048576 of them and is named by its number (4 hex
+		# digits). The server reads N's page at start; it makes the later
+		# segments itself. Segment 0 is initdb's (one page): extended.
+		as_owner "$bindir/pg_resetwal" -x "$next_xid" -D "$dir/data" >>"$dir/initdb.log" 2>&1 ||
+			{ echo "pg-tmp: pg_resetwal -x $next_xid failed; log follows" >&2; tail -20 "$dir/initdb.log" >&2; exit 1; }
+		seg="$dir/data/pg_xact/$(printf '%04X' $(( next_xid / 1048576 )))"
+		if [ -f "$seg" ]; then
+			as_owner truncate -s 262144 "$seg"
+		else
+			as_owner dd if=/dev/zero of="$seg" bs=8192 count=32 status=none
+		fi
+	fi
 	[ -z "$listen" ] || echo "host all all $hba_net trust" >>"$dir/data/pg_hba.conf"
 	cat >>"$dir/data/postgresql.conf" <<CONF
 listen_addresses = '$listen'

@@ -30,6 +30,18 @@ endif()
 # a poison message ends dead alone; a restore into a younger cluster.
 outbox_test(test_streams SOURCES integration/test_streams.c
   LABELS integration PG TIMEOUT 300)
+# The same restore for real: cluster A advanced with pg_resetwal -x
+# (pg-tmp.sh OUTBOX_PG_NEXT_XID), its outbox dumped into a fresh cluster B,
+# the real relay and consumer on both sides: each message applied once, in
+# key order (the server's own pg_dump and pg_restore, as test_schema).
+outbox_test(test_restore SOURCES integration/test_restore.c LABELS integration PG TIMEOUT 600)
+if(TARGET test_restore)
+  add_dependencies(test_restore outbox-relay outbox-consumer outboxctl)
+  find_program(OUTBOX_PG_DUMP pg_dump HINTS /usr/lib/postgresql/15/bin)
+  if(OUTBOX_PG_DUMP)
+    set_property(TEST test_restore APPEND PROPERTY ENVIRONMENT "OUTBOX_PG_DUMP=${OUTBOX_PG_DUMP}")
+  endif()
+endif()
 # Per-key ordering: failing head, dead head block/skip, takeover, concurrent
 # producers of one key, a dead head past --dead-retention.
 outbox_test(test_ordering SOURCES integration/test_ordering.c LABELS integration PG TIMEOUT 600)

@@ -3,6 +3,7 @@
  * (ts_pgserver.h). The script does the work (initdb, start, pg_basebackup,
  * stop); this file runs it and reads the env file it writes.
  */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,14 +25,16 @@ script_path(char *out, size_t outlen)
 	snprintf(out, outlen, "%s/scripts/pg-tmp.sh", src);
 }
 
+/* pg-tmp.sh cmd a b c, with env (NULL-ended "K=V", may be NULL) added to
+ * its environment. */
 static void
-pg_tmp(const char *cmd, const char *a, const char *b, const char *c)
+pg_tmp(char *const env[], const char *cmd, const char *a, const char *b, const char *c)
 {
 	char script[600];
 	static char out[8192];
 	script_path(script, sizeof(script));
 	char *argv[] = { "/bin/bash", script, (char *)cmd, (char *)a, (char *)b, (char *)c, NULL };
-	ck_assert_msg(ts_run(argv, NULL, out, sizeof(out), PGTMP_TIMEOUT_MS) == 0,
+	ck_assert_msg(ts_run(argv, env, out, sizeof(out), PGTMP_TIMEOUT_MS) == 0,
 	    "pg-tmp.sh %s %s: %s", cmd, a, out);
 }
 
@@ -54,7 +57,17 @@ env_conninfo(const char *dir, const char *db, char *out, size_t outlen)
 void
 ts_pgserver_start(const char *dir, char *out, size_t outlen)
 {
-	pg_tmp("start", dir, NULL, NULL);
+	pg_tmp(NULL, "start", dir, NULL, NULL);
+	env_conninfo(dir, "postgres", out, outlen);
+}
+
+void
+ts_pgserver_start_at_xid(const char *dir, uint64_t next_xid, char *out, size_t outlen)
+{
+	char var[64];
+	snprintf(var, sizeof(var), "OUTBOX_PG_NEXT_XID=%" PRIu64, next_xid);
+	char *env[] = { var, NULL };
+	pg_tmp(env, "start", dir, NULL, NULL);
 	env_conninfo(dir, "postgres", out, outlen);
 }
 
@@ -62,7 +75,7 @@ void
 ts_pgserver_standby(const char *primary_dir, const char *dir, const char *name, char *out,
     size_t outlen)
 {
-	pg_tmp("standby", primary_dir, dir, name);
+	pg_tmp(NULL, "standby", primary_dir, dir, name);
 	env_conninfo(dir, "postgres", out, outlen);
 }
 

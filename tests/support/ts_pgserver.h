@@ -2,18 +2,27 @@
  * ts_pgserver.h - PostgreSQL servers of a test's own, beside the shared
  * fixture's (scripts/pg-tmp.sh: initdb in a directory, unix socket only),
  * for what one server cannot show: one database name on two servers, a
- * streaming standby. Each lives in a directory the test names; the test
- * stops it (ts_pgserver_stop_quiet from a teardown that runs after a
- * failure too: an unchecked fixture).
+ * streaming standby, a cluster whose transaction counter is far ahead.
+ * Each lives in a directory the test names; the test stops it
+ * (ts_pgserver_stop_quiet from a teardown that runs after a failure too:
+ * an unchecked fixture).
  */
 #ifndef TS_PGSERVER_H
 #define TS_PGSERVER_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* Start a server in dir (created; must not exist); the conninfo of its
  * postgres database into out. ck_asserts. */
 void ts_pgserver_start(const char *dir, char *out, size_t outlen);
+
+/* The same, on a cluster whose transaction counter starts at next_xid
+ * (1000000..2000000000; pg-tmp.sh's OUTBOX_PG_NEXT_XID: pg_resetwal -x after
+ * initdb): its pg_current_xact_id() is next_xid or more. A cluster "ahead"
+ * of a fresh one, for a dump restored into one whose counter is behind
+ * (test_restore). ck_asserts. */
+void ts_pgserver_start_at_xid(const char *dir, uint64_t next_xid, char *out, size_t outlen);
 
 /* A streaming standby (asynchronous, application_name name) of the server
  * in primary_dir, in dir; its conninfo into out. ck_asserts. */
