@@ -745,6 +745,51 @@ START_TEST(test_dead_head_outlives_dead_retention)
 }
 END_TEST
 
+/* Found by the protocol checker (tests/check/): under --on-dead-head skip,
+ * a key's dead head requeued while the key's next message is out in its
+ * lane's batch went out at once: two messages of one key in flight. A
+ * retry of a key now waits until no other message of the key is out. */
+START_TEST(test_requeued_head_waits_for_the_key_in_flight)
+{
+	char db[TS_CONNINFO_MAX], sql[512];
+	ts_db_create("ord_requeue_inflight", "outbox", db, sizeof(db));
+	PGconn *c = ts_connect(db);
+	ts_exec(c, "SELECT outbox.enqueue('t', 'h-1', '{}', 'K')");
+	/* h-1 dead, skipped (skip_dead_heads true) */
+	PGresult *r = PQexec(c, "SELECT batch_id, fence, id FROM outbox.claim(2, 'test', 60000, 10,"
+	    " '{t}', '{}', false, false)");
+	ck_assert_int_eq(PQntuples(r), 1);
+	snprintf(sql, sizeof(sql), "SELECT outbox.record(2, %s, %s, true, 'done', 0, false,"
+	    " ARRAY[%s]::bigint[], '{dead}', '{0}', '{\"rejected by consumer: test\"}', true)::int",
+	    PQgetvalue(r, 0, 0), PQgetvalue(r, 0, 1), PQgetvalue(r, 0, 2));
+	PQclear(r);
+	ck_assert_int_eq(ts_query_int(c, sql), 1);
+	/* h-2 goes out and stays out */
+	ts_exec(c, "SELECT outbox.enqueue('t', 'h-2', '{}', 'K')");
+	r = PQexec(c, "SELECT batch_id, fence, idempotency_key FROM outbox.claim(2, 'test', 60000,"
+	    " 10, '{t}', '{}', false, false)");
+	ck_assert_int_eq(PQntuples(r), 1);
+	ck_assert_str_eq(PQgetvalue(r, 0, 2), "h-2");
+	char batch[64];
+	snprintf(batch, sizeof(batch), "%s, %s", PQgetvalue(r, 0, 0), PQgetvalue(r, 0, 1));
+	PQclear(r);
+	/* the operator requeues h-1: it waits while h-2 is out */
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM outbox.requeue_dead("
+	    "ARRAY(SELECT id FROM outbox.dead))"), 1);
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM outbox.claim(2, 'test', 60000, 10,"
+	    " '{t}', '{}', false, true)"), 0);
+	snprintf(sql, sizeof(sql), "SELECT outbox.record(2, %s, true, 'done', 0, false, '{}', '{}',"
+	    " '{}', '{}', true)::int", batch);
+	ck_assert_int_eq(ts_query_int(c, sql), 1);
+	r = PQexec(c, "SELECT idempotency_key FROM outbox.claim(2, 'test', 60000, 10, '{t}', '{}',"
+	    " false, true)");
+	ck_assert_int_eq(PQntuples(r), 1);
+	ck_assert_str_eq(PQgetvalue(r, 0, 0), "h-1");
+	PQclear(r);
+	PQfinish(c);
+}
+END_TEST
+
 START_TEST(test_enqueue_numbers_and_lanes)
 {
 	char db[TS_CONNINFO_MAX];
@@ -786,6 +831,7 @@ main(void)
 	tcase_add_test(tc, test_unblock_and_park_race_both_orders);
 	tcase_add_test(tc, test_concurrent_producers_keep_key_order);
 	tcase_add_test(tc, test_dead_head_outlives_dead_retention);
+	tcase_add_test(tc, test_requeued_head_waits_for_the_key_in_flight);
 	suite_add_tcase(s, tc);
 	return ts_run_suite(s);
 }

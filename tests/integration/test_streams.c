@@ -438,6 +438,65 @@ START_TEST(test_restore_into_a_younger_cluster)
 }
 END_TEST
 
+/* Found by the protocol checker (tests/check/): a batch still open at the
+ * dump that was its stream's first cut (a range from the beginning) also
+ * covers, by transaction id, a message enqueued after the restore: reading
+ * the batch's messages by its range put the new one in the old one's place,
+ * and the old one was taken as assigned and lost. And a claim must not take
+ * such a batch over before the restore is adopted. */
+START_TEST(test_restore_keeps_an_open_first_cut)
+{
+	char db[TS_CONNINFO_MAX], batch[64], keys[256], ids[256], got[512] = "";
+	bool takeover;
+	ts_db_create("streams_restore_first", "outbox", db, sizeof(db));
+	PGconn *c = ts_connect(db);
+	ts_exec(c, "SELECT outbox.enqueue('t', 'old', '{}')");
+	ck_assert_int_eq(claim_keys(c, 0, batch, sizeof(batch), keys, sizeof(keys), ids,
+	    sizeof(ids), &takeover), 1); /* a lease that has run out by the next step */
+	char path[512];
+	snprintf(path, sizeof(path), "%s/sql/simulate_restore.sql", getenv("OUTBOX_TEST_DATA"));
+	char *sim = ts_read_file(path);
+	ck_assert_ptr_nonnull(sim);
+	ts_exec(c, sim);
+	free(sim);
+	ts_exec(c, "SELECT pg_temp.simulate_restore(4294967296)");
+	ts_exec(c, "SELECT outbox.enqueue('t', 'new', '{}')");
+	/* before the adoption nothing is claimed: not the old batch's range */
+	ck_assert_int_eq(claim_keys(c, 60000, batch, sizeof(batch), keys, sizeof(keys), ids,
+	    sizeof(ids), &takeover), 0);
+	ck_assert_int_eq(ts_query_int(c, "SELECT read_again FROM outbox.housekeep(1, 0, 60000,"
+	    " 1000, true)"), 2);
+	for (int i = 0; i < 10 && ts_query_int(c, "SELECT outbox.backlog_empty()::int") == 0; i++)
+		if (claim_keys(c, 60000, batch, sizeof(batch), keys, sizeof(keys), ids, sizeof(ids),
+		        &takeover) > 0) {
+			record_delivered(c, batch, ids);
+			append_csv(got, sizeof(got), keys);
+		}
+	ck_assert_str_eq(got, "old,new");
+	PQfinish(c);
+}
+END_TEST
+
+/* A transaction that enqueues and then asks (housekeeping run in the
+ * same transaction): its own message lies beyond its snapshot, which is
+ * not a restore. */
+START_TEST(test_own_message_is_no_restore)
+{
+	char db[TS_CONNINFO_MAX];
+	ts_db_create("streams_own", "outbox", db, sizeof(db));
+	PGconn *c = ts_connect(db);
+	ts_exec(c, "SELECT outbox.enqueue('t', 'a', '{}')");
+	ts_exec(c, "SELECT count(*) FROM outbox.claim(2, 'test', 60000, 10, '{t}', '{}', false, false)");
+	ts_exec(c, "BEGIN");
+	ts_exec(c, "SELECT outbox.enqueue('t', 'b', '{}')");
+	ck_assert_int_eq(ts_query_int(c, "SELECT outbox.restored()::int"), 0);
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM outbox.housekeep(0, 0, 60000, 1000)"
+	    " WHERE read_again IS NULL"), 1);
+	ts_exec(c, "COMMIT");
+	PQfinish(c);
+}
+END_TEST
+
 /* The payload of the one notification that arrived on c ("" when it was
  * empty), or NULL when none did; fails on a second one. */
 static char *
@@ -501,6 +560,8 @@ main(void)
 	tcase_add_test(tc, test_enqueue_wakes_one_waiter);
 	tcase_add_test(tc, test_poison_message_ends_dead_alone);
 	tcase_add_test(tc, test_restore_into_a_younger_cluster);
+	tcase_add_test(tc, test_restore_keeps_an_open_first_cut);
+	tcase_add_test(tc, test_own_message_is_no_restore);
 	suite_add_tcase(s, tc);
 	return ts_run_suite(s);
 }

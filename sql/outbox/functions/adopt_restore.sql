@@ -58,8 +58,13 @@ BEGIN
         floor := s;
     END IF;
 
-    open_ids := ARRAY(SELECT e.id FROM outbox.batches b, LATERAL outbox.batch_events(b) e
-                       WHERE b.state = 'leased' AND b.kind = 's');
+    -- An open batch's messages by its range, among the restored ones only:
+    -- a message enqueued after the restore (a lower id) falls inside any
+    -- old range too, so outbox.batch_events would read it in their place.
+    open_ids := ARRAY(SELECT e.id FROM outbox.batches b
+                        JOIN outbox.events e ON e.topic = b.topic AND e.lane = b.lane
+                       WHERE b.state = 'leased' AND b.kind = 's' AND e.txid >= cur
+                         AND outbox.batch_holds(b, e));
     UPDATE outbox.events e
        SET txid = CASE
                WHEN e.txid >= cur AND NOT (e.id = ANY(open_ids)) AND EXISTS (

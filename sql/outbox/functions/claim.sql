@@ -60,6 +60,10 @@ BEGIN
         SELECT * INTO b FROM outbox.batches x
          WHERE x.state = 'leased' AND x.lease_until < now()
            AND outbox.topic_claimable(x.topic, include, exclude, others)
+           -- a range of another cluster (a restore not adopted yet) reads
+           -- the wrong messages: housekeeping closes it first
+           AND NOT COALESCE(pg_snapshot_xmax(x.snap_hi)
+                            > pg_snapshot_xmax(pg_current_snapshot()), false)
          ORDER BY x.lease_until LIMIT 1 FOR UPDATE SKIP LOCKED;
         EXIT WHEN NOT FOUND;
         was := b.owner;

@@ -25,8 +25,11 @@ BEGIN
         IF pg_snapshot_xmax(st.snap_lo) > cur OR pg_snapshot_xmax(st.snap_hi) > cur THEN
             RETURN true;
         END IF;
+        -- (not the caller's own message: an uncommitted enqueue of this
+        -- very transaction lies beyond its snapshot)
         SELECT e.txid INTO newest FROM outbox.events e
          WHERE e.topic = st.topic AND e.lane = st.lane
+           AND e.txid IS DISTINCT FROM pg_current_xact_id_if_assigned()
          ORDER BY e.txid DESC LIMIT 1;
         IF newest >= cur THEN
             RETURN true;
