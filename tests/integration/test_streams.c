@@ -477,6 +477,45 @@ START_TEST(test_restore_keeps_an_open_first_cut)
 }
 END_TEST
 
+/* Found by the protocol checker: after a restore, a topic new since the
+ * dump is read by the relays at once (its stream's state is this
+ * cluster's); adopting the restore later must not read what they
+ * delivered again (the checker saw a recorded delivery claimed again). */
+START_TEST(test_restore_leaves_a_new_stream_alone)
+{
+	char db[TS_CONNINFO_MAX], batch[64], keys[256], ids[256];
+	bool takeover;
+	ts_db_create("streams_restore_new", "outbox", db, sizeof(db));
+	PGconn *c = ts_connect(db);
+	ts_exec(c, "SELECT outbox.enqueue('t', 'old', '{}')");
+	ck_assert_int_eq(claim_keys(c, 60000, batch, sizeof(batch), keys, sizeof(keys), ids,
+	    sizeof(ids), &takeover), 1);
+	record_delivered(c, batch, ids);
+	char path[512];
+	snprintf(path, sizeof(path), "%s/sql/simulate_restore.sql", getenv("OUTBOX_TEST_DATA"));
+	char *sim = ts_read_file(path);
+	ck_assert_ptr_nonnull(sim);
+	ts_exec(c, sim);
+	free(sim);
+	ts_exec(c, "SELECT pg_temp.simulate_restore(4294967296)");
+	/* a new topic: its stream is cut and delivered before any adoption */
+	ts_exec(c, "SELECT outbox.enqueue('u', 'fresh', '{}')");
+	PGresult *r = PQexec(c, "SELECT batch_id, fence, array_agg(id) FROM outbox.claim(2, 'test',"
+	    " 60000, 10, '{u}', '{}', false, false) GROUP BY 1, 2");
+	ck_assert_int_eq(PQntuples(r), 1);
+	snprintf(batch, sizeof(batch), "%s, %s", PQgetvalue(r, 0, 0), PQgetvalue(r, 0, 1));
+	snprintf(ids, sizeof(ids), "%s", PQgetvalue(r, 0, 2));
+	PQclear(r);
+	record_delivered(c, batch, ids);
+	ck_assert_int_eq(ts_query_int(c, "SELECT read_again FROM outbox.housekeep(1, 0, 60000,"
+	    " 1000, true)"), 0);
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM outbox.claim(2, 'test', 60000, 10,"
+	    " '{u}', '{}', false, false)"), 0);
+	ck_assert_int_eq(ts_query_int(c, "SELECT outbox.backlog_empty()::int"), 1);
+	PQfinish(c);
+}
+END_TEST
+
 /* A transaction that enqueues and then asks (housekeeping run in the
  * same transaction): its own message lies beyond its snapshot, which is
  * not a restore. */
@@ -561,6 +600,7 @@ main(void)
 	tcase_add_test(tc, test_poison_message_ends_dead_alone);
 	tcase_add_test(tc, test_restore_into_a_younger_cluster);
 	tcase_add_test(tc, test_restore_keeps_an_open_first_cut);
+	tcase_add_test(tc, test_restore_leaves_a_new_stream_alone);
 	tcase_add_test(tc, test_own_message_is_no_restore);
 	suite_add_tcase(s, tc);
 	return ts_run_suite(s);

@@ -9,12 +9,14 @@
 -- restored.
 --
 -- * A message read again: one not yet assigned by its stream's state
---   (snapshots and position, compared with the message's own old id: both
---   come from the old cluster), one held by a batch still open (its outcome
---   is unknown: the consumer answers a second delivery duplicate), and one
---   whose id is below this cluster's counter: enqueued after the restore,
---   or restored from a counter that overlaps this one (then it may be
---   delivered twice; the consumer deduplicates).
+--   (snapshots and position, compared with the message's own id), one held
+--   by a batch still open (its outcome is unknown: the consumer answers a
+--   second delivery duplicate), and, in a stream whose state is of the old
+--   cluster, one whose id is below this cluster's counter: enqueued after
+--   the restore, or restored from a counter that overlaps this one (then it
+--   may be delivered twice; the consumer deduplicates). A stream first cut
+--   after the restore (a topic or lane new since the dump) has a state of
+--   this cluster and is judged by it.
 -- * Its transaction id becomes this transaction's, and every stream's
 --   floor a snapshot of now in which this transaction is in progress:
 --   everything else in the log is below the floor (assigned; assigned
@@ -58,18 +60,27 @@ BEGIN
         floor := s;
     END IF;
 
-    -- An open batch's messages by its range, among the restored ones only:
-    -- a message enqueued after the restore (a lower id) falls inside any
-    -- old range too, so outbox.batch_events would read it in their place.
+    -- An open batch's messages by its range. A range of the old cluster
+    -- holds restored messages only: a message enqueued after the restore
+    -- (a lower id) falls inside any old range too, so outbox.batch_events
+    -- would read it in their place.
     open_ids := ARRAY(SELECT e.id FROM outbox.batches b
                         JOIN outbox.events e ON e.topic = b.topic AND e.lane = b.lane
-                       WHERE b.state = 'leased' AND b.kind = 's' AND e.txid >= cur
+                       WHERE b.state = 'leased' AND b.kind = 's'
+                         AND (e.txid >= cur OR NOT pg_snapshot_xmax(b.snap_hi) > cur)
                          AND outbox.batch_holds(b, e));
+    -- Assigned: what its stream's state says is, except a message below
+    -- this cluster's counter in a stream whose state is of the old cluster
+    -- (there the comparison means nothing). A stream first cut after the
+    -- restore has a state of this cluster: its messages are judged by it.
     UPDATE outbox.events e
        SET txid = CASE
-               WHEN e.txid >= cur AND NOT (e.id = ANY(open_ids)) AND EXISTS (
+               WHEN NOT (e.id = ANY(open_ids)) AND EXISTS (
                         SELECT 1 FROM outbox.streams st
                          WHERE st.topic = e.topic AND st.lane = e.lane
+                           AND NOT (e.txid < cur
+                                    AND COALESCE(pg_snapshot_xmax(st.snap_lo) > cur
+                                                 OR pg_snapshot_xmax(st.snap_hi) > cur, false))
                            AND ((st.snap_lo IS NOT NULL
                                  AND pg_visible_in_snapshot(e.txid, st.snap_lo))
                                 OR (st.snap_hi IS NOT NULL

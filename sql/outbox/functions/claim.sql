@@ -64,7 +64,7 @@ BEGIN
            -- the wrong messages: housekeeping closes it first
            AND NOT COALESCE(pg_snapshot_xmax(x.snap_hi)
                             > pg_snapshot_xmax(pg_current_snapshot()), false)
-         ORDER BY x.lease_until LIMIT 1 FOR UPDATE SKIP LOCKED;
+         ORDER BY x.lease_until, x.id LIMIT 1 FOR UPDATE SKIP LOCKED;
         EXIT WHEN NOT FOUND;
         was := b.owner;
         UPDATE outbox.batches x
@@ -107,7 +107,7 @@ BEGIN
              WHERE r.batch_id IS NULL AND r.due_at <= now()
                AND outbox.topic_claimable(r.topic, include, exclude, others)
                AND outbox.retry_claimable(r, ordering)
-             ORDER BY r.due_at LIMIT 1;
+             ORDER BY r.due_at, r.id LIMIT 1;
             CONTINUE WHEN rtopic IS NULL;
             picked := ARRAY(
                 SELECT r.id FROM outbox.retries r

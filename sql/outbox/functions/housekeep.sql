@@ -92,7 +92,7 @@ BEGIN
 
     SELECT * INTO s FROM outbox.slots x
      WHERE x.state = 'closed' AND x.since < now() - retention_ms * interval '1 millisecond'
-     ORDER BY x.since LIMIT 1;
+     ORDER BY x.since, x.slot LIMIT 1;
     IF FOUND THEN
         BEGIN
             EXECUTE format('LOCK TABLE outbox.events_%s IN ACCESS EXCLUSIVE MODE', s.slot);

@@ -26,7 +26,7 @@ BEGIN
               WHERE outbox.topic_claimable(s.topic, include, exclude, others)
                 AND (s.lane = 0 OR s.inflight IS NULL OR NOT ordering)
                 AND NOT ((s.topic || '/' || s.lane) = ANY(tried))
-              ORDER BY s.cut_at NULLS FIRST
+              ORDER BY s.cut_at NULLS FIRST, s.topic, s.lane
     LOOP
         -- snap_lo read unlocked can only be older than the row's: the probe
         -- may say yes once too often (the cut then finds nothing), never no

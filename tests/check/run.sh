@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# run.sh BIN_DIR - the protocol checker in the suite (ctest check_protocol):
+#
+#  1. a PostgreSQL of its own (scripts/pg-tmp.sh) that loads plpgsql_check
+#     (its profiler counts statements across sessions) and runs no
+#     autovacuum (nothing but the checker's sessions takes locks);
+#  2. outbox-check over CHECK_SEEDS seeds of CHECK_STEPS steps on the
+#     schema as it is: no violation, the same history when the first seed
+#     runs twice, and the coverage of the protocol's functions at least 95 %
+#     of statements and 85 % of branches;
+#  3. the fixes of issue 29's defects 1, 3, 4 and 5 reverted, one at a time
+#     (the schema files copied and changed below, applied with --functions:
+#     the way to point the checker at any modified function file), and the
+#     checker must find each by itself, with its default generator, within
+#     CHECK_REVERTED_SEEDS seeds: it prints the step it failed at.
+# The server is stopped and removed however the run ends.
+set -euo pipefail
+bin=${1:?usage: run.sh BIN_DIR}
+here=$(cd "$(dirname "$0")" && pwd)
+src=$(cd "$here/../.." && pwd)
+seeds=${CHECK_SEEDS:-40}
+steps=${CHECK_STEPS:-250}
+reverted_seeds=${CHECK_REVERTED_SEEDS:-25}
+export OUTBOX_TEST_DATA=$src/tests/data
+
+work=$(mktemp -d /tmp/outbox-check.XXXXXX)
+cleanup() { "$src/scripts/pg-tmp.sh" stop "$work/pg" >/dev/null 2>&1 || true; rm -rf "$work"; }
+trap cleanup EXIT
+
+say() { echo "check: $*"; }
+
+"$src/scripts/pg-tmp.sh" start "$work/pg" >/dev/null
+set -a; . "$work/pg/env"; set +a
+psql -qX -d "$OUTBOX_PG_CONNINFO" -c "ALTER SYSTEM SET shared_preload_libraries = 'plpgsql_check'" \
+	-c "ALTER SYSTEM SET autovacuum = off"
+"$src/scripts/pg-tmp.sh" restart "$work/pg" >/dev/null
+db=$OUTBOX_PG_CONNINFO
+
+# 2. the schema as it is
+say "outbox-check: seeds 1..$seeds x $steps steps, coverage, the first seed twice"
+"$bin/outbox-check" --db "$db" --seed 1 --seeds "$seeds" --steps "$steps" --quiet --repeat \
+	--coverage --min-statements 95 --min-branches 85 --script "$work/violation.sql" ||
+	{ code=$?; [ -f "$work/violation.sql" ] && { say "the replay script:"; cat "$work/violation.sql"; }; exit "$code"; }
+
+# 3. each defect's fix reverted: a copy of the files it lives in, changed
+fns=$src/sql/outbox/functions
+revert() { # NAME FILE PERL-EXPRESSION: DIR/FILE is FILE with the fix taken out
+	local dir=$work/$1 file=$2
+	mkdir -p "$dir"
+	[ -f "$dir/$file" ] || cp "$fns/$file" "$dir/$file"
+	perl -0pi -e "$3" "$dir/$file"
+}
+# defect 1: a lane takes a key's message whatever its number (no early park)
+revert d1 claim.sql 's/early := ARRAY\(.*?WHERE f\.ordering_seq > COALESCE\(x\.next_seq, 1\)\);/early := \x27{}\x27;/s'
+# defect 3: dead letters go after --dead-retention even while they block their key
+revert d3 housekeep.sql 's/\n\s*AND NOT EXISTS \(SELECT 1 FROM outbox\.ordering_blocks k\n\s*WHERE k\.topic = d\.topic AND k\.ordering_key = d\.ordering_key\n\s*AND k\.state = \x27dead\x27\);/;/s'
+revert d3 housekeep.sql 's/    -- \(its key\x27s parked messages.*?(    IF retention_ms <= 0 THEN)/$1/s'
+# defect 4: a split puts the messages back one by one, unbatched, and a retry
+# batch is never split (the split of 012)
+revert d4 claim.sql 's/(IF was IS NOT NULL AND b\.takeovers >= outbox\.batch_split_after\(\)) THEN/$1 AND b.kind = \x27s\x27 THEN/'
+mkdir -p "$work/d4"
+cat >"$work/d4/split_batch.sql" <<'SQL'
+-- outbox.split_batch as migration 012 had it (defect 4 of issue 29)
+CREATE OR REPLACE FUNCTION outbox.split_batch(protocol integer, b outbox.batches,
+                                              skip_dead_heads boolean) RETURNS void
+    LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO outbox.retries (id, topic, idempotency_key, payload, ordering_key,
+                                ordering_seq, created_at, attempts, claims, due_at, last_error,
+                                fence)
+    SELECT e.id, e.topic, e.idempotency_key, e.payload, e.ordering_key, e.ordering_seq,
+           e.created_at, b.attempts - 1, b.claims, now(),
+           format('batch %s taken over %s times: split into single messages', b.id,
+                  b.takeovers), b.fence
+      FROM outbox.batch_events(b) e
+    ON CONFLICT DO NOTHING;
+    INSERT INTO outbox.ordering_blocks (topic, ordering_key, state)
+    SELECT DISTINCT b.topic, e.ordering_key, 'retry' FROM outbox.batch_events(b) e
+     WHERE e.ordering_key IS NOT NULL
+    ON CONFLICT DO NOTHING;
+    UPDATE outbox.batches x SET state = 'done', done_at = now() WHERE x.id = b.id;
+    IF b.lane > 0 THEN
+        UPDATE outbox.streams s SET inflight = NULL
+         WHERE s.topic = b.topic AND s.lane = b.lane AND s.inflight = b.id;
+    END IF;
+END
+$$;
+SQL
+# defect 5: no adoption of a restore, and the claim reads the old cluster's state
+revert d5 housekeep.sql 's/    IF outbox\.restored\(\) THEN\n.*?\n    END IF;\n//s'
+revert d5 claim.sql 's/            CONTINUE WHEN pg_snapshot_xmax\(st\.snap_lo\).*?pg_snapshot_xmax\(pg_current_snapshot\(\)\);\n//s'
+revert d5 claim.sql 's/           AND NOT COALESCE\(pg_snapshot_xmax\(x\.snap_hi\)\n.*?, false\)\n//s'
+
+failed=0
+for d in d1 d3 d4 d5; do
+	for f in "$work/$d"/*.sql; do
+		[ -f "$fns/$(basename "$f")" ] || continue
+		if cmp -s "$f" "$fns/$(basename "$f")"; then
+			say "the revert of $d no longer changes $(basename "$f"): update tests/check/run.sh"
+			failed=1
+		fi
+	done
+	say "outbox-check with $d's fix reverted (--functions $d)"
+	set +e
+	out=$("$bin/outbox-check" --db "$db" --functions "$work/$d" --seed 1 --seeds "$reverted_seeds" \
+		--steps "$steps" --quiet --shrink-ms 10000 --script "$work/$d.replay.sql" 2>&1)
+	code=$?
+	set -e
+	# the failing step, the shrunk history (its first steps; all of it is in
+	# the replay script), the drain that follows it
+	echo "$out" | grep -E "violated at step|shrunk to" || true
+	echo "$out" | grep -E "^ +[0-9]+ s[0-9]" | head -12 || true
+	echo "$out" | grep -E "then the fair drain" || true
+	if [ "$code" -ne 1 ]; then
+		say "$d: the checker did not find the reverted defect (exit $code):"
+		echo "$out" | tail -5
+		failed=1
+	fi
+done
+[ "$failed" -eq 0 ] || exit 1
+say "every reverted defect found"
