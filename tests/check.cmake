@@ -5,6 +5,9 @@
 add_executable(outbox-check check/main.c check/session.c check/model.c check/gen.c
   check/shrink.c)
 target_link_libraries(outbox-check PRIVATE outbox_common PkgConfig::PQ)
+# the operator's restore step, from this source tree (--simulate overrides)
+target_compile_definitions(outbox-check PRIVATE
+  OUTBOX_CHECK_SIMULATE="${CMAKE_SOURCE_DIR}/tests/data/sql/simulate_restore.sql")
 # The checker in the suite (tests/check/run.sh): its own PostgreSQL with
 # plpgsql_check loaded; 40 seeds on the schema as it is (no violation, the
 # same history twice, the protocol functions' coverage >= 95 % of statements

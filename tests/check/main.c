@@ -51,10 +51,12 @@ usage(FILE *f)
 	    "  --seed S            the first seed (default 1)\n"
 	    "  --seeds N           how many seeds, S .. S+N-1 (default 1)\n"
 	    "  --steps M           generated steps per seed, before the fair drain (default %d)\n"
-	    "  --functions DIR     after migrating, apply every DIR/*.sql (in name order): point the\n"
-	    "                      checker at modified schema files, e.g. a copy of sql/outbox/functions\n"
-	    "                      with one function changed\n"
-	    "  --simulate FILE     tests/data/sql/simulate_restore.sql [OUTBOX_TEST_DATA/sql/...]\n"
+	    "  --functions DIR     after migrating, apply the .sql files of DIR (those its ORDER file\n"
+	    "                      lists first, in that order, then the rest by name): point the checker\n"
+	    "                      at modified schema files, e.g. a copy of sql/outbox/functions with one\n"
+	    "                      function changed, or just the changed file\n"
+	    "  --simulate FILE     the restore step's SQL (default: this source tree's\n"
+	    "                      tests/data/sql/simulate_restore.sql, or $OUTBOX_TEST_DATA/sql/...)\n"
 	    "  --repeat            run the first seed twice; a different history hash fails\n"
 	    "  --coverage          profile and print the coverage of the protocol's functions\n"
 	    "  --min-statements P  with --coverage: fail below P %% of statements (all together)\n"
@@ -72,7 +74,60 @@ cmp_str(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* Every .sql file of dir, in name order, on conn. */
+/* The text of the file at path (malloc'ed), or NULL. */
+static char *
+read_text(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	if (f == NULL)
+		return NULL;
+	char *text = NULL;
+	size_t cap = 0, len = 0, got;
+	char buf[4096];
+	while ((got = fread(buf, 1, sizeof(buf), f)) > 0) {
+		if (len + got + 1 > cap) {
+			cap = (len + got + 1) * 2;
+			char *more = realloc(text, cap);
+			if (more == NULL) {
+				free(text);
+				fclose(f);
+				return NULL;
+			}
+			text = more;
+		}
+		memcpy(text + len, buf, got);
+		len += got;
+	}
+	fclose(f);
+	if (text == NULL)
+		text = calloc(1, 1);
+	else
+		text[len] = '\0';
+	return text;
+}
+
+static bool
+apply_file(PGconn *conn, const char *path)
+{
+	char *text = read_text(path);
+	if (text == NULL) {
+		fprintf(stderr, "outbox-check: cannot read %s\n", path);
+		return false;
+	}
+	PGresult *r = PQexec(conn, text);
+	bool ok = PQresultStatus(r) == PGRES_COMMAND_OK || PQresultStatus(r) == PGRES_TUPLES_OK;
+	if (!ok)
+		fprintf(stderr, "outbox-check: %s: %s", path, PQresultErrorMessage(r));
+	else
+		printf("outbox-check: applied %s\n", path);
+	PQclear(r);
+	free(text);
+	return ok;
+}
+
+/* The .sql files of dir on conn: those its ORDER file lists first, in that
+ * order (a copy of sql/outbox/functions keeps its own), then the others in
+ * name order. */
 static bool
 apply_dir(PGconn *conn, const char *dir)
 {
@@ -91,40 +146,24 @@ apply_dir(PGconn *conn, const char *dir)
 	}
 	closedir(d);
 	qsort(names, (size_t)n, sizeof(names[0]), cmp_str);
-	bool ok = true;
+	char path[1024];
+	bool ok = true, done[256] = { false };
+	snprintf(path, sizeof(path), "%s/ORDER", dir);
+	char *order = read_text(path);
+	for (char *line = order ? strtok(order, "\n") : NULL; line != NULL && ok;
+	    line = strtok(NULL, "\n")) {
+		for (int i = 0; i < n; i++)
+			if (!done[i] && strcmp(names[i], line) == 0) {
+				snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+				ok = apply_file(conn, path);
+				done[i] = true;
+			}
+	}
+	free(order);
 	for (int i = 0; i < n; i++) {
-		char path[1024];
-		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
-		FILE *f = fopen(path, "r");
-		char *text = NULL;
-		size_t cap = 0, len = 0;
-		if (f != NULL) {
-			char buf[4096];
-			size_t got;
-			while ((got = fread(buf, 1, sizeof(buf), f)) > 0) {
-				if (len + got + 1 > cap) {
-					cap = (len + got + 1) * 2;
-					text = realloc(text, cap);
-				}
-				memcpy(text + len, buf, got);
-				len += got;
-			}
-			fclose(f);
-		}
-		if (text == NULL) {
-			fprintf(stderr, "outbox-check: cannot read %s\n", path);
-			ok = false;
-		} else {
-			text[len] = '\0';
-			PGresult *r = PQexec(conn, text);
-			if (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK) {
-				fprintf(stderr, "outbox-check: %s: %s", path, PQresultErrorMessage(r));
-				ok = false;
-			} else {
-				printf("outbox-check: applied %s\n", path);
-			}
-			PQclear(r);
-			free(text);
+		if (ok && !done[i]) {
+			snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+			ok = apply_file(conn, path);
 		}
 		free(names[i]);
 	}
@@ -250,6 +289,8 @@ main(int argc, char **argv)
 	const char *data = getenv("OUTBOX_TEST_DATA");
 	if (data != NULL)
 		snprintf(simulate, sizeof(simulate), "%s/sql/simulate_restore.sql", data);
+	else
+		snprintf(simulate, sizeof(simulate), "%s", OUTBOX_CHECK_SIMULATE);
 	static const struct option opts[] = {
 		{ "db", required_argument, 0, 'd' }, { "dbname", required_argument, 0, 'n' },
 		{ "seed", required_argument, 0, 's' }, { "seeds", required_argument, 0, 'N' },
