@@ -100,15 +100,16 @@ static const struct ob_cfg_opt relay_options[] = {
 	    " dropped with their slot (0 = never)"),
 	OPT("dead-retention", "OUTBOX_DEAD_RETENTION", OB_CFG_DURATION, "7d", 0,
 	    3650LL * 86400000, NULL, false, dead_retention_ms, "dead letters older than this"
-	    " are deleted (0 = never; keep it longer than --retention)"),
+	    " are deleted, but one that blocks its ordering key (0 = never; keep it longer than"
+	    " --retention)"),
 	OPT("purge-interval", "OUTBOX_PURGE_INTERVAL", OB_CFG_DURATION, "60s", 10, 86400000,
 	    NULL, false, purge_interval_ms, "how often worker 0 runs a housekeeping pass"),
 	OPT("long-xact-warn", "OUTBOX_LONG_XACT_WARN", OB_CFG_DURATION, "5m", 1000,
 	    86400000, NULL, false, long_xact_warn_ms, "a transaction open this long in the"
 	    " database (it holds vacuum back) is logged by name at each housekeeping pass"),
 	OPT("on-dead-head", "OUTBOX_ON_DEAD_HEAD", OB_CFG_ENUM, "block", 0, 0, "block|skip",
-	    false, on_dead_head, "a dead-lettered head of an ordering key: block the key"
-	    " until requeued, or skip to its next message"),
+	    false, on_dead_head, "a dead-lettered head of an ordering key (also a poison message"
+	    " the claim dead-letters): block the key until requeued, or skip to its next message"),
 	OPT("synchronous-commit", "OUTBOX_SYNCHRONOUS_COMMIT", OB_CFG_ENUM, "off", 0, 0,
 	    "on|off", false, synchronous_commit, "whether the relay's claims and outcome"
 	    " writes wait for PostgreSQL's WAL flush; off is safe because a write lost in a"
