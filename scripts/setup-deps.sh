@@ -12,6 +12,8 @@ packages=(build-essential cmake pkg-config libpq-dev uuid-dev libnng-dev nng-uti
 if [ "${1:-}" = --tests ]; then
 	# clang + its fuzzer/sanitizer runtime: the libFuzzer tests (tests/fuzz.cmake)
 	packages+=(debootstrap systemd clang-14 libclang-rt-14-dev)
+	# plpgsql_check's profiler: the protocol checker's coverage (tests/check/)
+	packages+=(postgresql-15-plpgsql-check)
 	# The compose tests run a throwaway Docker engine (scripts/docker-tmp.sh)
 	# on the dockerd already installed (docker.io or Docker's own packages);
 	# Debian's docker.io only when there is none (it conflicts with Docker's).

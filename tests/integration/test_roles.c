@@ -489,6 +489,41 @@ START_TEST(test_forbidden_writes_refused)
 }
 END_TEST
 
+/* Every function a role may call, and every function those call in turn
+ * (named in their source: a function that is not SECURITY DEFINER checks
+ * each call it makes against its caller), is granted to the role: a
+ * missing one fails only on the path that reaches it (retry_claimable's
+ * lane_of -> ordering_lanes failed every claim of a relay role once an
+ * ordered retry existed; the compose scenario caught it, no test did). */
+START_TEST(test_granted_functions_reach_only_granted_ones)
+{
+	char db[TS_CONNINFO_MAX], sql[2048];
+	ts_db_create("roles_reach", "all", db, sizeof(db));
+	PGconn *su = ts_connect(db);
+	static const char *const roles[] = { "outbox_producer", "outbox_relay", "outbox_admin",
+		"outbox_viewer", NULL };
+	for (int i = 0; roles[i] != NULL; i++) {
+		snprintf(sql, sizeof(sql),
+		    "WITH RECURSIVE g AS ("
+		    "  SELECT p.oid FROM pg_proc p WHERE p.pronamespace = 'outbox'::regnamespace"
+		    "     AND has_function_privilege('%s', p.oid, 'EXECUTE')"
+		    "  UNION"
+		    "  SELECT c.oid FROM g JOIN pg_proc p ON p.oid = g.oid AND NOT p.prosecdef,"
+		    "       LATERAL regexp_matches(p.prosrc, 'outbox\\.([a-z_]+)\\s*\\(', 'g') m"
+		    "       JOIN pg_proc c ON c.proname = m[1] AND c.pronamespace = 'outbox'::regnamespace)"
+		    " SELECT coalesce(string_agg(DISTINCT p.proname, ', '), '') FROM g"
+		    "  JOIN pg_proc p ON p.oid = g.oid"
+		    " WHERE NOT has_function_privilege('%s', g.oid, 'EXECUTE')", roles[i], roles[i]);
+		PGresult *r = PQexec(su, sql);
+		ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK, "%s", PQresultErrorMessage(r));
+		ck_assert_msg(PQgetvalue(r, 0, 0)[0] == '\0', "%s may call functions that call %s,"
+		    " which it may not (sql/outbox/functions/grants.sql)", roles[i], PQgetvalue(r, 0, 0));
+		PQclear(r);
+	}
+	PQfinish(su);
+}
+END_TEST
+
 /* outbox.enqueue runs as its owner with a pinned search_path, takes a
  * waiting relay's announcement and writes the key's sequence row for the
  * producer, who may do neither itself; no definer function takes a switch.
@@ -546,6 +581,7 @@ roles_suite(void)
 	tcase_add_test(tc, test_flow_with_one_role_per_program);
 	tcase_add_test(tc, test_forbidden_writes_refused);
 	tcase_add_test(tc, test_enqueue_is_the_only_definer);
+	tcase_add_test(tc, test_granted_functions_reach_only_granted_ones);
 	suite_add_tcase(s, tc);
 	return s;
 }

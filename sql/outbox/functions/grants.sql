@@ -69,7 +69,7 @@ GRANT EXECUTE ON FUNCTION
     outbox.topic_claimable, outbox.event_streams, outbox.stream_has_work,
     outbox.event_slots, outbox.lock_holders, outbox.oldest_xmin_holder,
     outbox.slot_done, outbox.slot_has_after, outbox.all_streams, outbox.stream_backlog,
-    outbox.restored, outbox.adopt_restore, outbox.lane_of
+    outbox.restored, outbox.adopt_restore, outbox.lane_of, outbox.ordering_lanes
     TO outbox_relay;
 GRANT SELECT ON outbox.protocols TO outbox_relay;
 -- read in commit order; a done slot emptied by housekeeping (its
@@ -96,7 +96,7 @@ GRANT EXECUTE ON FUNCTION
     outbox.stream_read, outbox.retry_claimable, outbox.event_state, outbox.batch_holds,
     outbox.discover_streams, outbox.event_slots, outbox.lock_holders,
     outbox.oldest_xmin_holder, outbox.slot_has_after, outbox.stream_has_work,
-    outbox.restored, outbox.adopt_restore, outbox.lane_of
+    outbox.restored, outbox.adopt_restore, outbox.lane_of, outbox.ordering_lanes
     TO outbox_admin;
 GRANT SELECT ON outbox.protocols, outbox.messages TO outbox_admin;
 GRANT SELECT, TRUNCATE ON outbox.events TO outbox_admin;
@@ -119,7 +119,7 @@ GRANT EXECUTE ON FUNCTION
     outbox.all_streams, outbox.event_streams, outbox.stream_backlog, outbox.batch_events,
     outbox.stream_read, outbox.retry_claimable, outbox.event_state, outbox.batch_holds,
     outbox.event_slots, outbox.lock_holders, outbox.oldest_xmin_holder,
-    outbox.slot_has_after, outbox.stream_has_work, outbox.lane_of
+    outbox.slot_has_after, outbox.stream_has_work, outbox.lane_of, outbox.ordering_lanes
     TO outbox_viewer;
 GRANT SELECT ON outbox.protocols, outbox.messages, outbox.events, outbox.slots,
     outbox.streams, outbox.retries, outbox.batches, outbox.dead, outbox.ordering_blocks,
