@@ -205,6 +205,7 @@ struct chk_view {
 	int dead_letters;
 	bool restore_pending;           /* a restore not adopted yet */
 	int known_keys;                 /* committed (topic, key)s so far */
+	int pool_committed;             /* of them, keys of the producers' shared pool */
 	const char *(*known)(void *ctx, int i, const char **topic, const char **okey);
 	void *ctx;
 };

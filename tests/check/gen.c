@@ -112,10 +112,20 @@ producer_step(struct chk_rng *r, const struct chk_view *v, int p, struct chk_ste
 			    chk_okey_names[1 + chk_below(r, (uint32_t)c->okeys)]);
 		if (chk_below(r, 100) < 3) /* bad input: refused, changes nothing */
 			s->a = 2 + (int)chk_below(r, 5);
-		if (kind < 25) /* a small pool two producers may race for */
-			snprintf(s->key, sizeof(s->key), "s-%u", chk_below(r, 12));
-		else
+		if (kind < 50) {
+			/* a small pool of fresh keys that two producers race for (it
+			 * moves on as messages commit); one logical message each, so
+			 * one ordering key each (mostly) */
+			uint32_t n = (uint32_t)v->pool_committed + chk_below(r, 2);
+			snprintf(s->topic, sizeof(s->topic), "ta");
+			snprintf(s->key, sizeof(s->key), "s-%u", n);
+			s->okey[0] = '\0';
+			if (n % 4 != 0)
+				snprintf(s->okey, sizeof(s->okey), "%s",
+				    chk_okey_names[1 + n % (uint32_t)c->okeys]);
+		} else {
 			snprintf(s->key, sizeof(s->key), "p%d-%d", p, v->next_key[p]);
+		}
 		return;
 	}
 	if (x < 53)

@@ -60,6 +60,8 @@ struct msg {
 	enum dead_reason reason;
 	int deliveries;        /* frames carrying it that reached the consumer */
 	int takeovers;         /* claims that took over a batch holding it */
+	int attempt;           /* the attempt its next claim must carry, less one (-1:
+	                        * unknown, after a restore was adopted) */
 	bool poison, reject;   /* fixed by the seed */
 };
 
@@ -216,7 +218,9 @@ script_send(struct chk_run *run, int i, const char *sql)
 	FILE *f = run->db->script;
 	if (f == NULL)
 		return;
-	bool select = strncmp(sql, "SELECT", 6) == 0 || strncmp(sql, "WITH", 4) == 0;
+	/* (the one statement with a WITH returns one column already, and a
+	 * data-modifying WITH cannot be a subquery) */
+	bool select = strncmp(sql, "SELECT", 6) == 0;
 	fprintf(f, "SELECT dblink_send_query('%s', $chk$%s%s%s$chk$);\n", run->db->s[i].name,
 	    select ? "SELECT q::text FROM (" : "", sql, select ? ") q" : "");
 }
@@ -273,8 +277,14 @@ run_sql(struct chk_run *run, int i, const char *sql)
 		failure(run, why);
 		return NULL;
 	}
+	/* the script waits as the checker did: until the statement waits for
+	 * its lock (it may be given up then) */
+	if ((run->db->s[i].pending || run->db->s[i].gave_up) && run->db->script != NULL)
+		fprintf(run->db->script, "SELECT pg_temp.wait_blocked(:%s_pid);\n", run->db->s[i].name);
 	if (run->db->s[i].pending)
 		return NULL;
+	if (run->db->s[i].gave_up && run->db->script != NULL)
+		fprintf(run->db->script, "SELECT dblink_cancel_query('%s');\n", run->db->s[i].name);
 	script_get(run, i);
 	return chk_sess_take(run->db, i);
 }
@@ -398,6 +408,11 @@ commit_done(struct chk_run *run, int p)
 			failure(run, "too many messages");
 			return;
 		}
+		/* enqueue is idempotent while a key's message is kept */
+		struct msg *same = find_msg(run, e->topic, e->key);
+		if (same != NULL && !same->recorded && !same->dead_gone)
+			violate(run, "enqueue", "%s/%s stored twice: ids %" PRId64 " and %" PRId64,
+			    e->topic, e->key, same->id, e->id);
 		struct msg *m = &run->msgs[run->nmsgs++];
 		memset(m, 0, sizeof(*m));
 		snprintf(m->topic, sizeof(m->topic), "%s", e->topic);
@@ -715,8 +730,15 @@ relay_claim(struct chk_run *run, int ri, const struct chk_step *s)
 			violate(run, "S4", "claimed the dead letter %s/%s", topic, key);
 		if (takeover)
 			m->takeovers++;
+		/* S4: attempts count claims, less the releases that refunded one
+		 * (what --max-attempts is measured in) */
+		int attempt = atoi(PQgetvalue(r, i, 3));
+		if (m->attempt >= 0 && attempt != m->attempt + 1)
+			violate(run, "S4-attempts", "%s/%s claimed as attempt %d, after %d counted",
+			    topic, key, attempt, m->attempt);
+		m->attempt = attempt;
 		h.msg[h.n] = (int)(m - run->msgs);
-		h.attempt[h.n] = atoi(PQgetvalue(r, i, 3));
+		h.attempt[h.n] = attempt;
 		h.n++;
 	}
 	hfeed(run, "claim -> batch %" PRId64 " %c fence %" PRId64 "%s%s", h.batch, h.kind, h.fence,
@@ -885,6 +907,10 @@ relay_record(struct chk_run *run, int ri, const struct chk_step *s)
 		violate(run, "S3-fence", "record of batch %" PRId64 " with fence %" PRId64 " %s,"
 		    " though its fence was %s", h->batch, h->fence, written ? "written" : "refused",
 		    current ? "current" : "stale");
+	if (written && release && refund)
+		for (int i = 0; i < h->n; i++)
+			if (run->msgs[h->msg[i]].attempt > 0)
+				run->msgs[h->msg[i]].attempt--;
 	if (!written) {
 		tables_digest(run, after, sizeof(after));
 		if (strcmp(before, after) != 0)
@@ -941,10 +967,22 @@ check_kept(struct chk_run *run)
 	free(sql);
 }
 
-/* S5: every blocked key has a dead letter or a retry an operator can act on. */
+/* S5: every blocked key has a dead letter or a retry an operator can act
+ * on; and (S2) a waiting message of an ordering key keeps its key blocked,
+ * or the key's later messages would overtake it. */
 static void
 check_blocks(struct chk_run *run)
 {
+	PGresult *w = PQexec(run->db->mon, "SELECT r.topic, r.ordering_key, r.idempotency_key"
+	    " FROM outbox.retries r WHERE r.ordering_key IS NOT NULL AND NOT EXISTS (SELECT 1"
+	    " FROM outbox.ordering_blocks k WHERE k.topic = r.topic"
+	    "   AND k.ordering_key = r.ordering_key) LIMIT 1");
+	if (PQresultStatus(w) != PGRES_TUPLES_OK)
+		failure(run, PQresultErrorMessage(w));
+	else if (PQntuples(w) > 0)
+		violate(run, "S2-block", "%s/%s waits as a retry of key %s, which is not blocked",
+		    PQgetvalue(w, 0, 0), PQgetvalue(w, 0, 2), PQgetvalue(w, 0, 1));
+	PQclear(w);
 	PGresult *r = PQexec(run->db->mon, "SELECT k.topic, k.ordering_key, k.state"
 	    " FROM outbox.ordering_blocks k"
 	    " WHERE (k.state = 'dead' AND NOT EXISTS (SELECT 1 FROM outbox.dead d"
@@ -983,6 +1021,20 @@ dead_gone(struct chk_run *run)
 	PQclear(r);
 }
 
+/* What a housekeeping pass reported. */
+static void
+housekeep_seen(struct chk_run *run, PGresult *r)
+{
+	hfeed(run, "housekeep -> slot %s rows %s switched %s dead %s read_again %s",
+	    PQgetvalue(r, 0, 0), PQgetvalue(r, 0, 1), PQgetvalue(r, 0, 2),
+	    PQgetvalue(r, 0, 3), PQgetvalue(r, 0, 4));
+	if (!PQgetisnull(r, 0, 4)) {
+		run->restored = false;
+		for (int i = 0; i < run->nmsgs; i++)
+			run->msgs[i].attempt = -1; /* what it reads again starts over */
+	}
+}
+
 static void
 op_step(struct chk_run *run, const struct chk_step *s)
 {
@@ -1001,6 +1053,8 @@ op_step(struct chk_run *run, const struct chk_step *s)
 			if (b != NULL)
 				PQclear(b);
 			r = run_sql(run, si, sql);
+			if (r != NULL && !run->db->s[si].failed)
+				housekeep_seen(run, r);
 			if (r != NULL)
 				PQclear(r);
 			r = run_sql(run, relay_sess(run, 0), sql);
@@ -1026,11 +1080,7 @@ op_step(struct chk_run *run, const struct chk_step *s)
 				    run->db->s[si].errmsg);
 			break;
 		}
-		hfeed(run, "housekeep -> slot %s rows %s switched %s dead %s read_again %s",
-		    PQgetvalue(r, 0, 0), PQgetvalue(r, 0, 1), PQgetvalue(r, 0, 2),
-		    PQgetvalue(r, 0, 3), PQgetvalue(r, 0, 4));
-		if (!PQgetisnull(r, 0, 4))
-			run->restored = false;
+		housekeep_seen(run, r);
 		/* dead letters past the retention are gone */
 		if (strcmp(PQgetvalue(r, 0, 3), "0") != 0)
 			dead_gone(run);
@@ -1067,6 +1117,7 @@ op_step(struct chk_run *run, const struct chk_step *s)
 			if (m != NULL) {
 				m->dead = false;
 				m->requeued = true;
+				m->attempt = 0;
 			}
 		}
 		PQclear(r);
@@ -1306,6 +1357,8 @@ make_view(struct chk_run *run, struct chk_view *v)
 	for (int i = 0; i < run->nmsgs; i++)
 		v->dead_letters += run->msgs[i].dead;
 	v->known_keys = run->nmsgs;
+	for (int i = 0; i < run->nmsgs; i++)
+		v->pool_committed += strncmp(run->msgs[i].key, "s-", 2) == 0;
 	v->restore_pending = run->restored;
 	v->known = known_key;
 	v->ctx = run;
@@ -1388,6 +1441,46 @@ drain(struct chk_run *run, struct chk_history *ran)
 		    CHK_DRAIN_ROUNDS);
 }
 
+/* At the end, the contract's view says what the model knows: a message
+ * recorded delivered is 'delivered' (or gone with its slot), a dead letter
+ * 'dead' (or gone after --dead-retention), any other 'pending'; and
+ * outbox.backlog_empty() is true exactly when nothing is pending. */
+static void
+check_view(struct chk_run *run)
+{
+	PGresult *r = PQexec(run->db->mon, "SELECT id, status FROM outbox.messages ORDER BY id");
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		failure(run, PQresultErrorMessage(r));
+		PQclear(r);
+		return;
+	}
+	int pending = 0;
+	char which[128] = "";
+	for (int i = 0; i < run->nmsgs && !run->res->violated; i++) {
+		struct msg *m = &run->msgs[i];
+		if (i + 1 < run->nmsgs && find_msg(run, m->topic, m->key) != m)
+			continue; /* a key enqueued anew: its newest message speaks */
+		if (m->dead_gone && !m->dead)
+			continue; /* its dead letter went after --dead-retention */
+		const char *want = m->dead ? "dead" : m->recorded ? "delivered" : "pending";
+		const char *got = NULL;
+		for (int k = 0; k < PQntuples(r) && got == NULL; k++)
+			if (atoll(PQgetvalue(r, k, 0)) == m->id)
+				got = PQgetvalue(r, k, 1);
+		if (strcmp(want, "pending") == 0 && pending++ == 0)
+			snprintf(which, sizeof(which), " (%s/%s)", m->topic, m->key);
+		bool gone_ok = m->dead_gone || (m->recorded && !m->dead);
+		if (got == NULL ? !gone_ok : strcmp(got, want) != 0 && !(m->dead_gone && got == NULL))
+			violate(run, "view", "outbox.messages says %s/%s (id %" PRId64 ") is %s, the"
+			    " model %s", m->topic, m->key, m->id, got ? got : "gone", want);
+	}
+	PQclear(r);
+	int64_t empty = mon_int(run, "SELECT outbox.backlog_empty()::int");
+	if (!run->res->violated && empty != (pending == 0))
+		violate(run, "view", "outbox.backlog_empty() is %s with %d message(s) pending%s",
+		    empty ? "true" : "false", pending, which);
+}
+
 /* At the end: every committed message applied and recorded, or dead as S4
  * allows, or waiting behind a dead head of its key (block). */
 static void
@@ -1423,6 +1516,7 @@ check_end(struct chk_run *run)
 			    mon_int(run, sql) > 0 ? "yes" : "no");
 		}
 	}
+	check_view(run);
 	for (int i = 0; i < run->nmsgs; i++) {
 		run->res->applied += run->msgs[i].applied;
 		run->res->dead += run->msgs[i].was_dead;

@@ -73,7 +73,13 @@ chk_write_script(struct chk_db *db, const struct chk_config *cfg, const struct c
 	           "-- waits in its connection until the step that lets it go.\n"
 	           "-- Lines \"-- = ...\" are what the checker saw at that point.\n\n",
 	    (unsigned long long)cfg->seed, h->n, db->conninfo, path);
-	fprintf(f, "\\set dsn '%s'\nCREATE EXTENSION IF NOT EXISTS dblink;\n", db->conninfo);
+	fprintf(f, "\\set dsn '%s'\nCREATE EXTENSION IF NOT EXISTS dblink;\n"
+	    "CREATE FUNCTION pg_temp.wait_blocked(p int) RETURNS void LANGUAGE plpgsql AS $w$\n"
+	    "BEGIN\n"
+	    "    WHILE cardinality(pg_blocking_pids(p)) = 0 LOOP\n"
+	    "        PERFORM pg_sleep(0.01);\n"
+	    "    END LOOP;\n"
+	    "END $w$;\n", db->conninfo);
 	db->script = f;
 	bool ok = chk_run_seed(db, cfg, h, NULL, res);
 	db->script = NULL;
