@@ -116,6 +116,7 @@ struct chk_sess {
 	PGconn *conn;
 	int pid;
 	char name[16];         /* p0, r1, op */
+	char user[64];         /* the role it connects as ("": the checker's) */
 	bool pending;          /* a statement sent, its result not taken */
 	bool blocked;          /* pending, waiting for a lock one of ours holds */
 	bool waits_for[CHK_SESSIONS_MAX]; /* while blocked: whose locks it waits for */
@@ -130,7 +131,10 @@ struct chk_sess {
 };
 
 struct chk_db {
-	char conninfo[1024];   /* the checker's database */
+	char conninfo[1024];   /* the checker's database (a superuser: monitor, operator) */
+	char user[2][64];      /* the login roles of producers and relays (members of
+	                        * outbox_producer, outbox_relay): they run with the
+	                        * programs' grants, so a missing one shows */
 	PGconn *mon;           /* the monitor: invariants, kills */
 	struct chk_sess s[CHK_SESSIONS_MAX];
 	int n;
@@ -140,8 +144,10 @@ struct chk_db {
 	FILE *trace;           /* every observation, or NULL ($OUTBOX_CHECK_TRACE) */
 };
 
-/* Open (or reopen) session i, named name. false with a reason in why. */
-bool chk_sess_open(struct chk_db *db, int i, const char *name, char *why, size_t len);
+/* Open (or reopen) session i, named name, as role user (NULL: the
+ * checker's own). false with a reason in why. */
+bool chk_sess_open(struct chk_db *db, int i, const char *name, const char *user, char *why,
+    size_t len);
 void chk_sess_close(struct chk_sess *s);
 /* Send sql on session i and run until it finished or waits for a lock held
  * by one of our sessions; other sessions that finish meanwhile (granted a

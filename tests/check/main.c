@@ -206,8 +206,30 @@ setup(struct chk_db *db, const char *server_ci, const char *dbname, const char *
 		fprintf(stderr, "outbox-check: migrate: %s\n", err);
 		return false;
 	}
-	r = PQexec(db->mon, "CREATE TABLE public.check_business (id bigserial PRIMARY KEY, note text);"
-	    "SET application_name = 'check-monitor'");
+	char big[1024];
+	/* login roles for producers and relays, with the programs' grants
+	 * (roles belong to the server: named after the database) */
+	for (int k = 0; k < 2; k++) {
+		const char *group = k == 0 ? "outbox_producer" : "outbox_relay";
+		snprintf(db->user[k], sizeof(db->user[k]), "%s_%s", dbname, k == 0 ? "producer" : "relay");
+		snprintf(big, sizeof(big), "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles"
+		    " WHERE rolname = '%s') THEN CREATE ROLE %s LOGIN; END IF; END $$;"
+		    " GRANT %s TO %s; GRANT SET ON PARAMETER deadlock_timeout TO %s", db->user[k],
+		    db->user[k], group, db->user[k], db->user[k]);
+		r = PQexec(db->mon, big);
+		ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+		if (!ok)
+			fprintf(stderr, "outbox-check: roles: %s", PQresultErrorMessage(r));
+		PQclear(r);
+		if (!ok)
+			return false;
+	}
+	snprintf(big, sizeof(big), "CREATE TABLE public.check_business (id bigserial PRIMARY KEY,"
+	    " note text); GRANT USAGE ON SCHEMA public TO %s;"
+	    " GRANT INSERT ON public.check_business TO %s;"
+	    " GRANT USAGE ON SEQUENCE public.check_business_id_seq TO %s;"
+	    " SET application_name = 'check-monitor'", db->user[0], db->user[0], db->user[0]);
+	r = PQexec(db->mon, big);
 	ok = PQresultStatus(r) == PGRES_COMMAND_OK;
 	if (!ok)
 		fprintf(stderr, "outbox-check: business table: %s", PQresultErrorMessage(r));

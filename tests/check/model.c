@@ -241,10 +241,10 @@ script_connect(struct chk_run *run, int i)
 	const char *n = run->db->s[i].name;
 	if (f == NULL)
 		return;
-	fprintf(f, "SELECT dblink_connect('%s', :'dsn');\n"
-	    "SELECT dblink_exec('%s', 'SET deadlock_timeout = ''20ms''');\n"
+	const char *user = run->db->s[i].user;
+	fprintf(f, "SELECT dblink_connect('%s', :'dsn' || '%s%s');\n"
 	    "SELECT pid AS %s_pid FROM dblink('%s', 'SELECT pg_backend_pid()') AS t(pid int) \\gset\n",
-	    n, n, n, n);
+	    n, user[0] ? " user=" : "", user, n, n);
 }
 
 /* Kill session i (the script does it too) and open it again. */
@@ -1298,7 +1298,9 @@ reset(struct chk_run *run, char *why, size_t len)
 			snprintf(name, sizeof(name), "r%d", i - c->producers);
 		else
 			snprintf(name, sizeof(name), "op");
-		if (!chk_sess_open(run->db, i, name, why, len))
+		const char *user = i < c->producers ? run->db->user[0]
+		                 : i < c->producers + c->relays ? run->db->user[1] : NULL;
+		if (!chk_sess_open(run->db, i, name, user != NULL && user[0] ? user : NULL, why, len))
 			return false;
 		run->db->s[i].bounded = i == op_sess(run);
 		script_connect(run, i);

@@ -61,19 +61,20 @@ chk_sess_close(struct chk_sess *s)
 		PQclear(s->res);
 	if (s->conn != NULL)
 		PQfinish(s->conn);
-	char name[sizeof(s->name)];
-	memcpy(name, s->name, sizeof(name));
 	memset(s, 0, sizeof(*s));
-	memcpy(s->name, name, sizeof(name));
 }
 
 bool
-chk_sess_open(struct chk_db *db, int i, const char *name, char *why, size_t len)
+chk_sess_open(struct chk_db *db, int i, const char *name, const char *user, char *why,
+    size_t len)
 {
 	struct chk_sess *s = &db->s[i];
 	chk_sess_close(s);
 	snprintf(s->name, sizeof(s->name), "%s", name);
-	s->conn = PQconnectdb(db->conninfo);
+	snprintf(s->user, sizeof(s->user), "%s", user != NULL ? user : "");
+	char ci[1200];
+	snprintf(ci, sizeof(ci), "%s%s%s", db->conninfo, s->user[0] ? " user=" : "", s->user);
+	s->conn = PQconnectdb(ci);
 	if (PQstatus(s->conn) != CONNECTION_OK) {
 		snprintf(why, len, "connect %s: %s", name, PQerrorMessage(s->conn));
 		return false;
@@ -343,9 +344,10 @@ chk_sess_kill(struct chk_db *db, int i, char *why, size_t len)
 			poll(&(struct pollfd){ .fd = PQsocket(db->s[i].conn), .events = POLLIN }, 1, 5);
 		collect(&db->s[i]);
 	}
-	char name[16];
+	char name[16], user[64];
 	snprintf(name, sizeof(name), "%s", db->s[i].name);
-	if (!chk_sess_open(db, i, name, why, len))
+	snprintf(user, sizeof(user), "%s", db->s[i].user);
+	if (!chk_sess_open(db, i, name, user, why, len))
 		return false;
 	/* what its death released (its locks) lets others go on */
 	return chk_sess_settle(db, why, len);
