@@ -83,6 +83,9 @@ struct prove_result {
 	int64_t oldest_event_id;
 	char oldest_event_at[40];   /* ISO 8601 UTC; "" when none */
 	bool partial;
+	/* outbox.events holds no message at all (housekeeping truncated every
+	 * slot): no applied identity can be judged a phantom */
+	bool emptied;
 	int64_t unjudged;           /* inbox identities left out of phantom: below oldest_event_id */
 	/* Records of other sources in the window (a hint when nothing of
 	 * the source given was applied): how many, and one of them. */

@@ -296,7 +296,13 @@ print_text(const struct prove_result *r, const struct prove_config *cfg, const c
 			printf("%s: ... and %" PRId64 " more (--max-ids)\n",
 			    prove_class_name((enum prove_class)c), members - (int64_t)l->n);
 	}
-	if (r->partial)
+	if (r->partial && r->emptied)
+		printf("\nnote: the outbox holds no message any more (housekeeping truncated every"
+		       " slot: relay --retention, outboxctl purge): what the inbox applied cannot be"
+		       " judged against it (%" PRId64 " inbox identit%s left out of phantom), and the"
+		       " consumer purges its dedup records after --dedup-retention: the verdict is"
+		       " partial\n", r->unjudged, r->unjudged == 1 ? "y" : "ies");
+	else if (r->partial)
 		printf("\nnote: the window starts before the oldest message the outbox still holds"
 		       " (id %" PRId64 ", created %s) and lower ids were handed out: housekeeping"
 		       " truncated them (relay --retention, outboxctl purge; dead letters after"
@@ -417,9 +423,11 @@ print_json(const struct prove_result *r, const struct prove_config *cfg, const c
 	else
 		json_object_set_new(root, "oldest_retained", json_null());
 	json_object_set_new(root, "unjudged", json_integer(r->unjudged));
+	json_object_set_new(root, "emptied", json_boolean(r->emptied));
 	if (r->partial)
-		json_array_append_new(notes, json_string("the window starts before the oldest"
-		    " message the outbox still holds and lower ids were handed out: what"
+		json_array_append_new(notes, json_string(r->emptied ? "the outbox holds no message"
+		    " any more: what the inbox applied is not judged" : "the window starts before the"
+		    " oldest message the outbox still holds and lower ids were handed out: what"
 		    " housekeeping removed is not judged"));
 	if (r->classes[PROVE_APPLIED].count == 0 && r->classes[PROVE_COMMITTED].count > 0 &&
 	    r->other_source_records > 0)

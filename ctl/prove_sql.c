@@ -580,6 +580,8 @@ read_outbox(PGconn *conn, const struct prove_query *q, struct prove_result *r,
 		r->oldest_event_id = ob_pg_int64(res, 0, 0);
 		snprintf(r->oldest_event_at, sizeof r->oldest_event_at, "%s", PQgetvalue(res, 0, 1));
 		r->partial = PQgetvalue(res, 0, 2)[0] == 't' && r->oldest_event_id > 1;
+	} else {
+		r->emptied = true; /* partial once something applied cannot be judged */
 	}
 	PQclear(res);
 	if ((res = query(conn, sql_takeovers, 2, p2, "outbox: takeovers", err, errlen)) == NULL)
@@ -671,8 +673,9 @@ read_phantoms(PGconn *conn, const struct prove_query *q, struct ob_buf cand[4],
 		return OB_EDB;
 	for (int i = 0; i < PQntuples(res) && rc == OB_OK; i++) {
 		int64_t id = ob_pg_int64(res, i, 0);
-		if (r->partial && id < r->oldest_event_id) {
+		if (r->emptied || (r->partial && id < r->oldest_event_id)) {
 			r->unjudged++;
+			r->partial = true;
 			continue;
 		}
 		r->classes[PROVE_PHANTOM].count++;
