@@ -9,8 +9,10 @@
 /* Per topic ($1: one topic, or NULL for all), then the total over all
  * topics (is_total true, topic NULL), from outbox.topic_stats: columns
  * topic, is_total, pending, leased, delivered, dead, blocked_keys,
- * oldest_pending_age_seconds, oldest_claimable_age_seconds, retrying
- * (ages NULL when there is no such message). Unordered: callers wrap it. */
+ * oldest_pending_age_seconds, oldest_claimable_age_seconds, retrying,
+ * unclaimed (ages NULL when there is no such message; unclaimed: the
+ * pending messages of a topic no running relay claims from, queries.c).
+ * Unordered: callers wrap it. */
 extern const char ctl_status_sql[];
 
 /* Dead letters oldest first ($1: a topic or NULL; $2: the limit): id,

@@ -11,7 +11,15 @@
  * time; a batch whose lease ran out: the end of the lease); it ignores
  * messages waiting for a retry or behind an earlier message of their
  * ordering key, so it grows only when relays are not keeping up or not
- * running. Both are NULL ("-") when there is no such message. Read-only;
+ * running. Both are NULL ("-") when there is no such message.
+ *
+ * unclaimed: the pending messages of a topic that no running relay is
+ * claiming from: one of its messages has been claimable for over a minute
+ * and no relay cut its streams or made, finished or held a batch of it
+ * within that minute. A relay leaves a topic that none of its routes
+ * matches alone (--unrouted wait, the default), so this is where a topic
+ * no relay routes shows (or one whose relays are all stopped); a topic
+ * whose consumer is down is still probed, and is not counted. Read-only;
  * one statement (queries.c, shared with the web view).
  */
 #include <jansson.h>
@@ -49,13 +57,16 @@ static const struct ctl_cmd cmd = {
 	" blocked ordering keys (held by a dead letter), retrying (waiting for or"
 	" in a retry); the age of the oldest pending message and of the oldest"
 	" claimable one (ignores messages waiting for a retry or behind their"
-	" key). The last row is the total over all topics.",
+	" key); unclaimed (the pending messages of a topic no running relay has"
+	" claimed from for a minute while one of them was claimable: no relay"
+	" routes it, or none runs). The last row is the total over all topics.",
 	ctl_status_options,
 };
 
-/* retrying is last: scripts that read the table by position keep working */
+/* retrying and unclaimed come last: scripts that read the table by
+ * position keep working */
 #define STATUS_COLS "pending, leased, delivered, dead, blocked_keys, oldest_pending_age_seconds," \
-	" oldest_claimable_age_seconds, retrying"
+	" oldest_claimable_age_seconds, retrying, unclaimed"
 /* --json: {"topics": [...], "total": {...}} is built from these rows */
 static const char json_sql[] = "SELECT topic, is_total, " STATUS_COLS
     " FROM (%s) s ORDER BY is_total, topic";
@@ -77,7 +88,7 @@ ctl_status(int argc, char **argv)
 		goto out;
 	code = CTL_EXIT_FAIL;
 	const char *params[1] = { cfg.topic };
-	char sql[2048];
+	char sql[4096];
 	snprintf(sql, sizeof sql, cfg.json ? json_sql : table_sql, ctl_status_sql);
 	res = PQexecParams(conn, sql, 1, NULL, params, NULL, NULL, 0);
 	if (ob_pg_check(res, PGRES_TUPLES_OK, "status", err, sizeof err) != 0) {

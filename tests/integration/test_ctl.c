@@ -241,7 +241,7 @@ START_TEST(test_status)
 	/* topic a: 0 pending, 2 delivered, 1 dead; b: 2 pending (1 leased, 1
 	 * retrying), 1 dead */
 	ck_assert_msg(strstr(out, "TOPIC") == out, "%s", out);
-	assert_has(out, "OLDEST_CLAIMABLE_AGE  RETRYING\n");
+	assert_has(out, "OLDEST_CLAIMABLE_AGE  RETRYING  UNCLAIMED\n");
 	assert_has(out, "\na        0        0       2          1     0             -");
 	assert_has(out, "\nb        2        1       0          1     0             2h");
 	assert_has(out, "\n(total)  2        1       2          2     0             2h");
