@@ -324,11 +324,12 @@ relay_topics_now(struct relay_deliverer *d, struct ob_buf *inc, struct ob_buf *e
 		return OB_ENOMEM;
 	out->include = inc->data;
 	out->exclude = exc->data;
-	/* No default route: other topics are claimed to be dead-lettered
-	 * ("no route"), as a misrouted message must not wait forever; unless
-	 * --only-routed says another relay serves them (the guided demo's
-	 * step relays, ctl/web_demo_steps.c). */
-	out->others = has_default ? default_up : !d->only_routed;
+	/* No default route: a topic no route matches is not claimed at all
+	 * (--unrouted wait, the default): it waits, pending, for a relay that
+	 * routes it (worker 0 reports it: relay.topic.unrouted, the gauge
+	 * outbox_relay_unrouted_pending). Only --unrouted dead-letter claims
+	 * such topics, to dead-letter them ("no route"). */
+	out->others = has_default ? default_up : d->unrouted_dead;
 	return OB_OK;
 }
 
@@ -506,16 +507,19 @@ relay_frame_fini(struct relay_frame *f)
 	memset(f, 0, sizeof(*f));
 }
 
-/* Hold the frame: its destination's breaker is open. Not sent, attempt
- * refunded, due again after about one probe interval (jittered so the
- * workers do not all come back at once). */
+/* Hold the frame: its destination's breaker is open (why ""), it has no
+ * route under --unrouted wait, or it could not be built. Not sent,
+ * attempt refunded, due again after about one probe interval (jittered so
+ * the workers do not all come back at once). Never a dead letter: nothing
+ * reached a consumer. */
 static void
-hold_all(struct relay_deliverer *d, struct relay_frame *f, struct relay_outcome *out)
+hold_all(struct relay_deliverer *d, struct relay_frame *f, struct relay_outcome *out,
+    const char *why)
 {
 	int64_t half = d->breaker_probe_ms / 2;
 	int64_t delay = d->breaker_probe_ms + (half > 0 ? (int64_t)(nng_random() % (uint32_t)half) : 0);
 	for (uint32_t i = 0; i < f->batch.n; i++) {
-		set_outcome(&out[i], &f->batch.msgs[i], RELAY_OUT_RELEASE, "%.*s", "", 0);
+		set_outcome(&out[i], &f->batch.msgs[i], RELAY_OUT_RELEASE, "%.*s", why, strlen(why));
 		out[i].refund_attempt = true;
 		out[i].delay_ms = delay;
 	}
@@ -527,6 +531,7 @@ relay_frame_send(struct relay_deliverer *d, struct relay_frame *f, int force_des
 {
 	const struct relay_batch *b = &f->batch;
 	f->sent = false;
+	f->reached = false;
 	f->nsent = 0;
 	f->rv = 0;
 	f->reply = NULL;
@@ -539,10 +544,21 @@ relay_frame_send(struct relay_deliverer *d, struct relay_frame *f, int force_des
 	    : relay_route_pick(d, b->msgs[0].topic, b->msgs[0].topic_len);
 	struct ob_wire_msg *chunk = calloc(b->n, sizeof(*chunk));
 	if (f->skip == NULL || chunk == NULL) {
-		for (uint32_t i = 0; i < b->n; i++)
-			set_outcome(&out[i], &b->msgs[i], RELAY_OUT_RETRY, "%.*s", "out of memory", 13);
+		hold_all(d, f, out, "out of memory");
 		free(chunk);
 		f->dest = -1;
+		return false;
+	}
+	if (f->dest < 0 && !d->unrouted_dead) {
+		/* --unrouted wait: claimed all the same (a relay's routes are
+		 * never in its claim filter otherwise; a claim of another
+		 * relay's routes cannot happen): back, for a relay that routes
+		 * it */
+		char why[RELAY_ERROR_MAX];
+		snprintf(why, sizeof(why), "no route for topic '%.*s' (--unrouted wait)",
+		    (int)b->msgs[0].topic_len, b->msgs[0].topic);
+		hold_all(d, f, out, why);
+		free(chunk);
 		return false;
 	}
 	for (uint32_t i = 0; i < b->n; i++) {
@@ -571,7 +587,7 @@ relay_frame_send(struct relay_deliverer *d, struct relay_frame *f, int force_des
 	enum relay_breaker_verdict v = force_dest >= 0 ? RELAY_BREAKER_PROBE
 	    : relay_breaker_ask(&ds->breaker, (int64_t)nng_clock());
 	if (v == RELAY_BREAKER_HOLD) {
-		hold_all(d, f, out);
+		hold_all(d, f, out, "");
 		f->nsent = 0;
 		free(chunk);
 		return false;

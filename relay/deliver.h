@@ -94,7 +94,9 @@ struct relay_deliverer {
 	uint32_t window_max;   /* a destination's largest window (--max-inflight) */
 	uint32_t breaker_threshold;
 	int64_t breaker_probe_ms;
-	bool only_routed;      /* --only-routed: without a default route, claim no other topic */
+	bool unrouted_dead;    /* --unrouted dead-letter: without a default route, claim the
+	                        * topics no route matches, to dead-letter them ("no route");
+	                        * else (wait) they are never claimed */
 	/* counters, read by the caller */
 	uint64_t frames_sent;
 	uint64_t frames_failed;
@@ -172,16 +174,18 @@ int relay_deliverer_reload_tls(struct relay_deliverer *d, int *ndests, char *err
 void relay_deliverer_close(struct relay_deliverer *d);
 
 /* The destination for topic, or -1 when no route matches (the message is
- * then dead-lettered with "no route"). Round-robin over the destinations
+ * then dead-lettered with "no route" under --unrouted dead-letter, else
+ * handed back unsent). Round-robin over the destinations
  * that have a live connection and a closed breaker; else over those with a
  * closed breaker; else one whose probe is due; else any. */
 int relay_route_pick(struct relay_deliverer *d, const char *topic, size_t len);
 
 /* The topics a claim may take now (claim.h): explicitly routed topics
  * with a destination whose breaker is closed and whose window has room;
- * every other topic when the default route has one (or there is no
- * default route: those are dead-lettered "no route"). The arrays are
- * written into inc and exc. */
+ * every other topic when the default route has one. Without a default
+ * route, topics no route matches are left alone (they wait), or, with
+ * d->unrouted_dead, claimed to be dead-lettered "no route". The arrays
+ * are written into inc and exc. */
 int relay_topics_now(struct relay_deliverer *d, struct ob_buf *inc, struct ob_buf *exc,
     struct relay_topics *out);
 
@@ -198,9 +202,10 @@ int relay_frame_init(struct relay_deliverer *d, struct relay_frame *f);
 void relay_frame_fini(struct relay_frame *f);
 
 /* Send f->batch as one frame to force_dest (>= 0: a probe) or to its
- * route's pick. Messages that cannot go (no route, over --max-payload)
- * get their outcome in out now; a destination held by an open breaker
- * holds the whole frame. A frame sent while its destination has no
+ * route's pick. Messages that cannot go (over --max-payload; no route
+ * under --unrouted dead-letter) get their outcome in out now; a
+ * destination held by an open breaker, or no route under --unrouted wait,
+ * holds the whole frame (RELEASE, attempt refunded). A frame sent while its destination has no
  * connection waits at most RELAY_CONNECT_WAIT_MS for one. Returns true
  * when the frame is in flight (wait for relay_frame_done), false when it
  * finished at once (call relay_frame_finish all the same). */
@@ -216,9 +221,9 @@ void relay_frame_cancel(struct relay_frame *f);
 /* After DONE (or a false send): the outcomes of the sent messages, the
  * breaker's verdict, the destination's window, the counters; the frame's
  * context is closed. A failed frame's messages are RETRY with
- * refund_attempt set when the frame never reached a connection; the
- * caller decides between a retry per message and a RELEASE of the
- * batch. */
+ * refund_attempt set when the frame never reached a connection (f->reached
+ * false); the caller decides between a retry per message and a RELEASE of
+ * the batch. */
 enum relay_frame_result relay_frame_finish(struct relay_deliverer *d, struct relay_frame *f,
     struct relay_outcome *out);
 

@@ -84,9 +84,15 @@ static const struct ob_cfg_opt relay_options[] = {
 	OPT("backoff-cap-ms", "OUTBOX_BACKOFF_CAP_MS", OB_CFG_DURATION, "30s", 1,
 	    86400000, NULL, false, backoff_cap_ms, "Full Jitter backoff cap"),
 	OPT("max-attempts", "OUTBOX_MAX_ATTEMPTS", OB_CFG_INT, "25", 1, 1000000, NULL,
-	    false, max_attempts, "attempts that reached a consumer before dead-lettering"),
+	    false, max_attempts, "attempts that reached a consumer before dead-lettering;"
+	    " an attempt that reached none (no connection, an open breaker) is not counted"),
 	OPT("max-age", "OUTBOX_MAX_AGE", OB_CFG_DURATION, "24h", 1000, 365LL * 86400000,
-	    NULL, false, max_age_ms, "age after which a failing message is dead-lettered"),
+	    NULL, false, max_age_ms, "a message older than this (since its enqueue) is"
+	    " dead-lettered when an attempt that reached a consumer fails (answered retry, or"
+	    " sent on a connection and never answered); an outage, however long, never"
+	    " dead-letters: no attempt reaches a consumer. So a message can be delivered later"
+	    " than this after an outage: keep the consumer's --dedup-retention above it plus"
+	    " the longest outage to ride out (docs/guarantees.md)"),
 	OPT("max-payload", "OUTBOX_MAX_PAYLOAD", OB_CFG_SIZE, "1m", 0, OB_WIRE_MAX_PAYLOAD,
 	    NULL, false, max_payload, "largest payload sent; larger ones are dead-lettered"),
 	OPT("breaker-threshold", "OUTBOX_BREAKER_THRESHOLD", OB_CFG_INT, "5", 1, 1000000,
@@ -133,10 +139,21 @@ static const struct ob_cfg_opt relay_options[] = {
 	OPT("no-ordering", "OUTBOX_NO_ORDERING", OB_CFG_BOOL, "false", 0, 0, NULL, false,
 	    no_ordering, "BROKEN MODE for demos and tests: claim messages of one ordering"
 	    " key in parallel, out of order"),
+	OPT("unrouted", "OUTBOX_UNROUTED", OB_CFG_ENUM, "wait", 0, 0, "wait|dead-letter",
+	    false, unrouted, "a topic no --route matches (without a default route, TOPIC *):"
+	    " wait = never claimed, its messages stay pending for a relay that routes it,"
+	    " reported by worker 0 (relay.topic.unrouted, outbox_relay_unrouted_pending;"
+	    " outboxctl status shows them unclaimed); dead-letter = claimed and dead-lettered"
+	    " at once as 'no route for topic ...'"),
+	OPT("unrouted-log-interval", "OUTBOX_UNROUTED_LOG_INTERVAL", OB_CFG_DURATION, "1m",
+	    1000, 86400000, NULL, false, unrouted_log_interval_ms, "with --unrouted wait: worker"
+	    " 0 logs relay.topic.unrouted for a topic this relay has no route for whose"
+	    " messages have waited longer than this, at most once per topic per interval (and"
+	    " reads the outbox's per-topic figures this often when --metrics is off)"),
 	OPT("only-routed", "OUTBOX_ONLY_ROUTED", OB_CFG_BOOL, "false", 0, 0, NULL, false,
-	    only_routed, "without a default route (TOPIC *): claim only the topics of --route,"
-	    " leaving every other topic to another relay (default: claim them too and"
-	    " dead-letter them as 'no route', so a misrouted message never waits forever)"),
+	    only_routed, "DEPRECATED: the old name of --unrouted wait, which is the default now;"
+	    " accepted with a warning (relay.config.deprecated), not with --unrouted"
+	    " dead-letter"),
 	OPT("no-fencing", "OUTBOX_NO_FENCING", OB_CFG_BOOL, "false", 0, 0, NULL, false,
 	    no_fencing, "BROKEN MODE for demos and tests: outcome writes ignore the fence"),
 	OPT("fault-die-after-claim", "OUTBOX_FAULT_DIE_AFTER_CLAIM", OB_CFG_INT, "0", 0,
@@ -163,7 +180,8 @@ static const struct ob_cfg_opt relay_options[] = {
 	    " http://HOST:PORT) from a separate process; empty = off (docs/metrics.md)"),
 	OPT("metrics-interval", "OUTBOX_METRICS_INTERVAL", OB_CFG_DURATION, "5s", 100,
 	    3600000, NULL, false, metrics_interval_ms, "how often worker 0 reads the"
-	    " pending, oldest-claimable-age and blocked-keys gauges from the database"),
+	    " pending, oldest-claimable-age, blocked-keys and unrouted-pending gauges from the"
+	    " database"),
 	OB_CFG_END,
 };
 
@@ -219,6 +237,11 @@ check_config(const struct relay_config *c, struct relay_routes *rt, char *err, s
 	if (c->backoff_base_ms > c->backoff_cap_ms) {
 		snprintf(err, errlen, "--backoff-base-ms (%lld) exceeds --backoff-cap-ms (%lld)",
 		    (long long)c->backoff_base_ms, (long long)c->backoff_cap_ms);
+		return OB_EINVAL;
+	}
+	if (c->only_routed && strcmp(c->unrouted, "wait") != 0) {
+		snprintf(err, errlen, "--only-routed and --unrouted %s: choose one (--only-routed"
+		    " is the old name of --unrouted wait, now the default)", c->unrouted);
 		return OB_EINVAL;
 	}
 	if (c->fault_stall_after_claim > 0 && c->fault_stall_ms <= 0) {
@@ -284,6 +307,10 @@ main(int argc, char **argv)
 	ob_log_level_parse(cfg.log_level, &level);
 	ob_log_format_parse(cfg.log_format, &format);
 	ob_log_init("outbox-relay", level, format);
+	if (cfg.only_routed)
+		ob_warn("relay.config.deprecated", "flag=--only-routed env=OUTBOX_ONLY_ROUTED"
+		    " hint=\"topics no route matches wait by default now (--unrouted wait): drop"
+		    " the flag; --unrouted dead-letter is the old default\"");
 
 	/* An unreachable database, or one whose schema does not serve this
 	 * relay's protocol, at start is a configuration error. The probe

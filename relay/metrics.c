@@ -115,6 +115,20 @@ relay_metrics_topic(struct relay_metrics *rm, struct relay_topic_cache *c,
 	return e;
 }
 
+struct ob_metric *
+relay_metrics_unrouted(struct relay_metrics *rm, const char *topic, size_t len)
+{
+	char name[OB_TOPIC_CACHE_TOPIC_MAX + 1];
+	if (len > OB_TOPIC_CACHE_TOPIC_MAX)
+		len = OB_TOPIC_CACHE_TOPIC_MAX;
+	memcpy(name, topic, len);
+	name[len] = '\0';
+	const char *labels[] = { "topic", name, NULL };
+	return ob_metrics_gauge(rm->reg, "outbox_relay_unrouted_pending",
+	    "Messages pending in a topic no --route of this relay matches (left unclaimed by"
+	    " --unrouted wait); 0 for a topic it routes", labels);
+}
+
 void
 relay_metrics_fold(struct relay_metrics *rm, struct relay_worker_live *live,
     int nworkers)

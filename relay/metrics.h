@@ -26,9 +26,10 @@
 #include "outbox/metrics.h"
 #include "outbox/wire.h"
 
-/* Series in the registry (static ones, breaker gauges and per-topic ones;
- * overflow is dropped and counted in outbox_metrics_dropped_series_total). */
-#define RELAY_METRICS_CAPACITY 1024
+/* Series in the registry (static ones, breaker gauges and per-topic ones,
+ * four per topic; overflow is dropped and counted in
+ * outbox_metrics_dropped_series_total). */
+#define RELAY_METRICS_CAPACITY 2048
 /* Destinations that get an outbox_relay_breaker_open series (in --route
  * order); further ones are not shown, and main says so at start. */
 #define RELAY_METRICS_MAX_DESTS 64
@@ -96,6 +97,13 @@ void relay_metrics_fini(struct relay_metrics *rm);
  * first use. Never NULL; its handles may be NULL when the registry is full. */
 struct relay_topic_metrics *relay_metrics_topic(struct relay_metrics *rm,
     struct relay_topic_cache *c, const char *topic, size_t len);
+
+/* Worker 0: the gauge outbox_relay_unrouted_pending of a topic (len
+ * bytes, not NUL-terminated; cut to OB_TOPIC_CACHE_TOPIC_MAX), found or
+ * registered (a scan of the registry, under its lock when new: once per
+ * topic per --metrics-interval). NULL when the registry is full. */
+struct ob_metric *relay_metrics_unrouted(struct relay_metrics *rm, const char *topic,
+    size_t len);
 
 /* Supervisor: fold the nworkers live rows into the in-flight gauge, the
  * breaker gauges and the registry's ready flag. Atomics only.

@@ -54,7 +54,9 @@ struct relay_config {
 	int64_t long_xact_warn_ms; /* an open transaction this old is logged */
 	bool no_fencing;          /* BROKEN mode */
 	bool no_ordering;         /* BROKEN mode: ignore ordering keys when claiming */
-	bool only_routed;         /* no default route: leave other topics alone */
+	bool only_routed;         /* deprecated alias of --unrouted wait (the default) */
+	char *unrouted;           /* wait | dead-letter: a topic no route matches */
+	int64_t unrouted_log_interval_ms; /* relay.topic.unrouted: per topic at most this often */
 	char *on_dead_head;       /* block | skip */
 	char *synchronous_commit; /* on | off: the relay's own commits wait for the WAL flush */
 	char *standby_gate;       /* none | flush | replay (standby_gate.h) */

@@ -34,7 +34,8 @@ int relay_routes_parse(struct relay_routes *rt, char **specs, size_t n, char *er
 void relay_routes_free(struct relay_routes *rt);
 
 /* The index of topic's route: its own, else the default "*", else -1 (no
- * route: the message is dead-lettered). */
+ * route: the topic waits, unclaimed, or with --unrouted dead-letter its
+ * messages are dead-lettered). */
 int relay_routes_find(const struct relay_routes *rt, const char *topic, size_t len);
 
 #endif

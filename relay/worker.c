@@ -40,6 +40,7 @@
 #include "record.h"
 #include "relay.h"
 #include "route_tls.h"
+#include "routes.h"
 #include "standby_gate.h"
 #include "stats.h"
 #include "worker.h"
@@ -51,6 +52,15 @@
  * recording the frames cut at shutdown and exiting. */
 #define SHUTDOWN_RECORD_MS 1000
 #define FENCED_IDS_LOGGED 20   /* ids listed on a relay.record.fenced_out line */
+/* Topics whose relay.topic.unrouted line worker 0 remembers (for its once
+ * per --unrouted-log-interval); past that the oldest entry is reused. */
+#define UNROUTED_LOGGED 64
+
+/* When a topic's relay.topic.unrouted line may come again. */
+struct unrouted_logged {
+	char topic[OB_WIRE_MAX_TOPIC + 1];
+	int64_t next_ms;
+};
 
 /* One batch slot of the pipeline. */
 struct slot {
@@ -93,6 +103,9 @@ struct worker {
 	int64_t next_stats_ms;
 	int64_t announced_until_ms; /* announce_waiting's row stands until then */
 	int64_t next_discover_ms;
+	bool unrouted_wait;              /* --unrouted wait, no default route: report the
+	                                  * topics not routed */
+	struct unrouted_logged unrouted[UNROUTED_LOGGED];
 	struct relay_totals totals;      /* this process's; shared->totals has all */
 	struct relay_metrics *metrics;   /* NULL without shared state */
 	struct relay_worker_live *live;  /* this worker slot's row, or NULL */
@@ -291,26 +304,33 @@ counted_attempts(const struct ob_wire_msg *m, const struct relay_outcome *o)
 }
 
 /* Turn a RETRY into a backoff, or into a dead letter once the message has
- * used up its attempts or its age. Attempts that never reached a consumer
- * are refunded and do not count. A consumer's retry_after_ms (a
- * downstream's Retry-After) makes the delay at least that; one that would
- * reach past --max-age dead-letters now, as max age would then. */
+ * used up its attempts or its age. Only an attempt that reached a consumer
+ * can dead-letter (DESIGN S4): one that reached none (refund_attempt) is
+ * given a backoff, however old the message or however many attempts it
+ * had, so an outage never ends a message. --max-age: a message older than
+ * it (since its enqueue) whose attempt reached a consumer and failed (the
+ * consumer answered retry, or took the frame and never answered) is dead.
+ * A consumer's retry_after_ms (a downstream's Retry-After) makes the delay
+ * at least that; one that would reach past --max-age dead-letters now, as
+ * max age would then. */
 static void
 finish_retry(struct worker *w, const struct ob_wire_msg *m, struct relay_outcome *o)
 {
 	const struct relay_config *c = w->cfg;
 	uint32_t attempts = counted_attempts(m, o);
+	bool reached = !o->refund_attempt;
 	char last[RELAY_ERROR_MAX];
 	snprintf(last, sizeof(last), "%s", o->error);
-	if (attempts >= (uint32_t)c->max_attempts) {
+	if (reached && attempts >= (uint32_t)c->max_attempts) {
 		o->kind = RELAY_OUT_DEAD;
 		snprintf(o->error, sizeof(o->error), "max attempts (%u) reached; last error: %.180s",
 		    attempts, last);
-	} else if (age_ms(m) > c->max_age_ms) {
+	} else if (reached && age_ms(m) > c->max_age_ms) {
 		o->kind = RELAY_OUT_DEAD;
 		snprintf(o->error, sizeof(o->error), "max age (%" PRId64 " ms) reached; last error: %.180s",
 		    c->max_age_ms, last);
-	} else if (o->retry_after_ms > 0 && age_ms(m) + o->retry_after_ms > c->max_age_ms) {
+	} else if (reached && o->retry_after_ms > 0 &&
+	    age_ms(m) + o->retry_after_ms > c->max_age_ms) {
 		o->kind = RELAY_OUT_DEAD;
 		snprintf(o->error, sizeof(o->error), "max age (%" PRId64 " ms) would pass before"
 		    " the Retry-After (%" PRId64 " ms); last error: %.150s", c->max_age_ms,
@@ -323,19 +343,52 @@ finish_retry(struct worker *w, const struct ob_wire_msg *m, struct relay_outcome
 	}
 }
 
-/* A stream batch whose frame failed in transport goes back as a whole (one
- * row write), due after a Full Jitter backoff of the batch's attempt, unless
- * a message of it has used up its attempts or its age: then each message
- * is decided on its own (a retry row each, or a dead letter). A retry
- * batch's messages are always decided one by one. */
+/* A failed frame's outcomes (relay_frame_finish made each sent message a
+ * RETRY).
+ *
+ * A frame that never reached a connection (none came up in time, the send
+ * failed, it could not be prepared) was seen by no consumer: its whole
+ * batch goes back, stream or retry batch alike, one write, attempt
+ * refunded, due after a Full Jitter backoff of the attempts that did reach
+ * one. Messages decided at send time (too large, no route) are decided
+ * again when it is sent. Nothing of it can be dead: an outage of any
+ * length leaves every message pending with the attempts it had. (A retry
+ * batch decided message by message would keep the claim's attempt in each
+ * retry row: an outage long enough made them dead by --max-attempts.)
+ *
+ * A frame that went out on a connection and got no reply (or one that does
+ * not decode) may have been applied: the attempt counts. A stream batch
+ * goes back whole (one row write, attempt kept) unless a message of it has
+ * used up its attempts or its age; then, and for a retry batch, each
+ * message is decided on its own (a retry row each, or a dead letter). */
 static void
-failed_frame_outcomes(struct worker *w, const struct relay_batch *b, const bool *skip,
-    struct relay_outcome *out)
+failed_frame_outcomes(struct worker *w, const struct relay_frame *f, struct relay_outcome *out)
 {
 	const struct relay_config *c = w->cfg;
+	const struct relay_batch *b = &f->batch;
+	if (!f->reached) {
+		uint32_t first = 0; /* a sent message: its error is the batch's */
+		while (first + 1 < b->n && f->skip != NULL && f->skip[first])
+			first++;
+		char why[RELAY_ERROR_MAX];
+		snprintf(why, sizeof(why), "%s", out[first].error);
+		struct relay_outcome o = out[first];
+		o.refund_attempt = true;
+		int64_t delay = ob_backoff_full_jitter(c->backoff_base_ms, c->backoff_cap_ms,
+		    counted_attempts(&b->msgs[first], &o), &w->rng);
+		for (uint32_t i = 0; i < b->n; i++) {
+			out[i].id = b->msgs[i].id;
+			out[i].kind = RELAY_OUT_RELEASE;
+			out[i].delay_ms = delay;
+			out[i].refund_attempt = true;
+			out[i].retry_after_ms = 0;
+			snprintf(out[i].error, sizeof(out[i].error), "%s", why);
+		}
+		return;
+	}
 	bool each = b->kind == RELAY_BATCH_RETRY;
 	for (uint32_t i = 0; i < b->n && !each; i++) {
-		if (skip[i] || out[i].kind != RELAY_OUT_RETRY) {
+		if (f->skip[i] || out[i].kind != RELAY_OUT_RETRY) {
 			each = true; /* a message already decided (no route, too large) */
 			continue;
 		}
@@ -500,7 +553,7 @@ collect_slot(struct worker *w, struct slot *s)
 	COUNT(w, frames_failed, w->deliverer.frames_failed - failed_before);
 	ob_metric_add(METRIC(w, frames_failed), w->deliverer.frames_failed - failed_before);
 	if (res == RELAY_FRAME_FAILED) {
-		failed_frame_outcomes(w, &f->batch, f->skip, s->outcomes);
+		failed_frame_outcomes(w, f, s->outcomes);
 	} else {
 		for (uint32_t i = 0; i < f->batch.n; i++)
 			if (s->outcomes[i].kind == RELAY_OUT_RETRY)
@@ -844,24 +897,80 @@ maybe_discover(struct worker *w)
 		ob_warn("relay.streams.discover_failed", "err=%s", ob_log_q(err, q, sizeof(q)));
 }
 
-/* Worker 0, with --metrics: the database's gauges every --metrics-interval. */
+/* Whether relay.topic.unrouted may be logged for topic now (at most once
+ * per --unrouted-log-interval per topic); if so, remembered as logged. */
+static bool
+unrouted_log_due(struct worker *w, const char *topic, size_t len, int64_t now)
+{
+	struct unrouted_logged *slot = NULL, *oldest = &w->unrouted[0];
+	if (len > OB_WIRE_MAX_TOPIC)
+		len = OB_WIRE_MAX_TOPIC;
+	for (int i = 0; i < UNROUTED_LOGGED && slot == NULL; i++) {
+		struct unrouted_logged *u = &w->unrouted[i];
+		if (strlen(u->topic) == len && memcmp(u->topic, topic, len) == 0)
+			slot = u;
+		else if (u->next_ms < oldest->next_ms)
+			oldest = u;
+	}
+	if (slot != NULL && now < slot->next_ms)
+		return false;
+	if (slot == NULL) {
+		slot = oldest;
+		memcpy(slot->topic, topic, len);
+		slot->topic[len] = '\0';
+	}
+	slot->next_ms = now + w->cfg->unrouted_log_interval_ms;
+	return true;
+}
+
+/* Worker 0: the outbox's figures per topic, every --metrics-interval with
+ * --metrics (the gauges), and every --unrouted-log-interval under
+ * --unrouted wait. A topic no route of this relay matches is never
+ * claimed by it: its pending count goes to outbox_relay_unrouted_pending
+ * (0 for a routed topic, so that a topic no relay routes is the minimum
+ * over the relays), and once its messages have waited past the interval
+ * (another relay that routes it would have claimed them) one warn line
+ * per interval names it: relay.topic.unrouted. One line per topic, never
+ * per message. */
 static void
 maybe_stats(struct worker *w)
 {
 	const struct relay_config *c = w->cfg;
-	if (w->index != 0 || w->metrics == NULL || c->metrics == NULL ||
-	    c->metrics[0] == '\0' || ob_mono_ms() < w->next_stats_ms)
+	bool metrics = w->metrics != NULL && c->metrics != NULL && c->metrics[0] != '\0';
+	if (w->index != 0 || (!metrics && !w->unrouted_wait) || ob_mono_ms() < w->next_stats_ms)
 		return;
-	w->next_stats_ms = ob_mono_ms() + c->metrics_interval_ms;
+	w->next_stats_ms = ob_mono_ms() + (metrics ? c->metrics_interval_ms
+	                                           : c->unrouted_log_interval_ms);
 	char err[1024], q[1100];
 	struct relay_stats st;
 	if (relay_stats_query(w->conn, &st, err, sizeof(err)) != OB_OK) {
 		ob_warn("relay.metrics.stats_failed", "err=%s", ob_log_q(err, q, sizeof(q)));
 		return;
 	}
-	ob_metric_set(w->metrics->pending, (double)st.pending);
-	ob_metric_set(w->metrics->oldest_claimable, st.oldest_claimable_s);
-	ob_metric_set(w->metrics->blocked_keys, (double)st.blocked_keys);
+	if (metrics) {
+		ob_metric_set(w->metrics->pending, (double)st.pending);
+		ob_metric_set(w->metrics->oldest_claimable, st.oldest_claimable_s);
+		ob_metric_set(w->metrics->blocked_keys, (double)st.blocked_keys);
+	}
+	int64_t now = ob_mono_ms();
+	for (int i = 0; i < st.ntopics; i++) {
+		const struct relay_topic_stat *t = &st.topics[i];
+		bool routed = relay_routes_find(c->route_table, t->topic, t->topic_len) >= 0;
+		if (metrics)
+			ob_metric_set(relay_metrics_unrouted(w->metrics, t->topic, t->topic_len),
+			    routed ? 0 : (double)t->pending);
+		if (routed || !w->unrouted_wait || t->pending == 0 ||
+		    t->oldest_claimable_s * 1000 < (double)c->unrouted_log_interval_ms ||
+		    !unrouted_log_due(w, t->topic, t->topic_len, now))
+			continue;
+		ob_warn("relay.topic.unrouted", "topic=%s pending=%" PRId64 " oldest_pending_s=%.1f"
+		    " oldest_claimable_s=%.1f hint=\"no --route of this relay matches the topic and"
+		    " no relay has claimed its messages for a while: they wait, pending (--unrouted"
+		    " wait); route it here or start the relay that serves it\"",
+		    ob_log_q(t->topic, q, sizeof(q)), t->pending, t->oldest_pending_s,
+		    t->oldest_claimable_s);
+	}
+	relay_stats_fini(&st);
 }
 
 static void
@@ -961,7 +1070,12 @@ relay_worker_run(const struct relay_config *cfg, int worker_index,
 	w.deliverer.window_max = w.nslots;
 	w.deliverer.breaker_threshold = (uint32_t)cfg->breaker_threshold;
 	w.deliverer.breaker_probe_ms = cfg->breaker_probe_ms;
-	w.deliverer.only_routed = cfg->only_routed;
+	w.deliverer.unrouted_dead = cfg->unrouted != NULL &&
+	    strcmp(cfg->unrouted, "dead-letter") == 0;
+	/* with a default route every topic is routed: nothing to report */
+	w.unrouted_wait = !w.deliverer.unrouted_dead && cfg->route_table != NULL;
+	for (int i = 0; w.unrouted_wait && i < cfg->route_table->nroutes; i++)
+		w.unrouted_wait = strcmp(cfg->route_table->routes[i].topic, "*") != 0;
 	if (relay_gate_init(&w.gate, cfg->standby_gate, cfg->standby_names.items,
 	    cfg->standby_names.n, cfg->standby_gate_timeout_ms, cfg->standby_poll_ms, err,
 	    sizeof(err)) != OB_OK) {

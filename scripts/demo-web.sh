@@ -10,9 +10,9 @@
 # The producer and the consumer run with --demo-admin: their metrics
 # listeners (127.0.0.1, port 0, read back from their log lines) serve
 # /admin/faults, where the steps arm faults and switch broken modes. The
-# relay serves report.created only and runs with --only-routed: the steps'
-# topics (demo.*) are left to the short-lived relays the steps start
-# themselves. The demonstration's config file (ctl/web_demo.h lists its
+# relay serves report.created only, and a relay leaves the topics it has no
+# route for alone (--unrouted wait, the default): the steps' topics (demo.*)
+# are left to the short-lived relays the steps start themselves. The demonstration's config file (ctl/web_demo.h lists its
 # keys) and every log are in the work directory, removed on exit.
 # OUTBOX_WEB_PORT picks the web view's port (default: any free one).
 set -euo pipefail
@@ -75,7 +75,7 @@ pids+=($!)
 producer_pid=$!
 wait_file "$work/consumer.ready" "$consumer_pid" "$work/consumer.log"
 wait_file "$work/producer.ready" "$producer_pid" "$work/producer.log"
-"$bin/outbox-relay" --db "$producer_db" --route "report.created=$consumer_url" --only-routed \
+"$bin/outbox-relay" --db "$producer_db" --route "report.created=$consumer_url" \
 	--poll-ms 200 2>"$work/relay.log" &
 pids+=($!)
 producer_url=$(head -n 1 "$work/producer.ready")

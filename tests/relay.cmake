@@ -26,6 +26,16 @@ outbox_test(test_relay_skipped SOURCES integration/test_relay_skipped.c
 if(TARGET test_relay_skipped)
   add_dependencies(test_relay_skipped outbox-relay outbox-consumer)
 endif()
+# Issue 30: an outage longer than --max-age leaves every message pending
+# (a closed TCP port, then a real consumer: each applied once; retries
+# through an outage), a reached consumer still ends them by --max-age, and
+# a topic with no route waits (status, metric, log) unless --unrouted
+# dead-letter.
+outbox_test(test_relay_outage SOURCES integration/test_relay_outage.c
+  LABELS integration PG TIMEOUT 300)
+if(TARGET test_relay_outage)
+  add_dependencies(test_relay_outage outbox-relay outbox-consumer outboxctl)
+endif()
 # The log's reading and keeping rules and the wakeup, explicit interleavings;
 # a poison message ends dead alone; a restore into a younger cluster.
 outbox_test(test_streams SOURCES integration/test_streams.c

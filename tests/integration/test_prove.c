@@ -486,8 +486,10 @@ START_TEST(test_crafted_classes)
 	    "  FROM generate_series(1, 6) g;"
 	    "SELECT outbox.enqueue('t', 'o-1', '{}', 'K'); SELECT outbox.enqueue('t', 'o-2', '{}', 'K');"
 	    "SELECT outbox.enqueue('nowhere', 'x-1', '{}')");
-	/* only topic t is routed: x-1 dies, "no route for topic 'nowhere'" */
-	const char *relay[] = { "--source", SOURCE, "--poll-ms", "50", NULL };
+	/* only topic t is routed, and topics with no route are dead-lettered
+	 * (not the default: they wait): x-1 dies, "no route for topic 'nowhere'" */
+	const char *relay[] = { "--source", SOURCE, "--poll-ms", "50", "--unrouted", "dead-letter",
+		NULL };
 	pipe_drain(&p, "t", relay, NULL);
 	ck_assert_int_eq(ts_query_int(p.in, "SELECT count(*) FROM inbox.notifications"), 8);
 	/* enqueued with no relay running: pending */

@@ -315,7 +315,7 @@ START_TEST(test_flow_with_one_role_per_program)
 	PGconn *pc = connect_as(db, l.producer);
 	ts_exec(pc, "SELECT outbox.enqueue('report.created', 'ord-1', '{}', 'key-a')");
 	ts_exec(pc, "SELECT outbox.enqueue('report.created', 'ord-2', '{}', 'key-a')");
-	/* no route: the relay dead-letters them */
+	/* no route: the relay dead-letters them (--unrouted dead-letter) */
 	ts_exec(pc, "SELECT outbox.enqueue('doomed', 'd-1', '{}')");
 	ts_exec(pc, "SELECT outbox.enqueue('doomed', 'd-2', '{}')");
 	PQfinish(pc);
@@ -329,7 +329,7 @@ START_TEST(test_flow_with_one_role_per_program)
 	pid_t cpid = ts_consumer_spawn(consumer_log, as_consumer, url, NULL);
 	const char *relay_extra[] = { "--poll-ms", "100", "--purge-interval", "100ms",
 		"--retention", "1s", "--metrics", "127.0.0.1:0", "--metrics-interval", "100ms",
-		NULL };
+		"--unrouted", "dead-letter", NULL };
 	pid_t rpid = ts_relay_spawn(relay_log, as_relay, route, relay_extra);
 	int64_t applied = ts_wait_value(su, "SELECT count(*) FROM inbox.notifications",
 	    delivered, FLOW_TIMEOUT_MS);

@@ -151,8 +151,8 @@ setup(void)
 	ts_stop(relay, SIGTERM);
 	ts_fake_consumer_stop(&ok);
 	ts_fake_consumer_stop(&no);
-	/* enqueued once the relay is gone (it dead-letters a topic it has no
-	 * route for) */
+	/* enqueued once the relay is gone (so that no relay has claimed from
+	 * it, whatever --unrouted says) */
 	ts_exec(conn, "SELECT outbox.enqueue('c', '" XSS_KEY2 "',"
 	    " jsonb_build_object('html', '" XSS_KEY2 "', 'attr', '" XSS_KEY "'));"
 	    "SELECT outbox.enqueue('c', 'c2', '{\"n\": 2}')");

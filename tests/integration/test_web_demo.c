@@ -12,8 +12,8 @@
  * cell (two of the relay/consumer matrix's columns). The modes and faults are back to the
  * real ones after each step. Bad config files are refused with the reason;
  * a second start while a step runs is OB_EEXIST, a step that is not one
- * OB_EINVAL. The relay's --only-routed, which the demo's relay runs with,
- * leaves another topic pending where without it that topic is dead-lettered.
+ * OB_EINVAL. A relay leaves a topic it has no route for pending (what the
+ * demo's steps rely on), where --unrouted dead-letter dead-letters it.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -238,10 +238,11 @@ START_TEST(test_steps)
 }
 END_TEST
 
-/* --only-routed (what lets the steps' relays have their topics): without
- * it a relay with no default route claims another topic and dead-letters
- * it ("no route"); with it that message is left pending, untouched, while
- * the relay delivers its own topic. */
+/* What lets the steps' relays have their topics: a relay with no default
+ * route leaves another topic pending, untouched, while it delivers its
+ * own (--unrouted wait, the default since issue 30; the demo's relay ran
+ * with --only-routed, its old name); with --unrouted dead-letter it claims
+ * that topic and dead-letters it ("no route"). */
 START_TEST(test_only_routed)
 {
 	for (int only = 0; only <= 1; only++) {
@@ -253,7 +254,8 @@ START_TEST(test_only_routed)
 		    TS_FAKE_APPLIED, url, sizeof(url), route, sizeof(route));
 		ts_enqueue_n(conn, "demo.redelivery", "step", 1);
 		ts_enqueue_n(conn, "report.created", "first", 1);
-		const char *const extra[] = { "--poll-ms", "100", only ? "--only-routed" : NULL, NULL };
+		const char *const extra[] = { "--poll-ms", "100", only ? NULL : "--unrouted",
+			"dead-letter", NULL };
 		pid_t relay = ts_relay_spawn(log, db, route, extra);
 		const char *dead = "SELECT count(*) FROM outbox.messages WHERE topic ="
 		    " 'demo.redelivery' AND status = 'dead'";

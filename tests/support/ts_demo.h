@@ -3,8 +3,8 @@
  * the producer's and the consumer's databases on the throwaway PostgreSQL,
  * outbox-producer serve and outbox-consumer with --demo-admin (their admin
  * endpoints on loopback metrics listeners), the demo's relay
- * (report.created, --only-routed), and the demonstration's config file
- * that `outboxctl web --demo FILE` (web_demo_open) reads.
+ * (report.created only: other topics wait), and the demonstration's
+ * config file that `outboxctl web --demo FILE` (web_demo_open) reads.
  */
 #ifndef OUTBOX_TS_DEMO_H
 #define OUTBOX_TS_DEMO_H
