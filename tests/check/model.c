@@ -38,7 +38,7 @@
 
 #include "check.h"
 
-#define TOPICS 2
+#define TOPICS 3 /* ta, tb routed; tc waits for a route */
 #define OKEYS_MAX 4 /* K1..K3, index 0 unused */
 
 enum answer { ANS_NONE, ANS_APPLIED, ANS_DUPLICATE, ANS_RETRY, ANS_REJECT };
@@ -107,6 +107,7 @@ struct chk_run {
 	int64_t last_seq[TOPICS][OKEYS_MAX];
 	int64_t max_fence;
 	bool restored;           /* a restore not adopted yet */
+	bool draining;           /* the fair schedule at the end: every topic routed */
 	bool ever_restored;
 	size_t step_no;
 	char fail[CHK_WHY_MAX];  /* a checker failure (not a violation) */
@@ -159,7 +160,7 @@ failure(struct chk_run *run, const char *why)
 static int
 topic_index(const char *t)
 {
-	return strcmp(t, "tb") == 0;
+	return t[0] == 't' && t[1] >= 'a' && t[1] < 'a' + TOPICS ? t[1] - 'a' : 0;
 }
 
 static int
@@ -685,8 +686,13 @@ relay_claim(struct chk_run *run, int ri, const struct chk_step *s)
 		return;
 	char sql[512];
 	snprintf(sql, sizeof(sql), "SELECT batch_id, kind, fence, attempt, takeover, id, topic,"
-	    " idempotency_key FROM outbox.claim(3, '%s', %d, %d, NULL, NULL, true, %s, true, %s)",
+	    " idempotency_key FROM outbox.claim(3, '%s', %d, %d, %s, %s, true, %s)",
+	    /* (protocol, owner, lease, max, include, exclude, others,
+	     *  retries_first, ordering, skip_dead_heads) */
 	    run->db->s[relay_sess(run, ri)].name, s->c ? CHK_LEASE_LONG_MS : 0, s->a,
+	    /* the relays route ta and tb only (--unrouted wait: tc is not
+	     * claimed) until the drain, where a route for everything is added */
+	    run->draining ? "NULL, NULL, true" : "'{ta,tb}', NULL, false",
 	    s->b ? "true" : "false", run->cfg->skip_dead ? "true" : "false");
 	PGresult *r = run_sql(run, relay_sess(run, ri), sql);
 	struct chk_sess *ss = &run->db->s[relay_sess(run, ri)];
@@ -728,6 +734,9 @@ relay_claim(struct chk_run *run, int ri, const struct chk_step *s)
 			    " recorded", topic, key);
 		if (m->dead)
 			violate(run, "S4", "claimed the dead letter %s/%s", topic, key);
+		if (!run->draining && strcmp(topic, "tc") == 0)
+			violate(run, "route", "claimed %s/%s of a topic the relay does not route", topic,
+			    key);
 		if (takeover)
 			m->takeovers++;
 		/* S4: attempts count claims, less the releases that refunded one
@@ -1397,6 +1406,7 @@ drain(struct chk_run *run, struct chk_history *ran)
 			break;
 	}
 	int quiet = 0;
+	run->draining = true;
 	for (int round = 0; round < CHK_DRAIN_ROUNDS && quiet < 3; round++) {
 		if (run->res->violated || run->failed)
 			return;

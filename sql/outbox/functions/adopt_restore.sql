@@ -90,6 +90,14 @@ BEGIN
                ELSE t END
      WHERE e.lane >= 0 AND e.txid <> '3'::xid8; -- 3: assigned at an earlier adoption
     SELECT count(*) INTO again FROM outbox.events e WHERE e.lane >= 0 AND e.txid = t;
+    -- A key's messages read again had left its stream once: the key takes
+    -- the lowest of them next, so that a later message, enqueued by a
+    -- transaction whose id came before this one's, waits behind them.
+    UPDATE outbox.ordering_next x SET next_seq = m.seq
+      FROM (SELECT e.topic, e.ordering_key, min(e.ordering_seq) AS seq FROM outbox.events e
+             WHERE e.txid = t AND e.ordering_key IS NOT NULL
+             GROUP BY e.topic, e.ordering_key) m
+     WHERE x.topic = m.topic AND x.ordering_key = m.ordering_key AND x.next_seq > m.seq;
 
     UPDATE outbox.batches b
        SET state = 'done', done_at = now(),
