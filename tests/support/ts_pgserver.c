@@ -80,6 +80,12 @@ ts_pgserver_standby(const char *primary_dir, const char *dir, const char *name, 
 }
 
 void
+ts_pgserver_crash(const char *dir)
+{
+	pg_tmp(NULL, "crash", dir, NULL, NULL);
+}
+
+void
 ts_pgserver_stop_quiet(const char *dir)
 {
 	char env[600], script[600], cmd[1400];

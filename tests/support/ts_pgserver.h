@@ -29,6 +29,11 @@ void ts_pgserver_start_at_xid(const char *dir, uint64_t next_xid, char *out, siz
 void ts_pgserver_standby(const char *primary_dir, const char *dir, const char *name,
     char *out, size_t outlen);
 
+/* Stop the server in dir the hard way and start it again (pg-tmp.sh crash:
+ * pg_ctl -m immediate, so WAL not yet written is lost, then crash recovery
+ * at start); the data and the conninfo stay. ck_asserts. */
+void ts_pgserver_crash(const char *dir);
+
 /* Stop the server in dir and remove dir, if it is there; no assertion
  * (for teardowns): a line on stderr if it cannot. */
 void ts_pgserver_stop_quiet(const char *dir);

@@ -4,6 +4,7 @@
  * this file only keeps counts.
  */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -23,6 +24,7 @@
 
 #define WT_KEYS 256
 #define WT_FENCES 256
+#define WT_GATE_MAX_MS 60000 /* a gated request answers by then, released or not */
 
 struct wt_key {
 	char key[256];
@@ -39,6 +41,9 @@ struct wt_target {
 	struct wt_key keys[WT_KEYS];
 	int nkeys, total;
 	int fail_n, fail_status, hold_n, hold_ms, lose_n, drop_n;
+	int gate_n;                /* wt_gate_next: requests still to be held */
+	bool released;             /* wt_release: the gate is open */
+	pthread_cond_t gate_cv;    /* signalled by wt_release */
 	char fail_retry_after[64]; /* Retry-After of the failing answers, "" = none */
 	char secret[300];          /* wt_require_signature: "" = none required */
 	int tolerance_s, refused;
@@ -111,7 +116,7 @@ hook(nng_aio *aio)
 	struct wt_target *t = nng_http_handler_get_data(h);
 	const char *key = nng_http_req_get_header(req, "Idempotency-Key");
 	int status = 200, hold = 0;
-	bool lose = false;
+	bool lose = false, gated = false;
 	char body[128], retry_after[64] = "";
 	int64_t now = (int64_t)nng_clock();
 
@@ -153,13 +158,25 @@ hook(nng_aio *aio)
 			status = 201;
 		}
 		snprintf(body, sizeof(body), "{\"key\":\"%.60s\",\"created\":true}", key);
-		if (t->hold_n > 0) {
+		if (t->gate_n > 0) {
+			t->gate_n--;
+			gated = true;
+		} else if (t->hold_n > 0) {
 			t->hold_n--;
 			hold = t->hold_ms;
 		} else if (t->lose_n > 0) {
 			t->lose_n--;
 			lose = true;
 		}
+	}
+	if (gated) {
+		/* acted; the answer waits for wt_release (or the safety bound) */
+		struct timespec until;
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_sec += WT_GATE_MAX_MS / 1000;
+		while (!t->released &&
+		    pthread_cond_timedwait(&t->gate_cv, &t->mtx, &until) != ETIMEDOUT)
+			;
 	}
 	pthread_mutex_unlock(&t->mtx);
 
@@ -192,6 +209,7 @@ start(char *url, size_t urllen, const char *cert, const char *key)
 	if (t == NULL)
 		return NULL;
 	pthread_mutex_init(&t->mtx, NULL);
+	pthread_cond_init(&t->gate_cv, NULL);
 	nng_sockaddr sa;
 	if (nng_url_parse(&t->url, cert != NULL ? "https://127.0.0.1:0" : "http://127.0.0.1:0") != 0 ||
 	    nng_http_server_hold(&t->server, t->url) != 0)
@@ -239,9 +257,11 @@ wt_start_tls(char *url, size_t urllen, const char *cert, const char *key)
 void
 wt_stop(struct wt_target *t)
 {
+	wt_release(t); /* a gated request must not hold up the stop */
 	nng_http_server_stop(t->server);
 	nng_http_server_release(t->server);
 	nng_url_free(t->url);
+	pthread_cond_destroy(&t->gate_cv);
 	pthread_mutex_destroy(&t->mtx);
 	free(t);
 }
@@ -287,6 +307,24 @@ wt_hold_next(struct wt_target *t, int n, int hold_ms)
 	pthread_mutex_lock(&t->mtx);
 	t->hold_n = n;
 	t->hold_ms = hold_ms;
+	pthread_mutex_unlock(&t->mtx);
+}
+
+void
+wt_gate_next(struct wt_target *t, int n)
+{
+	pthread_mutex_lock(&t->mtx);
+	t->gate_n = n;
+	t->released = false;
+	pthread_mutex_unlock(&t->mtx);
+}
+
+void
+wt_release(struct wt_target *t)
+{
+	pthread_mutex_lock(&t->mtx);
+	t->released = true;
+	pthread_cond_broadcast(&t->gate_cv);
 	pthread_mutex_unlock(&t->mtx);
 }
 

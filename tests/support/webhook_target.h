@@ -4,10 +4,10 @@
  * Idempotency-Key header the way a well-behaved downstream does. It counts
  * requests and effects per key, remembers the Outbox-Fence of each request,
  * and can be told to fail (answer a status without acting), to time out
- * (act, then hold the answer), to lose its answer after acting (close
- * the connection), or to lose the request before acting. It also counts
- * what a careless downstream that IGNORES the key would have applied
- * (wt_acts). Thread-safe.
+ * (act, then hold the answer for a time, or until released), to lose its
+ * answer after acting (close the connection), or to lose the request
+ * before acting. It also counts what a careless downstream that IGNORES
+ * the key would have applied (wt_acts). Thread-safe.
  */
 #ifndef OUTBOX_WEBHOOK_TARGET_H
 #define OUTBOX_WEBHOOK_TARGET_H
@@ -38,6 +38,12 @@ int wt_refused(struct wt_target *t);
 void wt_fail_next_retry_after(struct wt_target *t, int n, int status, const char *retry_after);
 /* The next n requests act, then wait hold_ms before answering. */
 void wt_hold_next(struct wt_target *t, int n, int hold_ms);
+/* The next n requests act, then hold their answer until wt_release (at
+ * most 60 s): a call in flight for as long as a test needs, ended by a
+ * condition rather than a timer. */
+void wt_gate_next(struct wt_target *t, int n);
+/* Let the requests wt_gate_next holds answer (and any later ones). */
+void wt_release(struct wt_target *t);
 /* The next n requests act, then the connection is closed unanswered. */
 void wt_lose_next(struct wt_target *t, int n);
 /* The next n requests are dropped: closed unanswered WITHOUT acting. */
