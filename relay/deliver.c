@@ -657,8 +657,8 @@ consumer_too_old(struct relay_dest *ds, const struct ob_wire_reply *rep)
 	snprintf(d, sizeof(d), "%.*s", (int)rep->detail_len, rep->detail ? rep->detail : "");
 	ob_warn("relay.deliver.consumer_too_old", "dest=%s relay_wire_version=%d"
 	    " consumer_wire_version=%u detail=%s hint=\"the consumer at %s does not speak this"
-	    " relay's wire version: upgrade consumers before relays; its batches are retried"
-	    " until then\"", ds->url, OB_WIRE_VERSION, rep->version, ob_log_q(d, q, sizeof(q)),
+	    " relay's wire version: upgrade consumers before relays; its messages wait until"
+	    " then (attempts refunded, never dead-lettered)\"", ds->url, OB_WIRE_VERSION, rep->version, ob_log_q(d, q, sizeof(q)),
 	    ds->url);
 }
 
@@ -680,10 +680,16 @@ apply_reply(struct relay_deliverer *d, struct relay_frame *f, const void *body, 
 	else if (rc == OB_OK)
 		d->dests[f->dest].too_old_next_ms = 0; /* it reads our version (again) */
 	if (rc == OB_OK && rep.frame_err != 0) {
+		/* A consumer too old to read the frame applied nothing and can
+		 * apply nothing until it is upgraded: like an outage, the
+		 * attempt is refunded and never dead-letters (DESIGN S4). */
+		bool old = rep.frame_err == OB_EWIRE_VERSION;
 		for (uint32_t i = 0; i < b->n; i++)
-			if (!f->skip[i])
+			if (!f->skip[i]) {
 				set_outcome(&out[i], &b->msgs[i], RELAY_OUT_RETRY,
 				    "consumer refused the frame: %.*s", rep.detail, rep.detail_len);
+				out[i].refund_attempt = old;
+			}
 		ob_wire_reply_fini(&rep);
 		return false;
 	}
