@@ -8,14 +8,25 @@
  * ob_key_decide says what it means. Every later write is conditioned on
  * the fence.
  *
- * A claim that took the key commits asynchronously (synchronous_commit off
- * for its own transaction only, set inside the statement so it costs no
- * round trip): it becomes visible at once, but does not wait for its WAL
- * flush. Losing it in a server crash is harmless. The holder's connection
- * dies with the server, so its work never commits, and the key is simply
- * absent again. Any work that does commit is synchronous and flushes the
- * WAL up to its own commit record, and so also the claim written before
- * it. This saves one of the two flush waits of every create.
+ * A claim that took the key commits asynchronously by default
+ * (synchronous_commit off for its own transaction only, set inside the
+ * statement so it costs no round trip): it becomes visible at once, but
+ * does not wait for its WAL flush. Losing it in a server crash is harmless
+ * when the work it guards is a write in the same database (the producer's
+ * create): the holder's connection dies with the server, so its work never
+ * commits, and the key is simply absent again. Any work that does commit
+ * is synchronous and flushes the WAL up to its own commit record, and so
+ * also the claim written before it. This saves one of the two flush waits
+ * of every create.
+ *
+ * A durable claim (ob_keyclaim_opts.durable: the webhook handler) waits
+ * for its flush instead, whatever the session's or the server's setting
+ * (off is raised to on, for this transaction only, in the same statement;
+ * a stronger setting is kept): its work is outside the database (an HTTP
+ * call made right after the claim), so a claim lost in a crash would let
+ * the next attempt do it again, as if it had never been claimed. A replay
+ * (a DONE row answered from a read) still writes nothing and waits for
+ * nothing.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -91,6 +102,15 @@ stored_response(const PGresult *res, int col, struct ob_key_claim *c, const char
 	return OB_OK;
 }
 
+/* The claim's commit: asynchronous (the default), or at least
+ * synchronous_commit on (durable) without lowering a stronger setting. */
+#define SYNC_OFF "set_config('synchronous_commit', 'off', true) = 'off'"
+#define SYNC_ON "set_config('synchronous_commit', CASE current_setting('synchronous_commit')" \
+	" WHEN 'off' THEN 'on' ELSE current_setting('synchronous_commit') END, true) <> 'off'"
+/* With a floor, a new row's created_at is the later of now() and the
+ * floor, $4 in Unix microseconds (else the column's default, now()). */
+#define CREATED_FLOOR ", greatest(now(), 'epoch'::timestamptz + $4::bigint * interval '1 microsecond')"
+
 /* The upsert, after a look for a DONE row: a replay (or a reuse of the key
  * for another body) is answered from that read alone, with no row lock, no
  * transaction id and so no WAL flush; replays are the common retry. Done is
@@ -103,19 +123,21 @@ stored_response(const PGresult *res, int col, struct ob_key_claim *c, const char
  * instant. */
 static int
 try_take(PGconn *conn, const char *table, const char *key, const void *fp,
-    size_t fplen, int64_t lease_ms, bool *taken, struct ob_key_claim *c,
-    struct ob_key_row *row, char *err, size_t errlen)
+    size_t fplen, int64_t lease_ms, const struct ob_keyclaim_opts *opts, bool *taken,
+    struct ob_key_claim *c, struct ob_key_row *row, char *err, size_t errlen)
 {
-	char sql[2048], lease[24];
+	char sql[2400], lease[24], floor_us[24];
+	bool durable = opts != NULL && opts->durable;
+	bool floored = opts != NULL && opts->created_floor_us != 0;
 	snprintf(sql, sizeof(sql),
 	    "WITH d AS (SELECT fingerprint = encode(sha256($2::bytea), 'hex') AS same,"
 	    "                  response_status, response_body"
 	    "             FROM %s WHERE idempotency_key = $1 AND state = 'done'),"
 	    " o AS (SELECT lease_until <> '-infinity' AS expired"
 	    "         FROM %s WHERE idempotency_key = $1 AND state = 'started'),"
-	    " t AS (INSERT INTO %s AS k (idempotency_key, fingerprint, state, fence, lease_until)"
+	    " t AS (INSERT INTO %s AS k (idempotency_key, fingerprint, state, fence, lease_until%s)"
 	    "  SELECT $1, encode(sha256($2::bytea), 'hex'), 'started', 1,"
-	    "         clock_timestamp() + $3::bigint * interval '1 millisecond'"
+	    "         clock_timestamp() + $3::bigint * interval '1 millisecond'%s"
 	    "   WHERE NOT EXISTS (SELECT 1 FROM d)"
 	    /* ob_key_decide's PROCEED for a STARTED row: released, or the
 	     * same fingerprint with the lease expired */
@@ -127,18 +149,23 @@ try_take(PGconn *conn, const char *table, const char *key, const void *fp,
 	    " RETURNING k.fence)"
 	    " SELECT true, fence, NULL::boolean, NULL::int, NULL::text,"
 	    "        COALESCE((SELECT expired FROM o), false) FROM t"
-	    /* The claim's commit need not wait for the disk (see the top). */
-	    "  WHERE set_config('synchronous_commit', 'off', true) = 'off'"
+	    /* Whether the claim's commit waits for the disk (see the top). */
+	    "  WHERE %s"
 	    " UNION ALL SELECT false, NULL, same, response_status, response_body, NULL FROM d",
-	    table, table, table);
+	    table, table, table, floored ? ", created_at" : "", floored ? CREATED_FLOOR : "",
+	    durable ? SYNC_ON : SYNC_OFF);
 	snprintf(lease, sizeof(lease), "%" PRId64, lease_ms);
-	const char *params[3] = { key, fp, lease };
-	int lens[3] = { 0, (int)fplen, 0 };
-	int formats[3] = { 0, 1, 0 };
-	/* Prepared per table: "ob_keyclaim_take:app.idempotency_keys". */
-	char name[160];
-	snprintf(name, sizeof(name), "ob_keyclaim_take:%s", table);
-	PGresult *res = ob_pg_exec_prepared(conn, name, sql, 3, params, lens, formats);
+	snprintf(floor_us, sizeof(floor_us), "%" PRId64, floored ? opts->created_floor_us : 0);
+	const char *params[4] = { key, fp, lease, floor_us };
+	int lens[4] = { 0, (int)fplen, 0, 0 };
+	int formats[4] = { 0, 1, 0, 0 };
+	/* Prepared per table and kind: "ob_keyclaim_take:app.idempotency_keys",
+	 * "ob_keyclaim_take_durable_floor:inbox.webhook_calls". */
+	char name[200];
+	snprintf(name, sizeof(name), "ob_keyclaim_take%s%s:%s", durable ? "_durable" : "",
+	    floored ? "_floor" : "", table);
+	PGresult *res = ob_pg_exec_prepared(conn, name, sql, floored ? 4 : 3, params, lens,
+	    formats);
 	int rc = ob_pg_check(res, PGRES_TUPLES_OK, "claim key", err, errlen);
 	*taken = false;
 	row->state = OB_KEY_ABSENT;
@@ -203,12 +230,21 @@ ob_keyclaim_claim(PGconn *conn, const char *table, const char *key,
     const void *fp, size_t fplen, int64_t lease_ms, struct ob_key_claim *out,
     char *err, size_t errlen)
 {
+	return ob_keyclaim_claim_with(conn, table, key, fp, fplen, lease_ms, NULL, out, err,
+	    errlen);
+}
+
+int
+ob_keyclaim_claim_with(PGconn *conn, const char *table, const char *key,
+    const void *fp, size_t fplen, int64_t lease_ms, const struct ob_keyclaim_opts *opts,
+    struct ob_key_claim *out, char *err, size_t errlen)
+{
 	for (int attempt = 0; attempt < KEYCLAIM_MAX_TRIES; attempt++) {
 		struct ob_key_claim c;
 		memset(&c, 0, sizeof(c));
 		bool taken = false, found = true;
 		struct ob_key_row row;
-		int rc = try_take(conn, table, key, fp, fplen, lease_ms, &taken, &c, &row,
+		int rc = try_take(conn, table, key, fp, fplen, lease_ms, opts, &taken, &c, &row,
 		    err, errlen);
 		if (rc != OB_OK) {
 			ob_keyclaim_result_fini(&c);

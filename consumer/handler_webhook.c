@@ -3,7 +3,9 @@
  * claim the key, commit the claim, POST, and record the downstream answer
  * fenced on the claim's token.
  *
- * prepare (autocommit, before the batch transaction): claim + HTTP call.
+ * prepare (autocommit, before the batch transaction): claim (committed
+ * durably: it must outlive a crash of the inbox's server during the call)
+ * + HTTP call.
  * apply (in the batch transaction): complete the claim with the token.
  * finish (after the batch): expire the lease of a claim whose message did
  * not commit, so that the next attempt takes it over at once (token bumped)
@@ -314,10 +316,16 @@ webhook_prepare(PGconn *conn, const struct ob_wire_msg *m, void *arg,
 		memcpy(fp + m->topic_len + 1, m->payload, m->payload_len);
 	struct ob_key_claim claim;
 	char err[512];
+	/* Durable: the call follows at once, and a claim a crash loses would
+	 * let the next attempt call again (at most once: a second call).
+	 * created_at from the message: the GC forgets the claim only once the
+	 * message is older than the retention by the inbox database's clock,
+	 * the clock inbox_plan rejects it by (docs/consumer.md, "Retention"). */
+	const struct ob_keyclaim_opts how = { true, m->created_at_us };
 	int rc = legacy_key(conn, m, fp, fplen, key, err, sizeof(err));
 	if (rc == OB_OK)
-		rc = ob_keyclaim_claim(conn, WEBHOOK_TABLE, key, fp, fplen, w->cfg.lease_ms,
-		    &claim, err, sizeof(err));
+		rc = ob_keyclaim_claim_with(conn, WEBHOOK_TABLE, key, fp, fplen, w->cfg.lease_ms,
+		    &how, &claim, err, sizeof(err));
 	free(fp);
 	if (rc != OB_OK) {
 		call->reason = "database";

@@ -196,9 +196,64 @@ struct stmt {
 	const char *prepared;
 };
 
+/* Durability: a reply goes out after COMMIT returned, and the relay
+ * records what it says; COMMIT returns after the WAL flush only when the
+ * session's synchronous_commit is not off, which a server's (or a
+ * database's, or a role's) default may make it. Raised once per
+ * connection, so that it costs no statement per transaction; a stronger
+ * setting (remote_apply, ...) is kept. Every commit of the session waits
+ * then: the batch's, and the webhook's claim, park, release and expiry. */
+static const char sql_sync_on[] =
+    "SELECT set_config('synchronous_commit', 'on', false)"
+    " WHERE current_setting('synchronous_commit') = 'off'";
+
+/* The database's clock, Unix microseconds. */
+static const char sql_clock[] =
+    "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::int8";
+
+static int64_t
+boot_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_BOOTTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* Read the database's clock into c (one round trip). OB_OK or OB_EDB. */
+static int
+clock_read(PGconn *conn, struct inbox_dbclock *c, char *err, size_t errlen)
+{
+	int64_t sent = boot_us();
+	PGresult *res = PQexec(conn, sql_clock);
+	int rc = ob_pg_check(res, PGRES_TUPLES_OK, "read the database's clock", err, errlen);
+	if (rc == OB_OK) {
+		/* read at or after sent: sent + offset is never behind it */
+		c->offset_us = ob_pg_int64(res, 0, 0) - sent;
+		c->read_at_us = sent;
+	}
+	PQclear(res);
+	return rc;
+}
+
+/* The database's clock now, by c (read again when it is older than
+ * INBOX_CLOCK_REFRESH_MS). OB_OK or OB_EDB. */
+static int
+clock_now(PGconn *conn, struct inbox_dbclock *c, int64_t *now_us, char *err, size_t errlen)
+{
+	int64_t t = boot_us();
+	if (c->read_at_us == 0 || t - c->read_at_us > INBOX_CLOCK_REFRESH_MS * 1000) {
+		int rc = clock_read(conn, c, err, errlen);
+		if (rc != OB_OK)
+			return rc;
+		t = boot_us();
+	}
+	*now_us = t + c->offset_us;
+	return OB_OK;
+}
+
 int
-inbox_conn_setup(PGconn *conn, const struct inbox_options *opt, char *err,
-    size_t errlen)
+inbox_conn_setup(PGconn *conn, const struct inbox_options *opt,
+    struct inbox_dbclock *clock, char *err, size_t errlen)
 {
 	char sql[64];
 	/* The inbox schema must serve this consumer's protocol (at start and
@@ -208,6 +263,12 @@ inbox_conn_setup(PGconn *conn, const struct inbox_options *opt, char *err,
 		return rc;
 	snprintf(sql, sizeof(sql), "SET lock_timeout = %" PRId64, opt->lock_timeout_ms);
 	if ((rc = ob_pg_exec(conn, sql, "set lock_timeout", err, errlen)) != OB_OK)
+		return rc;
+	if ((rc = ob_pg_exec(conn, sql_sync_on, "set synchronous_commit", err, errlen)) != OB_OK)
+		return rc;
+	/* a reconnect may reach another server (a failover): its own clock */
+	clock->read_at_us = 0;
+	if ((rc = clock_read(conn, clock, err, errlen)) != OB_OK)
 		return rc;
 	/* A custom plan, the arrays' lengths known, is priced below the
 	 * generic one, so the plan cache made one on every execution (1,238
@@ -654,7 +715,6 @@ inbox_apply_batch(PGconn *conn, const struct inbox_options *opt,
     const struct ob_wire_request *req, struct inbox_batch *b, char *err,
     size_t errlen)
 {
-	struct timespec now;
 	bool base_dedup = opt->dedup;
 	struct inbox_options live;
 	if (opt->live_dedup != NULL) {
@@ -663,11 +723,22 @@ inbox_apply_batch(PGconn *conn, const struct inbox_options *opt,
 		live.dedup = atomic_load(opt->live_dedup) != 0;
 		opt = &live;
 	}
-	clock_gettime(CLOCK_REALTIME, &now);
-	uint32_t pending = inbox_plan(opt, req, (int64_t)now.tv_sec * 1000000 +
-	    now.tv_nsec / 1000, b);
-	const struct inbox_handler *h = opt->handler;
+	/* Retention by the database's clock, the one the purge deletes by
+	 * (inbox_purge.c); a failed reading fails the batch (every message
+	 * retried), as any database error does. */
+	int64_t now_us = 0;
 	int rc = OB_OK;
+	struct inbox_options unplanned;
+	if (opt->dedup && opt->retention_ms > 0 &&
+	    (rc = clock_now(conn, &b->clock, &now_us, err, errlen)) != OB_OK) {
+		unplanned = *opt; /* no decision: every message to the fail path */
+		unplanned.retention_ms = 0;
+		opt = &unplanned;
+	}
+	uint32_t pending = inbox_plan(opt, req, now_us, b);
+	if (rc != OB_OK)
+		goto fail;
+	const struct inbox_handler *h = opt->handler;
 	bool locked = false;
 
 	if (h->prepare != NULL) {

@@ -62,6 +62,16 @@
 
 #define INBOX_DETAIL_MAX 256              /* bytes of detail kept per message status */
 #define INBOX_LOCK_TIMEOUT_AFTER_MS 10    /* per-key lock wait once a batch waited */
+/* Retention is decided by ONE clock, the inbox database's (docs/consumer.md,
+ * "Retention"): a message is too old when its created_at is older than the
+ * retention by that clock; a dedup record (or webhook claim) is purged only
+ * when its message is older than the retention plus this margin by the same
+ * clock. The margin covers the time between a message's check and its
+ * dedup insert or key claim (its batch's work before it: lock waits, the
+ * webhook calls of the messages before it), which must stay below it. */
+#define INBOX_RETENTION_MARGIN_MS (INT64_C(60) * 60 * 1000)
+/* How often a serving thread reads the database's clock again. */
+#define INBOX_CLOCK_REFRESH_MS 60000
 #define INBOX_REASON_MISMATCH "idempotency key reused with a different payload"
 #define INBOX_REASON_TOO_OLD \
 	"message is older than the dedup retention: it could be a duplicate of a purged record"
@@ -104,6 +114,18 @@ struct inbox_options {
 	                                    * dedup is then ignored */
 };
 
+/* The inbox database's clock as one serving thread knows it: read with a
+ * query (inbox_conn_setup, then every INBOX_CLOCK_REFRESH_MS), and carried
+ * forward between readings by this host's boot clock (CLOCK_BOOTTIME:
+ * never stepped, counts a suspend), so that the retention check costs no
+ * round trip. The offset is taken from the time the query was SENT, so the
+ * estimate is never behind the database's clock (ahead by at most one
+ * round trip: a message is rejected that much early, never late). */
+struct inbox_dbclock {
+	int64_t offset_us;   /* database time - boot time, at the last reading */
+	int64_t read_at_us;  /* boot time of that reading; 0 = none */
+};
+
 /* Per-batch scratch, reused from batch to batch by one serving thread. */
 struct inbox_batch {
 	struct ob_wire_result *results;    /* one per message, owned */
@@ -114,20 +136,26 @@ struct inbox_batch {
 	uint32_t cap;
 	struct ob_buf args[8];             /* set-based statement parameters */
 	struct ob_buf fp;                  /* fingerprint input scratch */
+	struct inbox_dbclock clock;        /* the database's clock (retention) */
 };
 
 /* Allocate room for up to cap messages. OB_OK or OB_ENOMEM. */
 int inbox_batch_init(struct inbox_batch *b, uint32_t cap);
 void inbox_batch_fini(struct inbox_batch *b);
 
-/* Session settings the apply path relies on (lock_timeout). Call once per
- * new connection. OB_OK or OB_EDB. */
-int inbox_conn_setup(PGconn *conn, const struct inbox_options *opt, char *err,
-    size_t errlen);
+/* Session settings the apply path relies on (lock_timeout, and
+ * synchronous_commit at least on: every commit a reply depends on waits
+ * for its WAL flush, whatever the server's default), and a first reading
+ * of the database's clock into clock (the batch scratch's, b->clock, of
+ * the thread that will use conn). Call once per new connection. OB_OK or
+ * OB_EDB. */
+int inbox_conn_setup(PGconn *conn, const struct inbox_options *opt,
+    struct inbox_dbclock *clock, char *err, size_t errlen);
 
 /* Decide, without the database, what needs no transaction: messages older
  * than the retention get REJECT. Marks them done in b and returns the number
- * of messages left to apply. now_us: Unix microseconds. Pure; fuzzed. */
+ * of messages left to apply. now_us: the inbox database's clock, Unix
+ * microseconds (inbox_apply_batch passes b->clock's estimate). Pure; fuzzed. */
 uint32_t inbox_plan(const struct inbox_options *opt,
     const struct ob_wire_request *req, int64_t now_us, struct inbox_batch *b);
 
@@ -144,9 +172,11 @@ int inbox_apply_batch(PGconn *conn, const struct inbox_options *opt,
     const struct ob_wire_request *req, struct inbox_batch *b, char *err,
     size_t errlen);
 
-/* Retention: delete dedup records (and finished webhook claims) older than
- * retention_ms, at most batch rows per statement, until none is left or
- * max_rounds statements ran. *deleted gets the count. OB_OK or OB_EDB. */
+/* Retention: delete dedup records (and finished webhook claims) whose
+ * message is older than retention_ms + INBOX_RETENTION_MARGIN_MS by the
+ * database's clock (and which were applied more than retention_ms ago), at
+ * most batch rows per statement, until none is left or max_rounds
+ * statements ran. *deleted gets the count. OB_OK or OB_EDB. */
 int inbox_purge(PGconn *conn, int64_t retention_ms, int batch, int max_rounds,
     int64_t *deleted, char *err, size_t errlen);
 

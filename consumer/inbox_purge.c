@@ -6,6 +6,21 @@
  *
  * A purged key is forgotten: inbox_plan rejects any message older than the
  * retention, so a late redelivery of a purged key is never applied blindly.
+ * That holds only if both sides ask one clock about one time: the message's
+ * created_at (the time it carries on the wire, stamped by the producer's
+ * database), against the inbox database's clock (now() here; inbox_plan an
+ * estimate of it that is never behind it). A record is deleted only when
+ * its message is older than the retention plus INBOX_RETENTION_MARGIN_MS
+ * by that clock, so every later delivery of it is rejected by the check,
+ * whatever the producer's clock or the consumer host's said. Its
+ * processed_at (the inbox database's clock when it was applied) must be
+ * older than the retention too: that keeps the scan on the BRIN index of
+ * processed_at, and a record of a message stamped in the past by a slow
+ * producer clock is still kept a whole retention after it was applied. A
+ * record without created_at (written before inbox 002) goes by
+ * processed_at alone, as before. The webhook's claims carry their
+ * message's created_at as a floor of their own (handler_webhook.c), and
+ * their GC counts the same retention plus margin from it.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -20,10 +35,11 @@ static int
 purge_round(PGconn *conn, int64_t retention_ms, int batch, int64_t *n, char *err,
     size_t errlen)
 {
-	char r[24], b[16];
+	char r[24], b[16], rm[24];
 	snprintf(r, sizeof(r), "%" PRId64, retention_ms);
 	snprintf(b, sizeof(b), "%d", batch);
-	const char *params[2] = { r, b };
+	snprintf(rm, sizeof(rm), "%" PRId64, retention_ms + INBOX_RETENTION_MARGIN_MS);
+	const char *params[3] = { r, b, rm };
 	/* = ANY(ARRAY(...)), not IN (...): planned for LIMIT rows, the IN
 	 * form hash-joined a scan of the whole table for every batch. By the
 	 * row's ctid, not its key: a record is (topic, key), and the same key
@@ -34,8 +50,10 @@ purge_round(PGconn *conn, int64_t retention_ms, int batch, int64_t *n, char *err
 	    "DELETE FROM inbox.processed WHERE ctid = ANY(ARRAY("
 	    "  SELECT ctid FROM inbox.processed"
 	    "   WHERE processed_at < now() - $1::bigint * interval '1 millisecond'"
+	    "     AND (created_at IS NULL"
+	    "       OR created_at < now() - $3::bigint * interval '1 millisecond')"
 	    "   ORDER BY processed_at LIMIT $2::int FOR UPDATE SKIP LOCKED))",
-	    2, NULL, params, NULL, NULL, 0);
+	    3, NULL, params, NULL, NULL, 0);
 	int rc = ob_pg_check(res, PGRES_COMMAND_OK, "purge dedup records", err, errlen);
 	if (rc == OB_OK)
 		*n = strtoll(PQcmdTuples(res), NULL, 10);
@@ -57,8 +75,8 @@ inbox_purge(PGconn *conn, int64_t retention_ms, int batch, int max_rounds,
 			break;
 	}
 	for (int round = 0; rc == OB_OK && round < max_rounds; round++) {
-		if ((rc = ob_keyclaim_gc(conn, "inbox.webhook_calls", retention_ms, batch, &n,
-		         err, errlen)) != OB_OK)
+		if ((rc = ob_keyclaim_gc(conn, "inbox.webhook_calls",
+		         retention_ms + INBOX_RETENTION_MARGIN_MS, batch, &n, err, errlen)) != OB_OK)
 			break;
 		total += n;
 		if (n < batch)

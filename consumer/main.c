@@ -133,11 +133,14 @@ static const struct ob_cfg_opt consumer_options[] = {
 	    false, lock_timeout, "longest wait for a key another transaction is applying;"
 	    " then that message is answered retry"),
 	OPT("dedup-retention", "OUTBOX_DEDUP_RETENTION", OB_CFG_DURATION, "7d", 60000,
-	    3650LL * 86400000, NULL, false, dedup_retention, "dedup records older than this"
-	    " are purged; messages created before it are rejected, never applied blindly"),
+	    3650LL * 86400000, NULL, false, dedup_retention, "a dedup record is purged once"
+	    " its message was enqueued longer ago than this (plus 1h) and applied longer ago;"
+	    " a message enqueued longer ago is rejected, never applied blindly (both by the"
+	    " inbox database's clock)"),
 	OPT("max-redelivery-age", "OUTBOX_MAX_REDELIVERY_AGE", OB_CFG_DURATION, "24h", 1000,
-	    3650LL * 86400000, NULL, false, max_redelivery_age, "the relay's --max-age: a"
-	    " warning at start when --dedup-retention is shorter"),
+	    3650LL * 86400000, NULL, false, max_redelivery_age, "the relay's --max-age plus"
+	    " the longest outage to ride out (an outage delays redeliveries past --max-age):"
+	    " a warning at start when --dedup-retention is shorter"),
 	OPT("purge-interval", "OUTBOX_PURGE_INTERVAL", OB_CFG_DURATION, "1m", 0, 86400000,
 	    NULL, false, purge_interval, "how often expired dedup records are purged (0 = never)"),
 	OPT("purge-batch", "OUTBOX_PURGE_BATCH", OB_CFG_INT, "10000", 1, 1000000, NULL, false,

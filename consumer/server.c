@@ -130,7 +130,8 @@ ensure_conn(struct serve_thread *t)
 		ob_sleep_ms(200);
 		return false;
 	}
-	if (inbox_conn_setup(t->conn, &t->srv->cfg.inbox, err, sizeof(err)) != OB_OK) {
+	if (inbox_conn_setup(t->conn, &t->srv->cfg.inbox, &t->batch.clock, err,
+	        sizeof(err)) != OB_OK) {
 		reconnect_failed(t, "consumer.db.setup_failed", err);
 		PQfinish(t->conn);
 		t->conn = NULL;
@@ -502,7 +503,8 @@ consumer_server_start(const struct consumer_server_config *cfg,
 		}
 		if ((rc = ob_pg_connect(cfg->db, "outbox-consumer", &t->conn, err,
 		         errlen)) != OB_OK ||
-		    (rc = inbox_conn_setup(t->conn, &cfg->inbox, err, errlen)) != OB_OK)
+		    (rc = inbox_conn_setup(t->conn, &cfg->inbox, &t->batch.clock, err,
+		         errlen)) != OB_OK)
 			goto fail;
 		s->nthreads = i + 1;
 		set_connected(t, true);

@@ -74,9 +74,9 @@ refusal(const PGresult *res, int r, const struct ctl_requeue_req *req, char *rea
 		ctl_fmt_age(strtod(PQgetvalue(res, r, 3), NULL), age, sizeof age);
 		ctl_fmt_age((double)req->retention_ms / 1000.0, ret, sizeof ret);
 		snprintf(reason, len, "message %s was created %s ago, longer than the consumer's"
-		    " dedup retention (%s): the consumer may have forgotten its key and would apply"
-		    " it again if it was applied before; use --force if you know it never was",
-		    id, age, ret);
+		    " dedup retention (%s): the consumer may have forgotten its key, and rejects"
+		    " a message that old rather than apply it blindly; use --force only if the"
+		    " consumer's --dedup-retention is longer than %s", id, age, ret, age);
 	} else {
 		return false;
 	}

@@ -14,13 +14,23 @@
 /* outbox.claim(protocol, owner, lease_ms, max_n, include, exclude, others,
  * retries_first, ordering, skip_dead_heads): one batch's rows, columns in outbox.claimed
  * order. The gated form also returns the WAL insert position after the
- * claim (standby_gate.h): every row it returned was committed below it. */
+ * claim (standby_gate.h): every row it returned was committed below it.
+ *
+ * A claim that returns messages commits synchronously, whatever
+ * --synchronous-commit says for the relay's other writes: its commit
+ * record lies after the commit of every message it returned, so waiting
+ * for its flush puts those on disk too before anything is sent. A producer
+ * that commits with synchronous_commit = off can lose its commit (and its
+ * business row) in a crash; without this its message could be delivered
+ * first, and the effect would outlive the row (issue 30, test_crash). The
+ * setting is made per row, so a claim that finds nothing stays asynchronous. */
 #define CLAIM_COLUMNS                                                        \
     "SELECT batch_id, kind, fence, attempt, takeover, id, created_us, topic,"  \
     " idempotency_key, payload, ordering_key, ordering_seq"
 #define CLAIM_FROM                                                           \
     " FROM outbox.claim($1::int, $2, $3::bigint, $4::int, $5::text[], $6::text[],"  \
-    " $7::boolean, $8::boolean, $9::boolean, $10::boolean)"
+    " $7::boolean, $8::boolean, $9::boolean, $10::boolean)"                       \
+    " WHERE pg_catalog.set_config('synchronous_commit', 'on', true) = 'on'"
 static const char claim_sql[] = CLAIM_COLUMNS CLAIM_FROM;
 static const char claim_sql_lsn[] =
     CLAIM_COLUMNS ", pg_catalog.pg_current_wal_insert_lsn()::text" CLAIM_FROM;

@@ -117,10 +117,11 @@ static const struct ob_cfg_opt relay_options[] = {
 	    false, on_dead_head, "a dead-lettered head of an ordering key (also a poison message"
 	    " the claim dead-letters): block the key until requeued, or skip to its next message"),
 	OPT("synchronous-commit", "OUTBOX_SYNCHRONOUS_COMMIT", OB_CFG_ENUM, "off", 0, 0,
-	    "on|off", false, synchronous_commit, "whether the relay's claims and outcome"
-	    " writes wait for PostgreSQL's WAL flush; off is safe because a write lost in a"
-	    " database crash only causes a redelivery the consumer answers as duplicate"
-	    " (docs/relay.md)"),
+	    "on|off", false, synchronous_commit, "whether the relay's outcome writes and"
+	    " empty claims wait for PostgreSQL's WAL flush (a claim that returns messages"
+	    " always does, so the producers' commits it read are on disk before delivery);"
+	    " off is safe because a write lost in a database crash only causes a redelivery"
+	    " the consumer answers as duplicate (docs/relay.md)"),
 	OPT("standby-gate", "OUTBOX_STANDBY_GATE", OB_CFG_ENUM, "none", 0, 0,
 	    "none|flush|replay", false, standby_gate, "deliver a batch only once every standby"
 	    " of --standby-names has its WAL: flush = on the standby's disk, replay = also"

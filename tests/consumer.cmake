@@ -107,3 +107,28 @@ outbox_test(test_source_race SOURCES integration/test_source_race.c
 if(TARGET test_source_race)
   add_dependencies(test_source_race outbox-consumer)
 endif()
+
+# The crash harness (tests/support/ts_crash.h, issue 30): a PostgreSQL of
+# the test's own with synchronous_commit = off as its default and the WAL
+# writer's round at 10 s, stopped immediately (pg-tmp.sh crash) at a chosen
+# point. After an "applied" reply the record and effect survive (also
+# through a real relay: outboxctl prove --drained); a producer's
+# asynchronous commit is on disk before its message is delivered (no
+# phantom); an at-most-once webhook call in flight during the crash is not
+# made again. No pg fixture: each
+# case runs its own servers.
+outbox_test(test_crash SOURCES integration/test_crash.c support/ts_crash.c
+  support/webhook_target.c LABELS integration crash TIMEOUT 600)
+if(TARGET test_crash)
+  add_dependencies(test_crash outbox-consumer outbox-relay outboxctl)
+endif()
+# One clock decides the dedup retention (issue 30): a message stamped 2 h
+# ahead by its producer's clock, time made to pass by moving its stored
+# times: its record and its webhook claim are kept until the message is old
+# by the inbox database's clock (the redelivery a duplicate), and one that
+# is old is purged and refused.
+outbox_test(test_retention_clock SOURCES integration/test_retention_clock.c
+  support/webhook_target.c LABELS integration PG TIMEOUT 300)
+if(TARGET test_retention_clock)
+  add_dependencies(test_retention_clock outbox-consumer)
+endif()

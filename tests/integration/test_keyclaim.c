@@ -4,7 +4,8 @@
  * PostgreSQL: claim, busy, replay, mismatch, takeover after the lease, the
  * stale holder fenced out, release, garbage collection, and the parked
  * state (park, resolve as sent / not sent; a takeover says whether its
- * holder expired or released).
+ * holder expired or released); the webhook's claims (a created_at floor,
+ * a durable commit).
  */
 #include <string.h>
 #include <unistd.h>
@@ -348,6 +349,57 @@ START_TEST(test_takeover_says_expired_or_released)
 }
 END_TEST
 
+/* ob_keyclaim_claim_with: a floor under a new row's created_at keeps it
+ * from the GC until the floor is older than the retention; a durable claim
+ * raises synchronous_commit for its own transaction only (the session's
+ * setting is unchanged after it; that its commit survives a crash is
+ * test_crash's); no options is ob_keyclaim_claim. */
+START_TEST(test_claim_with_floor_and_durable)
+{
+	PGconn *c = fresh();
+	char err[512];
+	struct ob_key_claim r;
+	int64_t now_us = ts_query_int(c, "SELECT (extract(epoch FROM now()) * 1000000)::int8");
+	const struct ob_keyclaim_opts ahead = { true, now_us + INT64_C(3600) * 1000000 };
+	const struct ob_keyclaim_opts behind = { false, now_us - INT64_C(3600) * 1000000 };
+	ts_exec(c, "SET synchronous_commit = off");
+	ck_assert_int_eq(ob_keyclaim_claim_with(c, TABLE, "ahead", "fp", 2, 60000, &ahead, &r,
+	                     err, sizeof(err)), OB_OK);
+	ck_assert_int_eq(r.verdict, OB_KEY_PROCEED);
+	ck_assert_int_eq(ob_keyclaim_complete(c, TABLE, "ahead", r.fence, 200, NULL, err,
+	                     sizeof(err)), OB_OK);
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM pg_settings WHERE"
+	                                 " name = 'synchronous_commit' AND setting = 'off'"), 1);
+	ck_assert_int_eq(ob_keyclaim_claim_with(c, TABLE, "behind", "fp", 2, 60000, &behind, &r,
+	                     err, sizeof(err)), OB_OK);
+	ck_assert_int_eq(ob_keyclaim_complete(c, TABLE, "behind", r.fence, 200, NULL, err,
+	                     sizeof(err)), OB_OK);
+	ck_assert_int_eq(ob_keyclaim_claim_with(c, TABLE, "plain", "fp", 2, 60000, NULL, &r, err,
+	                     sizeof(err)), OB_OK);
+	ck_assert_int_eq(r.verdict, OB_KEY_PROCEED);
+	/* the floor above now() is the row's created_at; below it, now() is */
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM " TABLE " WHERE idempotency_key ="
+	                                 " 'ahead' AND created_at > now() + interval '59 minutes'"), 1);
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM " TABLE " WHERE idempotency_key ="
+	                                 " 'behind' AND created_at > now() - interval '1 minute'"), 1);
+	/* two hours on: the done row of a floor one hour ahead is an hour old,
+	 * kept by a retention of 90 minutes; the other done one goes */
+	ts_exec(c, "UPDATE " TABLE " SET created_at = created_at - interval '2 hours'");
+	int64_t deleted = -1;
+	ck_assert_int_eq(ob_keyclaim_gc(c, TABLE, 90 * 60000, 100, &deleted, err, sizeof(err)),
+	    OB_OK);
+	ck_assert_int_eq(deleted, 1);
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM " TABLE " WHERE idempotency_key ="
+	                                 " 'ahead'"), 1);
+	/* a replay of a durable claim writes nothing, as any replay */
+	ck_assert_int_eq(ob_keyclaim_claim_with(c, TABLE, "ahead", "fp", 2, 60000, &ahead, &r,
+	                     err, sizeof(err)), OB_OK);
+	ck_assert_int_eq(r.verdict, OB_KEY_REPLAY);
+	ob_keyclaim_result_fini(&r);
+	PQfinish(c);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -362,6 +414,7 @@ main(void)
 	tcase_add_test(tc, test_release_and_gc);
 	tcase_add_test(tc, test_park_and_resolve);
 	tcase_add_test(tc, test_takeover_says_expired_or_released);
+	tcase_add_test(tc, test_claim_with_floor_and_durable);
 	suite_add_tcase(s, tc);
 	return ts_run_suite(s);
 }

@@ -12,8 +12,9 @@
  * lease takes the key over with the token bumped, and the stale holder's
  * late completion is refused because its token no longer matches.
  *
- * The claim commits on its own (autocommit, without waiting for the WAL
- * flush: see keyclaim.c), so concurrent requests see it.
+ * The claim commits on its own (autocommit; without waiting for the WAL
+ * flush unless it is durable: see keyclaim.c), so concurrent requests see
+ * it.
  * The completion runs inside the caller's transaction, next to the business
  * write (or after the non-transactional call), conditioned on the token:
  * either the key is marked DONE by THIS holder together with its effect, or
@@ -100,6 +101,30 @@ struct ob_key_claim {
 int ob_keyclaim_claim(PGconn *conn, const char *table, const char *key,
     const void *fp, size_t fplen, int64_t lease_ms, struct ob_key_claim *out,
     char *err, size_t errlen);
+
+/* How ob_keyclaim_claim_with claims (all zero: as ob_keyclaim_claim). */
+struct ob_keyclaim_opts {
+	/* The claim's commit waits for its WAL flush, whatever the session's
+	 * or the server's synchronous_commit (off is raised to on for that
+	 * transaction; a stronger setting is kept): for work outside the
+	 * database made right after the claim (the webhook's HTTP call),
+	 * which a claim lost in a crash would let the next attempt do again.
+	 * false: the claim commits asynchronously, enough when the work is a
+	 * write in the same database (keyclaim.c says why). */
+	bool durable;
+	/* 0, or Unix microseconds: a new row's created_at is the later of
+	 * now() and this (the webhook: its message's created_at), so that
+	 * ob_keyclaim_gc, which counts from created_at, keeps the claim until
+	 * the work it guards is older than the retention by the database's
+	 * clock, whatever clock stamped the work. */
+	int64_t created_floor_us;
+};
+
+/* ob_keyclaim_claim made as opts says (NULL: as ob_keyclaim_claim).
+ * Borrows opts. Same results. */
+int ob_keyclaim_claim_with(PGconn *conn, const char *table, const char *key,
+    const void *fp, size_t fplen, int64_t lease_ms, const struct ob_keyclaim_opts *opts,
+    struct ob_key_claim *out, char *err, size_t errlen);
 
 void ob_keyclaim_result_fini(struct ob_key_claim *c);
 
