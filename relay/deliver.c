@@ -681,15 +681,15 @@ apply_reply(struct relay_deliverer *d, struct relay_frame *f, const void *body, 
 		d->dests[f->dest].too_old_next_ms = 0; /* it reads our version (again) */
 	if (rc == OB_OK && rep.frame_err != 0) {
 		/* A consumer too old to read the frame applied nothing and can
-		 * apply nothing until it is upgraded: like an outage, the
-		 * attempt is refunded and never dead-letters (DESIGN S4). */
-		bool old = rep.frame_err == OB_EWIRE_VERSION;
+		 * apply nothing until it is upgraded: like an outage, the frame
+		 * reached no consumer, its batch goes back whole with the
+		 * attempt refunded and never dead-letters (DESIGN S4). */
+		if (rep.frame_err == OB_EWIRE_VERSION)
+			f->reached = false;
 		for (uint32_t i = 0; i < b->n; i++)
-			if (!f->skip[i]) {
+			if (!f->skip[i])
 				set_outcome(&out[i], &b->msgs[i], RELAY_OUT_RETRY,
 				    "consumer refused the frame: %.*s", rep.detail, rep.detail_len);
-				out[i].refund_attempt = old;
-			}
 		ob_wire_reply_fini(&rep);
 		return false;
 	}

@@ -135,7 +135,9 @@ struct relay_frame {
 	bool probe;               /* the breaker's probe for its destination */
 	bool sent;                /* handed to nng */
 	bool reached;             /* handed to a connection: a consumer may have
-	                           * applied it (set by the callback) */
+	                           * applied it (set by the callback; cleared by
+	                           * a consumer's version refusal: it applied
+	                           * nothing) */
 	bool *skip;               /* n: not part of the frame (outcome decided) */
 	uint32_t nsent;
 	struct timespec t_sent;
@@ -221,8 +223,8 @@ void relay_frame_cancel(struct relay_frame *f);
 /* After DONE (or a false send): the outcomes of the sent messages, the
  * breaker's verdict, the destination's window, the counters; the frame's
  * context is closed. A failed frame's messages are RETRY with
- * refund_attempt set when the frame never reached a connection (f->reached
- * false); the caller decides between a retry per message and a RELEASE of
+ * refund_attempt set when the frame never reached a connection, or a
+ * consumer refused its wire version (f->reached false); the caller decides between a retry per message and a RELEASE of
  * the batch. */
 enum relay_frame_result relay_frame_finish(struct relay_deliverer *d, struct relay_frame *f,
     struct relay_outcome *out);
