@@ -35,7 +35,7 @@ struct relay_outcome {
 	bool refund_attempt;   /* RELEASE: the attempt never reached a consumer */
 	int64_t retry_after_ms; /* RETRY: the consumer's "not before" (a downstream's
 	                         * Retry-After, wire version 2); 0 = none. delay_ms
-	                         * is then at least this (worker.c finish_retry) */
+	                         * is then at least this (retry_policy.h) */
 	char error[RELAY_ERROR_MAX]; /* RETRY / DEAD: last error ("" = none) */
 };
 

@@ -39,6 +39,7 @@
 #include "outbox/sig.h"
 #include "record.h"
 #include "relay.h"
+#include "retry_policy.h"
 #include "route_tls.h"
 #include "routes.h"
 #include "standby_gate.h"
@@ -288,59 +289,23 @@ announce_waiting(struct worker *w)
 	PQclear(res);
 }
 
+/* Now, Unix microseconds: what a message's age is counted against. */
 static int64_t
-age_ms(const struct ob_wire_msg *m)
+now_us(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
-	return ((int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000 - m->created_at_us) / 1000;
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-/* The attempts of m that reached a consumer, after this outcome. */
-static uint32_t
-counted_attempts(const struct ob_wire_msg *m, const struct relay_outcome *o)
-{
-	return m->attempt - (o->refund_attempt && m->attempt > 0 ? 1 : 0);
-}
-
-/* Turn a RETRY into a backoff, or into a dead letter once the message has
- * used up its attempts or its age. Only an attempt that reached a consumer
- * can dead-letter (DESIGN S4): one that reached none (refund_attempt) is
- * given a backoff, however old the message or however many attempts it
- * had, so an outage never ends a message. --max-age: a message older than
- * it (since its enqueue) whose attempt reached a consumer and failed (the
- * consumer answered retry, or took the frame and never answered) is dead.
- * A consumer's retry_after_ms (a downstream's Retry-After) makes the delay
- * at least that; one that would reach past --max-age dead-letters now, as
- * max age would then. */
+/* Turn a RETRY into a backoff or a dead letter (retry_policy.h). */
 static void
 finish_retry(struct worker *w, const struct ob_wire_msg *m, struct relay_outcome *o)
 {
 	const struct relay_config *c = w->cfg;
-	uint32_t attempts = counted_attempts(m, o);
-	bool reached = !o->refund_attempt;
-	char last[RELAY_ERROR_MAX];
-	snprintf(last, sizeof(last), "%s", o->error);
-	if (reached && attempts >= (uint32_t)c->max_attempts) {
-		o->kind = RELAY_OUT_DEAD;
-		snprintf(o->error, sizeof(o->error), "max attempts (%u) reached; last error: %.180s",
-		    attempts, last);
-	} else if (reached && age_ms(m) > c->max_age_ms) {
-		o->kind = RELAY_OUT_DEAD;
-		snprintf(o->error, sizeof(o->error), "max age (%" PRId64 " ms) reached; last error: %.180s",
-		    c->max_age_ms, last);
-	} else if (reached && o->retry_after_ms > 0 &&
-	    age_ms(m) + o->retry_after_ms > c->max_age_ms) {
-		o->kind = RELAY_OUT_DEAD;
-		snprintf(o->error, sizeof(o->error), "max age (%" PRId64 " ms) would pass before"
-		    " the Retry-After (%" PRId64 " ms); last error: %.150s", c->max_age_ms,
-		    o->retry_after_ms, last);
-	} else {
-		o->delay_ms = ob_backoff_full_jitter(c->backoff_base_ms, c->backoff_cap_ms,
-		    attempts, &w->rng);
-		if (o->delay_ms < o->retry_after_ms)
-			o->delay_ms = o->retry_after_ms;
-	}
+	const struct relay_retry_limits l = { (uint32_t)c->max_attempts, c->max_age_ms,
+		c->backoff_base_ms, c->backoff_cap_ms };
+	relay_retry_decide(&l, m, now_us(), &w->rng, o);
 }
 
 /* A failed frame's outcomes (relay_frame_finish made each sent message a
@@ -375,7 +340,7 @@ failed_frame_outcomes(struct worker *w, const struct relay_frame *f, struct rela
 		struct relay_outcome o = out[first];
 		o.refund_attempt = true;
 		int64_t delay = ob_backoff_full_jitter(c->backoff_base_ms, c->backoff_cap_ms,
-		    counted_attempts(&b->msgs[first], &o), &w->rng);
+		    relay_counted_attempts(&b->msgs[first], &o), &w->rng);
 		for (uint32_t i = 0; i < b->n; i++) {
 			out[i].id = b->msgs[i].id;
 			out[i].kind = RELAY_OUT_RELEASE;
@@ -392,8 +357,8 @@ failed_frame_outcomes(struct worker *w, const struct relay_frame *f, struct rela
 			each = true; /* a message already decided (no route, too large) */
 			continue;
 		}
-		each = counted_attempts(&b->msgs[i], &out[i]) >= (uint32_t)c->max_attempts ||
-		    age_ms(&b->msgs[i]) > c->max_age_ms;
+		each = relay_counted_attempts(&b->msgs[i], &out[i]) >= (uint32_t)c->max_attempts ||
+		    relay_msg_age_ms(&b->msgs[i], now_us()) > c->max_age_ms;
 	}
 	if (each) {
 		for (uint32_t i = 0; i < b->n; i++)
@@ -402,7 +367,7 @@ failed_frame_outcomes(struct worker *w, const struct relay_frame *f, struct rela
 		return;
 	}
 	int64_t delay = ob_backoff_full_jitter(c->backoff_base_ms, c->backoff_cap_ms,
-	    counted_attempts(&b->msgs[0], &out[0]), &w->rng);
+	    relay_counted_attempts(&b->msgs[0], &out[0]), &w->rng);
 	for (uint32_t i = 0; i < b->n; i++) {
 		out[i].kind = RELAY_OUT_RELEASE;
 		out[i].delay_ms = delay;

@@ -1,10 +1,12 @@
 # The deterministic protocol checker (tests/check/, issue 29): outbox-check
 # drives the outbox's SQL functions through seeded interleavings of
 # producers, relays and an operator and checks the invariants S1-S6 after
-# every step. A test tool, never linked into a program.
+# every step, with the relay's own retry policy (relay/retry_policy.c, from
+# outbox_relaylib) deciding a failed attempt. A test tool, never linked
+# into a program.
 add_executable(outbox-check check/main.c check/session.c check/model.c check/gen.c
   check/shrink.c)
-target_link_libraries(outbox-check PRIVATE outbox_common PkgConfig::PQ)
+target_link_libraries(outbox-check PRIVATE outbox_relaylib outbox_common PkgConfig::PQ)
 # the operator's restore step, from this source tree (--simulate overrides)
 target_compile_definitions(outbox-check PRIVATE
   OUTBOX_CHECK_SIMULATE="${CMAKE_SOURCE_DIR}/tests/data/sql/simulate_restore.sql")

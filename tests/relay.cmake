@@ -4,6 +4,9 @@
 # ordering, the metrics endpoint, the fault matrix and the chaos test, and
 # the scans check (the hot paths of relay and consumer stay index lookups).
 outbox_test(test_breaker SOURCES unit/test_breaker.c LABELS unit LIBS outbox_relaylib)
+# The retry-or-dead decision of a failed attempt (only one that reached a
+# consumer can make a message dead), without a database.
+outbox_test(test_retry_policy SOURCES unit/test_retry_policy.c LABELS unit LIBS outbox_relaylib)
 # The route table and the pick of a destination, without sockets.
 outbox_test(test_routes SOURCES unit/test_routes.c LABELS unit LIBS outbox_relaylib)
 # --standby-gate: its option checks and pg_lsn reading (the gate itself: failover_phantom)

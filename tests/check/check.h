@@ -13,7 +13,9 @@
  * by the next step, one of an hour only after "a day passes"), so a seed
  * gives the same history every run. The checker is the consumer and the
  * relays' policy itself: it knows what was committed, sent, applied and
- * answered, and after every step it checks the invariants S1-S6 of
+ * answered (a failed attempt decided by the relay's own retry policy,
+ * relay/retry_policy.h, at the checker's clock), and after every step it
+ * checks the invariants S1-S6 of
  * ../shared/DESIGN.md against the database. A violation is shrunk to a
  * short history and printed as a psql script that replays it.
  *
@@ -40,6 +42,8 @@
 #define CHK_HOLDS_MAX 8          /* batches a relay holds at once */
 #define CHK_BATCH_MAX 5          /* the largest claim */
 #define CHK_MAX_ATTEMPTS 3       /* the relay policy's --max-attempts */
+#define CHK_MAX_AGE_MS (INT64_C(3) * 86400000) /* its --max-age: past after two "days pass" */
+#define CHK_DAY_US (INT64_C(2) * 86400000000) /* the time one ACT_AGE makes pass */
 #define CHK_SPLIT_AFTER 3        /* outbox.batch_split_after() */
 #define CHK_POISON_BOUND (CHK_SPLIT_AFTER + 3) /* + ceil(log2 CHK_BATCH_MAX) */
 #define CHK_LEASE_LONG_MS 3600000 /* "never" runs out, until a day passes */
@@ -188,6 +192,8 @@ struct chk_result {
 	uint64_t hash;        /* FNV-1a of the history as run */
 	int steps_run;
 	int msgs, applied, dead, poison_dead, takeovers;
+	int age_dead;         /* dead by --max-age (an attempt that reached the consumer) */
+	int outages_past_age; /* refunded attempts of messages older than --max-age */
 };
 
 /* Reset the database to its first state and run: the generator's steps

@@ -386,16 +386,20 @@ main(int argc, char **argv)
 		if (!quiet || res.violated)
 			printf("outbox-check: seed %llu (producers %d, relays %d, keys %d, %s dead heads,"
 			    " poison %d %%, reject %d %%, retry %d %%): %zu steps, %d messages, %d applied,"
-			    " %d dead (%d poison), %d takeovers, hash %016llx%s\n",
+			    " %d dead (%d poison, %d by age), %d takeovers, %d outages past --max-age,"
+			    " hash %016llx%s\n",
 			    (unsigned long long)cfg.seed, cfg.producers, cfg.relays, cfg.okeys,
 			    cfg.skip_dead ? "skip" : "block", cfg.poison_pct, cfg.reject_pct, cfg.retry_pct,
-			    ran.n, res.msgs, res.applied, res.dead, res.poison_dead, res.takeovers,
-			    (unsigned long long)res.hash, res.violated ? " VIOLATION" : "");
+			    ran.n, res.msgs, res.applied, res.dead, res.poison_dead, res.age_dead,
+			    res.takeovers, res.outages_past_age, (unsigned long long)res.hash,
+			    res.violated ? " VIOLATION" : "");
 		total.msgs += res.msgs;
 		total.applied += res.applied;
 		total.dead += res.dead;
 		total.poison_dead += res.poison_dead;
 		total.takeovers += res.takeovers;
+		total.age_dead += res.age_dead;
+		total.outages_past_age += res.outages_past_age;
 		if (res.violated) {
 			printf("outbox-check: seed %llu: %s violated at step %zu of %zu: %s\n",
 			    (unsigned long long)cfg.seed, res.invariant, res.at_step, ran.n, res.why);
@@ -439,9 +443,11 @@ main(int argc, char **argv)
 	}
 	if (code == 0)
 		printf("outbox-check: seeds %llu..%llu, %d steps each: no violation (%d messages, %d"
-		    " applied, %d dead, %d poison dead, %d takeovers) in %.1f s\n",
+		    " applied, %d dead, %d poison dead, %d dead by age, %d takeovers, %d outages past"
+		    " --max-age) in %.1f s\n",
 		    (unsigned long long)seed, (unsigned long long)(seed + (uint64_t)seeds - 1), steps,
-		    total.msgs, total.applied, total.dead, total.poison_dead, total.takeovers,
+		    total.msgs, total.applied, total.dead, total.poison_dead, total.age_dead,
+		    total.takeovers, total.outages_past_age,
 		    (double)(chk_now_ms() - t0) / 1000.0);
 	if (coverage && code != 2 && !report_coverage(&db, min_stmts, min_branches) && code == 0)
 		code = 1;

@@ -20,10 +20,15 @@
  *   S3  fences only grow; an outcome write is refused exactly when its
  *       fence is stale, and a refused one changes nothing; a message
  *       recorded delivered is never claimed again;
- *   S4  a dead letter is a consumer's reject, attempts that reached the
- *       consumer, or a message whose batch lost its holder batch_split_
- *       after() times, alone (a poison message: dead within CHK_POISON_
- *       BOUND takeovers);
+ *   S4  a dead letter is a consumer's reject, attempts or age (past
+ *       --max-age) on an attempt that reached the consumer, or a message
+ *       whose batch lost its holder batch_split_after() times, alone (a
+ *       poison message: dead within CHK_POISON_BOUND takeovers); an
+ *       attempt that reached no consumer (a lost frame, a relay that never
+ *       sent) makes nothing dead, however old: the relay's own retry
+ *       policy (relay/retry_policy.h) decides every failed attempt here,
+ *       and the days ACT_AGE makes pass take messages past --max-age
+ *       (CHK_MAX_AGE_MS) during outages;
  *   S5  every blocked key has a dead letter or a retry to act on;
  *   S6  nothing removed that is not done;
  * and at the end of a fair schedule without faults: every committed
@@ -35,19 +40,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "check.h"
+#include "retry_policy.h"
 
 #define TOPICS 3 /* ta, tb routed; tc waits for a route */
 #define OKEYS_MAX 4 /* K1..K3, index 0 unused */
 
 enum answer { ANS_NONE, ANS_APPLIED, ANS_DUPLICATE, ANS_RETRY, ANS_REJECT };
-enum dead_reason { DR_NONE, DR_REJECT, DR_ATTEMPTS, DR_TAKEOVERS };
+enum dead_reason { DR_NONE, DR_REJECT, DR_ATTEMPTS, DR_AGE, DR_TAKEOVERS };
 
 /* A committed message. */
 struct msg {
 	char topic[8], key[24], okey[16];
 	int64_t id;
+	int64_t created_us;    /* its enqueue time, as a claim returned it (0: not yet) */
 	int64_t seq;           /* its number as the model expects it (0: unordered) */
 	bool applied;          /* a delivery of it was answered applied (or duplicate) */
 	bool key_known;        /* the consumer knows its key from an earlier message
@@ -89,6 +97,9 @@ struct hold {
 	bool sent;
 	int fault;                     /* of the send: 0, 1 lost, 2 reply lost */
 	int answer[CHK_BATCH_MAX];
+	bool dead_policy[CHK_BATCH_MAX]; /* a retry answer the policy made dead */
+	bool dead_age[CHK_BATCH_MAX];    /* ... by its age */
+	char error[CHK_BATCH_MAX][RELAY_ERROR_MAX];
 };
 
 struct relay {
@@ -109,6 +120,8 @@ struct chk_run {
 	bool restored;           /* a restore not adopted yet */
 	bool draining;           /* the fair schedule at the end: every topic routed */
 	bool ever_restored;
+	int64_t passed_us;       /* time the ACT_AGE steps made pass (the policy's clock) */
+	uint64_t policy_rng;     /* the retry policy's random state (its backoffs) */
 	size_t step_no;
 	char fail[CHK_WHY_MAX];  /* a checker failure (not a violation) */
 	bool failed;
@@ -686,7 +699,7 @@ relay_claim(struct chk_run *run, int ri, const struct chk_step *s)
 		return;
 	char sql[512];
 	snprintf(sql, sizeof(sql), "SELECT batch_id, kind, fence, attempt, takeover, id, topic,"
-	    " idempotency_key FROM outbox.claim(3, '%s', %d, %d, %s, %s, true, %s)",
+	    " idempotency_key, created_us FROM outbox.claim(3, '%s', %d, %d, %s, %s, true, %s)",
 	    /* (protocol, owner, lease, max, include, exclude, others,
 	     *  retries_first, ordering, skip_dead_heads) */
 	    run->db->s[relay_sess(run, ri)].name, s->c ? CHK_LEASE_LONG_MS : 0, s->a,
@@ -746,6 +759,7 @@ relay_claim(struct chk_run *run, int ri, const struct chk_step *s)
 			violate(run, "S4-attempts", "%s/%s claimed as attempt %d, after %d counted",
 			    topic, key, attempt, m->attempt);
 		m->attempt = attempt;
+		m->created_us = atoll(PQgetvalue(r, i, 8));
 		h.msg[h.n] = (int)(m - run->msgs);
 		h.attempt[h.n] = attempt;
 		h.n++;
@@ -835,6 +849,43 @@ relay_record_bad(struct chk_run *run, int ri, const struct hold *h)
 		PQclear(r);
 }
 
+/* The relay's own retry policy (relay/retry_policy.h) on a failed attempt
+ * of m, the one claimed as attempt, at the checker's clock (the real one
+ * plus the days ACT_AGE made pass): the outcome it decides. reached: the
+ * attempt reached the consumer (else it is refunded). */
+static struct relay_outcome
+policy_decide(struct chk_run *run, const struct msg *m, int attempt, bool reached,
+    const char *error)
+{
+	static const struct relay_retry_limits limits = { CHK_MAX_ATTEMPTS, CHK_MAX_AGE_MS, 0, 0 };
+	struct ob_wire_msg w;
+	memset(&w, 0, sizeof(w));
+	w.id = (uint64_t)m->id;
+	w.attempt = (uint32_t)attempt;
+	w.created_at_us = m->created_us;
+	struct relay_outcome o;
+	memset(&o, 0, sizeof(o));
+	o.id = w.id;
+	o.kind = RELAY_OUT_RETRY;
+	o.refund_attempt = !reached;
+	snprintf(o.error, sizeof(o.error), "%s", error);
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	int64_t now = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000 + run->passed_us;
+	relay_retry_decide(&limits, &w, now, &run->policy_rng, &o);
+	return o;
+}
+
+/* Whether m is older than the policy's --max-age at the checker's clock. */
+static bool
+policy_age_past(const struct chk_run *run, const struct msg *m)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	int64_t now = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000 + run->passed_us;
+	return (now - m->created_us) / 1000 > CHK_MAX_AGE_MS;
+}
+
 static void
 relay_record(struct chk_run *run, int ri, const struct chk_step *s)
 {
@@ -843,7 +894,7 @@ relay_record(struct chk_run *run, int ri, const struct chk_step *s)
 		return;
 	int hi = s->a % rl->n;
 	struct hold *h = &rl->h[hi];
-	char ids[256] = "", kinds[256] = "", delays[128] = "", errors[512] = "";
+	char ids[256] = "", kinds[256] = "", delays[128] = "", errors[1024] = "";
 	size_t ui = 0, uk = 0, ud = 0, ue = 0;
 	const char *outcome = "done";
 	bool refund = false;
@@ -855,6 +906,22 @@ relay_record(struct chk_run *run, int ri, const struct chk_step *s)
 	if (release) {
 		outcome = "release";
 		refund = s->b == 1 || (!h->sent && s->b == 0) || h->fault == 1;
+		/* S4: an attempt that reached no consumer never makes a message
+		 * dead, however old (the days passed may be past --max-age) or
+		 * however many attempts it had: the relay's policy says so */
+		for (int i = 0; refund && i < h->n; i++) {
+			struct msg *m = &run->msgs[h->msg[i]];
+			struct relay_outcome o = policy_decide(run, m, h->attempt[i], false,
+			    "send: Timed out");
+			if (m->created_us != 0 && o.kind != RELAY_OUT_DEAD && run->passed_us > 0 &&
+			    policy_age_past(run, m))
+				run->res->outages_past_age++;
+			if (o.kind == RELAY_OUT_DEAD)
+				violate(run, "S4-outage", "the relay's policy makes %s/%s dead on an"
+				    " attempt that reached no consumer (attempt %d, %" PRId64 " days"
+				    " passed): %s", m->topic, m->key, h->attempt[i],
+				    run->passed_us / 86400000000, o.error);
+		}
 	} else {
 		for (int i = 0; i < h->n; i++) {
 			struct msg *m = &run->msgs[h->msg[i]];
@@ -864,15 +931,18 @@ relay_record(struct chk_run *run, int ri, const struct chk_step *s)
 				kind = "dead";
 				err = "rejected by consumer: checker";
 				break;
-			case ANS_RETRY:
-				if (h->attempt[i] >= CHK_MAX_ATTEMPTS) {
-					kind = "dead";
-					err = "max attempts reached";
-				} else {
-					kind = "retry";
-					err = "consumer asked to retry";
-				}
+			case ANS_RETRY: {
+				/* the relay's policy: a retry, or dead by its attempts or
+				 * its age (this attempt reached the consumer) */
+				struct relay_outcome o = policy_decide(run, m, h->attempt[i], true,
+				    "consumer asked to retry");
+				h->dead_age[i] = o.kind == RELAY_OUT_DEAD && strncmp(o.error, "max age", 7) == 0;
+				h->dead_policy[i] = o.kind == RELAY_OUT_DEAD;
+				kind = h->dead_policy[i] ? "dead" : "retry";
+				snprintf(h->error[i], sizeof(h->error[i]), "%s", o.error);
+				err = h->error[i];
 				break;
+			}
 			default:
 				kind = h->kind == 'r' ? "delivered" : NULL;
 				break;
@@ -931,9 +1001,10 @@ relay_record(struct chk_run *run, int ri, const struct chk_step *s)
 			if (h->answer[i] == ANS_APPLIED || h->answer[i] == ANS_DUPLICATE) {
 				m->recorded = true;
 			} else if (h->answer[i] == ANS_REJECT ||
-			    (h->answer[i] == ANS_RETRY && h->attempt[i] >= CHK_MAX_ATTEMPTS)) {
+			    (h->answer[i] == ANS_RETRY && h->dead_policy[i])) {
 				m->dead = m->was_dead = true;
-				m->reason = h->answer[i] == ANS_REJECT ? DR_REJECT : DR_ATTEMPTS;
+				m->reason = h->answer[i] == ANS_REJECT ? DR_REJECT
+				          : h->dead_age[i] ? DR_AGE : DR_ATTEMPTS;
 			}
 		}
 	}
@@ -1106,6 +1177,7 @@ op_step(struct chk_run *run, const struct chk_step *s)
 		    " outbox.retries SET due_at = due_at - interval '2 days' RETURNING 1)"
 		    " SELECT (SELECT count(*) FROM a) + (SELECT count(*) FROM b) + (SELECT count(*) FROM c)"
 		    " + (SELECT count(*) FROM d)");
+		run->passed_us += CHK_DAY_US;
 		hfeed(run, "age");
 		if (r != NULL)
 			PQclear(r);
@@ -1534,6 +1606,7 @@ check_end(struct chk_run *run)
 		run->res->dead += run->msgs[i].was_dead;
 		run->res->poison_dead += run->msgs[i].poison && run->msgs[i].was_dead;
 		run->res->takeovers += run->msgs[i].takeovers;
+		run->res->age_dead += run->msgs[i].reason == DR_AGE;
 	}
 	run->res->msgs = run->nmsgs;
 }
@@ -1549,6 +1622,7 @@ chk_run_seed(struct chk_db *db, const struct chk_config *cfg, const struct chk_h
 	run.db = db;
 	run.cfg = cfg;
 	run.res = res;
+	run.policy_rng = cfg->seed | 1;
 	run.msgs = calloc(CHK_MSGS_MAX, sizeof(*run.msgs));
 	if (run.msgs == NULL) {
 		snprintf(res->why, sizeof(res->why), "out of memory");
