@@ -146,6 +146,14 @@ ob_pg_commit(PGconn *conn, char *err, size_t errlen)
 	return rc;
 }
 
+int
+ob_pg_durable_commits(PGconn *conn, char *err, size_t errlen)
+{
+	return ob_pg_exec(conn, "SELECT pg_catalog.set_config('synchronous_commit', 'on', false)"
+	    " WHERE pg_catalog.current_setting('synchronous_commit') = 'off'",
+	    "set synchronous_commit", err, errlen);
+}
+
 void
 ob_pg_rollback(PGconn *conn)
 {

@@ -196,17 +196,6 @@ struct stmt {
 	const char *prepared;
 };
 
-/* Durability: a reply goes out after COMMIT returned, and the relay
- * records what it says; COMMIT returns after the WAL flush only when the
- * session's synchronous_commit is not off, which a server's (or a
- * database's, or a role's) default may make it. Raised once per
- * connection, so that it costs no statement per transaction; a stronger
- * setting (remote_apply, ...) is kept. Every commit of the session waits
- * then: the batch's, and the webhook's claim, park, release and expiry. */
-static const char sql_sync_on[] =
-    "SELECT set_config('synchronous_commit', 'on', false)"
-    " WHERE current_setting('synchronous_commit') = 'off'";
-
 /* The database's clock, Unix microseconds. */
 static const char sql_clock[] =
     "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::int8";
@@ -264,7 +253,11 @@ inbox_conn_setup(PGconn *conn, const struct inbox_options *opt,
 	snprintf(sql, sizeof(sql), "SET lock_timeout = %" PRId64, opt->lock_timeout_ms);
 	if ((rc = ob_pg_exec(conn, sql, "set lock_timeout", err, errlen)) != OB_OK)
 		return rc;
-	if ((rc = ob_pg_exec(conn, sql_sync_on, "set synchronous_commit", err, errlen)) != OB_OK)
+	/* A reply goes out after COMMIT returned, and the relay records what
+	 * it says: the commit must be on disk first, whatever the server's
+	 * default (every commit of the session waits then: the batch's, and
+	 * the webhook's claim, park, release and expiry). */
+	if ((rc = ob_pg_durable_commits(conn, err, errlen)) != OB_OK)
 		return rc;
 	/* a reconnect may reach another server (a failover): its own clock */
 	clock->read_at_us = 0;

@@ -84,9 +84,11 @@ producer_cmd_enqueue(int argc, char **argv)
 		    OB_WIRE_MAX_KEY - (cfg.count > 1 ? 9 : 0));
 		goto out;
 	}
+	/* what it prints as enqueued is on disk, whatever the server's default */
 	if (ob_pg_connect(cfg.db, "outbox-producer", &conn, err, sizeof(err)) != OB_OK ||
 	    ob_protocol_check(conn, "outbox", "producer", OB_PROTOCOL_PRODUCER, err,
-	        sizeof(err)) != OB_OK) {
+	        sizeof(err)) != OB_OK ||
+	    ob_pg_durable_commits(conn, err, sizeof(err)) != OB_OK) {
 		fprintf(stderr, "outbox-producer enqueue: %s\n", err);
 		goto out;
 	}

@@ -188,7 +188,8 @@ ensure_conn(struct http_server *s, int i)
 	/* err names the conninfo with its password redacted (ob_pg_connect). */
 	if (ob_pg_connect(s->cfg.db, "outbox-producer", &s->conns[i], err, sizeof(err)) != OB_OK ||
 	    ob_protocol_check(s->conns[i], "outbox", "producer", OB_PROTOCOL_PRODUCER, err,
-	        sizeof(err)) != OB_OK) {
+	        sizeof(err)) != OB_OK ||
+	    ob_pg_durable_commits(s->conns[i], err, sizeof(err)) != OB_OK) {
 		ob_warn("producer.db.connect_failed", "thread=%d err=%s", i,
 		    ob_log_q(err, q, sizeof(q)));
 		if (s->conns[i] != NULL)
@@ -265,10 +266,12 @@ http_server_start(const struct http_server_config *cfg, struct http_server **out
 		goto fail;
 	}
 	for (int i = 0; i < cfg->threads; i++) {
-		/* the outbox schema must serve this producer (protocol.h) */
+		/* the outbox schema must serve this producer (protocol.h); a 201
+		 * answers a commit that is on disk, whatever the server's default */
 		if (ob_pg_connect(cfg->db, "outbox-producer", &s->conns[i], err, errlen) != OB_OK ||
 		    ob_protocol_check(s->conns[i], "outbox", "producer", OB_PROTOCOL_PRODUCER, err,
-		        errlen) != OB_OK)
+		        errlen) != OB_OK ||
+		    ob_pg_durable_commits(s->conns[i], err, errlen) != OB_OK)
 			goto fail;
 		set_up(s, i, true);
 	}

@@ -22,6 +22,10 @@
  *   are still there and outboxctl prove --drained finds no phantom (a
  *   claim that returns messages waits for the flush; before, the crash
  *   lost the producer's transaction and prove found phantom 2).
+ * - The producer API answered 201 for a report, then its server crashed:
+ *   the report and its message are still there (its sessions commit
+ *   durably whatever the server's default; before, the 201 was answered
+ *   and both were gone).
  * - The webhook in at-most-once mode, PostgreSQL crashing while the call
  *   is in flight (the target holds it): the claim committed before the
  *   call survives, so the redelivery finds it and parks the call instead
@@ -45,6 +49,7 @@
 #include "ts_consumer.h"
 #include "ts_crash.h"
 #include "ts_pgserver.h"
+#include "ts_producer.h"
 #include "ts_relay.h"
 #include "webhook_target.h"
 
@@ -317,6 +322,46 @@ START_TEST(test_async_producer_no_phantom)
 }
 END_TEST
 
+START_TEST(test_created_survives_a_crash)
+{
+	char db[TS_CONNINFO_MAX], key[32], sql[256];
+	ts_crash_start(&H);
+	ts_crash_db(&H, "app", "all", db, sizeof(db));
+	struct ts_producer_server srv;
+	ts_producer_serve(db, NULL, &srv);
+	ts_crash_track(&H, srv.pid);
+	struct ts_producer_reply r;
+	/* its connections open and its statements prepared before the runs */
+	ts_producer_post(srv.url, "warm", TS_PRODUCER_BODY, &r);
+	ck_assert_int_eq(r.status, 201);
+
+	bool lost = false;
+	for (int run = 1; run <= TS_CRASH_TRIES && !lost; run++) {
+		snprintf(key, sizeof(key), "created-%d", run);
+		ts_crash_arm(&H);
+		ts_producer_post(srv.url, key, TS_PRODUCER_BODY, &r);
+		ck_assert_msg(r.status == 201, "%s: %d %s", key, r.status, r.body);
+		/* the 201 is here: the crash, at once */
+		lost = ts_crash_now(&H);
+		note_run("test_created_survives_a_crash", run, lost);
+		const char *mid = strstr(r.body, "\"message_id\" : ");
+		ck_assert_msg(mid != NULL, "%s", r.body);
+		snprintf(sql, sizeof(sql), "SELECT (SELECT count(*) FROM app.bug_reports WHERE"
+		    " idempotency_key = '%s') + (SELECT count(*) FROM outbox.events WHERE"
+		    " id = %lld)", key, atoll(mid + strlen("\"message_id\" : ")));
+		int64_t rows = count(db, sql);
+		ck_assert_msg(rows == 2, "run %d: the producer API answered 201 for %s, and after"
+		    " PostgreSQL stopped immediately %lld of its 2 rows (report, message) were"
+		    " left: it answered before its commit was on disk (the crash lost the marker"
+		    " committed after it: %s; log %s)", run, key, (long long)rows,
+		    lost ? "yes" : "no", srv.log);
+	}
+	ck_assert_msg(lost, "the crash lost nothing that was not on disk in %d runs",
+	    TS_CRASH_TRIES);
+	ts_stop(srv.pid, SIGTERM);
+}
+END_TEST
+
 /* Wait until the target was called for key n times. */
 static void
 wait_acts(struct wt_target *t, const char *key, int n, const char *log)
@@ -406,6 +451,7 @@ main(void)
 	add_case(s, "applied", test_applied_survives_a_crash);
 	add_case(s, "pipeline", test_delivered_survives_an_inbox_crash);
 	add_case(s, "async_producer", test_async_producer_no_phantom);
+	add_case(s, "created", test_created_survives_a_crash);
 	add_case(s, "at_most_once", test_at_most_once_call_survives_a_crash);
 	int rc = ts_run_suite(s);
 	ts_crash_fini(&H);

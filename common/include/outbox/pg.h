@@ -40,6 +40,15 @@ int ob_pg_command(PGconn *conn, const char *sql, int n, const char *const *param
  * failed, the server answers COMMIT with "ROLLBACK" and no error. */
 int ob_pg_commit(PGconn *conn, char *err, size_t errlen);
 
+/* Make every COMMIT of this session wait for its WAL flush, whatever the
+ * server's, database's or role's default: synchronous_commit is raised
+ * from off to on, once per connection (nothing per transaction); a
+ * stronger setting (remote_write, remote_apply) is kept. For a program
+ * whose reply or effect follows a commit (the consumer's "applied", the
+ * producer API's 201): a crash must not undo what it already answered.
+ * OB_OK or OB_EDB. */
+int ob_pg_durable_commits(PGconn *conn, char *err, size_t errlen);
+
 /* ROLLBACK, ignoring errors (used on failure paths; the connection may be
  * gone, which the next use reports). */
 void ob_pg_rollback(PGconn *conn);
