@@ -118,9 +118,11 @@ ctl_connect(const struct ctl_cmd *cmd, const char *conninfo)
 		fprintf(stderr, "outboxctl %s: %s\n", cmd->name, err);
 		return NULL;
 	}
-	/* timestamps in UTC, ISO 8601 */
+	/* timestamps in UTC, ISO 8601; what it reports done is on disk,
+	 * whatever the server's default */
 	if (ob_pg_exec(conn, "SET TimeZone = 'UTC'; SET DateStyle = 'ISO'",
-	    "set session", err, sizeof err) != OB_OK) {
+	    "set session", err, sizeof err) != OB_OK ||
+	    ob_pg_durable_commits(conn, err, sizeof err) != OB_OK) {
 		fprintf(stderr, "outboxctl %s: %s\n", cmd->name, err);
 		PQfinish(conn);
 		return NULL;

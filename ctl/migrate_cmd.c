@@ -50,8 +50,10 @@ ctl_migrate(int argc, char **argv)
 	code = 2;
 
 	PGconn *conn = NULL;
-	if (ob_pg_connect(cfg.db, "outboxctl", &conn, err, sizeof(err)) != OB_OK) {
+	if (ob_pg_connect(cfg.db, "outboxctl", &conn, err, sizeof(err)) != OB_OK ||
+	    ob_pg_durable_commits(conn, err, sizeof(err)) != OB_OK) {
 		fprintf(stderr, "outboxctl migrate: %s\n", err);
+		PQfinish(conn);
 		goto out;
 	}
 	struct ob_migrate_report r;

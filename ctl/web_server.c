@@ -153,6 +153,7 @@ run_requeue(struct web_server *s, struct requeue_job *job)
 	if (ob_pg_connect(s->cfg.requeue_db, "outboxctl web requeue", &conn, err, sizeof err)
 	        != OB_OK ||
 	    ob_pg_exec(conn, sql, "set session", err, sizeof err) != OB_OK ||
+	    ob_pg_durable_commits(conn, err, sizeof err) != OB_OK ||
 	    /* outboxctl's rights (outbox_admin), or a line saying which grant */
 	    ob_protocol_check(conn, "outbox", "admin", OB_PROTOCOL_ADMIN, err, sizeof err)
 	        != OB_OK ||

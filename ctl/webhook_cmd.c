@@ -209,6 +209,7 @@ connect_inbox(const struct ctl_cmd *cmd, const char *conninfo)
 	if (ob_pg_connect(conninfo, "outboxctl", &conn, err, sizeof err) != OB_OK ||
 	    ob_pg_exec(conn, "SET TimeZone = 'UTC'; SET DateStyle = 'ISO'", "set session", err,
 	        sizeof err) != OB_OK ||
+	    ob_pg_durable_commits(conn, err, sizeof err) != OB_OK ||
 	    ob_protocol_check(conn, "inbox", "consumer", OB_PROTOCOL_CONSUMER, err, sizeof err) !=
 	        OB_OK) {
 		fprintf(stderr, "outboxctl %s: %s\n", cmd->name, err);
