@@ -74,123 +74,123 @@ struct consumer_config {
 	int64_t fault_stall_after_call;
 };
 
-#define OPT(name, env, type, def, min, max, choices, req, field, help)      \
-	{ name, env, type, def, min, max, choices, req, false,              \
-	    offsetof(struct consumer_config, field), help }
+#define OB_CFG_STRUCT struct consumer_config
 
 static const struct ob_cfg_opt consumer_options[] = {
-	OPT("db", "OUTBOX_DB", OB_CFG_STRING, NULL, 0, 0, NULL, true, db,
+	OB_CFG_OPT("db", "OUTBOX_DB", OB_CFG_STRING, NULL, 0, 0, NULL, true, db,
 	    "PostgreSQL connection string of the consumer's database (inbox schema)"),
-	OPT("listen", "OUTBOX_LISTEN", OB_CFG_STRING, "tcp://127.0.0.1:7450", 0, 0, NULL,
+	OB_CFG_OPT("listen", "OUTBOX_LISTEN", OB_CFG_STRING, "tcp://127.0.0.1:7450", 0, 0, NULL,
 	    false, listen, "nng URL to serve requests on (tcp://, ipc://, tls+tcp:// = mutual"
 	    " TLS, needs --tls-cert, --tls-key, --tls-ca; tcp port 0 = any free port, see"
 	    " --ready-file)"),
-	OPT("tls-cert", "OUTBOX_TLS_CERT", OB_CFG_STRING, NULL, 0, 0, NULL, false, tls_cert,
+	OB_CFG_OPT("tls-cert", "OUTBOX_TLS_CERT", OB_CFG_STRING, NULL, 0, 0, NULL, false, tls_cert,
 	    "with --listen tls+tcp://: this consumer's certificate (PEM; chain allowed);"
 	    " SIGHUP re-reads it, --tls-key and --tls-ca and re-opens the listener"),
-	OPT("tls-key", "OUTBOX_TLS_KEY", OB_CFG_STRING, NULL, 0, 0, NULL, false, tls_key,
+	OB_CFG_OPT("tls-key", "OUTBOX_TLS_KEY", OB_CFG_STRING, NULL, 0, 0, NULL, false, tls_key,
 	    "with --listen tls+tcp://: the private key of --tls-cert (PEM, unencrypted)"),
-	OPT("tls-ca", "OUTBOX_TLS_CA", OB_CFG_STRING, NULL, 0, 0, NULL, false, tls_ca,
+	OB_CFG_OPT("tls-ca", "OUTBOX_TLS_CA", OB_CFG_STRING, NULL, 0, 0, NULL, false, tls_ca,
 	    "with --listen tls+tcp://: CA certificate(s) (PEM); a relay must present a client"
 	    " certificate signed by it. Every certificate it ever signed is admitted (nng 1.5"
 	    " cannot read the peer's name): give this hop a CA of its own (docs/security.md)"),
-	OPT("threads", "OUTBOX_THREADS", OB_CFG_INT, "4", 1, 256, NULL, false, threads,
+	OB_CFG_OPT("threads", "OUTBOX_THREADS", OB_CFG_INT, "4", 1, 256, NULL, false, threads,
 	    "serving threads, each with its own DB connection: requests in flight"),
-	OPT("handler", "OUTBOX_HANDLER", OB_CFG_ENUM, "record", 0, 0, "record|webhook", false,
-	    handler, "effect to apply: record = a row in inbox.notifications;"
+	OB_CFG_OPT("handler", "OUTBOX_HANDLER", OB_CFG_ENUM, "record", 0, 0, "record|webhook",
+	    false, handler, "effect to apply: record = a row in inbox.notifications;"
 	    " webhook = POST to --webhook-url with the Idempotency-Key passed on"),
-	OPT("webhook-url", "OUTBOX_WEBHOOK_URL", OB_CFG_STRING, NULL, 0, 0, NULL, false,
+	OB_CFG_OPT("webhook-url", "OUTBOX_WEBHOOK_URL", OB_CFG_STRING, NULL, 0, 0, NULL, false,
 	    webhook_url, "downstream URL of the webhook handler (required with it): http://, or"
 	    " https:// (needs --webhook-ca; the target's certificate is always verified)"),
-	OPT("webhook-ca", "OUTBOX_WEBHOOK_CA", OB_CFG_STRING, NULL, 0, 0, NULL, false, webhook_ca,
+	OB_CFG_OPT("webhook-ca", "OUTBOX_WEBHOOK_CA", OB_CFG_STRING, NULL, 0, 0, NULL, false,
+	    webhook_ca,
 	    "with an https:// --webhook-url: CA certificate(s) (PEM) the target's certificate"
 	    " must chain to; a handshake that fails is retried, never skipped"),
-	OPT("webhook-server-name", "OUTBOX_WEBHOOK_SERVER_NAME", OB_CFG_STRING, NULL, 0, 0,
+	OB_CFG_OPT("webhook-server-name", "OUTBOX_WEBHOOK_SERVER_NAME", OB_CFG_STRING, NULL, 0, 0,
 	    NULL, false, webhook_server_name, "with an https:// --webhook-url: the DNS name the"
 	    " target's certificate must carry; default: the URL's host"),
-	OPT("webhook-secret-file", "OUTBOX_WEBHOOK_SECRET_FILE", OB_CFG_STRING, NULL, 0, 0, NULL,
-	    false, webhook_secret_file, "sign every webhook call: header Outbox-Signature:"
+	OB_CFG_OPT("webhook-secret-file", "OUTBOX_WEBHOOK_SECRET_FILE", OB_CFG_STRING, NULL, 0, 0,
+	    NULL, false, webhook_secret_file, "sign every webhook call: header Outbox-Signature:"
 	    " t=UNIX_SECONDS,v1=HEX(HMAC-SHA256(secret, t + '.' + body)), one v1 per secret in"
 	    " this file (one per line, 16..256 printable characters, up to 4: rotation); read"
 	    " at start, never logged"),
-	OPT("webhook-timeout", "OUTBOX_WEBHOOK_TIMEOUT", OB_CFG_DURATION, "5s", 10, 600000,
+	OB_CFG_OPT("webhook-timeout", "OUTBOX_WEBHOOK_TIMEOUT", OB_CFG_DURATION, "5s", 10, 600000,
 	    NULL, false, webhook_timeout, "longest wait for one downstream call"),
-	OPT("webhook-lease", "OUTBOX_WEBHOOK_LEASE", OB_CFG_DURATION, "30s", 100, 86400000,
+	OB_CFG_OPT("webhook-lease", "OUTBOX_WEBHOOK_LEASE", OB_CFG_DURATION, "30s", 100, 86400000,
 	    NULL, false, webhook_lease, "lease of a webhook key claim; a claim left by a"
 	    " crashed consumer is taken over after it (must exceed --webhook-timeout)"),
-	OPT("webhook-max-retry-after", "OUTBOX_WEBHOOK_MAX_RETRY_AFTER", OB_CFG_DURATION, "1h",
-	    0, WEBHOOK_RETRY_AFTER_CEILING_MS, NULL, false, webhook_max_retry_after,
+	OB_CFG_OPT("webhook-max-retry-after", "OUTBOX_WEBHOOK_MAX_RETRY_AFTER", OB_CFG_DURATION,
+	    "1h", 0, WEBHOOK_RETRY_AFTER_CEILING_MS, NULL, false, webhook_max_retry_after,
 	    "longest delay a downstream's Retry-After (seconds or HTTP-date, on any answer"
 	    " that is retried) may ask for: passed on to the relay, which sends that message"
 	    " again no earlier; longer ones are cut to this; 0 = pass none on"),
-	OPT("webhook-at-most-once", "OUTBOX_WEBHOOK_AT_MOST_ONCE", OB_CFG_LIST, NULL, 0, 0, NULL,
-	    false, webhook_at_most_once, "topic pattern (fnmatch: notify.sms, pager.*) whose"
+	OB_CFG_OPT("webhook-at-most-once", "OUTBOX_WEBHOOK_AT_MOST_ONCE", OB_CFG_LIST, NULL, 0, 0,
+	    NULL, false, webhook_at_most_once, "topic pattern (fnmatch: notify.sms, pager.*) whose"
 	    " webhook calls are made at most once, for a downstream that ignores the"
 	    " Idempotency-Key: a call whose outcome is unknown (timeout, connection lost) is"
 	    " parked for outboxctl webhook resolve, never sent again; repeatable or"
 	    " comma-separated; default none: at-least-once with the key"),
-	OPT("lock-timeout", "OUTBOX_LOCK_TIMEOUT", OB_CFG_DURATION, "1s", 1, 600000, NULL,
+	OB_CFG_OPT("lock-timeout", "OUTBOX_LOCK_TIMEOUT", OB_CFG_DURATION, "1s", 1, 600000, NULL,
 	    false, lock_timeout, "longest wait for a key another transaction is applying;"
 	    " then that message is answered retry"),
-	OPT("dedup-retention", "OUTBOX_DEDUP_RETENTION", OB_CFG_DURATION, "7d", 60000,
+	OB_CFG_OPT("dedup-retention", "OUTBOX_DEDUP_RETENTION", OB_CFG_DURATION, "7d", 60000,
 	    3650LL * 86400000, NULL, false, dedup_retention, "a dedup record is purged once"
 	    " its message was enqueued longer ago than this (plus 1h) and applied longer ago;"
 	    " a message enqueued longer ago is rejected, never applied blindly (both by the"
 	    " inbox database's clock)"),
-	OPT("max-redelivery-age", "OUTBOX_MAX_REDELIVERY_AGE", OB_CFG_DURATION, "24h", 1000,
+	OB_CFG_OPT("max-redelivery-age", "OUTBOX_MAX_REDELIVERY_AGE", OB_CFG_DURATION, "24h", 1000,
 	    3650LL * 86400000, NULL, false, max_redelivery_age, "the relay's --max-age plus"
 	    " the longest outage to ride out (an outage delays redeliveries past --max-age):"
 	    " a warning at start when --dedup-retention is shorter"),
-	OPT("purge-interval", "OUTBOX_PURGE_INTERVAL", OB_CFG_DURATION, "1m", 0, 86400000,
+	OB_CFG_OPT("purge-interval", "OUTBOX_PURGE_INTERVAL", OB_CFG_DURATION, "1m", 0, 86400000,
 	    NULL, false, purge_interval, "how often expired dedup records are purged (0 = never)"),
-	OPT("purge-batch", "OUTBOX_PURGE_BATCH", OB_CFG_INT, "10000", 1, 1000000, NULL, false,
-	    purge_batch, "dedup records deleted per purge statement"),
-	OPT("max-payload", "OUTBOX_MAX_PAYLOAD", OB_CFG_SIZE, "1m", 0, OB_WIRE_MAX_PAYLOAD,
+	OB_CFG_OPT("purge-batch", "OUTBOX_PURGE_BATCH", OB_CFG_INT, "10000", 1, 1000000, NULL,
+	    false, purge_batch, "dedup records deleted per purge statement"),
+	OB_CFG_OPT("max-payload", "OUTBOX_MAX_PAYLOAD", OB_CFG_SIZE, "1m", 0, OB_WIRE_MAX_PAYLOAD,
 	    NULL, false, max_payload, "largest payload accepted, in bytes; with --max-batch"
 	    " it sets the receive limit: a frame longer than --max-batch x (--max-payload +"
 	    " 811) + 76 bytes closes its connection unread"),
-	OPT("max-batch", "OUTBOX_MAX_BATCH", OB_CFG_INT, "1000", 1, OB_WIRE_MAX_BATCH, NULL,
+	OB_CFG_OPT("max-batch", "OUTBOX_MAX_BATCH", OB_CFG_INT, "1000", 1, OB_WIRE_MAX_BATCH, NULL,
 	    false, max_batch, "most messages accepted in one request (keep it near the"
 	    " relays' --batch: it bounds the receive limit, see --max-payload)"),
-	OPT("no-dedup", "OUTBOX_NO_DEDUP", OB_CFG_BOOL, "false", 0, 0, NULL, false,
+	OB_CFG_OPT("no-dedup", "OUTBOX_NO_DEDUP", OB_CFG_BOOL, "false", 0, 0, NULL, false,
 	    no_dedup, "BROKEN MODE for demos and tests: apply without the dedup record"),
-	OPT("no-fencing", "OUTBOX_NO_FENCING", OB_CFG_BOOL, "false", 0, 0, NULL, false,
+	OB_CFG_OPT("no-fencing", "OUTBOX_NO_FENCING", OB_CFG_BOOL, "false", 0, 0, NULL, false,
 	    no_fencing, "BROKEN MODE for demos and tests: the webhook handler records a call"
 	    " whoever holds its key now (a stale holder's write is not refused)"),
-	OPT("no-source-gate", "OUTBOX_NO_SOURCE_GATE", OB_CFG_BOOL, "false", 0, 0, NULL, false,
-	    no_source_gate, "BROKEN MODE for tests: dedup without the source gate (a frame of"
+	OB_CFG_OPT("no-source-gate", "OUTBOX_NO_SOURCE_GATE", OB_CFG_BOOL, "false", 0, 0, NULL,
+	    false, no_source_gate,
+	    "BROKEN MODE for tests: dedup without the source gate (a frame of"
 	    " the empty source and a named one of one key can both apply)"),
-	OPT("log-level", "OUTBOX_LOG_LEVEL", OB_CFG_ENUM, "info", 0, 0,
+	OB_CFG_OPT("log-level", "OUTBOX_LOG_LEVEL", OB_CFG_ENUM, "info", 0, 0,
 	    "debug|info|warn|error", false, log_level, "least severe level logged"),
-	OPT("log-format", "OUTBOX_LOG_FORMAT", OB_CFG_ENUM, "text", 0, 0, "text|json",
+	OB_CFG_OPT("log-format", "OUTBOX_LOG_FORMAT", OB_CFG_ENUM, "text", 0, 0, "text|json",
 	    false, log_format, "log line format"),
-	OPT("config", "OUTBOX_CONFIG", OB_CFG_STRING, NULL, 0, 0, NULL, false, config,
+	OB_CFG_OPT("config", "OUTBOX_CONFIG", OB_CFG_STRING, NULL, 0, 0, NULL, false, config,
 	    OB_CFG_CONFIG_HELP),
-	OPT("metrics", "OUTBOX_METRICS", OB_CFG_STRING, NULL, 0, 0, NULL, false, metrics,
+	OB_CFG_OPT("metrics", "OUTBOX_METRICS", OB_CFG_STRING, NULL, 0, 0, NULL, false, metrics,
 	    "serve /metrics, /healthz and /readyz on HOST:PORT (or :PORT, [::1]:PORT,"
 	    " http://HOST:PORT); empty = off (docs/metrics.md)"),
-	OPT("demo-admin", "OUTBOX_DEMO_ADMIN", OB_CFG_BOOL, "false", 0, 0, NULL, false,
+	OB_CFG_OPT("demo-admin", "OUTBOX_DEMO_ADMIN", OB_CFG_BOOL, "false", 0, 0, NULL, false,
 	    demo_admin, OB_DEMO_ADMIN_HELP "; here: the consumer.* faults and the"
 	    " mode dedup (on|off; off is --no-dedup)"),
-	OPT("ready-file", "OUTBOX_READY_FILE", OB_CFG_STRING, NULL, 0, 0, NULL, false,
+	OB_CFG_OPT("ready-file", "OUTBOX_READY_FILE", OB_CFG_STRING, NULL, 0, 0, NULL, false,
 	    ready_file, "write the served URL (with the bound port) here once listening"),
-	OPT("fault-drop-reply", "OUTBOX_FAULT_DROP_REPLY", OB_CFG_INT, "0", 0, 1000000000,
+	OB_CFG_OPT("fault-drop-reply", "OUTBOX_FAULT_DROP_REPLY", OB_CFG_INT, "0", 0, 1000000000,
 	    NULL, false, fault_drop_reply, "fault: drop the reply after COMMIT, N times"),
-	OPT("fault-die-before-commit", "OUTBOX_FAULT_DIE_BEFORE_COMMIT", OB_CFG_INT, "0",
+	OB_CFG_OPT("fault-die-before-commit", "OUTBOX_FAULT_DIE_BEFORE_COMMIT", OB_CFG_INT, "0",
 	    0, 1000000000, NULL, false, fault_die_before_commit,
 	    "fault: SIGKILL self before COMMIT, N times (once per process life)"),
-	OPT("fault-die-after-commit", "OUTBOX_FAULT_DIE_AFTER_COMMIT", OB_CFG_INT, "0",
+	OB_CFG_OPT("fault-die-after-commit", "OUTBOX_FAULT_DIE_AFTER_COMMIT", OB_CFG_INT, "0",
 	    0, 1000000000, NULL, false, fault_die_after_commit,
 	    "fault: SIGKILL self after COMMIT, before replying, N times"),
-	OPT("fault-slow", "OUTBOX_FAULT_SLOW", OB_CFG_INT, "0", 0, 1000000000, NULL,
+	OB_CFG_OPT("fault-slow", "OUTBOX_FAULT_SLOW", OB_CFG_INT, "0", 0, 1000000000, NULL,
 	    false, fault_slow, "fault: sleep --fault-slow-ms before COMMIT, N times"),
-	OPT("fault-slow-ms", "OUTBOX_FAULT_SLOW_MS", OB_CFG_DURATION, "5s", 0, 3600000,
+	OB_CFG_OPT("fault-slow-ms", "OUTBOX_FAULT_SLOW_MS", OB_CFG_DURATION, "5s", 0, 3600000,
 	    NULL, false, fault_slow_ms, "how long a --fault-slow (or --fault-stall-after-call)"
 	    " sleep lasts"),
-	OPT("fault-die-after-call", "OUTBOX_FAULT_DIE_AFTER_CALL", OB_CFG_INT, "0", 0,
+	OB_CFG_OPT("fault-die-after-call", "OUTBOX_FAULT_DIE_AFTER_CALL", OB_CFG_INT, "0", 0,
 	    1000000000, NULL, false, fault_die_after_call,
 	    "fault (webhook): SIGKILL self after the downstream call returned, N times"),
-	OPT("fault-stall-after-call", "OUTBOX_FAULT_STALL_AFTER_CALL", OB_CFG_INT, "0", 0,
+	OB_CFG_OPT("fault-stall-after-call", "OUTBOX_FAULT_STALL_AFTER_CALL", OB_CFG_INT, "0", 0,
 	    1000000000, NULL, false, fault_stall_after_call, "fault (webhook): sleep"
 	    " --fault-slow-ms after the downstream call returned, before recording it, N times"),
 	OB_CFG_END,

@@ -1,28 +1,30 @@
 /*
  * client_flags.h - the flags of every command that calls the producer API
  * through the agent-side client (client.h): submit, send (submit_cmd.c)
- * and mcp (mcp_cmd.c). CLIENT_RETRY_OPTIONS expands to entries of a
- * config table through the including file's OPT macro, so its config
- * struct must have the fields attempts, backoff_base, backoff_cap,
- * timeout_ms, max_retry_after and ledger.
+ * and mcp (mcp_cmd.c). CLIENT_RETRY_OPTIONS expands to rows of a config
+ * table (OB_CFG_OPT), so the including file's OB_CFG_STRUCT must have the
+ * fields attempts, backoff_base, backoff_cap, timeout_ms, max_retry_after
+ * and ledger.
  */
 #ifndef OUTBOX_PRODUCER_CLIENT_FLAGS_H
 #define OUTBOX_PRODUCER_CLIENT_FLAGS_H
 
 #define CLIENT_MAX_ATTEMPTS 100
 
-#define CLIENT_RETRY_OPTIONS                                                                 \
-	OPT("attempts", "OUTBOX_ATTEMPTS", OB_CFG_INT, "4", 1, CLIENT_MAX_ATTEMPTS, NULL, false, \
-	    attempts, "HTTP attempts of each call, the first included"),                        \
-	OPT("backoff-base", "OUTBOX_BACKOFF_BASE", OB_CFG_DURATION, "20ms", 1, 60000, NULL,     \
-	    false, backoff_base, "Full Jitter base: sleep = random(0, min(cap, base * 2^attempt))"), \
-	OPT("backoff-cap", "OUTBOX_BACKOFF_CAP", OB_CFG_DURATION, "200ms", 1, 600000, NULL,     \
-	    false, backoff_cap, "Full Jitter cap"),                                             \
-	OPT("timeout-ms", "OUTBOX_TIMEOUT_MS", OB_CFG_INT, "2000", 1, 600000, NULL, false,      \
-	    timeout_ms, "per-attempt timeout in milliseconds"),                                 \
-	OPT("max-retry-after", "OUTBOX_MAX_RETRY_AFTER", OB_CFG_DURATION, "5s", 0, 3600000,     \
-	    NULL, false, max_retry_after, "longest Retry-After honoured between attempts"),      \
-	OPT("ledger", "OUTBOX_LEDGER", OB_CFG_STRING, NULL, 0, 0, NULL, false, ledger,          \
+#define CLIENT_RETRY_OPTIONS                                                             \
+	OB_CFG_OPT("attempts", "OUTBOX_ATTEMPTS", OB_CFG_INT, "4", 1, CLIENT_MAX_ATTEMPTS, NULL, \
+	    false, attempts, "HTTP attempts of each call, the first included"),              \
+	OB_CFG_OPT("backoff-base", "OUTBOX_BACKOFF_BASE", OB_CFG_DURATION, "20ms", 1, 60000,    \
+	    NULL, false, backoff_base,                                                        \
+	    "Full Jitter base: sleep = random(0, min(cap, base * 2^attempt))"),               \
+	OB_CFG_OPT("backoff-cap", "OUTBOX_BACKOFF_CAP", OB_CFG_DURATION, "200ms", 1, 600000,    \
+	    NULL, false, backoff_cap, "Full Jitter cap"),                                     \
+	OB_CFG_OPT("timeout-ms", "OUTBOX_TIMEOUT_MS", OB_CFG_INT, "2000", 1, 600000, NULL,      \
+	    false, timeout_ms, "per-attempt timeout in milliseconds"),                        \
+	OB_CFG_OPT("max-retry-after", "OUTBOX_MAX_RETRY_AFTER", OB_CFG_DURATION, "5s", 0,       \
+	    3600000, NULL, false, max_retry_after,                                            \
+	    "longest Retry-After honoured between attempts"),                                 \
+	OB_CFG_OPT("ledger", "OUTBOX_LEDGER", OB_CFG_STRING, NULL, 0, 0, NULL, false, ledger,   \
 	    "append-only JSON-lines tool ledger (fsynced); an uncertain key is looked up first")
 
 #endif

@@ -28,28 +28,26 @@ struct enqueue_config {
 	bool quiet;
 };
 
-#define OPT(name, env, type, def, min, max, choices, req, field, help)      \
-	{ name, env, type, def, min, max, choices, req, false,              \
-	    offsetof(struct enqueue_config, field), help }
+#define OB_CFG_STRUCT struct enqueue_config
 
 static const struct ob_cfg_opt enqueue_options[] = {
-	OPT("db", "OUTBOX_DB", OB_CFG_STRING, NULL, 0, 0, NULL, true, db,
+	OB_CFG_OPT("db", "OUTBOX_DB", OB_CFG_STRING, NULL, 0, 0, NULL, true, db,
 	    "PostgreSQL connection string of the producer's database"),
-	OPT("title", "OUTBOX_TITLE", OB_CFG_STRING, "Crash on save", 0, 0, NULL, false,
+	OB_CFG_OPT("title", "OUTBOX_TITLE", OB_CFG_STRING, "Crash on save", 0, 0, NULL, false,
 	    title, "report title (1..200 characters)"),
-	OPT("module", "OUTBOX_MODULE", OB_CFG_STRING, "editor", 0, 0, NULL, false, module,
+	OB_CFG_OPT("module", "OUTBOX_MODULE", OB_CFG_STRING, "editor", 0, 0, NULL, false, module,
 	    "module the report is about (1..100 characters)"),
-	OPT("steps", "OUTBOX_STEPS", OB_CFG_STRING, "", 0, 0, NULL, false, steps,
+	OB_CFG_OPT("steps", "OUTBOX_STEPS", OB_CFG_STRING, "", 0, 0, NULL, false, steps,
 	    "steps to reproduce"),
-	OPT("severity", "OUTBOX_SEVERITY", OB_CFG_ENUM, "medium", 0, 0,
+	OB_CFG_OPT("severity", "OUTBOX_SEVERITY", OB_CFG_ENUM, "medium", 0, 0,
 	    "low|medium|high|critical", false, severity, "report severity"),
-	OPT("key", "OUTBOX_KEY", OB_CFG_STRING, NULL, 0, 0, NULL, false, key,
+	OB_CFG_OPT("key", "OUTBOX_KEY", OB_CFG_STRING, NULL, 0, 0, NULL, false, key,
 	    "the report's idempotency key, stored with it (1..255 bytes; default: a random"
 	    " UUID per report; with --count N the keys are KEY-1..KEY-N); the outbox"
 	    " record's key is report-<report id>"),
-	OPT("count", "OUTBOX_COUNT", OB_CFG_INT, "1", 1, ENQUEUE_MAX_COUNT, NULL, false,
+	OB_CFG_OPT("count", "OUTBOX_COUNT", OB_CFG_INT, "1", 1, ENQUEUE_MAX_COUNT, NULL, false,
 	    count, "how many reports to write, each in its own transaction"),
-	OPT("quiet", "OUTBOX_QUIET", OB_CFG_BOOL, "false", 0, 0, NULL, false, quiet,
+	OB_CFG_OPT("quiet", "OUTBOX_QUIET", OB_CFG_BOOL, "false", 0, 0, NULL, false, quiet,
 	    "print only the summary line"),
 	OB_CFG_END,
 };

@@ -45,26 +45,24 @@ struct mcp_config {
 	char *log_level;
 };
 
-#define OPT(name, env, type, def, min, max, choices, req, field, help)      \
-	{ name, env, type, def, min, max, choices, req, false,              \
-	    offsetof(struct mcp_config, field), help }
+#define OB_CFG_STRUCT struct mcp_config
 
 static const struct ob_cfg_opt mcp_options[] = {
-	OPT("url", "OUTBOX_URL", OB_CFG_STRING, "http://127.0.0.1:8080", 0, 0, NULL, false, url,
-	    "base URL of outbox-producer serve"),
-	OPT("run-id", "OUTBOX_RUN_ID", OB_CFG_STRING, NULL, 0, 0, NULL, false, run_id,
+	OB_CFG_OPT("url", "OUTBOX_URL", OB_CFG_STRING, "http://127.0.0.1:8080", 0, 0, NULL, false,
+	    url, "base URL of outbox-producer serve"),
+	OB_CFG_OPT("run-id", "OUTBOX_RUN_ID", OB_CFG_STRING, NULL, 0, 0, NULL, false, run_id,
 	    "the run the tool keys belong to (1..128 printable characters); default: derived"
 	    " from the host process (kept across restarts of this server by the same host)"),
 	CLIENT_RETRY_OPTIONS,
-	OPT("max-message", "OUTBOX_MCP_MAX_MESSAGE", OB_CFG_SIZE, "1m", MCP_MESSAGE_MIN,
+	OB_CFG_OPT("max-message", "OUTBOX_MCP_MAX_MESSAGE", OB_CFG_SIZE, "1m", MCP_MESSAGE_MIN,
 	    MCP_MESSAGE_MAX, NULL, false, max_message,
 	    "longest JSON-RPC message (one line) read; a longer one is answered with a parse"
 	    " error and skipped"),
-	OPT("api-token-file", "OUTBOX_API_TOKEN_FILE", OB_CFG_STRING, NULL, 0, 0, NULL, false,
-	    api_token_file, "send Authorization: Bearer with the one token in this file (the"
+	OB_CFG_OPT("api-token-file", "OUTBOX_API_TOKEN_FILE", OB_CFG_STRING, NULL, 0, 0, NULL,
+	    false, api_token_file, "send Authorization: Bearer with the one token in this file (the"
 	    " server's format; its scope on the server holds the tools' keys); never printed"),
-	OPT("log-level", "OUTBOX_LOG_LEVEL", OB_CFG_ENUM, "info", 0, 0, "debug|info|warn|error",
-	    false, log_level, "log level (logs go to stderr)"),
+	OB_CFG_OPT("log-level", "OUTBOX_LOG_LEVEL", OB_CFG_ENUM, "info", 0, 0,
+	    "debug|info|warn|error", false, log_level, "log level (logs go to stderr)"),
 	OB_CFG_END,
 };
 

@@ -80,77 +80,77 @@ struct serve_config {
 	int64_t fault_slow_ms;
 };
 
-#define OPT(name, env, type, def, min, max, choices, req, field, help)      \
-	{ name, env, type, def, min, max, choices, req, false,              \
-	    offsetof(struct serve_config, field), help }
+#define OB_CFG_STRUCT struct serve_config
 
 static const struct ob_cfg_opt serve_options[] = {
-	OPT("db", "OUTBOX_DB", OB_CFG_STRING, NULL, 0, 0, NULL, true, db,
+	OB_CFG_OPT("db", "OUTBOX_DB", OB_CFG_STRING, NULL, 0, 0, NULL, true, db,
 	    "PostgreSQL connection string of the producer's database (outbox migrations applied)"),
-	OPT("http", "OUTBOX_HTTP", OB_CFG_STRING, "http://127.0.0.1:8080", 0, 0, NULL, false,
+	OB_CFG_OPT("http", "OUTBOX_HTTP", OB_CFG_STRING, "http://127.0.0.1:8080", 0, 0, NULL, false,
 	    http, "address to serve the API on: http://HOST:PORT, or https://HOST:PORT (TLS;"
 	    " needs --tls-cert and --tls-key); port 0 = any free port"),
-	OPT("idempotency", "OUTBOX_IDEMPOTENCY", OB_CFG_ENUM, "atomic", 0, 0,
+	OB_CFG_OPT("idempotency", "OUTBOX_IDEMPOTENCY", OB_CFG_ENUM, "atomic", 0, 0,
 	    "none|split|atomic", false, idempotency,
 	    "key handling: atomic (the real one); split and none are BROKEN modes for demos"),
-	OPT("threads", "OUTBOX_THREADS", OB_CFG_INT, "0", 0, 256, NULL, false, threads,
+	OB_CFG_OPT("threads", "OUTBOX_THREADS", OB_CFG_INT, "0", 0, 256, NULL, false, threads,
 	    "serving threads, each with its own DB connection; 0 = two per CPU (more"
 	    " threads only add context switches: bench/producer/README.md)"),
-	OPT("max-queue", "OUTBOX_MAX_QUEUE", OB_CFG_INT, "1024", 1, 1000000, NULL, false,
+	OB_CFG_OPT("max-queue", "OUTBOX_MAX_QUEUE", OB_CFG_INT, "1024", 1, 1000000, NULL, false,
 	    max_queue, "requests waiting for a serving thread; beyond it 503 + Retry-After"),
-	OPT("max-body", "OUTBOX_MAX_BODY", OB_CFG_SIZE, "64k", 256, 1048576, NULL, false,
+	OB_CFG_OPT("max-body", "OUTBOX_MAX_BODY", OB_CFG_SIZE, "64k", 256, 1048576, NULL, false,
 	    max_body, "largest request body accepted (larger: 413)"),
-	OPT("max-header", "OUTBOX_MAX_HEADER", OB_CFG_SIZE, "16k", 1024, 1048576, NULL, false,
-	    max_header, "largest request line + headers accepted (larger: 431, connection closed)"),
-	OPT("header-timeout", "OUTBOX_HEADER_TIMEOUT", OB_CFG_DURATION, "5s", 100, 600000, NULL,
-	    false, header_timeout, "a request's headers must be complete this long after its"
+	OB_CFG_OPT("max-header", "OUTBOX_MAX_HEADER", OB_CFG_SIZE, "16k", 1024, 1048576, NULL,
+	    false, max_header,
+	    "largest request line + headers accepted (larger: 431, connection closed)"),
+	OB_CFG_OPT("header-timeout", "OUTBOX_HEADER_TIMEOUT", OB_CFG_DURATION, "5s", 100, 600000,
+	    NULL, false, header_timeout, "a request's headers must be complete this long after its"
 	    " first byte (a total, not an inactivity timer); else 408 and the connection is"
 	    " closed"),
-	OPT("read-timeout", "OUTBOX_READ_TIMEOUT", OB_CFG_DURATION, "10s", 100, 600000, NULL,
+	OB_CFG_OPT("read-timeout", "OUTBOX_READ_TIMEOUT", OB_CFG_DURATION, "10s", 100, 600000, NULL,
 	    false, read_timeout, "a whole request, headers and body, must arrive this long after"
 	    " its first byte (a total: a client sending a byte a second cannot extend it); else"
 	    " 408 and the connection is closed. No serving thread waits for a body"),
-	OPT("idle-timeout", "OUTBOX_IDLE_TIMEOUT", OB_CFG_DURATION, "30s", 0, 3600000, NULL,
+	OB_CFG_OPT("idle-timeout", "OUTBOX_IDLE_TIMEOUT", OB_CFG_DURATION, "30s", 0, 3600000, NULL,
 	    false, idle_timeout, "close a connection with no request in progress (new, or"
 	    " keep-alive between requests) after this; 0 = never (unsafe: idle connections"
 	    " pile up)"),
-	OPT("write-timeout", "OUTBOX_WRITE_TIMEOUT", OB_CFG_DURATION, "10s", 100, 600000, NULL,
-	    false, write_timeout, "a response must be written within this; else the connection"
-	    " is closed"),
-	OPT("max-connections", "OUTBOX_MAX_CONNECTIONS", OB_CFG_INT, "512", 0, 1000000, NULL,
+	OB_CFG_OPT("write-timeout", "OUTBOX_WRITE_TIMEOUT", OB_CFG_DURATION, "10s", 100, 600000,
+	    NULL, false, write_timeout,
+	    "a response must be written within this; else the connection is closed"),
+	OB_CFG_OPT("max-connections", "OUTBOX_MAX_CONNECTIONS", OB_CFG_INT, "512", 0, 1000000, NULL,
 	    false, max_connections, "open connections; at the cap the one idle the longest is"
 	    " closed, and with none idle a new connection gets 503 and is closed at once; 0 = no"
 	    " cap (unsafe: descriptors run out)"),
-	OPT("lease", "OUTBOX_LEASE", OB_CFG_DURATION, "5s", 10, 3600000, NULL, false, lease,
+	OB_CFG_OPT("lease", "OUTBOX_LEASE", OB_CFG_DURATION, "5s", 10, 3600000, NULL, false, lease,
 	    "idempotency key lease: a claim older than this is taken over (fencing token bumped)"),
-	OPT("max-processing", "OUTBOX_MAX_PROCESSING", OB_CFG_DURATION, "3s", 1, 3600000, NULL,
-	    false, max_processing,
+	OB_CFG_OPT("max-processing", "OUTBOX_MAX_PROCESSING", OB_CFG_DURATION, "3s", 1, 3600000,
+	    NULL, false, max_processing,
 	    "client timeout + longest processing; the server refuses a --lease shorter than this"),
-	OPT("key-retention", "OUTBOX_KEY_RETENTION", OB_CFG_DURATION, "24h", 1000,
+	OB_CFG_OPT("key-retention", "OUTBOX_KEY_RETENTION", OB_CFG_DURATION, "24h", 1000,
 	    31536000000LL, NULL, false, key_retention,
 	    "keys older than this are deleted; the same key is then a new request"),
-	OPT("gc-interval", "OUTBOX_GC_INTERVAL", OB_CFG_DURATION, "1m", 100, 86400000, NULL,
+	OB_CFG_OPT("gc-interval", "OUTBOX_GC_INTERVAL", OB_CFG_DURATION, "1m", 100, 86400000, NULL,
 	    false, gc_interval, "how often expired keys are deleted"),
-	OPT("gc-batch", "OUTBOX_GC_BATCH", OB_CFG_INT, "1000", 1, 100000, NULL, false, gc_batch,
-	    "keys deleted per statement"),
-	OPT("no-fencing", "OUTBOX_NO_FENCING", OB_CFG_BOOL, "false", 0, 0, NULL, false,
+	OB_CFG_OPT("gc-batch", "OUTBOX_GC_BATCH", OB_CFG_INT, "1000", 1, 100000, NULL, false,
+	    gc_batch, "keys deleted per statement"),
+	OB_CFG_OPT("no-fencing", "OUTBOX_NO_FENCING", OB_CFG_BOOL, "false", 0, 0, NULL, false,
 	    no_fencing, "TEST-ONLY BROKEN SWITCH: complete the key without checking the token"),
-	OPT("ready-file", "OUTBOX_READY_FILE", OB_CFG_STRING, NULL, 0, 0, NULL, false,
+	OB_CFG_OPT("ready-file", "OUTBOX_READY_FILE", OB_CFG_STRING, NULL, 0, 0, NULL, false,
 	    ready_file, "write the served URL (with the bound port) here once listening"),
-	OPT("log-level", "OUTBOX_LOG_LEVEL", OB_CFG_ENUM, "info", 0, 0,
+	OB_CFG_OPT("log-level", "OUTBOX_LOG_LEVEL", OB_CFG_ENUM, "info", 0, 0,
 	    "debug|info|warn|error", false, log_level, "least severe level logged"),
-	OPT("log-format", "OUTBOX_LOG_FORMAT", OB_CFG_ENUM, "text", 0, 0, "text|json", false,
+	OB_CFG_OPT("log-format", "OUTBOX_LOG_FORMAT", OB_CFG_ENUM, "text", 0, 0, "text|json", false,
 	    log_format, "log line format"),
-	OPT("config", "OUTBOX_CONFIG", OB_CFG_STRING, NULL, 0, 0, NULL, false, config,
+	OB_CFG_OPT("config", "OUTBOX_CONFIG", OB_CFG_STRING, NULL, 0, 0, NULL, false, config,
 	    OB_CFG_CONFIG_HELP),
-	OPT("metrics", "OUTBOX_METRICS", OB_CFG_STRING, NULL, 0, 0, NULL, false, metrics,
+	OB_CFG_OPT("metrics", "OUTBOX_METRICS", OB_CFG_STRING, NULL, 0, 0, NULL, false, metrics,
 	    "serve /metrics, /healthz and /readyz on HOST:PORT (or :PORT, [::1]:PORT,"
 	    " http://HOST:PORT); empty = off (docs/metrics.md)"),
-	OPT("demo-admin", "OUTBOX_DEMO_ADMIN", OB_CFG_BOOL, "false", 0, 0, NULL, false,
+	OB_CFG_OPT("demo-admin", "OUTBOX_DEMO_ADMIN", OB_CFG_BOOL, "false", 0, 0, NULL, false,
 	    demo_admin, OB_DEMO_ADMIN_HELP "; here: the producer.* faults and the"
 	    " mode idempotency (none|split|atomic)"),
-	OPT("api-token-file", "OUTBOX_API_TOKEN_FILE", OB_CFG_STRING, NULL, 0, 0, NULL, false,
-	    api_token_file, "require Authorization: Bearer TOKEN on every route but GET /healthz"
+	OB_CFG_OPT("api-token-file", "OUTBOX_API_TOKEN_FILE", OB_CFG_STRING, NULL, 0, 0, NULL,
+	    false, api_token_file,
+	    "require Authorization: Bearer TOKEN on every route but GET /healthz"
 	    " (else 401); the file holds the accepted tokens, one per line (16..256 printable"
 	    " characters; '#' comments), read at start; tokens are never logged. A line"
 	    " 'scope=NAME TOKEN' puts the token in scope NAME (a-z 0-9 _ -, up to 32):"
@@ -158,22 +158,23 @@ static const struct ob_cfg_opt serve_options[] = {
 	    " request); a bare TOKEN is in the default scope. 'topics=P1,P2' before the token"
 	    " (after the scope) limits POST /v1/messages to topics matching those shell patterns"
 	    " (else 403)"),
-	OPT("tls-cert", "OUTBOX_TLS_CERT", OB_CFG_STRING, NULL, 0, 0, NULL, false, tls_cert,
+	OB_CFG_OPT("tls-cert", "OUTBOX_TLS_CERT", OB_CFG_STRING, NULL, 0, 0, NULL, false, tls_cert,
 	    "with --http https://: the server's certificate (PEM; a chain may follow it)"),
-	OPT("tls-key", "OUTBOX_TLS_KEY", OB_CFG_STRING, NULL, 0, 0, NULL, false, tls_key,
+	OB_CFG_OPT("tls-key", "OUTBOX_TLS_KEY", OB_CFG_STRING, NULL, 0, 0, NULL, false, tls_key,
 	    "with --http https://: the private key of --tls-cert (PEM, unencrypted)"),
-	OPT("tls-ca", "OUTBOX_TLS_CA", OB_CFG_STRING, NULL, 0, 0, NULL, false, tls_ca,
+	OB_CFG_OPT("tls-ca", "OUTBOX_TLS_CA", OB_CFG_STRING, NULL, 0, 0, NULL, false, tls_ca,
 	    "with --http https://, optional: CA certificate(s) (PEM); every client must then"
 	    " present a certificate signed by it (mutual TLS), else the handshake fails"),
-	OPT("fault-lose-response", "OUTBOX_FAULT_LOSE_RESPONSE", OB_CFG_INT, "0", 0,
+	OB_CFG_OPT("fault-lose-response", "OUTBOX_FAULT_LOSE_RESPONSE", OB_CFG_INT, "0", 0,
 	    SERVE_MAX_FAULT, NULL, false, fault_lose_response,
 	    "fault: after COMMIT close the connection without a byte, N times"),
-	OPT("fault-crash", "OUTBOX_FAULT_CRASH", OB_CFG_INT, "0", 0, SERVE_MAX_FAULT, NULL, false,
-	    fault_crash, "fault: SIGKILL self mid-request (none: after commit; split: before the"
+	OB_CFG_OPT("fault-crash", "OUTBOX_FAULT_CRASH", OB_CFG_INT, "0", 0, SERVE_MAX_FAULT, NULL,
+	    false, fault_crash,
+	    "fault: SIGKILL self mid-request (none: after commit; split: before the"
 	    " key is recorded; atomic: after the claim), N times"),
-	OPT("fault-slow", "OUTBOX_FAULT_SLOW", OB_CFG_INT, "0", 0, SERVE_MAX_FAULT, NULL, false,
-	    fault_slow, "fault: sleep --fault-slow-ms after the key claim, N times"),
-	OPT("fault-slow-ms", "OUTBOX_FAULT_SLOW_MS", OB_CFG_DURATION, "1s", 0, 3600000, NULL,
+	OB_CFG_OPT("fault-slow", "OUTBOX_FAULT_SLOW", OB_CFG_INT, "0", 0, SERVE_MAX_FAULT, NULL,
+	    false, fault_slow, "fault: sleep --fault-slow-ms after the key claim, N times"),
+	OB_CFG_OPT("fault-slow-ms", "OUTBOX_FAULT_SLOW_MS", OB_CFG_DURATION, "1s", 0, 3600000, NULL,
 	    false, fault_slow_ms, "how long a --fault-slow sleep lasts"),
 	OB_CFG_END,
 };

@@ -47,47 +47,45 @@ struct submit_config {
 	char *api_token_file;
 };
 
-#define OPT(name, env, type, def, min, max, choices, req, field, help)      \
-	{ name, env, type, def, min, max, choices, req, false,              \
-	    offsetof(struct submit_config, field), help }
+#define OB_CFG_STRUCT struct submit_config
 
 /* The flags submit and send share: where, the key, retries, the ledger. */
 #define CALL_OPTIONS \
-	OPT("url", "OUTBOX_URL", OB_CFG_STRING, "http://127.0.0.1:8080", 0, 0, NULL, false, url, \
-	    "base URL of outbox-producer serve"), \
-	OPT("key", "OUTBOX_KEY", OB_CFG_STRING, NULL, 0, 0, NULL, false, key, \
+	OB_CFG_OPT("url", "OUTBOX_URL", OB_CFG_STRING, "http://127.0.0.1:8080", 0, 0, NULL, \
+	    false, url, "base URL of outbox-producer serve"), \
+	OB_CFG_OPT("key", "OUTBOX_KEY", OB_CFG_STRING, NULL, 0, 0, NULL, false, key, \
 	    "the idempotency key of this logical call (1..255 printable ASCII)"), \
-	OPT("key-from", "OUTBOX_KEY_FROM", OB_CFG_STRING, NULL, 0, 0, NULL, false, key_from, \
-	    "derive the key: 'tool-call RUN:TOOL_USE_ID', 'content' (a digest of --run and the" \
-	    " call's content: module + title, or topic + payload + ordering key); BROKEN demos:" \
-	    " 'per-attempt', 'none'"), \
-	OPT("run", "OUTBOX_RUN", OB_CFG_STRING, NULL, 0, 0, NULL, false, run, \
+	OB_CFG_OPT("key-from", "OUTBOX_KEY_FROM", OB_CFG_STRING, NULL, 0, 0, NULL, false, \
+	    key_from, "derive the key: 'tool-call RUN:TOOL_USE_ID', 'content' (a digest of" \
+	    " --run and the call's content: module + title, or topic + payload + ordering key);" \
+	    " BROKEN demos: 'per-attempt', 'none'"), \
+	OB_CFG_OPT("run", "OUTBOX_RUN", OB_CFG_STRING, NULL, 0, 0, NULL, false, run, \
 	    "run id (for --key-from content)"), \
 	CLIENT_RETRY_OPTIONS, \
-	OPT("api-token-file", "OUTBOX_API_TOKEN_FILE", OB_CFG_STRING, NULL, 0, 0, NULL, false, \
-	    api_token_file, "send Authorization: Bearer with the one token in this file (the" \
-	    " server's format; the server's file decides the token's scope, whose keys are the" \
-	    " only ones this call can replay or look up); never printed")
+	OB_CFG_OPT("api-token-file", "OUTBOX_API_TOKEN_FILE", OB_CFG_STRING, NULL, 0, 0, NULL, \
+	    false, api_token_file, "send Authorization: Bearer with the one token in this file" \
+	    " (the server's format; the server's file decides the token's scope, whose keys are" \
+	    " the only ones this call can replay or look up); never printed")
 
 static const struct ob_cfg_opt submit_options[] = {
-	OPT("title", "OUTBOX_TITLE", OB_CFG_STRING, NULL, 0, 0, NULL, true, title,
+	OB_CFG_OPT("title", "OUTBOX_TITLE", OB_CFG_STRING, NULL, 0, 0, NULL, true, title,
 	    "report title (1..200 characters)"),
-	OPT("module", "OUTBOX_MODULE", OB_CFG_STRING, NULL, 0, 0, NULL, true, module,
+	OB_CFG_OPT("module", "OUTBOX_MODULE", OB_CFG_STRING, NULL, 0, 0, NULL, true, module,
 	    "module the report is about (1..100 characters)"),
-	OPT("steps", "OUTBOX_STEPS", OB_CFG_STRING, NULL, 0, 0, NULL, false, steps,
+	OB_CFG_OPT("steps", "OUTBOX_STEPS", OB_CFG_STRING, NULL, 0, 0, NULL, false, steps,
 	    "steps to reproduce"),
-	OPT("severity", "OUTBOX_SEVERITY", OB_CFG_STRING, "medium", 0, 0, NULL, false, severity,
-	    "low | medium | high | critical"),
+	OB_CFG_OPT("severity", "OUTBOX_SEVERITY", OB_CFG_STRING, "medium", 0, 0, NULL, false,
+	    severity, "low | medium | high | critical"),
 	CALL_OPTIONS,
 	OB_CFG_END,
 };
 
 static const struct ob_cfg_opt send_options[] = {
-	OPT("topic", "OUTBOX_TOPIC", OB_CFG_STRING, NULL, 0, 0, NULL, true, topic,
+	OB_CFG_OPT("topic", "OUTBOX_TOPIC", OB_CFG_STRING, NULL, 0, 0, NULL, true, topic,
 	    "the message's topic (1..255 printable ASCII characters without spaces)"),
-	OPT("payload", "OUTBOX_PAYLOAD", OB_CFG_STRING, NULL, 0, 0, NULL, true, payload,
+	OB_CFG_OPT("payload", "OUTBOX_PAYLOAD", OB_CFG_STRING, NULL, 0, 0, NULL, true, payload,
 	    "the message: a JSON object or array, or @FILE to read it from FILE"),
-	OPT("ordering-key", "OUTBOX_ORDERING_KEY", OB_CFG_STRING, NULL, 0, 0, NULL, false,
+	OB_CFG_OPT("ordering-key", "OUTBOX_ORDERING_KEY", OB_CFG_STRING, NULL, 0, 0, NULL, false,
 	    ordering_key, "deliver the messages of this key in order (1..255 bytes)"),
 	CALL_OPTIONS,
 	OB_CFG_END,

@@ -27,159 +27,157 @@
 #include "source.h"
 #include "standby_gate.h"
 
-#define OPT(name, env, type, def, min, max, choices, req, field, help)      \
-	{ name, env, type, def, min, max, choices, req, false,              \
-	    offsetof(struct relay_config, field), help }
+#define OB_CFG_STRUCT struct relay_config
 
 static const struct ob_cfg_opt relay_options[] = {
-	OPT("db", "OUTBOX_DB", OB_CFG_STRING, NULL, 0, 0, NULL, true, db,
+	OB_CFG_OPT("db", "OUTBOX_DB", OB_CFG_STRING, NULL, 0, 0, NULL, true, db,
 	    "PostgreSQL connection string of the producer's database (outbox schema)"),
-	OPT("route", "OUTBOX_ROUTE", OB_CFG_LIST, NULL, 0, 0, NULL, true, routes,
+	OB_CFG_OPT("route", "OUTBOX_ROUTE", OB_CFG_LIST, NULL, 0, 0, NULL, true, routes,
 	    "TOPIC=URL, repeatable; TOPIC * is the default route (env: comma-separated);"
 	    " a tls+tcp:// URL is dialed with mutual TLS (--tls-cert, --tls-key, --tls-ca)"),
-	OPT("source", "OUTBOX_SOURCE", OB_CFG_STRING, NULL, 0, 0, NULL, false, source,
+	OB_CFG_OPT("source", "OUTBOX_SOURCE", OB_CFG_STRING, NULL, 0, 0, NULL, false, source,
 	    "this producer database's name in every frame (wire version 3), 1..63 bytes of"
 	    " [A-Za-z0-9._-]; a consumer's dedup identity is (source, topic, key). Default:"
 	    " derived from the database, '<system identifier in hex>.<database name>' (a name"
 	    " that is not 1..46 bytes of [A-Za-z0-9_-] is hashed: '<id>.sha256.<16 hex>')."
 	    " Every relay of one database must send the same; name it when two servers are"
 	    " clones of one base backup"),
-	OPT("no-source", "OUTBOX_NO_SOURCE", OB_CFG_BOOL, "false", 0, 0, NULL, false, no_source,
-	    "send the empty source, the identity of relays before wire version 3: one"
+	OB_CFG_OPT("no-source", "OUTBOX_NO_SOURCE", OB_CFG_BOOL, "false", 0, 0, NULL, false,
+	    no_source, "send the empty source, the identity of relays before wire version 3: one"
 	    " producer database upgrading keeps every message's identity (and the webhook's"
 	    " Idempotency-Key, the key alone). Never with two databases into one consumer:"
 	    " their equal keys collide. Not with --source"),
-	OPT("tls-cert", "OUTBOX_TLS_CERT", OB_CFG_STRING, NULL, 0, 0, NULL, false, tls_cert,
+	OB_CFG_OPT("tls-cert", "OUTBOX_TLS_CERT", OB_CFG_STRING, NULL, 0, 0, NULL, false, tls_cert,
 	    "with a tls+tcp:// route: this relay's client certificate (PEM; chain allowed),"
 	    " signed by the CA the consumers trust (--tls-ca of outbox-consumer); SIGHUP"
 	    " re-reads it, --tls-key and --tls-ca for new connections"),
-	OPT("tls-key", "OUTBOX_TLS_KEY", OB_CFG_STRING, NULL, 0, 0, NULL, false, tls_key,
+	OB_CFG_OPT("tls-key", "OUTBOX_TLS_KEY", OB_CFG_STRING, NULL, 0, 0, NULL, false, tls_key,
 	    "with a tls+tcp:// route: the private key of --tls-cert (PEM, unencrypted)"),
-	OPT("tls-ca", "OUTBOX_TLS_CA", OB_CFG_STRING, NULL, 0, 0, NULL, false, tls_ca,
+	OB_CFG_OPT("tls-ca", "OUTBOX_TLS_CA", OB_CFG_STRING, NULL, 0, 0, NULL, false, tls_ca,
 	    "with a tls+tcp:// route: CA certificate(s) (PEM) the consumer's certificate must"
 	    " be signed by; use a CA of this hop's own (docs/security.md)"),
-	OPT("tls-server-name", "OUTBOX_TLS_SERVER_NAME", OB_CFG_STRING, NULL, 0, 0, NULL,
+	OB_CFG_OPT("tls-server-name", "OUTBOX_TLS_SERVER_NAME", OB_CFG_STRING, NULL, 0, 0, NULL,
 	    false, tls_server_name, "with a tls+tcp:// route: the DNS name the consumer's"
 	    " certificate must carry (default: each route URL's host; give one when the"
 	    " routes name IP addresses)"),
-	OPT("workers", "OUTBOX_WORKERS", OB_CFG_INT, "1", 1, RELAY_MAX_WORKERS, NULL, false,
+	OB_CFG_OPT("workers", "OUTBOX_WORKERS", OB_CFG_INT, "1", 1, RELAY_MAX_WORKERS, NULL, false,
 	    workers, "worker processes forked by the supervisor, each with its own connections"),
-	OPT("shutdown-grace", "OUTBOX_SHUTDOWN_GRACE", OB_CFG_DURATION, "10s", 0, 3600000,
+	OB_CFG_OPT("shutdown-grace", "OUTBOX_SHUTDOWN_GRACE", OB_CFG_DURATION, "10s", 0, 3600000,
 	    NULL, false, shutdown_grace_ms, "on SIGTERM/SIGINT: time for in-flight deliveries"
 	    " and releasing unsent claims before workers are SIGKILLed"),
-	OPT("batch", "OUTBOX_BATCH", OB_CFG_INT, "100", 1, OB_WIRE_MAX_BATCH, NULL, false,
+	OB_CFG_OPT("batch", "OUTBOX_BATCH", OB_CFG_INT, "100", 1, OB_WIRE_MAX_BATCH, NULL, false,
 	    batch, "messages per request frame"),
-	OPT("max-inflight", "OUTBOX_MAX_INFLIGHT", OB_CFG_INT, "4", 1, 256, NULL, false,
+	OB_CFG_OPT("max-inflight", "OUTBOX_MAX_INFLIGHT", OB_CFG_INT, "4", 1, 256, NULL, false,
 	    max_inflight, "batches (one request frame each) in flight per worker; to one"
 	    " destination at most this many, fewer while its frames fail"),
-	OPT("lease-ms", "OUTBOX_LEASE_MS", OB_CFG_DURATION, "30s", 100, 86400000, NULL,
+	OB_CFG_OPT("lease-ms", "OUTBOX_LEASE_MS", OB_CFG_DURATION, "30s", 100, 86400000, NULL,
 	    false, lease_ms, "how long a claim is held; must exceed --delivery-timeout-ms + 1s"),
-	OPT("delivery-timeout-ms", "OUTBOX_DELIVERY_TIMEOUT_MS", OB_CFG_DURATION, "10s",
+	OB_CFG_OPT("delivery-timeout-ms", "OUTBOX_DELIVERY_TIMEOUT_MS", OB_CFG_DURATION, "10s",
 	    10, 3600000, NULL, false, delivery_timeout_ms,
 	    "deadline for a request's round trip (send + consumer COMMIT + reply)"),
-	OPT("poll-ms", "OUTBOX_POLL_MS", OB_CFG_DURATION, "1s", 10, 600000, NULL, false,
+	OB_CFG_OPT("poll-ms", "OUTBOX_POLL_MS", OB_CFG_DURATION, "1s", 10, 600000, NULL, false,
 	    poll_ms, "poll interval when idle (LISTEN/NOTIFY wakes the relay sooner)"),
-	OPT("backoff-base-ms", "OUTBOX_BACKOFF_BASE_MS", OB_CFG_DURATION, "100ms", 1,
+	OB_CFG_OPT("backoff-base-ms", "OUTBOX_BACKOFF_BASE_MS", OB_CFG_DURATION, "100ms", 1,
 	    3600000, NULL, false, backoff_base_ms, "Full Jitter backoff base"),
-	OPT("backoff-cap-ms", "OUTBOX_BACKOFF_CAP_MS", OB_CFG_DURATION, "30s", 1,
+	OB_CFG_OPT("backoff-cap-ms", "OUTBOX_BACKOFF_CAP_MS", OB_CFG_DURATION, "30s", 1,
 	    86400000, NULL, false, backoff_cap_ms, "Full Jitter backoff cap"),
-	OPT("max-attempts", "OUTBOX_MAX_ATTEMPTS", OB_CFG_INT, "25", 1, 1000000, NULL,
+	OB_CFG_OPT("max-attempts", "OUTBOX_MAX_ATTEMPTS", OB_CFG_INT, "25", 1, 1000000, NULL,
 	    false, max_attempts, "attempts that reached a consumer before dead-lettering;"
 	    " an attempt that reached none (no connection, an open breaker) is not counted"),
-	OPT("max-age", "OUTBOX_MAX_AGE", OB_CFG_DURATION, "24h", 1000, 365LL * 86400000,
+	OB_CFG_OPT("max-age", "OUTBOX_MAX_AGE", OB_CFG_DURATION, "24h", 1000, 365LL * 86400000,
 	    NULL, false, max_age_ms, "a message older than this (since its enqueue) is"
 	    " dead-lettered when an attempt that reached a consumer fails (answered retry, or"
 	    " sent on a connection and never answered); an outage, however long, never"
 	    " dead-letters: no attempt reaches a consumer. So a message can be delivered later"
 	    " than this after an outage: keep the consumer's --dedup-retention above it plus"
 	    " the longest outage to ride out (docs/guarantees.md)"),
-	OPT("max-payload", "OUTBOX_MAX_PAYLOAD", OB_CFG_SIZE, "1m", 0, OB_WIRE_MAX_PAYLOAD,
+	OB_CFG_OPT("max-payload", "OUTBOX_MAX_PAYLOAD", OB_CFG_SIZE, "1m", 0, OB_WIRE_MAX_PAYLOAD,
 	    NULL, false, max_payload, "largest payload sent; larger ones are dead-lettered"),
-	OPT("breaker-threshold", "OUTBOX_BREAKER_THRESHOLD", OB_CFG_INT, "5", 1, 1000000,
+	OB_CFG_OPT("breaker-threshold", "OUTBOX_BREAKER_THRESHOLD", OB_CFG_INT, "5", 1, 1000000,
 	    NULL, false, breaker_threshold, "consecutive transport failures that open a"
 	    " destination's circuit breaker"),
-	OPT("breaker-probe-interval", "OUTBOX_BREAKER_PROBE_INTERVAL", OB_CFG_DURATION, "2s",
+	OB_CFG_OPT("breaker-probe-interval", "OUTBOX_BREAKER_PROBE_INTERVAL", OB_CFG_DURATION, "2s",
 	    10, 3600000, NULL, false, breaker_probe_ms, "while a breaker is open: one probe"
 	    " frame per interval; held messages are due again after about this long"),
-	OPT("retention", "OUTBOX_RETENTION", OB_CFG_DURATION, "24h", 0, 3650LL * 86400000,
+	OB_CFG_OPT("retention", "OUTBOX_RETENTION", OB_CFG_DURATION, "24h", 0, 3650LL * 86400000,
 	    NULL, false, retention_ms, "delivered messages are kept at least this long, then"
 	    " dropped with their slot (0 = never)"),
-	OPT("dead-retention", "OUTBOX_DEAD_RETENTION", OB_CFG_DURATION, "7d", 0,
+	OB_CFG_OPT("dead-retention", "OUTBOX_DEAD_RETENTION", OB_CFG_DURATION, "7d", 0,
 	    3650LL * 86400000, NULL, false, dead_retention_ms, "dead letters older than this"
 	    " are deleted, but one that blocks its ordering key (0 = never; keep it longer than"
 	    " --retention)"),
-	OPT("purge-interval", "OUTBOX_PURGE_INTERVAL", OB_CFG_DURATION, "60s", 10, 86400000,
+	OB_CFG_OPT("purge-interval", "OUTBOX_PURGE_INTERVAL", OB_CFG_DURATION, "60s", 10, 86400000,
 	    NULL, false, purge_interval_ms, "how often worker 0 runs a housekeeping pass"),
-	OPT("long-xact-warn", "OUTBOX_LONG_XACT_WARN", OB_CFG_DURATION, "5m", 1000,
+	OB_CFG_OPT("long-xact-warn", "OUTBOX_LONG_XACT_WARN", OB_CFG_DURATION, "5m", 1000,
 	    86400000, NULL, false, long_xact_warn_ms, "a transaction open this long in the"
 	    " database (it holds vacuum back) is logged by name at each housekeeping pass"),
-	OPT("on-dead-head", "OUTBOX_ON_DEAD_HEAD", OB_CFG_ENUM, "block", 0, 0, "block|skip",
+	OB_CFG_OPT("on-dead-head", "OUTBOX_ON_DEAD_HEAD", OB_CFG_ENUM, "block", 0, 0, "block|skip",
 	    false, on_dead_head, "a dead-lettered head of an ordering key (also a poison message"
 	    " the claim dead-letters): block the key until requeued, or skip to its next message"),
-	OPT("synchronous-commit", "OUTBOX_SYNCHRONOUS_COMMIT", OB_CFG_ENUM, "off", 0, 0,
+	OB_CFG_OPT("synchronous-commit", "OUTBOX_SYNCHRONOUS_COMMIT", OB_CFG_ENUM, "off", 0, 0,
 	    "on|off", false, synchronous_commit, "whether the relay's outcome writes and"
 	    " empty claims wait for PostgreSQL's WAL flush (a claim that returns messages"
 	    " always does, so the producers' commits it read are on disk before delivery);"
 	    " off is safe because a write lost in a database crash only causes a redelivery"
 	    " the consumer answers as duplicate (docs/relay.md)"),
-	OPT("standby-gate", "OUTBOX_STANDBY_GATE", OB_CFG_ENUM, "none", 0, 0,
+	OB_CFG_OPT("standby-gate", "OUTBOX_STANDBY_GATE", OB_CFG_ENUM, "none", 0, 0,
 	    "none|flush|replay", false, standby_gate, "deliver a batch only once every standby"
 	    " of --standby-names has its WAL: flush = on the standby's disk, replay = also"
 	    " replayed; none delivers what the primary committed (a failover to an"
 	    " asynchronous standby may then leave effects of lost commits; docs/guarantees.md)"),
-	OPT("standby-names", "OUTBOX_STANDBY_NAMES", OB_CFG_LIST, NULL, 0, 0, NULL, false,
+	OB_CFG_OPT("standby-names", "OUTBOX_STANDBY_NAMES", OB_CFG_LIST, NULL, 0, 0, NULL, false,
 	    standby_names, "with --standby-gate: the standbys' application_name (as in"
 	    " pg_stat_replication), repeatable; each must be streaming and have caught up"),
-	OPT("standby-gate-timeout", "OUTBOX_STANDBY_GATE_TIMEOUT", OB_CFG_DURATION, "2s", 1,
+	OB_CFG_OPT("standby-gate-timeout", "OUTBOX_STANDBY_GATE_TIMEOUT", OB_CFG_DURATION, "2s", 1,
 	    3600000, NULL, false, standby_gate_timeout_ms, "with --standby-gate: how long a"
 	    " claimed batch waits for the standbys before it goes back unsent (attempt not"
 	    " counted); --lease-ms must exceed it + --delivery-timeout-ms + 1 s"),
-	OPT("standby-poll-ms", "OUTBOX_STANDBY_POLL_MS", OB_CFG_DURATION, "2ms", 1, 10000,
+	OB_CFG_OPT("standby-poll-ms", "OUTBOX_STANDBY_POLL_MS", OB_CFG_DURATION, "2ms", 1, 10000,
 	    NULL, false, standby_poll_ms, "with --standby-gate: how often a waiting worker asks"
 	    " pg_stat_replication"),
-	OPT("no-ordering", "OUTBOX_NO_ORDERING", OB_CFG_BOOL, "false", 0, 0, NULL, false,
+	OB_CFG_OPT("no-ordering", "OUTBOX_NO_ORDERING", OB_CFG_BOOL, "false", 0, 0, NULL, false,
 	    no_ordering, "BROKEN MODE for demos and tests: claim messages of one ordering"
 	    " key in parallel, out of order"),
-	OPT("unrouted", "OUTBOX_UNROUTED", OB_CFG_ENUM, "wait", 0, 0, "wait|dead-letter",
+	OB_CFG_OPT("unrouted", "OUTBOX_UNROUTED", OB_CFG_ENUM, "wait", 0, 0, "wait|dead-letter",
 	    false, unrouted, "a topic no --route matches (without a default route, TOPIC *):"
 	    " wait = never claimed, its messages stay pending for a relay that routes it,"
 	    " reported by worker 0 (relay.topic.unrouted, outbox_relay_unrouted_pending;"
 	    " outboxctl status shows them unclaimed); dead-letter = claimed and dead-lettered"
 	    " at once as 'no route for topic ...'"),
-	OPT("unrouted-log-interval", "OUTBOX_UNROUTED_LOG_INTERVAL", OB_CFG_DURATION, "1m",
+	OB_CFG_OPT("unrouted-log-interval", "OUTBOX_UNROUTED_LOG_INTERVAL", OB_CFG_DURATION, "1m",
 	    1000, 86400000, NULL, false, unrouted_log_interval_ms, "with --unrouted wait: worker"
 	    " 0 logs relay.topic.unrouted for a topic this relay has no route for whose"
 	    " messages have waited longer than this, at most once per topic per interval (and"
 	    " reads the outbox's per-topic figures this often when --metrics is off)"),
-	OPT("only-routed", "OUTBOX_ONLY_ROUTED", OB_CFG_BOOL, "false", 0, 0, NULL, false,
+	OB_CFG_OPT("only-routed", "OUTBOX_ONLY_ROUTED", OB_CFG_BOOL, "false", 0, 0, NULL, false,
 	    only_routed, "DEPRECATED: the old name of --unrouted wait, which is the default now;"
 	    " accepted with a warning (relay.config.deprecated), not with --unrouted"
 	    " dead-letter"),
-	OPT("no-fencing", "OUTBOX_NO_FENCING", OB_CFG_BOOL, "false", 0, 0, NULL, false,
+	OB_CFG_OPT("no-fencing", "OUTBOX_NO_FENCING", OB_CFG_BOOL, "false", 0, 0, NULL, false,
 	    no_fencing, "BROKEN MODE for demos and tests: outcome writes ignore the fence"),
-	OPT("fault-die-after-claim", "OUTBOX_FAULT_DIE_AFTER_CLAIM", OB_CFG_INT, "0", 0,
+	OB_CFG_OPT("fault-die-after-claim", "OUTBOX_FAULT_DIE_AFTER_CLAIM", OB_CFG_INT, "0", 0,
 	    1000000000, NULL, false, fault_die_after_claim,
 	    "fault: a worker SIGKILLs itself right after a claim, N times in the whole relay"),
-	OPT("fault-die-after-send", "OUTBOX_FAULT_DIE_AFTER_SEND", OB_CFG_INT, "0", 0,
+	OB_CFG_OPT("fault-die-after-send", "OUTBOX_FAULT_DIE_AFTER_SEND", OB_CFG_INT, "0", 0,
 	    1000000000, NULL, false, fault_die_after_send,
 	    "fault: a worker SIGKILLs itself after a batch's frame was sent and answered,"
 	    " before recording its outcome, N times"),
-	OPT("fault-stall-after-claim", "OUTBOX_FAULT_STALL_AFTER_CLAIM", OB_CFG_INT, "0", 0,
+	OB_CFG_OPT("fault-stall-after-claim", "OUTBOX_FAULT_STALL_AFTER_CLAIM", OB_CFG_INT, "0", 0,
 	    1000000000, NULL, false, fault_stall_after_claim,
 	    "fault: a worker sleeps --fault-stall-ms after a claim, before sending, N times"),
-	OPT("fault-stall-ms", "OUTBOX_FAULT_STALL_MS", OB_CFG_DURATION, "0", 0, 86400000,
+	OB_CFG_OPT("fault-stall-ms", "OUTBOX_FAULT_STALL_MS", OB_CFG_DURATION, "0", 0, 86400000,
 	    NULL, false, fault_stall_ms, "how long a --fault-stall-after-claim stall lasts"
 	    " (required with it; longer than --lease-ms to get fenced out)"),
-	OPT("log-level", "OUTBOX_LOG_LEVEL", OB_CFG_ENUM, "info", 0, 0,
+	OB_CFG_OPT("log-level", "OUTBOX_LOG_LEVEL", OB_CFG_ENUM, "info", 0, 0,
 	    "debug|info|warn|error", false, log_level, "least severe level logged"),
-	OPT("log-format", "OUTBOX_LOG_FORMAT", OB_CFG_ENUM, "text", 0, 0, "text|json",
+	OB_CFG_OPT("log-format", "OUTBOX_LOG_FORMAT", OB_CFG_ENUM, "text", 0, 0, "text|json",
 	    false, log_format, "log line format"),
-	OPT("config", "OUTBOX_CONFIG", OB_CFG_STRING, NULL, 0, 0, NULL, false, config,
+	OB_CFG_OPT("config", "OUTBOX_CONFIG", OB_CFG_STRING, NULL, 0, 0, NULL, false, config,
 	    OB_CFG_CONFIG_HELP),
-	OPT("metrics", "OUTBOX_METRICS", OB_CFG_STRING, NULL, 0, 0, NULL, false, metrics,
+	OB_CFG_OPT("metrics", "OUTBOX_METRICS", OB_CFG_STRING, NULL, 0, 0, NULL, false, metrics,
 	    "serve /metrics, /healthz and /readyz on HOST:PORT (or :PORT, [::1]:PORT,"
 	    " http://HOST:PORT) from a separate process; empty = off (docs/metrics.md)"),
-	OPT("metrics-interval", "OUTBOX_METRICS_INTERVAL", OB_CFG_DURATION, "5s", 100,
+	OB_CFG_OPT("metrics-interval", "OUTBOX_METRICS_INTERVAL", OB_CFG_DURATION, "5s", 100,
 	    3600000, NULL, false, metrics_interval_ms, "how often worker 0 reads the"
 	    " pending, oldest-claimable-age, blocked-keys and unrouted-pending gauges from the"
 	    " database"),

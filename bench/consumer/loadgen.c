@@ -43,27 +43,25 @@ struct lg_config {
 	char *source;
 };
 
-#define OPT(name, env, type, def, min, max, req, field, help) \
-	{ name, env, type, def, min, max, NULL, req, false,    \
-	    offsetof(struct lg_config, field), help }
+#define OB_CFG_STRUCT struct lg_config
 
 static const struct ob_cfg_opt lg_options[] = {
-	OPT("url", "LOADGEN_URL", OB_CFG_STRING, NULL, 0, 0, true, url,
+	OB_CFG_OPT("url", "LOADGEN_URL", OB_CFG_STRING, NULL, 0, 0, NULL, true, url,
 	    "the consumer's nng URL"),
-	OPT("batch", "LOADGEN_BATCH", OB_CFG_INT, "100", 1, OB_WIRE_MAX_BATCH, false, batch,
-	    "messages per request"),
-	OPT("inflight", "LOADGEN_INFLIGHT", OB_CFG_INT, "4", 1, 256, false, inflight,
+	OB_CFG_OPT("batch", "LOADGEN_BATCH", OB_CFG_INT, "100", 1, OB_WIRE_MAX_BATCH, NULL, false,
+	    batch, "messages per request"),
+	OB_CFG_OPT("inflight", "LOADGEN_INFLIGHT", OB_CFG_INT, "4", 1, 256, NULL, false, inflight,
 	    "requests outstanding at once"),
-	OPT("seconds", "LOADGEN_SECONDS", OB_CFG_INT, "10", 1, 3600, false, seconds,
+	OB_CFG_OPT("seconds", "LOADGEN_SECONDS", OB_CFG_INT, "10", 1, 3600, NULL, false, seconds,
 	    "how long to send"),
-	OPT("payload", "LOADGEN_PAYLOAD", OB_CFG_SIZE, "100", 2, 1048576, false, payload,
-	    "payload bytes per message (a JSON object)"),
-	OPT("consumer-pid", "LOADGEN_CONSUMER_PID", OB_CFG_INT, "0", 0, 4194304, false,
-	    consumer_pid, "the consumer's pid, to report its CPU per message (0 = no)"),
-	OPT("prefix", "LOADGEN_PREFIX", OB_CFG_STRING, NULL, 0, 0, false, prefix,
+	OB_CFG_OPT("payload", "LOADGEN_PAYLOAD", OB_CFG_SIZE, "100", 2, 1048576, NULL, false,
+	    payload, "payload bytes per message (a JSON object)"),
+	OB_CFG_OPT("consumer-pid", "LOADGEN_CONSUMER_PID", OB_CFG_INT, "0", 0, 4194304, NULL,
+	    false, consumer_pid, "the consumer's pid, to report its CPU per message (0 = no)"),
+	OB_CFG_OPT("prefix", "LOADGEN_PREFIX", OB_CFG_STRING, NULL, 0, 0, NULL, false, prefix,
 	    "idempotency key prefix: keys are PREFIX-SLOT-N (default lg-PID, fresh keys);"
 	    " a second run with the same prefix redelivers the first run's keys"),
-	OPT("source", "LOADGEN_SOURCE", OB_CFG_STRING, "loadgen", 0, 0, false, source,
+	OB_CFG_OPT("source", "LOADGEN_SOURCE", OB_CFG_STRING, "loadgen", 0, 0, NULL, false, source,
 	    "the frames' source, as a relay's --source names it (1..63 bytes);"
 	    " \"\" sends the empty source of relays before wire version 3"),
 	OB_CFG_END,

@@ -52,44 +52,42 @@ struct fm_config {
 	bool keep;
 };
 
-#define OPT(name, env, type, def, min, max, choices, req, field, help)      \
-	{ name, env, type, def, min, max, choices, req, false,              \
-	    offsetof(struct fm_config, field), help }
+#define OB_CFG_STRUCT struct fm_config
 
 static const struct ob_cfg_opt fm_options[] = {
-	OPT("server", "OUTBOX_FM_SERVER", OB_CFG_STRING, NULL, 0, 0, NULL, false, server,
+	OB_CFG_OPT("server", "OUTBOX_FM_SERVER", OB_CFG_STRING, NULL, 0, 0, NULL, false, server,
 	    "conninfo of a PostgreSQL server to create the cell databases on (no dbname);"
 	    " default: start a throwaway one with --pg-script"),
-	OPT("bin-dir", "OUTBOX_BIN_DIR", OB_CFG_STRING, NULL, 0, 0, NULL, false, bin_dir,
+	OB_CFG_OPT("bin-dir", "OUTBOX_BIN_DIR", OB_CFG_STRING, NULL, 0, 0, NULL, false, bin_dir,
 	    "directory of outbox-relay and outbox-consumer; default: this program's own"),
-	OPT("pg-script", "OUTBOX_FM_PG_SCRIPT", OB_CFG_STRING,
+	OB_CFG_OPT("pg-script", "OUTBOX_FM_PG_SCRIPT", OB_CFG_STRING,
 	    FM_SOURCE_DIR "/scripts/pg-tmp.sh", 0, 0, NULL, false, pg_script,
 	    "the throwaway-PostgreSQL script (start DIR / stop DIR)"),
-	OPT("modes", "OUTBOX_FM_MODES", OB_CFG_LIST, NULL, 0, 0, NULL, false, modes,
+	OB_CFG_OPT("modes", "OUTBOX_FM_MODES", OB_CFG_LIST, NULL, 0, 0, NULL, false, modes,
 	    "rows to run, repeatable: no-dedup, no-fencing, full (default: all)"),
-	OPT("faults", "OUTBOX_FM_FAULTS", OB_CFG_LIST, NULL, 0, 0, NULL, false, faults,
+	OB_CFG_OPT("faults", "OUTBOX_FM_FAULTS", OB_CFG_LIST, NULL, 0, 0, NULL, false, faults,
 	    "columns to run, repeatable: none, drop-reply, die-before-commit,"
 	    " die-after-commit, slow, relay-die-after-claim, relay-die-after-send,"
 	    " relay-stall, relay-stall-release (default: all)"),
-	OPT("format", "OUTBOX_FM_FORMAT", OB_CFG_ENUM, "table", 0, 0, "table|kv", false,
+	OB_CFG_OPT("format", "OUTBOX_FM_FORMAT", OB_CFG_ENUM, "table", 0, 0, "table|kv", false,
 	    format, "table for people; kv = one key=value line per cell, for tests"),
-	OPT("lease-ms", "OUTBOX_FM_LEASE_MS", OB_CFG_DURATION, "1500ms", 100, 600000, NULL,
+	OB_CFG_OPT("lease-ms", "OUTBOX_FM_LEASE_MS", OB_CFG_DURATION, "1500ms", 100, 600000, NULL,
 	    false, lease_ms, "relay --lease-ms"),
-	OPT("delivery-timeout-ms", "OUTBOX_FM_DELIVERY_TIMEOUT_MS", OB_CFG_DURATION,
+	OB_CFG_OPT("delivery-timeout-ms", "OUTBOX_FM_DELIVERY_TIMEOUT_MS", OB_CFG_DURATION,
 	    "400ms", 10, 600000, NULL, false, delivery_timeout_ms,
 	    "relay --delivery-timeout-ms"),
-	OPT("stall-ms", "OUTBOX_FM_STALL_MS", OB_CFG_DURATION, "3s", 1, 600000, NULL, false,
+	OB_CFG_OPT("stall-ms", "OUTBOX_FM_STALL_MS", OB_CFG_DURATION, "3s", 1, 600000, NULL, false,
 	    stall_ms, "relay stall after claim; must exceed --lease-ms + 1s"),
-	OPT("slow-ms", "OUTBOX_FM_SLOW_MS", OB_CFG_DURATION, "1s", 1, 600000, NULL, false,
+	OB_CFG_OPT("slow-ms", "OUTBOX_FM_SLOW_MS", OB_CFG_DURATION, "1s", 1, 600000, NULL, false,
 	    slow_ms, "consumer sleep before COMMIT; must exceed --delivery-timeout-ms"),
-	OPT("restart-ms", "OUTBOX_FM_RESTART_MS", OB_CFG_DURATION, "600ms", 0, 600000,
+	OB_CFG_OPT("restart-ms", "OUTBOX_FM_RESTART_MS", OB_CFG_DURATION, "600ms", 0, 600000,
 	    NULL, false, restart_ms,
 	    "a consumer that died is restarted after this; must exceed --delivery-timeout-ms"),
-	OPT("settle-ms", "OUTBOX_FM_SETTLE_MS", OB_CFG_DURATION, "700ms", 0, 600000, NULL,
+	OB_CFG_OPT("settle-ms", "OUTBOX_FM_SETTLE_MS", OB_CFG_DURATION, "700ms", 0, 600000, NULL,
 	    false, settle_ms, "the record must stay delivered this long to end a cell"),
-	OPT("cell-timeout", "OUTBOX_FM_CELL_TIMEOUT", OB_CFG_DURATION, "60s", 1000,
+	OB_CFG_OPT("cell-timeout", "OUTBOX_FM_CELL_TIMEOUT", OB_CFG_DURATION, "60s", 1000,
 	    3600000, NULL, false, cell_timeout_ms, "give up on a cell after this"),
-	OPT("keep", "OUTBOX_FM_KEEP", OB_CFG_BOOL, "false", 0, 0, NULL, false, keep,
+	OB_CFG_OPT("keep", "OUTBOX_FM_KEEP", OB_CFG_BOOL, "false", 0, 0, NULL, false, keep,
 	    "keep the work directory (logs), the cell databases and the throwaway server"),
 	OB_CFG_END,
 };

@@ -61,32 +61,30 @@ struct sink_config {
 	char *log_level;
 };
 
-#define OPT(name, env, type, def, min, max, choices, req, field, help)      \
-	{ name, env, type, def, min, max, choices, req, false,              \
-	    offsetof(struct sink_config, field), help }
+#define OB_CFG_STRUCT struct sink_config
 
 static const struct ob_cfg_opt sink_options[] = {
-	OPT("http", "OUTBOX_SINK_HTTP", OB_CFG_STRING, "http://127.0.0.1:8090", 0, 0, NULL,
+	OB_CFG_OPT("http", "OUTBOX_SINK_HTTP", OB_CFG_STRING, "http://127.0.0.1:8090", 0, 0, NULL,
 	    false, http, "listen on http://HOST:PORT (port 0: any free port, see --ready-file)"),
-	OPT("path", "OUTBOX_SINK_PATH", OB_CFG_STRING, "/notify", 0, 0, NULL, false, path,
+	OB_CFG_OPT("path", "OUTBOX_SINK_PATH", OB_CFG_STRING, "/notify", 0, 0, NULL, false, path,
 	    "the path notifications are POSTed to"),
-	OPT("max-keys", "OUTBOX_SINK_MAX_KEYS", OB_CFG_INT, "100000", 1, 10000000, NULL,
+	OB_CFG_OPT("max-keys", "OUTBOX_SINK_MAX_KEYS", OB_CFG_INT, "100000", 1, 10000000, NULL,
 	    false, max_keys, "keys remembered; a new key past it gets 507"),
-	OPT("max-body", "OUTBOX_SINK_MAX_BODY", OB_CFG_SIZE, "1m", 0, 16777216, NULL, false,
+	OB_CFG_OPT("max-body", "OUTBOX_SINK_MAX_BODY", OB_CFG_SIZE, "1m", 0, 16777216, NULL, false,
 	    max_body, "largest request body accepted (larger: 413)"),
-	OPT("fail-first", "OUTBOX_SINK_FAIL_FIRST", OB_CFG_INT, "0", 0, 1000000000, NULL,
+	OB_CFG_OPT("fail-first", "OUTBOX_SINK_FAIL_FIRST", OB_CFG_INT, "0", 0, 1000000000, NULL,
 	    false, fail_first,
 	    "the first N requests get --fail-status and Retry-After: 1, acting on nothing"),
-	OPT("fail-status", "OUTBOX_SINK_FAIL_STATUS", OB_CFG_INT, "503", 400, 599, NULL, false,
-	    fail_status, "the status of the --fail-first answers"),
-	OPT("lose-first", "OUTBOX_SINK_LOSE_FIRST", OB_CFG_INT, "0", 0, 1000000000, NULL,
+	OB_CFG_OPT("fail-status", "OUTBOX_SINK_FAIL_STATUS", OB_CFG_INT, "503", 400, 599, NULL,
+	    false, fail_status, "the status of the --fail-first answers"),
+	OB_CFG_OPT("lose-first", "OUTBOX_SINK_LOSE_FIRST", OB_CFG_INT, "0", 0, 1000000000, NULL,
 	    false, lose_first,
 	    "then N requests act and lose their answer (connection closed unanswered)"),
-	OPT("ignore-key", "OUTBOX_SINK_IGNORE_KEY", OB_CFG_BOOL, "false", 0, 0, NULL, false,
+	OB_CFG_OPT("ignore-key", "OUTBOX_SINK_IGNORE_KEY", OB_CFG_BOOL, "false", 0, 0, NULL, false,
 	    ignore_key, "act on every request, as a downstream that ignores the key does"),
-	OPT("ready-file", "OUTBOX_SINK_READY_FILE", OB_CFG_STRING, NULL, 0, 0, NULL, false,
+	OB_CFG_OPT("ready-file", "OUTBOX_SINK_READY_FILE", OB_CFG_STRING, NULL, 0, 0, NULL, false,
 	    ready_file, "once listening, write the bound URL there"),
-	OPT("log-level", "OUTBOX_LOG_LEVEL", OB_CFG_ENUM, "info", 0, 0,
+	OB_CFG_OPT("log-level", "OUTBOX_LOG_LEVEL", OB_CFG_ENUM, "info", 0, 0,
 	    "debug|info|warn|error", false, log_level, "least severe level logged"),
 	OB_CFG_END,
 };

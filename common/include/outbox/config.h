@@ -47,6 +47,22 @@ struct ob_cfg_opt {
 	const char *help;    /* one line */
 };
 
+/* One row of a program's table; secret is false. The row names its field,
+ * not the struct: that is the including file's OB_CFG_STRUCT, defined above
+ * its table, so the shared rows (outbox/config_rows.h) fit any table:
+ *
+ *     #define OB_CFG_STRUCT struct relay_config
+ *     static const struct ob_cfg_opt relay_options[] = {
+ *             OB_CFG_OPT("db", "OUTBOX_DB", OB_CFG_STRING, NULL, 0, 0, NULL, true,
+ *                 db, "PostgreSQL connection string of ..."),
+ *             ...
+ *             OB_CFG_END,
+ *     };
+ */
+#define OB_CFG_OPT(name, env, type, def, min, max, choices, req, field, help)   \
+	{ name, env, type, def, min, max, choices, req, false,                  \
+	    offsetof(OB_CFG_STRUCT, field), help }
+
 #define OB_CFG_END { NULL, NULL, 0, NULL, 0, 0, NULL, false, false, 0, NULL }
 
 /* Parse argv (argv[0] is skipped; parsing stops at the first non-flag
