@@ -19,7 +19,7 @@
 #include <nng/nng.h>
 
 #include "outbox/bus_tls.h"
-#include "outbox/config.h"
+#include "outbox/config_rows.h"
 #include "outbox/err.h"
 #include "outbox/demo_admin.h"
 #include "outbox/http_endpoint.h"
@@ -77,21 +77,19 @@ struct consumer_config {
 #define OB_CFG_STRUCT struct consumer_config
 
 static const struct ob_cfg_opt consumer_options[] = {
-	OB_CFG_OPT("db", "OUTBOX_DB", OB_CFG_STRING, NULL, 0, 0, NULL, true, db,
-	    "PostgreSQL connection string of the consumer's database (inbox schema)"),
+	OB_CFG_OPT_DB(db, "the consumer's database (inbox schema)"),
 	OB_CFG_OPT("listen", "OUTBOX_LISTEN", OB_CFG_STRING, "tcp://127.0.0.1:7450", 0, 0, NULL,
 	    false, listen, "nng URL to serve requests on (tcp://, ipc://, tls+tcp:// = mutual"
 	    " TLS, needs --tls-cert, --tls-key, --tls-ca; tcp port 0 = any free port, see"
 	    " --ready-file)"),
-	OB_CFG_OPT("tls-cert", "OUTBOX_TLS_CERT", OB_CFG_STRING, NULL, 0, 0, NULL, false, tls_cert,
-	    "with --listen tls+tcp://: this consumer's certificate (PEM; chain allowed);"
-	    " SIGHUP re-reads it, --tls-key and --tls-ca and re-opens the listener"),
-	OB_CFG_OPT("tls-key", "OUTBOX_TLS_KEY", OB_CFG_STRING, NULL, 0, 0, NULL, false, tls_key,
-	    "with --listen tls+tcp://: the private key of --tls-cert (PEM, unencrypted)"),
-	OB_CFG_OPT("tls-ca", "OUTBOX_TLS_CA", OB_CFG_STRING, NULL, 0, 0, NULL, false, tls_ca,
-	    "with --listen tls+tcp://: CA certificate(s) (PEM); a relay must present a client"
-	    " certificate signed by it. Every certificate it ever signed is admitted (nng 1.5"
-	    " cannot read the peer's name): give this hop a CA of its own (docs/security.md)"),
+	OB_CFG_OPT_TLS_CERT(tls_cert, "with --listen tls+tcp://: this consumer's certificate"
+	    " (PEM; chain allowed); SIGHUP re-reads it, --tls-key and --tls-ca and re-opens the"
+	    " listener"),
+	OB_CFG_OPT_TLS_KEY(tls_key, "with --listen tls+tcp://"),
+	OB_CFG_OPT_TLS_CA(tls_ca, "with --listen tls+tcp://: CA certificate(s) (PEM); a relay"
+	    " must present a client certificate signed by it. Every certificate it ever signed is"
+	    " admitted (nng 1.5 cannot read the peer's name): give this hop a CA of its own"
+	    " (docs/security.md)"),
 	OB_CFG_OPT("threads", "OUTBOX_THREADS", OB_CFG_INT, "4", 1, 256, NULL, false, threads,
 	    "serving threads, each with its own DB connection: requests in flight"),
 	OB_CFG_OPT("handler", "OUTBOX_HANDLER", OB_CFG_ENUM, "record", 0, 0, "record|webhook",
@@ -153,46 +151,37 @@ static const struct ob_cfg_opt consumer_options[] = {
 	    " relays' --batch: it bounds the receive limit, see --max-payload)"),
 	OB_CFG_OPT("no-dedup", "OUTBOX_NO_DEDUP", OB_CFG_BOOL, "false", 0, 0, NULL, false,
 	    no_dedup, "BROKEN MODE for demos and tests: apply without the dedup record"),
-	OB_CFG_OPT("no-fencing", "OUTBOX_NO_FENCING", OB_CFG_BOOL, "false", 0, 0, NULL, false,
-	    no_fencing, "BROKEN MODE for demos and tests: the webhook handler records a call"
-	    " whoever holds its key now (a stale holder's write is not refused)"),
+	OB_CFG_OPT_NO_FENCING(no_fencing, "BROKEN MODE for demos and tests: the webhook handler"
+	    " records a call whoever holds its key now (a stale holder's write is not refused)"),
 	OB_CFG_OPT("no-source-gate", "OUTBOX_NO_SOURCE_GATE", OB_CFG_BOOL, "false", 0, 0, NULL,
 	    false, no_source_gate,
 	    "BROKEN MODE for tests: dedup without the source gate (a frame of"
 	    " the empty source and a named one of one key can both apply)"),
-	OB_CFG_OPT("log-level", "OUTBOX_LOG_LEVEL", OB_CFG_ENUM, "info", 0, 0,
-	    "debug|info|warn|error", false, log_level, "least severe level logged"),
-	OB_CFG_OPT("log-format", "OUTBOX_LOG_FORMAT", OB_CFG_ENUM, "text", 0, 0, "text|json",
-	    false, log_format, "log line format"),
-	OB_CFG_OPT("config", "OUTBOX_CONFIG", OB_CFG_STRING, NULL, 0, 0, NULL, false, config,
-	    OB_CFG_CONFIG_HELP),
-	OB_CFG_OPT("metrics", "OUTBOX_METRICS", OB_CFG_STRING, NULL, 0, 0, NULL, false, metrics,
-	    "serve /metrics, /healthz and /readyz on HOST:PORT (or :PORT, [::1]:PORT,"
-	    " http://HOST:PORT); empty = off (docs/metrics.md)"),
-	OB_CFG_OPT("demo-admin", "OUTBOX_DEMO_ADMIN", OB_CFG_BOOL, "false", 0, 0, NULL, false,
-	    demo_admin, OB_DEMO_ADMIN_HELP "; here: the consumer.* faults and the"
-	    " mode dedup (on|off; off is --no-dedup)"),
-	OB_CFG_OPT("ready-file", "OUTBOX_READY_FILE", OB_CFG_STRING, NULL, 0, 0, NULL, false,
-	    ready_file, "write the served URL (with the bound port) here once listening"),
-	OB_CFG_OPT("fault-drop-reply", "OUTBOX_FAULT_DROP_REPLY", OB_CFG_INT, "0", 0, 1000000000,
-	    NULL, false, fault_drop_reply, "fault: drop the reply after COMMIT, N times"),
-	OB_CFG_OPT("fault-die-before-commit", "OUTBOX_FAULT_DIE_BEFORE_COMMIT", OB_CFG_INT, "0",
-	    0, 1000000000, NULL, false, fault_die_before_commit,
+	OB_CFG_OPT_LOG_LEVEL(log_level),
+	OB_CFG_OPT_LOG_FORMAT(log_format),
+	OB_CFG_OPT_CONFIG(config),
+	OB_CFG_OPT_METRICS(metrics, ""),
+	OB_CFG_OPT_DEMO_ADMIN(demo_admin, "the consumer.* faults and the mode dedup (on|off;"
+	    " off is --no-dedup)"),
+	OB_CFG_OPT_READY_FILE("OUTBOX_READY_FILE", ready_file),
+	OB_CFG_OPT_FAULT("fault-drop-reply", "OUTBOX_FAULT_DROP_REPLY", fault_drop_reply,
+	    "fault: drop the reply after COMMIT, N times"),
+	OB_CFG_OPT_FAULT("fault-die-before-commit", "OUTBOX_FAULT_DIE_BEFORE_COMMIT",
+	    fault_die_before_commit,
 	    "fault: SIGKILL self before COMMIT, N times (once per process life)"),
-	OB_CFG_OPT("fault-die-after-commit", "OUTBOX_FAULT_DIE_AFTER_COMMIT", OB_CFG_INT, "0",
-	    0, 1000000000, NULL, false, fault_die_after_commit,
-	    "fault: SIGKILL self after COMMIT, before replying, N times"),
-	OB_CFG_OPT("fault-slow", "OUTBOX_FAULT_SLOW", OB_CFG_INT, "0", 0, 1000000000, NULL,
-	    false, fault_slow, "fault: sleep --fault-slow-ms before COMMIT, N times"),
+	OB_CFG_OPT_FAULT("fault-die-after-commit", "OUTBOX_FAULT_DIE_AFTER_COMMIT",
+	    fault_die_after_commit, "fault: SIGKILL self after COMMIT, before replying, N times"),
+	OB_CFG_OPT_FAULT("fault-slow", "OUTBOX_FAULT_SLOW", fault_slow,
+	    "fault: sleep --fault-slow-ms before COMMIT, N times"),
 	OB_CFG_OPT("fault-slow-ms", "OUTBOX_FAULT_SLOW_MS", OB_CFG_DURATION, "5s", 0, 3600000,
 	    NULL, false, fault_slow_ms, "how long a --fault-slow (or --fault-stall-after-call)"
 	    " sleep lasts"),
-	OB_CFG_OPT("fault-die-after-call", "OUTBOX_FAULT_DIE_AFTER_CALL", OB_CFG_INT, "0", 0,
-	    1000000000, NULL, false, fault_die_after_call,
+	OB_CFG_OPT_FAULT("fault-die-after-call", "OUTBOX_FAULT_DIE_AFTER_CALL",
+	    fault_die_after_call,
 	    "fault (webhook): SIGKILL self after the downstream call returned, N times"),
-	OB_CFG_OPT("fault-stall-after-call", "OUTBOX_FAULT_STALL_AFTER_CALL", OB_CFG_INT, "0", 0,
-	    1000000000, NULL, false, fault_stall_after_call, "fault (webhook): sleep"
-	    " --fault-slow-ms after the downstream call returned, before recording it, N times"),
+	OB_CFG_OPT_FAULT("fault-stall-after-call", "OUTBOX_FAULT_STALL_AFTER_CALL",
+	    fault_stall_after_call, "fault (webhook): sleep --fault-slow-ms after the downstream"
+	    " call returned, before recording it, N times"),
 	OB_CFG_END,
 };
 

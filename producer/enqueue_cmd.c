@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "enqueue.h"
-#include "outbox/config.h"
+#include "outbox/config_rows.h"
 #include "outbox/err.h"
 #include "outbox/pg.h"
 #include "outbox/protocol.h"
@@ -31,8 +31,7 @@ struct enqueue_config {
 #define OB_CFG_STRUCT struct enqueue_config
 
 static const struct ob_cfg_opt enqueue_options[] = {
-	OB_CFG_OPT("db", "OUTBOX_DB", OB_CFG_STRING, NULL, 0, 0, NULL, true, db,
-	    "PostgreSQL connection string of the producer's database"),
+	OB_CFG_OPT_DB(db, "the producer's database (outbox migrations applied)"),
 	OB_CFG_OPT("title", "OUTBOX_TITLE", OB_CFG_STRING, "Crash on save", 0, 0, NULL, false,
 	    title, "report title (1..200 characters)"),
 	OB_CFG_OPT("module", "OUTBOX_MODULE", OB_CFG_STRING, "editor", 0, 0, NULL, false, module,

@@ -23,7 +23,7 @@
 #include "auth.h"
 #include "client_flags.h"
 #include "mcp.h"
-#include "outbox/config.h"
+#include "outbox/config_rows.h"
 #include "outbox/err.h"
 #include "outbox/log.h"
 #include "producer.h"
@@ -61,8 +61,7 @@ static const struct ob_cfg_opt mcp_options[] = {
 	OB_CFG_OPT("api-token-file", "OUTBOX_API_TOKEN_FILE", OB_CFG_STRING, NULL, 0, 0, NULL,
 	    false, api_token_file, "send Authorization: Bearer with the one token in this file (the"
 	    " server's format; its scope on the server holds the tools' keys); never printed"),
-	OB_CFG_OPT("log-level", "OUTBOX_LOG_LEVEL", OB_CFG_ENUM, "info", 0, 0,
-	    "debug|info|warn|error", false, log_level, "log level (logs go to stderr)"),
+	OB_CFG_OPT_LOG_LEVEL(log_level),
 	OB_CFG_END,
 };
 

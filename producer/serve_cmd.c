@@ -34,7 +34,7 @@
 #include "outbox/http_endpoint.h"
 #include "outbox/httpd.h"
 #include "outbox/httpd_tls.h"
-#include "outbox/config.h"
+#include "outbox/config_rows.h"
 #include "outbox/demo_admin.h"
 #include "outbox/err.h"
 #include "outbox/log.h"
@@ -42,8 +42,6 @@
 #include "outbox/reload.h"
 #include "outbox/sig.h"
 #include "producer.h"
-
-#define SERVE_MAX_FAULT 1000000000
 
 struct serve_config {
 	char *db;
@@ -83,8 +81,7 @@ struct serve_config {
 #define OB_CFG_STRUCT struct serve_config
 
 static const struct ob_cfg_opt serve_options[] = {
-	OB_CFG_OPT("db", "OUTBOX_DB", OB_CFG_STRING, NULL, 0, 0, NULL, true, db,
-	    "PostgreSQL connection string of the producer's database (outbox migrations applied)"),
+	OB_CFG_OPT_DB(db, "the producer's database (outbox migrations applied)"),
 	OB_CFG_OPT("http", "OUTBOX_HTTP", OB_CFG_STRING, "http://127.0.0.1:8080", 0, 0, NULL, false,
 	    http, "address to serve the API on: http://HOST:PORT, or https://HOST:PORT (TLS;"
 	    " needs --tls-cert and --tls-key); port 0 = any free port"),
@@ -132,22 +129,15 @@ static const struct ob_cfg_opt serve_options[] = {
 	    false, gc_interval, "how often expired keys are deleted"),
 	OB_CFG_OPT("gc-batch", "OUTBOX_GC_BATCH", OB_CFG_INT, "1000", 1, 100000, NULL, false,
 	    gc_batch, "keys deleted per statement"),
-	OB_CFG_OPT("no-fencing", "OUTBOX_NO_FENCING", OB_CFG_BOOL, "false", 0, 0, NULL, false,
-	    no_fencing, "TEST-ONLY BROKEN SWITCH: complete the key without checking the token"),
-	OB_CFG_OPT("ready-file", "OUTBOX_READY_FILE", OB_CFG_STRING, NULL, 0, 0, NULL, false,
-	    ready_file, "write the served URL (with the bound port) here once listening"),
-	OB_CFG_OPT("log-level", "OUTBOX_LOG_LEVEL", OB_CFG_ENUM, "info", 0, 0,
-	    "debug|info|warn|error", false, log_level, "least severe level logged"),
-	OB_CFG_OPT("log-format", "OUTBOX_LOG_FORMAT", OB_CFG_ENUM, "text", 0, 0, "text|json", false,
-	    log_format, "log line format"),
-	OB_CFG_OPT("config", "OUTBOX_CONFIG", OB_CFG_STRING, NULL, 0, 0, NULL, false, config,
-	    OB_CFG_CONFIG_HELP),
-	OB_CFG_OPT("metrics", "OUTBOX_METRICS", OB_CFG_STRING, NULL, 0, 0, NULL, false, metrics,
-	    "serve /metrics, /healthz and /readyz on HOST:PORT (or :PORT, [::1]:PORT,"
-	    " http://HOST:PORT); empty = off (docs/metrics.md)"),
-	OB_CFG_OPT("demo-admin", "OUTBOX_DEMO_ADMIN", OB_CFG_BOOL, "false", 0, 0, NULL, false,
-	    demo_admin, OB_DEMO_ADMIN_HELP "; here: the producer.* faults and the"
-	    " mode idempotency (none|split|atomic)"),
+	OB_CFG_OPT_NO_FENCING(no_fencing,
+	    "BROKEN MODE for tests: complete the key without checking the token"),
+	OB_CFG_OPT_READY_FILE("OUTBOX_READY_FILE", ready_file),
+	OB_CFG_OPT_LOG_LEVEL(log_level),
+	OB_CFG_OPT_LOG_FORMAT(log_format),
+	OB_CFG_OPT_CONFIG(config),
+	OB_CFG_OPT_METRICS(metrics, ""),
+	OB_CFG_OPT_DEMO_ADMIN(demo_admin,
+	    "the producer.* faults and the mode idempotency (none|split|atomic)"),
 	OB_CFG_OPT("api-token-file", "OUTBOX_API_TOKEN_FILE", OB_CFG_STRING, NULL, 0, 0, NULL,
 	    false, api_token_file,
 	    "require Authorization: Bearer TOKEN on every route but GET /healthz"
@@ -158,22 +148,19 @@ static const struct ob_cfg_opt serve_options[] = {
 	    " request); a bare TOKEN is in the default scope. 'topics=P1,P2' before the token"
 	    " (after the scope) limits POST /v1/messages to topics matching those shell patterns"
 	    " (else 403)"),
-	OB_CFG_OPT("tls-cert", "OUTBOX_TLS_CERT", OB_CFG_STRING, NULL, 0, 0, NULL, false, tls_cert,
-	    "with --http https://: the server's certificate (PEM; a chain may follow it)"),
-	OB_CFG_OPT("tls-key", "OUTBOX_TLS_KEY", OB_CFG_STRING, NULL, 0, 0, NULL, false, tls_key,
-	    "with --http https://: the private key of --tls-cert (PEM, unencrypted)"),
-	OB_CFG_OPT("tls-ca", "OUTBOX_TLS_CA", OB_CFG_STRING, NULL, 0, 0, NULL, false, tls_ca,
-	    "with --http https://, optional: CA certificate(s) (PEM); every client must then"
-	    " present a certificate signed by it (mutual TLS), else the handshake fails"),
-	OB_CFG_OPT("fault-lose-response", "OUTBOX_FAULT_LOSE_RESPONSE", OB_CFG_INT, "0", 0,
-	    SERVE_MAX_FAULT, NULL, false, fault_lose_response,
-	    "fault: after COMMIT close the connection without a byte, N times"),
-	OB_CFG_OPT("fault-crash", "OUTBOX_FAULT_CRASH", OB_CFG_INT, "0", 0, SERVE_MAX_FAULT, NULL,
-	    false, fault_crash,
-	    "fault: SIGKILL self mid-request (none: after commit; split: before the"
-	    " key is recorded; atomic: after the claim), N times"),
-	OB_CFG_OPT("fault-slow", "OUTBOX_FAULT_SLOW", OB_CFG_INT, "0", 0, SERVE_MAX_FAULT, NULL,
-	    false, fault_slow, "fault: sleep --fault-slow-ms after the key claim, N times"),
+	OB_CFG_OPT_TLS_CERT(tls_cert,
+	    "with --http https://: the server's certificate (PEM; chain allowed)"),
+	OB_CFG_OPT_TLS_KEY(tls_key, "with --http https://"),
+	OB_CFG_OPT_TLS_CA(tls_ca, "with --http https://, optional: CA certificate(s)"
+	    " (PEM); every client must then present a certificate signed by it (mutual TLS),"
+	    " else the handshake fails"),
+	OB_CFG_OPT_FAULT("fault-lose-response", "OUTBOX_FAULT_LOSE_RESPONSE",
+	    fault_lose_response, "fault: after COMMIT close the connection without a byte, N times"),
+	OB_CFG_OPT_FAULT("fault-crash", "OUTBOX_FAULT_CRASH", fault_crash,
+	    "fault: SIGKILL self mid-request (none: after commit; split: before the key is"
+	    " recorded; atomic: after the claim), N times"),
+	OB_CFG_OPT_FAULT("fault-slow", "OUTBOX_FAULT_SLOW", fault_slow,
+	    "fault: sleep --fault-slow-ms after the key claim, N times"),
 	OB_CFG_OPT("fault-slow-ms", "OUTBOX_FAULT_SLOW_MS", OB_CFG_DURATION, "1s", 0, 3600000, NULL,
 	    false, fault_slow_ms, "how long a --fault-slow sleep lasts"),
 	OB_CFG_END,

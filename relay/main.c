@@ -14,6 +14,7 @@
 #include <nng/nng.h>
 
 #include "outbox/bus_tls.h"
+#include "outbox/config_rows.h"
 #include "outbox/err.h"
 #include "outbox/http_endpoint.h"
 #include "outbox/log.h"
@@ -30,8 +31,7 @@
 #define OB_CFG_STRUCT struct relay_config
 
 static const struct ob_cfg_opt relay_options[] = {
-	OB_CFG_OPT("db", "OUTBOX_DB", OB_CFG_STRING, NULL, 0, 0, NULL, true, db,
-	    "PostgreSQL connection string of the producer's database (outbox schema)"),
+	OB_CFG_OPT_DB(db, "the producer's database (outbox schema)"),
 	OB_CFG_OPT("route", "OUTBOX_ROUTE", OB_CFG_LIST, NULL, 0, 0, NULL, true, routes,
 	    "TOPIC=URL, repeatable; TOPIC * is the default route (env: comma-separated);"
 	    " a tls+tcp:// URL is dialed with mutual TLS (--tls-cert, --tls-key, --tls-ca)"),
@@ -47,15 +47,13 @@ static const struct ob_cfg_opt relay_options[] = {
 	    " producer database upgrading keeps every message's identity (and the webhook's"
 	    " Idempotency-Key, the key alone). Never with two databases into one consumer:"
 	    " their equal keys collide. Not with --source"),
-	OB_CFG_OPT("tls-cert", "OUTBOX_TLS_CERT", OB_CFG_STRING, NULL, 0, 0, NULL, false, tls_cert,
-	    "with a tls+tcp:// route: this relay's client certificate (PEM; chain allowed),"
-	    " signed by the CA the consumers trust (--tls-ca of outbox-consumer); SIGHUP"
-	    " re-reads it, --tls-key and --tls-ca for new connections"),
-	OB_CFG_OPT("tls-key", "OUTBOX_TLS_KEY", OB_CFG_STRING, NULL, 0, 0, NULL, false, tls_key,
-	    "with a tls+tcp:// route: the private key of --tls-cert (PEM, unencrypted)"),
-	OB_CFG_OPT("tls-ca", "OUTBOX_TLS_CA", OB_CFG_STRING, NULL, 0, 0, NULL, false, tls_ca,
-	    "with a tls+tcp:// route: CA certificate(s) (PEM) the consumer's certificate must"
-	    " be signed by; use a CA of this hop's own (docs/security.md)"),
+	OB_CFG_OPT_TLS_CERT(tls_cert, "with a tls+tcp:// route: this relay's client certificate"
+	    " (PEM; chain allowed), signed by the CA the consumers trust (--tls-ca of"
+	    " outbox-consumer); SIGHUP re-reads it, --tls-key and --tls-ca for new connections"),
+	OB_CFG_OPT_TLS_KEY(tls_key, "with a tls+tcp:// route"),
+	OB_CFG_OPT_TLS_CA(tls_ca, "with a tls+tcp:// route: CA certificate(s) (PEM) the"
+	    " consumer's certificate must be signed by; use a CA of this hop's own"
+	    " (docs/security.md)"),
 	OB_CFG_OPT("tls-server-name", "OUTBOX_TLS_SERVER_NAME", OB_CFG_STRING, NULL, 0, 0, NULL,
 	    false, tls_server_name, "with a tls+tcp:// route: the DNS name the consumer's"
 	    " certificate must carry (default: each route URL's host; give one when the"
@@ -153,30 +151,24 @@ static const struct ob_cfg_opt relay_options[] = {
 	    only_routed, "DEPRECATED: the old name of --unrouted wait, which is the default now;"
 	    " accepted with a warning (relay.config.deprecated), not with --unrouted"
 	    " dead-letter"),
-	OB_CFG_OPT("no-fencing", "OUTBOX_NO_FENCING", OB_CFG_BOOL, "false", 0, 0, NULL, false,
-	    no_fencing, "BROKEN MODE for demos and tests: outcome writes ignore the fence"),
-	OB_CFG_OPT("fault-die-after-claim", "OUTBOX_FAULT_DIE_AFTER_CLAIM", OB_CFG_INT, "0", 0,
-	    1000000000, NULL, false, fault_die_after_claim,
+	OB_CFG_OPT_NO_FENCING(no_fencing,
+	    "BROKEN MODE for demos and tests: outcome writes ignore the fence"),
+	OB_CFG_OPT_FAULT("fault-die-after-claim", "OUTBOX_FAULT_DIE_AFTER_CLAIM",
+	    fault_die_after_claim,
 	    "fault: a worker SIGKILLs itself right after a claim, N times in the whole relay"),
-	OB_CFG_OPT("fault-die-after-send", "OUTBOX_FAULT_DIE_AFTER_SEND", OB_CFG_INT, "0", 0,
-	    1000000000, NULL, false, fault_die_after_send,
-	    "fault: a worker SIGKILLs itself after a batch's frame was sent and answered,"
-	    " before recording its outcome, N times"),
-	OB_CFG_OPT("fault-stall-after-claim", "OUTBOX_FAULT_STALL_AFTER_CLAIM", OB_CFG_INT, "0", 0,
-	    1000000000, NULL, false, fault_stall_after_claim,
+	OB_CFG_OPT_FAULT("fault-die-after-send", "OUTBOX_FAULT_DIE_AFTER_SEND",
+	    fault_die_after_send, "fault: a worker SIGKILLs itself after a batch's frame was"
+	    " sent and answered, before recording its outcome, N times"),
+	OB_CFG_OPT_FAULT("fault-stall-after-claim", "OUTBOX_FAULT_STALL_AFTER_CLAIM",
+	    fault_stall_after_claim,
 	    "fault: a worker sleeps --fault-stall-ms after a claim, before sending, N times"),
 	OB_CFG_OPT("fault-stall-ms", "OUTBOX_FAULT_STALL_MS", OB_CFG_DURATION, "0", 0, 86400000,
 	    NULL, false, fault_stall_ms, "how long a --fault-stall-after-claim stall lasts"
 	    " (required with it; longer than --lease-ms to get fenced out)"),
-	OB_CFG_OPT("log-level", "OUTBOX_LOG_LEVEL", OB_CFG_ENUM, "info", 0, 0,
-	    "debug|info|warn|error", false, log_level, "least severe level logged"),
-	OB_CFG_OPT("log-format", "OUTBOX_LOG_FORMAT", OB_CFG_ENUM, "text", 0, 0, "text|json",
-	    false, log_format, "log line format"),
-	OB_CFG_OPT("config", "OUTBOX_CONFIG", OB_CFG_STRING, NULL, 0, 0, NULL, false, config,
-	    OB_CFG_CONFIG_HELP),
-	OB_CFG_OPT("metrics", "OUTBOX_METRICS", OB_CFG_STRING, NULL, 0, 0, NULL, false, metrics,
-	    "serve /metrics, /healthz and /readyz on HOST:PORT (or :PORT, [::1]:PORT,"
-	    " http://HOST:PORT) from a separate process; empty = off (docs/metrics.md)"),
+	OB_CFG_OPT_LOG_LEVEL(log_level),
+	OB_CFG_OPT_LOG_FORMAT(log_format),
+	OB_CFG_OPT_CONFIG(config),
+	OB_CFG_OPT_METRICS(metrics, " from a separate process"),
 	OB_CFG_OPT("metrics-interval", "OUTBOX_METRICS_INTERVAL", OB_CFG_DURATION, "5s", 100,
 	    3600000, NULL, false, metrics_interval_ms, "how often worker 0 reads the"
 	    " pending, oldest-claimable-age, blocked-keys and unrouted-pending gauges from the"

@@ -32,7 +32,7 @@
 
 #include <jansson.h>
 
-#include "outbox/config.h"
+#include "outbox/config_rows.h"
 #include "outbox/err.h"
 #include "outbox/httpd.h"
 #include "outbox/log.h"
@@ -82,10 +82,8 @@ static const struct ob_cfg_opt sink_options[] = {
 	    "then N requests act and lose their answer (connection closed unanswered)"),
 	OB_CFG_OPT("ignore-key", "OUTBOX_SINK_IGNORE_KEY", OB_CFG_BOOL, "false", 0, 0, NULL, false,
 	    ignore_key, "act on every request, as a downstream that ignores the key does"),
-	OB_CFG_OPT("ready-file", "OUTBOX_SINK_READY_FILE", OB_CFG_STRING, NULL, 0, 0, NULL, false,
-	    ready_file, "once listening, write the bound URL there"),
-	OB_CFG_OPT("log-level", "OUTBOX_LOG_LEVEL", OB_CFG_ENUM, "info", 0, 0,
-	    "debug|info|warn|error", false, log_level, "least severe level logged"),
+	OB_CFG_OPT_READY_FILE("OUTBOX_SINK_READY_FILE", ready_file),
+	OB_CFG_OPT_LOG_LEVEL(log_level),
 	OB_CFG_END,
 };
 

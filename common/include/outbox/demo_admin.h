@@ -3,7 +3,8 @@
  * modes switched at run time over HTTP, for the guided demonstration
  * (`outboxctl web --demo`, issue 17). It exists only in a program started
  * with --demo-admin, only on a metrics listener bound to loopback, and the
- * program says so at warn when it starts (docs/faults.md).
+ * program says so at warn when it starts (docs/faults.md). The flag's row
+ * is OB_CFG_OPT_DEMO_ADMIN (outbox/config_rows.h).
  *
  *   GET  /admin/faults   {"faults": {"NAME": N, ...},
  *                         "modes": {"NAME": "VALUE", ...},
@@ -29,11 +30,7 @@
 #include "outbox/httpd.h"
 
 #define OB_DEMO_ADMIN_PATH "/admin/faults"
-#define OB_DEMO_ADMIN_MAX_FIRES 1000000000 /* the fault flags' own maximum */
-#define OB_DEMO_ADMIN_HELP                                                          \
-	"DEMO ONLY (default off): serve GET/POST /admin/faults on the --metrics listener," \
-	" which must be loopback, to arm fault counters and switch broken modes at run"   \
-	" time over HTTP, without authentication (docs/faults.md)"
+#define OB_DEMO_ADMIN_MAX_FIRES OB_FAULT_MAX_FIRES /* the fault flags' own maximum */
 
 /* A mode switched at run time: its value is an index into choices. */
 struct ob_demo_mode {

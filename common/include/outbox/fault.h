@@ -13,6 +13,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#define OB_FAULT_MAX_FIRES 1000000000 /* the largest N of a fault flag */
+
 struct ob_fault {
 	const char *name;            /* stable name, logged when it fires */
 	_Atomic int64_t remaining;   /* fires this many more times */
