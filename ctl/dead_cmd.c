@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "ctl.h"
+#include "outbox/config_rows.h"
 #include "ctl_util.h"
 #include "outbox/err.h"
 #include "outbox/pg.h"
@@ -37,19 +38,17 @@ struct dead_config {
 	bool json;
 };
 
-#define OPT_DB { "db", "OUTBOX_DB", OB_CFG_STRING, NULL, 0, 0, NULL, true, false, \
-	offsetof(struct dead_config, db), \
-	"PostgreSQL connection string of the producer database (keywords or URI)" }
-#define OPT_JSON { "json", "OUTBOX_CTL_JSON", OB_CFG_BOOL, "false", 0, 0, NULL, false, \
-	false, offsetof(struct dead_config, json), "print JSON instead of a table" }
+#define OB_CFG_STRUCT struct dead_config
+#define OPT_DB OB_CFG_OPT_DB(db, "the producer database (keywords or URI)")
+#define OPT_JSON OB_CFG_OPT("json", "OUTBOX_CTL_JSON", OB_CFG_BOOL, "false", 0, 0, NULL, \
+	false, json, "print JSON instead of a table")
 
 const struct ob_cfg_opt ctl_dead_list_options[] = {
 	OPT_DB,
-	{ "topic", "OUTBOX_CTL_TOPIC", OB_CFG_STRING, NULL, 0, 0, NULL, false, false,
-	    offsetof(struct dead_config, topic), "only this topic" },
-	{ "limit", "OUTBOX_CTL_LIMIT", OB_CFG_INT, DEAD_LIST_LIMIT_DEFAULT, 1,
-	    DEAD_LIST_LIMIT_MAX, NULL, false, false, offsetof(struct dead_config, limit),
-	    "show at most this many (oldest first)" },
+	OB_CFG_OPT("topic", "OUTBOX_CTL_TOPIC", OB_CFG_STRING, NULL, 0, 0, NULL, false, topic,
+	    "only this topic"),
+	OB_CFG_OPT("limit", "OUTBOX_CTL_LIMIT", OB_CFG_INT, DEAD_LIST_LIMIT_DEFAULT, 1,
+	    DEAD_LIST_LIMIT_MAX, NULL, false, limit, "show at most this many (oldest first)"),
 	OPT_JSON,
 	OB_CFG_END,
 };
@@ -62,17 +61,15 @@ const struct ob_cfg_opt ctl_dead_show_options[] = {
 
 const struct ob_cfg_opt ctl_dead_requeue_options[] = {
 	OPT_DB,
-	{ "all", "OUTBOX_CTL_REQUEUE_ALL", OB_CFG_BOOL, "false", 0, 0, NULL, false, false,
-	    offsetof(struct dead_config, all), "requeue every dead message (of --topic)" },
-	{ "topic", "OUTBOX_CTL_TOPIC", OB_CFG_STRING, NULL, 0, 0, NULL, false, false,
-	    offsetof(struct dead_config, topic), "with --all: only this topic" },
-	{ "dedup-retention", "OUTBOX_DEDUP_RETENTION", OB_CFG_DURATION,
-	    DEDUP_RETENTION_DEFAULT, 1000, DEDUP_RETENTION_MAX, NULL, false, false,
-	    offsetof(struct dead_config, retention_ms),
-	    "the consumer's --dedup-retention: older messages are refused" },
-	{ "force", "OUTBOX_CTL_FORCE", OB_CFG_BOOL, "false", 0, 0, NULL, false, false,
-	    offsetof(struct dead_config, force),
-	    "requeue even messages older than the dedup retention" },
+	OB_CFG_OPT("all", "OUTBOX_CTL_REQUEUE_ALL", OB_CFG_BOOL, "false", 0, 0, NULL, false, all,
+	    "requeue every dead message (of --topic)"),
+	OB_CFG_OPT("topic", "OUTBOX_CTL_TOPIC", OB_CFG_STRING, NULL, 0, 0, NULL, false, topic,
+	    "with --all: only this topic"),
+	OB_CFG_OPT("dedup-retention", "OUTBOX_DEDUP_RETENTION", OB_CFG_DURATION,
+	    DEDUP_RETENTION_DEFAULT, 1000, DEDUP_RETENTION_MAX, NULL, false, retention_ms,
+	    "the consumer's --dedup-retention: older messages are refused"),
+	OB_CFG_OPT("force", "OUTBOX_CTL_FORCE", OB_CFG_BOOL, "false", 0, 0, NULL, false, force,
+	    "requeue even messages older than the dedup retention"),
 	OPT_JSON,
 	OB_CFG_END,
 };

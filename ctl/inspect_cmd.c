@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "ctl.h"
+#include "outbox/config_rows.h"
 #include "ctl_util.h"
 #include "outbox/pg.h"
 
@@ -23,17 +24,16 @@ struct inspect_config {
 	bool json;
 };
 
+#define OB_CFG_STRUCT struct inspect_config
+
 const struct ob_cfg_opt ctl_inspect_options[] = {
-	{ "db", "OUTBOX_DB", OB_CFG_STRING, NULL, 0, 0, NULL, true, false,
-	    offsetof(struct inspect_config, db),
-	    "PostgreSQL connection string of the producer database (keywords or URI)" },
-	{ "key", "OUTBOX_CTL_KEY", OB_CFG_STRING, NULL, 0, 0, NULL, true, false,
-	    offsetof(struct inspect_config, key), "the message's idempotency key" },
-	{ "topic", "OUTBOX_CTL_TOPIC", OB_CFG_STRING, NULL, 0, 0, NULL, false, false,
-	    offsetof(struct inspect_config, topic),
-	    "its topic (a key is unique per topic; without it every topic is searched)" },
-	{ "json", "OUTBOX_CTL_JSON", OB_CFG_BOOL, "false", 0, 0, NULL, false, false,
-	    offsetof(struct inspect_config, json), "print JSON instead of text" },
+	OB_CFG_OPT_DB(db, "the producer database (keywords or URI)"),
+	OB_CFG_OPT("key", "OUTBOX_CTL_KEY", OB_CFG_STRING, NULL, 0, 0, NULL, true, key,
+	    "the message's idempotency key"),
+	OB_CFG_OPT("topic", "OUTBOX_CTL_TOPIC", OB_CFG_STRING, NULL, 0, 0, NULL, false, topic,
+	    "its topic (a key is unique per topic; without it every topic is searched)"),
+	OB_CFG_OPT("json", "OUTBOX_CTL_JSON", OB_CFG_BOOL, "false", 0, 0, NULL, false, json,
+	    "print JSON instead of text"),
 	OB_CFG_END,
 };
 

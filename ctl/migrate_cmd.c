@@ -15,13 +15,13 @@ struct migrate_config {
 	char *schema;
 };
 
+#define OB_CFG_STRUCT struct migrate_config
+
 const struct ob_cfg_opt ctl_migrate_options[] = {
-	{ "db", "OUTBOX_DB", OB_CFG_STRING, NULL, 0, 0, NULL, true, false,
-	    offsetof(struct migrate_config, db),
-	    "PostgreSQL connection string (keywords or URI)" },
-	{ "schema", "OUTBOX_SCHEMA", OB_CFG_ENUM, "all", 0, 0, "all|outbox|inbox",
-	    false, false, offsetof(struct migrate_config, schema),
-	    "which migrations: producer side (outbox), consumer side (inbox), or both" },
+	OB_CFG_OPT("db", "OUTBOX_DB", OB_CFG_STRING, NULL, 0, 0, NULL, true, db,
+	    "PostgreSQL connection string (keywords or URI)"),
+	OB_CFG_OPT("schema", "OUTBOX_SCHEMA", OB_CFG_ENUM, "all", 0, 0, "all|outbox|inbox", false,
+	    schema, "which migrations: producer side (outbox), consumer side (inbox), or both"),
 	OB_CFG_END,
 };
 

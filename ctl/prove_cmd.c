@@ -23,6 +23,7 @@
 #include <time.h>
 
 #include "ctl.h"
+#include "outbox/config_rows.h"
 #include "ctl_util.h"
 #include "outbox/err.h"
 #include "outbox/pg.h"
@@ -51,34 +52,30 @@ struct prove_config {
 	bool json;
 };
 
+#define OB_CFG_STRUCT struct prove_config
+
 const struct ob_cfg_opt ctl_prove_options[] = {
-	{ "db", "OUTBOX_DB", OB_CFG_STRING, NULL, 0, 0, NULL, true, false,
-	    offsetof(struct prove_config, db),
-	    "PostgreSQL connection string of the producer database (outbox schema)" },
-	{ "inbox-db", "OUTBOX_INBOX_DB", OB_CFG_STRING, NULL, 0, 0, NULL, true, false,
-	    offsetof(struct prove_config, inbox_db),
-	    "PostgreSQL connection string of the consumer's database (inbox schema)" },
-	{ "since", "OUTBOX_CTL_SINCE", OB_CFG_STRING, NULL, 0, 0, NULL, true, false,
-	    offsetof(struct prove_config, since),
+	OB_CFG_OPT_DB(db, "the producer database (outbox schema)"),
+	OB_CFG_OPT("inbox-db", "OUTBOX_INBOX_DB", OB_CFG_STRING, NULL, 0, 0, NULL, true, inbox_db,
+	    "PostgreSQL connection string of the consumer's database (inbox schema)"),
+	OB_CFG_OPT("since", "OUTBOX_CTL_SINCE", OB_CFG_STRING, NULL, 0, 0, NULL, true, since,
 	    "judge the messages created at or after this time: ISO 8601 (2025-01-31T12:00:00Z,"
 	    " 2025-01-31 12:00:00.5+02:00, 2025-01-31; no zone = UTC) or an age before the"
-	    " producer database's clock (30s, 10m, 2h, 7d)" },
-	{ "source", "OUTBOX_SOURCE", OB_CFG_STRING, NULL, 0, 0, NULL, false, false,
-	    offsetof(struct prove_config, source),
+	    " producer database's clock (30s, 10m, 2h, 7d)"),
+	OB_CFG_OPT("source", "OUTBOX_SOURCE", OB_CFG_STRING, NULL, 0, 0, NULL, false, source,
 	    "the source the relay delivered under (outbox-relay --source): inbox rows of this"
-	    " source only are matched; unset = the empty source (relays with --no-source)" },
-	{ "derived-source", "OUTBOX_CTL_DERIVED_SOURCE", OB_CFG_BOOL, "false", 0, 0, NULL, false,
-	    false, offsetof(struct prove_config, derived_source),
+	    " source only are matched; unset = the empty source (relays with --no-source)"),
+	OB_CFG_OPT("derived-source", "OUTBOX_CTL_DERIVED_SOURCE", OB_CFG_BOOL, "false", 0, 0, NULL,
+	    false, derived_source,
 	    "use the source outbox-relay derives from --db when it has neither --source nor"
-	    " --no-source ('<system identifier>.<database name>'); not with --source" },
-	{ "max-ids", "OUTBOX_CTL_MAX_IDS", OB_CFG_INT, MAX_IDS_DEFAULT, 0, MAX_IDS_MAX, NULL,
-	    false, false, offsetof(struct prove_config, max_ids),
-	    "list at most this many messages per class, lowest ids first (0: counts only)" },
-	{ "drained", "OUTBOX_CTL_DRAINED", OB_CFG_BOOL, "false", 0, 0, NULL, false, false,
-	    offsetof(struct prove_config, drained),
-	    "the run should have finished: a pending message is a violation too" },
-	{ "json", "OUTBOX_CTL_JSON", OB_CFG_BOOL, "false", 0, 0, NULL, false, false,
-	    offsetof(struct prove_config, json), "print one JSON object instead of text" },
+	    " --no-source ('<system identifier>.<database name>'); not with --source"),
+	OB_CFG_OPT("max-ids", "OUTBOX_CTL_MAX_IDS", OB_CFG_INT, MAX_IDS_DEFAULT, 0, MAX_IDS_MAX,
+	    NULL, false, max_ids,
+	    "list at most this many messages per class, lowest ids first (0: counts only)"),
+	OB_CFG_OPT("drained", "OUTBOX_CTL_DRAINED", OB_CFG_BOOL, "false", 0, 0, NULL, false,
+	    drained, "the run should have finished: a pending message is a violation too"),
+	OB_CFG_OPT("json", "OUTBOX_CTL_JSON", OB_CFG_BOOL, "false", 0, 0, NULL, false, json,
+	    "print one JSON object instead of text"),
 	OB_CFG_END,
 };
 

@@ -27,6 +27,7 @@
 #include <time.h>
 
 #include "ctl.h"
+#include "outbox/config_rows.h"
 #include "ctl_util.h"
 #include "outbox/clock.h"
 #include "outbox/err.h"
@@ -50,21 +51,20 @@ struct purge_config {
 	bool json;
 };
 
+#define OB_CFG_STRUCT struct purge_config
+
 const struct ob_cfg_opt ctl_purge_options[] = {
-	{ "db", "OUTBOX_DB", OB_CFG_STRING, NULL, 0, 0, NULL, true, false,
-	    offsetof(struct purge_config, db),
-	    "PostgreSQL connection string of the producer database (keywords or URI)" },
-	{ "older-than", "OUTBOX_CTL_PURGE_OLDER_THAN", OB_CFG_DURATION, NULL,
-	    PURGE_OLDER_MIN_MS, PURGE_OLDER_MAX_MS, NULL, true, false,
-	    offsetof(struct purge_config, older_ms),
-	    "delete delivered messages of slots closed longer ago than this (\"7d\", \"36h\")" },
-	{ "batch", "OUTBOX_CTL_PURGE_BATCH", OB_CFG_INT, PURGE_BATCH_DEFAULT, 1, PURGE_BATCH_MAX,
-	    NULL, false, false, offsetof(struct purge_config, batch),
-	    "ignored (kept for existing scripts): messages go a whole slot at a time" },
-	{ "dry-run", "OUTBOX_CTL_DRY_RUN", OB_CFG_BOOL, "false", 0, 0, NULL, false, false,
-	    offsetof(struct purge_config, dry_run), "only count what would be deleted" },
-	{ "json", "OUTBOX_CTL_JSON", OB_CFG_BOOL, "false", 0, 0, NULL, false, false,
-	    offsetof(struct purge_config, json), "print JSON instead of text" },
+	OB_CFG_OPT_DB(db, "the producer database (keywords or URI)"),
+	OB_CFG_OPT("older-than", "OUTBOX_CTL_PURGE_OLDER_THAN", OB_CFG_DURATION, NULL,
+	    PURGE_OLDER_MIN_MS, PURGE_OLDER_MAX_MS, NULL, true, older_ms,
+	    "delete delivered messages of slots closed longer ago than this (\"7d\", \"36h\")"),
+	OB_CFG_OPT("batch", "OUTBOX_CTL_PURGE_BATCH", OB_CFG_INT, PURGE_BATCH_DEFAULT, 1,
+	    PURGE_BATCH_MAX, NULL, false, batch,
+	    "ignored (kept for existing scripts): messages go a whole slot at a time"),
+	OB_CFG_OPT("dry-run", "OUTBOX_CTL_DRY_RUN", OB_CFG_BOOL, "false", 0, 0, NULL, false,
+	    dry_run, "only count what would be deleted"),
+	OB_CFG_OPT("json", "OUTBOX_CTL_JSON", OB_CFG_BOOL, "false", 0, 0, NULL, false, json,
+	    "print JSON instead of text"),
 	OB_CFG_END,
 };
 

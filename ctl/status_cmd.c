@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "ctl.h"
+#include "outbox/config_rows.h"
 #include "ctl_util.h"
 #include "outbox/pg.h"
 #include "queries.h"
@@ -39,14 +40,14 @@ struct status_config {
 	bool json;
 };
 
+#define OB_CFG_STRUCT struct status_config
+
 const struct ob_cfg_opt ctl_status_options[] = {
-	{ "db", "OUTBOX_DB", OB_CFG_STRING, NULL, 0, 0, NULL, true, false,
-	    offsetof(struct status_config, db),
-	    "PostgreSQL connection string of the producer database (keywords or URI)" },
-	{ "topic", "OUTBOX_CTL_TOPIC", OB_CFG_STRING, NULL, 0, 0, NULL, false, false,
-	    offsetof(struct status_config, topic), "only this topic" },
-	{ "json", "OUTBOX_CTL_JSON", OB_CFG_BOOL, "false", 0, 0, NULL, false, false,
-	    offsetof(struct status_config, json), "print JSON instead of a table" },
+	OB_CFG_OPT_DB(db, "the producer database (keywords or URI)"),
+	OB_CFG_OPT("topic", "OUTBOX_CTL_TOPIC", OB_CFG_STRING, NULL, 0, 0, NULL, false, topic,
+	    "only this topic"),
+	OB_CFG_OPT("json", "OUTBOX_CTL_JSON", OB_CFG_BOOL, "false", 0, 0, NULL, false, json,
+	    "print JSON instead of a table"),
 	OB_CFG_END,
 };
 

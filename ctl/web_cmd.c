@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "ctl.h"
+#include "outbox/config_rows.h"
 #include "ctl_util.h"
 #include "outbox/err.h"
 #include "outbox/log.h"
@@ -57,58 +58,58 @@ struct web_config {
 	bool payloads_need_token;
 };
 
-#define F(x) offsetof(struct web_config, x)
+#define OB_CFG_STRUCT struct web_config
+
 const struct ob_cfg_opt ctl_web_options[] = {
-	{ "db", "OUTBOX_DB", OB_CFG_STRING, NULL, 0, 0, NULL, true, false, F(db),
-	    "PostgreSQL connection string of the producer database; its role needs only"
-	    " outbox_viewer's grants (read-only)" },
-	{ "inbox-db", "OUTBOX_INBOX_DB", OB_CFG_STRING, NULL, 0, 0, NULL, false, false,
-	    F(inbox_db), "the consumer's database: show its dedup records (outbox_viewer there too)" },
-	{ "consumer-metrics", "OUTBOX_WEB_CONSUMER_METRICS", OB_CFG_STRING, NULL, 0, 0, NULL, false,
-	    false, F(consumer_metrics), "the consumer's /metrics URL (http://HOST:PORT/metrics):"
-	    " duplicates answered and key-reuse rejects, with --inbox-db" },
-	{ "requeue-db", "OUTBOX_WEB_REQUEUE_DB", OB_CFG_STRING, NULL, 0, 0, NULL, false, false,
-	    F(requeue_db), "the connection a requeue uses, of an outbox_admin role (default: --db)" },
-	{ "http", "OUTBOX_WEB_HTTP", OB_CFG_STRING, WEB_HTTP_DEFAULT, 0, 0, NULL, false, false,
-	    F(http), "serve on http://HOST:PORT (port 0: any free port, see --ready-file)" },
-	{ "token-file", "OUTBOX_WEB_TOKEN_FILE", OB_CFG_STRING, NULL, 0, 0, NULL, false, false,
-	    F(token_file), "the bearer token (first line) that requeue and, off loopback, the"
-	    " payloads need; without it requeue is disabled" },
-	{ "payloads-need-token", "OUTBOX_WEB_PAYLOADS_NEED_TOKEN", OB_CFG_BOOL, "false", 0, 0,
-	    NULL, false, false, F(payloads_need_token),
-	    "payloads need the token even on loopback (behind a reverse proxy on this host)" },
-	{ "demo", "OUTBOX_WEB_DEMO", OB_CFG_STRING, NULL, 0, 0, NULL, false, false, F(demo),
-	    "serve the guided demonstration of this config file (scripts/demo.sh --web)" },
-	{ "ready-file", "OUTBOX_WEB_READY_FILE", OB_CFG_STRING, NULL, 0, 0, NULL, false, false,
-	    F(ready_file), "write the served URL (with the bound port) here once listening" },
-	{ "poll-interval", "OUTBOX_WEB_POLL_INTERVAL", OB_CFG_DURATION, WEB_POLL_DEFAULT,
-	    WEB_POLL_MIN, WEB_POLL_MAX, NULL, false, false, F(poll_ms),
-	    "how often the one poller reads a snapshot (whatever the number of open pages)" },
-	{ "statement-timeout", "OUTBOX_WEB_STATEMENT_TIMEOUT", OB_CFG_DURATION,
+	OB_CFG_OPT_DB(db, "the producer database; its role needs only"
+	    " outbox_viewer's grants (read-only)"),
+	OB_CFG_OPT("inbox-db", "OUTBOX_INBOX_DB", OB_CFG_STRING, NULL, 0, 0, NULL, false, inbox_db,
+	    "the consumer's database: show its dedup records (outbox_viewer there too)"),
+	OB_CFG_OPT("consumer-metrics", "OUTBOX_WEB_CONSUMER_METRICS", OB_CFG_STRING, NULL, 0, 0,
+	    NULL, false, consumer_metrics, "the consumer's /metrics URL (http://HOST:PORT/metrics):"
+	    " duplicates answered and key-reuse rejects, with --inbox-db"),
+	OB_CFG_OPT("requeue-db", "OUTBOX_WEB_REQUEUE_DB", OB_CFG_STRING, NULL, 0, 0, NULL, false,
+	    requeue_db, "the connection a requeue uses, of an outbox_admin role (default: --db)"),
+	OB_CFG_OPT("http", "OUTBOX_WEB_HTTP", OB_CFG_STRING, WEB_HTTP_DEFAULT, 0, 0, NULL, false,
+	    http, "serve on http://HOST:PORT (port 0: any free port, see --ready-file)"),
+	OB_CFG_OPT("token-file", "OUTBOX_WEB_TOKEN_FILE", OB_CFG_STRING, NULL, 0, 0, NULL, false,
+	    token_file, "the bearer token (first line) that requeue and, off loopback, the"
+	    " payloads need; without it requeue is disabled"),
+	OB_CFG_OPT("payloads-need-token", "OUTBOX_WEB_PAYLOADS_NEED_TOKEN", OB_CFG_BOOL, "false", 0,
+	    0, NULL, false, payloads_need_token,
+	    "payloads need the token even on loopback (behind a reverse proxy on this host)"),
+	OB_CFG_OPT("demo", "OUTBOX_WEB_DEMO", OB_CFG_STRING, NULL, 0, 0, NULL, false, demo,
+	    "serve the guided demonstration of this config file (scripts/demo.sh --web)"),
+	OB_CFG_OPT("ready-file", "OUTBOX_WEB_READY_FILE", OB_CFG_STRING, NULL, 0, 0, NULL, false,
+	    ready_file, "write the served URL (with the bound port) here once listening"),
+	OB_CFG_OPT("poll-interval", "OUTBOX_WEB_POLL_INTERVAL", OB_CFG_DURATION, WEB_POLL_DEFAULT,
+	    WEB_POLL_MIN, WEB_POLL_MAX, NULL, false, poll_ms,
+	    "how often the one poller reads a snapshot (whatever the number of open pages)"),
+	OB_CFG_OPT("statement-timeout", "OUTBOX_WEB_STATEMENT_TIMEOUT", OB_CFG_DURATION,
 	    WEB_STMT_TIMEOUT_DEFAULT, WEB_STMT_TIMEOUT_MIN, WEB_STMT_TIMEOUT_MAX, NULL, false,
-	    false, F(statement_timeout_ms), "statement_timeout of every query the view runs" },
-	{ "dedup-retention", "OUTBOX_DEDUP_RETENTION", OB_CFG_DURATION, WEB_RETENTION_DEFAULT,
-	    1000, WEB_RETENTION_MAX, NULL, false, false, F(retention_ms),
+	    statement_timeout_ms, "statement_timeout of every query the view runs"),
+	OB_CFG_OPT("dedup-retention", "OUTBOX_DEDUP_RETENTION", OB_CFG_DURATION,
+	    WEB_RETENTION_DEFAULT, 1000, WEB_RETENTION_MAX, NULL, false, retention_ms,
 	    "the consumer's --dedup-retention: older dead letters are not requeued (as dead"
-	    " requeue)" },
-	{ "max-body", "OUTBOX_WEB_MAX_BODY", OB_CFG_SIZE, WEB_MAX_BODY_DEFAULT, WEB_MAX_BODY_MIN,
-	    WEB_MAX_BODY_MAX, NULL, false, false, F(max_body),
-	    "largest request body; more is refused with 413, unread" },
-	{ "max-connections", "OUTBOX_WEB_MAX_CONNECTIONS", OB_CFG_INT, WEB_MAX_CONNS_DEFAULT, 1,
-	    WEB_MAX_CONNS_MAX, NULL, false, false, F(max_conns), "open HTTP connections at most" },
-	{ "messages", "OUTBOX_WEB_MESSAGES", OB_CFG_INT, WEB_MESSAGES_DEFAULT, 1,
-	    WEB_MESSAGES_MAX, NULL, false, false, F(messages), "newest messages shown" },
-	{ "dead-limit", "OUTBOX_WEB_DEAD_LIMIT", OB_CFG_INT, WEB_DEAD_DEFAULT, 1, WEB_DEAD_MAX,
-	    NULL, false, false, F(dead), "dead letters shown (oldest first, as dead list)" },
-	{ "dedup-records", "OUTBOX_WEB_DEDUP_RECORDS", OB_CFG_INT, WEB_DEDUP_DEFAULT, 1,
-	    WEB_DEDUP_MAX, NULL, false, false, F(dedup), "newest dedup records shown (--inbox-db)" },
-	{ "series", "OUTBOX_WEB_SERIES", OB_CFG_INT, WEB_SERIES_DEFAULT, 2, WEB_SERIES_MAX, NULL,
-	    false, false, F(series), "points of the throughput and lag chart kept (one per poll)" },
-	{ "requeue-max", "OUTBOX_WEB_REQUEUE_MAX", OB_CFG_INT, WEB_REQUEUE_IDS_DEFAULT, 1,
-	    WEB_REQUEUE_IDS_MAX, NULL, false, false, F(requeue_ids), "ids in one requeue at most" },
+	    " requeue)"),
+	OB_CFG_OPT("max-body", "OUTBOX_WEB_MAX_BODY", OB_CFG_SIZE, WEB_MAX_BODY_DEFAULT,
+	    WEB_MAX_BODY_MIN, WEB_MAX_BODY_MAX, NULL, false, max_body,
+	    "largest request body; more is refused with 413, unread"),
+	OB_CFG_OPT("max-connections", "OUTBOX_WEB_MAX_CONNECTIONS", OB_CFG_INT,
+	    WEB_MAX_CONNS_DEFAULT, 1, WEB_MAX_CONNS_MAX, NULL, false, max_conns,
+	    "open HTTP connections at most"),
+	OB_CFG_OPT("messages", "OUTBOX_WEB_MESSAGES", OB_CFG_INT, WEB_MESSAGES_DEFAULT, 1,
+	    WEB_MESSAGES_MAX, NULL, false, messages, "newest messages shown"),
+	OB_CFG_OPT("dead-limit", "OUTBOX_WEB_DEAD_LIMIT", OB_CFG_INT, WEB_DEAD_DEFAULT, 1,
+	    WEB_DEAD_MAX, NULL, false, dead, "dead letters shown (oldest first, as dead list)"),
+	OB_CFG_OPT("dedup-records", "OUTBOX_WEB_DEDUP_RECORDS", OB_CFG_INT, WEB_DEDUP_DEFAULT, 1,
+	    WEB_DEDUP_MAX, NULL, false, dedup, "newest dedup records shown (--inbox-db)"),
+	OB_CFG_OPT("series", "OUTBOX_WEB_SERIES", OB_CFG_INT, WEB_SERIES_DEFAULT, 2, WEB_SERIES_MAX,
+	    NULL, false, series, "points of the throughput and lag chart kept (one per poll)"),
+	OB_CFG_OPT("requeue-max", "OUTBOX_WEB_REQUEUE_MAX", OB_CFG_INT, WEB_REQUEUE_IDS_DEFAULT, 1,
+	    WEB_REQUEUE_IDS_MAX, NULL, false, requeue_ids, "ids in one requeue at most"),
 	OB_CFG_END,
 };
-#undef F
 
 static const struct ctl_cmd cmd = {
 	"web",

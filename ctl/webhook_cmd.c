@@ -51,33 +51,31 @@ struct webhook_ctl_config {
 	bool json;
 };
 
-#define OPT_INBOX_DB { "inbox-db", "OUTBOX_INBOX_DB", OB_CFG_STRING, NULL, 0, 0, NULL, true, \
-	false, offsetof(struct webhook_ctl_config, db), \
-	"PostgreSQL connection string of the consumer's (inbox) database" }
-#define OPT_JSON { "json", "OUTBOX_CTL_JSON", OB_CFG_BOOL, "false", 0, 0, NULL, false, \
-	false, offsetof(struct webhook_ctl_config, json), "print JSON instead of a table" }
+#define OB_CFG_STRUCT struct webhook_ctl_config
+#define OPT_INBOX_DB OB_CFG_OPT("inbox-db", "OUTBOX_INBOX_DB", OB_CFG_STRING, NULL, 0, 0, \
+	NULL, true, db, "PostgreSQL connection string of the consumer's (inbox) database")
+#define OPT_JSON OB_CFG_OPT("json", "OUTBOX_CTL_JSON", OB_CFG_BOOL, "false", 0, 0, NULL, \
+	false, json, "print JSON instead of a table")
 
 const struct ob_cfg_opt ctl_webhook_list_options[] = {
 	OPT_INBOX_DB,
-	{ "topic", "OUTBOX_CTL_TOPIC", OB_CFG_STRING, NULL, 0, 0, NULL, false, false,
-	    offsetof(struct webhook_ctl_config, topic), "only this topic" },
-	{ "limit", "OUTBOX_CTL_LIMIT", OB_CFG_INT, WEBHOOK_LIST_LIMIT_DEFAULT, 1,
-	    WEBHOOK_LIST_LIMIT_MAX, NULL, false, false,
-	    offsetof(struct webhook_ctl_config, limit), "show at most this many (oldest first)" },
+	OB_CFG_OPT("topic", "OUTBOX_CTL_TOPIC", OB_CFG_STRING, NULL, 0, 0, NULL, false, topic,
+	    "only this topic"),
+	OB_CFG_OPT("limit", "OUTBOX_CTL_LIMIT", OB_CFG_INT, WEBHOOK_LIST_LIMIT_DEFAULT, 1,
+	    WEBHOOK_LIST_LIMIT_MAX, NULL, false, limit, "show at most this many (oldest first)"),
 	OPT_JSON,
 	OB_CFG_END,
 };
 
 const struct ob_cfg_opt ctl_webhook_resolve_options[] = {
 	OPT_INBOX_DB,
-	{ "topic", "OUTBOX_CTL_TOPIC", OB_CFG_STRING, NULL, 0, 0, NULL, true, false,
-	    offsetof(struct webhook_ctl_config, topic), "the parked call's topic" },
-	{ "key", "OUTBOX_CTL_KEY", OB_CFG_STRING, NULL, 0, 0, NULL, true, false,
-	    offsetof(struct webhook_ctl_config, key), "the parked call's idempotency key" },
-	{ "as", "OUTBOX_CTL_RESOLVE_AS", OB_CFG_ENUM, NULL, 0, 0, "sent|not-sent", true, false,
-	    offsetof(struct webhook_ctl_config, as),
-	    "sent = the downstream applied it (redeliveries: duplicate); not-sent = it did"
-	    " not (the next delivery sends it once more)" },
+	OB_CFG_OPT("topic", "OUTBOX_CTL_TOPIC", OB_CFG_STRING, NULL, 0, 0, NULL, true, topic,
+	    "the parked call's topic"),
+	OB_CFG_OPT("key", "OUTBOX_CTL_KEY", OB_CFG_STRING, NULL, 0, 0, NULL, true, key,
+	    "the parked call's idempotency key"),
+	OB_CFG_OPT("as", "OUTBOX_CTL_RESOLVE_AS", OB_CFG_ENUM, NULL, 0, 0, "sent|not-sent", true,
+	    as, "sent = the downstream applied it (redeliveries: duplicate); not-sent = it did"
+	    " not (the next delivery sends it once more)"),
 	OPT_JSON,
 	OB_CFG_END,
 };

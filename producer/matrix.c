@@ -79,18 +79,18 @@ struct matrix_config {
 	bool quiet;
 };
 
+#define OB_CFG_STRUCT struct matrix_config
+
 static const struct ob_cfg_opt matrix_options[] = {
-	{ "db", "OUTBOX_DB", OB_CFG_STRING, NULL, 0, 0, NULL, true, false,
-	    offsetof(struct matrix_config, db),
+	OB_CFG_OPT("db", "OUTBOX_DB", OB_CFG_STRING, NULL, 0, 0, NULL, true, db,
 	    "PostgreSQL connection string (outbox migrations applied); each cell's rows are"
-	    " tagged with the run id in their module" },
-	{ "run-id", "OUTBOX_RUN_ID", OB_CFG_STRING, NULL, 0, 0, NULL, false, false,
-	    offsetof(struct matrix_config, run_id), "tag of this run (default: random)" },
-	{ "workdir", "OUTBOX_WORKDIR", OB_CFG_STRING, NULL, 0, 0, NULL, false, false,
-	    offsetof(struct matrix_config, workdir),
-	    "directory for the servers' logs and ready files (default: a new temp dir)" },
-	{ "quiet", "OUTBOX_QUIET", OB_CFG_BOOL, "false", 0, 0, NULL, false, false,
-	    offsetof(struct matrix_config, quiet), "print only the table" },
+	    " tagged with the run id in their module"),
+	OB_CFG_OPT("run-id", "OUTBOX_RUN_ID", OB_CFG_STRING, NULL, 0, 0, NULL, false, run_id,
+	    "tag of this run (default: random)"),
+	OB_CFG_OPT("workdir", "OUTBOX_WORKDIR", OB_CFG_STRING, NULL, 0, 0, NULL, false, workdir,
+	    "directory for the servers' logs and ready files (default: a new temp dir)"),
+	OB_CFG_OPT("quiet", "OUTBOX_QUIET", OB_CFG_BOOL, "false", 0, 0, NULL, false, quiet,
+	    "print only the table"),
 	OB_CFG_END,
 };
 
