@@ -151,6 +151,8 @@ struct conn {
 	size_t body_off, body_len;
 	bool complete;
 	bool keepalive;
+	bool body_follows;     /* headers done, a body follows: conn_feed moves to BODY */
+	bool expect_continue;  /* ... and answers 100 Continue first */
 	int refuse_status;     /* set by a callback that stops the parser */
 	enum refuse_reason refuse_reason;
 	const char *refuse_why;
@@ -425,24 +427,11 @@ on_headers_complete(http_parser *p)
 		r->query = qm + 1;
 	}
 	c->keepalive = http_should_keep_alive(p) != 0;
+	/* Only noted: conn_feed acts on it (100 Continue, BODY) as soon as the
+	 * parser returns, so that no callback writes or changes the state. */
 	if (cl && p->content_length > 0) {
-		if (cont) {
-			static const char cont100[] = "HTTP/1.1 100 Continue\r\n\r\n";
-			/* Nothing else is queued on the socket yet: this fits. Over
-			 * TLS a record that did not go out whole would have to be
-			 * retried before any other write: then the answer is not
-			 * written at all (tls_dead), rather than written corrupt. */
-			if (c->tls != NULL) {
-				size_t put = 0;
-				if (ob_httpd_tls_write(c->tls, cont100, sizeof(cont100) - 1, &put) !=
-				        OB_HTTPD_TLS_OK || put != sizeof(cont100) - 1)
-					c->tls_dead = true;
-			} else {
-				(void)send(c->fd, cont100, sizeof(cont100) - 1,
-				    MSG_NOSIGNAL | MSG_DONTWAIT);
-			}
-		}
-		conn_set_state(c, CONN_BODY);
+		c->body_follows = true;
+		c->expect_continue = cont;
 	}
 	return 0;
 }
@@ -714,7 +703,28 @@ dispatch(struct conn *c)
 	c->s->cfg.handler(c->s->cfg.arg, r);
 }
 
-/* Feed unparsed bytes to the parser; dispatch or refuse as it says. */
+/* "Expect: 100-continue" with a body: say so before the body is read.
+ * Nothing else is queued on the socket yet: this fits. Over TLS a record
+ * that did not go out whole would have to be retried before any other
+ * write: then the answer is not written at all (tls_dead), rather than
+ * written corrupt. */
+static void
+conn_send_continue(struct conn *c)
+{
+	static const char cont100[] = "HTTP/1.1 100 Continue\r\n\r\n";
+	if (c->tls != NULL) {
+		size_t put = 0;
+		if (ob_httpd_tls_write(c->tls, cont100, sizeof(cont100) - 1, &put) !=
+		        OB_HTTPD_TLS_OK || put != sizeof(cont100) - 1)
+			c->tls_dead = true;
+	} else {
+		(void)send(c->fd, cont100, sizeof(cont100) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+	}
+}
+
+/* Feed unparsed bytes to the parser; dispatch or refuse as it says. The
+ * parser's callbacks only record: every state change and write that
+ * follows from them is made here. */
 static void
 conn_feed(struct conn *c)
 {
@@ -731,6 +741,12 @@ conn_feed(struct conn *c)
 	size_t n = http_parser_execute(&c->p, &c->s->settings, c->buf + c->parsed,
 	    c->len - c->parsed);
 	c->parsed += n;
+	if (c->body_follows) {
+		c->body_follows = false;
+		if (c->expect_continue)
+			conn_send_continue(c);
+		conn_set_state(c, CONN_BODY);
+	}
 	enum http_errno e = HTTP_PARSER_ERRNO(&c->p);
 	if (c->complete) {
 		dispatch(c);
