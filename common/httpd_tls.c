@@ -8,7 +8,7 @@
  * it first and reads the reason right after, so that one connection's
  * error never shows up as another's. Never: block (the sockets are
  * non-blocking and no callback here waits), prompt for a passphrase, or
- * log (httpd.c logs once per connection).
+ * log (httpd_conn.c logs once per connection).
  */
 #include <errno.h>
 #include <stdio.h>
