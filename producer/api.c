@@ -1,6 +1,10 @@
 /*
  * api.c - the producer's HTTP API, one request at a time on the caller's
- * database connection (see api.h).
+ * database connection (see api.h): the dispatch and the report endpoints.
+ * POST and GET /v1/messages are api_messages.c's; what both use is in
+ * modules that call neither: api_reply.c (the answers), api_claim.c (the
+ * steps around a key claim), api_fault.c (the fault points) and
+ * api_query.c (the query string).
  *
  * The create path is where the three modes differ, and where the faults
  * fire. Atomic is the article's key_atomic: the claim commits on its own so
@@ -39,19 +43,17 @@
 #include <jansson.h>
 
 #include "api.h"
-#include "api_internal.h"
+#include "api_claim.h"
+#include "api_fault.h"
+#include "api_messages.h"
+#include "api_query.h"
+#include "api_reply.h"
 #include "enqueue.h"
-#include "metrics.h"
-#include "outbox/clock.h"
 #include "outbox/err.h"
 #include "outbox/keyclaim.h"
 #include "outbox/log.h"
 #include "outbox/pg.h"
-#include "outbox/url.h"
 #include "report_input.h"
-
-/* Retry-After of a 409: poll again this soon (rounded up to whole seconds). */
-#define API_BUSY_RETRY_AFTER_MS 1000
 
 #define REPORT_JSON                                                              \
 	"json_build_object('report_id', id, 'title', title, 'module', module,"   \
@@ -83,52 +85,6 @@ producer_mode_name(enum producer_mode m)
 	return "unknown";
 }
 
-void
-api_response_fini(struct api_response *res)
-{
-	free(res->body);
-	res->body = NULL;
-}
-
-void
-api_error(struct api_response *res, int status, const char *code, const char *message)
-{
-	json_t *o = json_pack("{s:s,s:s}", "error", code, "message", message);
-	free(res->body);
-	res->body = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
-	json_decref(o);
-	res->status = status;
-}
-
-void
-api_unavailable(struct api_response *res, const char *what, const char *err)
-{
-	char q[600];
-	ob_warn("producer.db_error", "what=%s err=%s", what, ob_log_q(err, q, sizeof(q)));
-	api_error(res, 503, "unavailable", "the database is unavailable; retry later");
-	res->retry_after_s = 1;
-}
-
-void
-api_fault_slow(const struct api_config *cfg)
-{
-	if (cfg->faults != NULL && ob_fault_fire(&cfg->faults->slow))
-		ob_sleep_ms(cfg->faults->slow_ms);
-}
-
-void
-api_fault_crash(const struct api_config *cfg, const char *where)
-{
-	if (cfg->faults != NULL && ob_fault_fire(&cfg->faults->crash))
-		ob_fault_die(where);
-}
-
-bool
-api_fault_lose(const struct api_config *cfg)
-{
-	return cfg->faults != NULL && ob_fault_fire(&cfg->faults->lose_response);
-}
-
 /* The 201 body: the new report's ids and what was stored. Owned. */
 static char *
 created_body(int64_t report_id, int64_t message_id, const char *key,
@@ -140,56 +96,6 @@ created_body(int64_t report_id, int64_t message_id, const char *key,
 	char *s = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
 	json_decref(o);
 	return s;
-}
-
-static int64_t
-retry_after_s(int64_t ms)
-{
-	int64_t s = (ms + 999) / 1000;
-	return s < 1 ? 1 : s;
-}
-
-/* 409 for a key in progress. Retry-After is a polling hint (the holder
- * usually finishes well within its lease); the body says how long the lease
- * still runs, after which a retry takes the key over. */
-void
-api_busy(struct api_response *res, int64_t lease_left_ms)
-{
-	json_t *o = json_pack("{s:s,s:s,s:I}", "error", "in_progress", "message",
-	    "a request with this Idempotency-Key is still in progress; retry after"
-	    " Retry-After seconds with the same key and body", "lease_remaining_ms",
-	    (json_int_t)lease_left_ms);
-	free(res->body);
-	res->body = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
-	json_decref(o);
-	res->status = 409;
-	res->retry_after_s = retry_after_s(lease_left_ms < API_BUSY_RETRY_AFTER_MS
-	        ? lease_left_ms : API_BUSY_RETRY_AFTER_MS);
-}
-
-/* After being fenced out: answer with the winner's stored result, or 409
- * when the winner is not done yet. */
-void
-api_answer_winner(PGconn *conn, const char *table, const char *stored_key,
-    struct api_response *res)
-{
-	char err[512];
-	struct ob_key_row row;
-	struct ob_key_claim winner;
-	bool found = false;
-	if (ob_keyclaim_lookup(conn, table, stored_key, &row, &winner, &found, err,
-	        sizeof(err)) != OB_OK) {
-		api_unavailable(res, "read_winner", err);
-	} else if (found && row.state == OB_KEY_DONE) {
-		res->status = winner.response_status;
-		free(res->body);
-		res->body = winner.response_body; /* taken over */
-		winner.response_body = NULL;
-		res->replayed = true;
-	} else {
-		api_busy(res, found ? winner.retry_after_ms : 1000);
-	}
-	ob_keyclaim_result_fini(&winner);
 }
 
 /* The atomic final write (see the top of the file). $1..$4 the report,
@@ -219,95 +125,6 @@ static const char create_atomic_sql[] =
     OB_KEYCLAIM_DONE_SQL(PRODUCER_KEY_TABLE, "$5::text", "201", "(SELECT b.body FROM b)")
     " AND EXISTS (SELECT 1 FROM b) RETURNING 1)"
     " SELECT b.id, b.mid, b.body, (SELECT count(*) FROM d) FROM b";
-
-bool
-api_claim_verdict(struct ob_key_claim *c, struct api_response *res)
-{
-	switch (c->verdict) {
-	case OB_KEY_REPLAY:
-		res->status = c->response_status;
-		res->body = c->response_body; /* taken over */
-		c->response_body = NULL;
-		res->replayed = true;
-		return false;
-	case OB_KEY_MISMATCH:
-		api_error(res, 422, "idempotency_key_reused",
-		    "this Idempotency-Key was already used with a different request body");
-		return false;
-	case OB_KEY_BUSY:
-	case OB_KEY_PARKED: /* nothing parks the producer's keys: never here */
-		api_busy(res, c->retry_after_ms);
-		return false;
-	case OB_KEY_PROCEED:
-		break;
-	}
-	return true;
-}
-
-void
-api_note_takeover(const struct api_config *cfg, const struct api_key *key,
-    const struct ob_key_claim *c)
-{
-	char q[300];
-	if (!c->takeover)
-		return;
-	producer_metrics_takeover(cfg->metrics);
-	ob_info("producer.key.takeover", "key=%s scope=%s fence=%" PRId64,
-	    ob_log_q(key->sent, q, sizeof(q)), key->scope[0] ? key->scope : "\"\"", c->fence);
-}
-
-void
-api_fenced_out(PGconn *conn, const struct api_config *cfg, const char *table,
-    const struct api_key *key, int64_t fence, struct api_response *res)
-{
-	char q[300];
-	producer_metrics_fenced_out(cfg->metrics);
-	ob_warn("producer.key.fenced_out", "key=%s scope=%s fence=%" PRId64,
-	    ob_log_q(key->sent, q, sizeof(q)), key->scope[0] ? key->scope : "\"\"", fence);
-	api_answer_winner(conn, table, key->stored, res);
-}
-
-void
-api_created(const struct api_config *cfg, const char *body, struct api_response *res)
-{
-	if ((res->body = strdup(body)) == NULL) {
-		/* Committed; the stored answer is replayed on a retry. */
-		api_error(res, 500, "out_of_memory", "created, but the answer could not be built;"
-		    " retry with the same Idempotency-Key");
-		return;
-	}
-	res->status = 201;
-	res->drop = api_fault_lose(cfg);
-}
-
-void
-api_write_failed(PGconn *conn, const char *table, const struct api_key *key, int64_t fence,
-    PGresult *r, const char *err, const char *what, struct api_response *res)
-{
-	/* What the client must change, by SQLSTATE (nothing was stored) ... */
-	const char *state = ob_pg_sqlstate(r);
-	if (strcmp(state, "54000") == 0) /* outbox.max_payload_bytes() */
-		api_error(res, 413, "payload_too_large", err);
-	else if (strcmp(state, "OB002") == 0) /* outbox.check_same_payload */
-		api_error(res, 422, "idempotency_key_reused",
-		    "the outbox already holds a message of this topic with this key and a"
-		    " different payload (its key record has expired); use a new key");
-	else if (strncmp(state, "22", 2) == 0 || strncmp(state, "23", 2) == 0)
-		api_error(res, 400, "invalid_body", err);
-	else /* ... or the database failed */
-		api_unavailable(res, what, err);
-	PQclear(r);
-	api_release_key(conn, table, key->stored, fence);
-}
-
-void
-api_release_key(PGconn *conn, const char *table, const char *key, int64_t fence)
-{
-	char err[512];
-	if (!ob_pg_broken(conn) &&
-	    ob_keyclaim_release(conn, table, key, fence, err, sizeof(err)) != OB_OK)
-		ob_warn("producer.key.release_failed", "fence=%" PRId64, fence);
-}
 
 static void
 create_atomic_write(PGconn *conn, const struct api_config *cfg, const struct api_key *key,
@@ -486,41 +303,6 @@ create(PGconn *conn, const struct api_config *cfg, const struct api_request *req
 		break;
 	}
 	report_input_fini(&in);
-}
-
-/* The value of name in a query string, percent-decoded into out (RFC 3986;
- * '+' is a literal plus). OB_OK, or OB_EINVAL when absent, malformed,
- * decoding to a NUL, or too long. */
-int
-api_query_param(const char *query, const char *name, char *out, size_t outlen)
-{
-	size_t nlen = strlen(name);
-	for (const char *p = query; p != NULL && *p; p = strchr(p, '&') ? strchr(p, '&') + 1 : NULL) {
-		if (strncmp(p, name, nlen) != 0 || p[nlen] != '=')
-			continue;
-		size_t n = 0;
-		for (const char *v = p + nlen + 1; *v && *v != '&'; v++) {
-			int c = (unsigned char)*v;
-			if (c == '%') {
-				int hi = ob_url_hexval((unsigned char)v[1]);
-				int lo = hi < 0 ? -1 : ob_url_hexval((unsigned char)v[2]);
-				if (lo < 0)
-					return OB_EINVAL;
-				c = hi * 16 + lo;
-				v += 2;
-				/* %00 would cut the value short (K%00zzz read as K):
-				 * refused (the HTTP server refuses it first, httpd.h). */
-				if (c == 0)
-					return OB_EINVAL;
-			}
-			if (n + 1 >= outlen)
-				return OB_EINVAL;
-			out[n++] = (char)c;
-		}
-		out[n] = '\0';
-		return OB_OK;
-	}
-	return OB_EINVAL;
 }
 
 static void

@@ -7,7 +7,7 @@
  *                                        in modes split and atomic)
  *   GET  /v1/reports?idempotency_key=K   recovery lookup by key
  *   GET  /v1/reports/{id}                one report
- *   POST /v1/messages                    a generic message (api_messages.c;
+ *   POST /v1/messages                    a generic message (api_messages.h;
  *                                        Idempotency-Key required)
  *   GET  /v1/messages?idempotency_key=K  its recovery lookup
  *   GET  /healthz                        the database answers
@@ -32,6 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "api_reply.h" /* struct api_response, api_response_fini, api_error */
 #include "outbox/fault.h"
 
 #define PRODUCER_KEY_TABLE "app.idempotency_keys"   /* POST /v1/reports */
@@ -86,26 +87,11 @@ struct api_request {
 	                        * /v1/messages; NULL = any topic */
 };
 
-/* The answer. body is owned (free()); NULL = no body. */
-struct api_response {
-	int status;
-	char *body;
-	bool replayed;          /* Idempotent-Replayed: true */
-	int64_t retry_after_s;  /* > 0: Retry-After */
-	bool drop;              /* close the connection without a byte */
-};
-
 /* Handle req on conn (which must not be inside a transaction). Always fills
  * *res (a 5xx when the database failed; conn may then be broken, which the
  * caller checks with ob_pg_broken and reconnects). Blocks on the database
  * and on the slow fault; may kill the process (crash fault). */
 void api_handle(PGconn *conn, const struct api_config *cfg,
     const struct api_request *req, struct api_response *res);
-
-void api_response_fini(struct api_response *res);
-
-/* Answer with a JSON error body {"error": code, "message": message}. */
-void api_error(struct api_response *res, int status, const char *code,
-    const char *message);
 
 #endif

@@ -25,7 +25,11 @@
 #include <string.h>
 
 #include "api.h"
-#include "api_internal.h"
+#include "api_claim.h"
+#include "api_fault.h"
+#include "api_messages.h"
+#include "api_query.h"
+#include "api_reply.h"
 #include "auth.h"
 #include "message_input.h"
 #include "outbox/err.h"

@@ -1,0 +1,124 @@
+/*
+ * api_claim.c - the steps of an idempotent create around its key claim
+ * (see api_claim.h), the same for every endpoint that claims a key: what
+ * the claim's verdict answers, a takeover counted and logged, the answer
+ * after being fenced out (the winner's), and the answer and the key's
+ * release after a failed final write.
+ *
+ * Never: write a key table but through common/keyclaim.c, or build the
+ * endpoint's own write (api.c and api_messages.c do).
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api_claim.h"
+#include "api_reply.h"
+#include "metrics.h"
+#include "outbox/err.h"
+#include "outbox/keyclaim.h"
+#include "outbox/log.h"
+#include "outbox/pg.h"
+
+bool
+api_claim_verdict(struct ob_key_claim *c, struct api_response *res)
+{
+	switch (c->verdict) {
+	case OB_KEY_REPLAY:
+		res->status = c->response_status;
+		res->body = c->response_body; /* taken over */
+		c->response_body = NULL;
+		res->replayed = true;
+		return false;
+	case OB_KEY_MISMATCH:
+		api_error(res, 422, "idempotency_key_reused",
+		    "this Idempotency-Key was already used with a different request body");
+		return false;
+	case OB_KEY_BUSY:
+	case OB_KEY_PARKED: /* nothing parks the producer's keys: never here */
+		api_busy(res, c->retry_after_ms);
+		return false;
+	case OB_KEY_PROCEED:
+		break;
+	}
+	return true;
+}
+
+void
+api_note_takeover(const struct api_config *cfg, const struct api_key *key,
+    const struct ob_key_claim *c)
+{
+	char q[300];
+	if (!c->takeover)
+		return;
+	producer_metrics_takeover(cfg->metrics);
+	ob_info("producer.key.takeover", "key=%s scope=%s fence=%" PRId64,
+	    ob_log_q(key->sent, q, sizeof(q)), key->scope[0] ? key->scope : "\"\"", c->fence);
+}
+
+/* After being fenced out: answer with the winner's stored result, or 409
+ * when the winner is not done yet. */
+static void
+answer_winner(PGconn *conn, const char *table, const char *stored_key,
+    struct api_response *res)
+{
+	char err[512];
+	struct ob_key_row row;
+	struct ob_key_claim winner;
+	bool found = false;
+	if (ob_keyclaim_lookup(conn, table, stored_key, &row, &winner, &found, err,
+	        sizeof(err)) != OB_OK) {
+		api_unavailable(res, "read_winner", err);
+	} else if (found && row.state == OB_KEY_DONE) {
+		res->status = winner.response_status;
+		free(res->body);
+		res->body = winner.response_body; /* taken over */
+		winner.response_body = NULL;
+		res->replayed = true;
+	} else {
+		api_busy(res, found ? winner.retry_after_ms : 1000);
+	}
+	ob_keyclaim_result_fini(&winner);
+}
+
+void
+api_fenced_out(PGconn *conn, const struct api_config *cfg, const char *table,
+    const struct api_key *key, int64_t fence, struct api_response *res)
+{
+	char q[300];
+	producer_metrics_fenced_out(cfg->metrics);
+	ob_warn("producer.key.fenced_out", "key=%s scope=%s fence=%" PRId64,
+	    ob_log_q(key->sent, q, sizeof(q)), key->scope[0] ? key->scope : "\"\"", fence);
+	answer_winner(conn, table, key->stored, res);
+}
+
+/* Give up a STARTED key this request holds (its write failed). Logged
+ * when it cannot be released (the lease then runs out). */
+static void
+release_key(PGconn *conn, const char *table, const char *key, int64_t fence)
+{
+	char err[512];
+	if (!ob_pg_broken(conn) &&
+	    ob_keyclaim_release(conn, table, key, fence, err, sizeof(err)) != OB_OK)
+		ob_warn("producer.key.release_failed", "fence=%" PRId64, fence);
+}
+
+void
+api_write_failed(PGconn *conn, const char *table, const struct api_key *key, int64_t fence,
+    PGresult *r, const char *err, const char *what, struct api_response *res)
+{
+	/* What the client must change, by SQLSTATE (nothing was stored) ... */
+	const char *state = ob_pg_sqlstate(r);
+	if (strcmp(state, "54000") == 0) /* outbox.max_payload_bytes() */
+		api_error(res, 413, "payload_too_large", err);
+	else if (strcmp(state, "OB002") == 0) /* outbox.check_same_payload */
+		api_error(res, 422, "idempotency_key_reused",
+		    "the outbox already holds a message of this topic with this key and a"
+		    " different payload (its key record has expired); use a new key");
+	else if (strncmp(state, "22", 2) == 0 || strncmp(state, "23", 2) == 0)
+		api_error(res, 400, "invalid_body", err);
+	else /* ... or the database failed */
+		api_unavailable(res, what, err);
+	PQclear(r);
+	release_key(conn, table, key->stored, fence);
+}
