@@ -119,6 +119,19 @@ on_headers_complete(http_parser *p)
 
 	if (!c->has_url)
 		return httpd_parse_refuse(c, 400, REFUSE_MALFORMED, "no request target");
+	/* --max-header, measured here too: conn_feed's check runs only while
+	 * the headers are still incomplete after a read, so a request that
+	 * arrived in one read would pass it whatever its size */
+	size_t head_end = c->url_off + c->url_len;
+	for (int i = 0; i < c->nhdr; i++) {
+		const struct hdr_span *h = &c->hdr[i];
+		size_t end = h->has_value ? h->voff + h->vlen : h->noff + h->nlen;
+		if (end > head_end)
+			head_end = end;
+	}
+	if (head_end - c->start > l->max_header)
+		return httpd_parse_refuse(c, 431, REFUSE_HEADER_TOO_LARGE,
+		    "the request headers are too large");
 	c->buf[c->url_off + c->url_len] = '\0';
 	r->nheaders = c->nhdr;
 	for (int i = 0; i < c->nhdr; i++) {

@@ -432,6 +432,35 @@ START_TEST(test_smuggling_refused)
 }
 END_TEST
 
+/* --max-header holds however the request arrives: in one write (before,
+ * only headers that came over more than one read were measured: a
+ * 2,000-byte header under --max-header 1k was accepted in one write), or
+ * in pieces. 431, nothing written, and a request under it still served. */
+START_TEST(test_header_limit_in_one_write)
+{
+	char db[TS_CONNINFO_MAX], note[2100], extra[2200], req[4096], out[8192];
+	PGconn *c = fresh_db(db, sizeof(db));
+	struct ts_producer_server s;
+	char *const args[] = { "--max-header", "1k", NULL };
+	ts_producer_serve(db, args, &s);
+	int port = ts_producer_port(&s);
+	memset(note, 'n', 2000);
+	note[2000] = '\0';
+	snprintf(extra, sizeof(extra), "X-Note: %s\r\n", note);
+	size_t n = ts_producer_raw_post(req, sizeof(req), "big-head", extra, TS_PRODUCER_BODY);
+	ck_assert_int_eq(ts_http_raw(port, req, n, out, sizeof(out), 10000), 431);
+	ck_assert_msg(strstr(out, "the request headers are too large") != NULL, "%s", out);
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM app.idempotency_keys"), 0);
+	note[700] = '\0';
+	snprintf(extra, sizeof(extra), "X-Note: %s\r\n", note);
+	n = ts_producer_raw_post(req, sizeof(req), "small-head", extra, TS_PRODUCER_BODY);
+	ck_assert_int_eq(ts_http_raw(port, req, n, out, sizeof(out), 10000), 201);
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM app.bug_reports"), 1);
+	ts_stop(s.pid, SIGTERM);
+	PQfinish(c);
+}
+END_TEST
+
 START_TEST(test_nul_refused)
 {
 	char db[TS_CONNINFO_MAX], req[2048], out[8192];
@@ -512,6 +541,7 @@ main(void)
 	tcase_add_test(tc, test_idle_connections_closed);
 	tcase_add_test(tc, test_smuggling_refused);
 	tcase_add_test(tc, test_nul_refused);
+	tcase_add_test(tc, test_header_limit_in_one_write);
 	tcase_add_test(tc, test_stop_finishes_answers_in_flight);
 	suite_add_tcase(s, tc);
 	int rc = ts_run_suite(s);
