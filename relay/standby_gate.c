@@ -147,3 +147,46 @@ relay_gate_timed_out(struct relay_gate *g, uint64_t lsn, int64_t waited_ms)
 	    g->nnames, (unsigned)(lsn >> 32), (unsigned)lsn, (unsigned)(g->reached >> 32),
 	    (unsigned)g->reached, waited_ms, g->timeouts);
 }
+
+bool
+relay_gate_must_wait(struct relay_gate *g, uint64_t lsn, int64_t now_ms, int64_t *until_ms)
+{
+	if (g->mode == RELAY_GATE_NONE || lsn <= g->reached)
+		return false;
+	*until_ms = now_ms + g->timeout_ms;
+	g->waits++;
+	return true;
+}
+
+int
+relay_gate_poll_logged(struct relay_gate *g, PGconn *conn, const char *owner)
+{
+	char err[512], q[600];
+	int rc = relay_gate_poll(g, conn, err, sizeof(err));
+	if (rc != OB_OK) {
+		int64_t now = ob_mono_ms();
+		if (now >= g->next_log_ms) {
+			g->next_log_ms = now + GATE_LOG_EVERY_MS;
+			ob_error("relay.standby_gate.failed", "owner=%s err=%s", owner,
+			    ob_log_q(err, q, sizeof(q)));
+		}
+	}
+	return rc;
+}
+
+enum relay_gate_step
+relay_gate_step(const struct relay_gate *g, int poll_rc, uint64_t lsn, int64_t until_ms,
+    int64_t now_ms, bool stopping)
+{
+	if (poll_rc == OB_OK && lsn <= g->reached)
+		return RELAY_GATE_STEP_SEND;
+	if (poll_rc != OB_OK || now_ms >= until_ms || stopping)
+		return RELAY_GATE_STEP_BACK;
+	return RELAY_GATE_STEP_WAIT;
+}
+
+void
+relay_gate_forget(struct relay_gate *g)
+{
+	g->reached = 0;
+}

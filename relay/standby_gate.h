@@ -88,4 +88,36 @@ int relay_gate_poll(struct relay_gate *g, PGconn *conn, char *err, size_t errlen
  * per GATE_LOG_EVERY_MS. */
 void relay_gate_timed_out(struct relay_gate *g, uint64_t lsn, int64_t waited_ms);
 
+/* The worker's side of the gate: a claimed batch asks relay_gate_must_wait;
+ * while any wait, each turn polls once (relay_gate_poll_logged) and asks
+ * relay_gate_step for each of them. */
+
+/* Whether a batch claimed at lsn must wait at the gate (g is on and the
+ * standbys were not seen past lsn). If so the wait is counted and
+ * *until_ms (now_ms + the gate timeout) is when it goes back unsent. */
+bool relay_gate_must_wait(struct relay_gate *g, uint64_t lsn, int64_t now_ms,
+    int64_t *until_ms);
+
+/* relay_gate_poll, its failure logged (relay.standby_gate.failed, for
+ * owner) at most once per GATE_LOG_EVERY_MS. Returns relay_gate_poll's
+ * code. */
+int relay_gate_poll_logged(struct relay_gate *g, PGconn *conn, const char *owner);
+
+/* What becomes of a waiting batch. */
+enum relay_gate_step {
+	RELAY_GATE_STEP_WAIT, /* the standbys are not there yet: keep it */
+	RELAY_GATE_STEP_SEND, /* they have it: send it */
+	RELAY_GATE_STEP_BACK, /* hand it back unsent (the poll failed, its wait
+	                       * timed out, or the worker is stopping) */
+};
+
+/* The step for a batch at lsn waiting until until_ms, after a poll that
+ * returned poll_rc, at now_ms. Pure. */
+enum relay_gate_step relay_gate_step(const struct relay_gate *g, int poll_rc, uint64_t lsn,
+    int64_t until_ms, int64_t now_ms, bool stopping);
+
+/* A new connection, maybe to another server (after a failover): positions
+ * seen before say nothing about this one's standbys. */
+void relay_gate_forget(struct relay_gate *g);
+
 #endif

@@ -13,9 +13,13 @@
  * Owns one PostgreSQL connection (claims, outcome writes, LISTEN and, in
  * worker 0, housekeeping) and one deliverer. Never sleeps a message: a
  * retry is written as a due time. A lost connection is re-opened with
- * backoff; what was claimed and not recorded comes back when its lease
- * expires. The relay's fault points (die after claim, die after send,
- * stall after claim) fire here, from counters shared by the whole tree.
+ * backoff (db_session.c); what was claimed and not recorded comes back
+ * when its lease expires. The relay's fault points (die after claim, die
+ * after send, stall after claim) fire here, from counters shared by the
+ * whole tree. The jobs around the pipeline have files of their own:
+ * counting (tally.c), worker 0's maintenance (housekeeping.c) and report
+ * (stats_report.c), the standby gate (standby_gate.c), the retry decision
+ * (retry_policy.c).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -27,41 +31,30 @@
 #include <unistd.h>
 
 #include "claim.h"
+#include "db_session.h"
 #include "deliver.h"
+#include "housekeeping.h"
 #include "outbox/backoff.h"
 #include "outbox/buf.h"
 #include "outbox/clock.h"
 #include "outbox/err.h"
-#include "outbox/housekeep.h"
 #include "outbox/log.h"
 #include "outbox/pg.h"
-#include "outbox/protocol.h"
 #include "outbox/sig.h"
 #include "record.h"
 #include "relay.h"
 #include "retry_policy.h"
 #include "route_tls.h"
-#include "routes.h"
 #include "standby_gate.h"
-#include "stats.h"
+#include "stats_report.h"
+#include "tally.h"
 #include "worker.h"
 
-#define RECONNECT_MIN_MS 100
-#define RECONNECT_MAX_MS 5000
 #define PROGRESS_EVERY_MS 10000
 /* Of --shutdown-grace, kept at least this long (a busy database) for
  * recording the frames cut at shutdown and exiting. */
 #define SHUTDOWN_RECORD_MS 1000
 #define FENCED_IDS_LOGGED 20   /* ids listed on a relay.record.fenced_out line */
-/* Topics whose relay.topic.unrouted line worker 0 remembers (for its once
- * per --unrouted-log-interval); past that the oldest entry is reused. */
-#define UNROUTED_LOGGED 64
-
-/* When a topic's relay.topic.unrouted line may come again. */
-struct unrouted_logged {
-	char topic[OB_WIRE_MAX_TOPIC + 1];
-	int64_t next_ms;
-};
 
 /* One batch slot of the pipeline. */
 struct slot {
@@ -85,8 +78,7 @@ struct worker {
 	volatile sig_atomic_t *stop;
 	struct relay_shared *shared;
 	char owner[128];
-	PGconn *conn;
-	bool had_conn;          /* a connection was up: a loss is logged once */
+	struct relay_db_session db;
 	bool protocol_refused;  /* the schema does not serve us: exit */
 	struct relay_deliverer deliverer;
 	struct slot *slots;
@@ -99,38 +91,17 @@ struct worker {
 	bool expect_dry;         /* the next claim likely finds nothing: announce first */
 	bool record_freed;       /* a record may have made work claimable */
 	uint64_t rng;
-	int64_t reconnect_ms;
-	int64_t next_housekeep_ms;
-	int64_t next_stats_ms;
 	int64_t announced_until_ms; /* announce_waiting's row stands until then */
-	int64_t next_discover_ms;
-	bool unrouted_wait;              /* --unrouted wait, no default route: report the
-	                                  * topics not routed */
-	struct unrouted_logged unrouted[UNROUTED_LOGGED];
-	struct relay_totals totals;      /* this process's; shared->totals has all */
-	struct relay_metrics *metrics;   /* NULL without shared state */
+	struct relay_housekeeping housekeeping; /* worker 0 */
+	struct relay_stats_report report;       /* worker 0 */
+	struct relay_tally tally;
 	struct relay_worker_live *live;  /* this worker slot's row, or NULL */
-	struct relay_topic_cache topics;
 	struct relay_gate gate;          /* --standby-gate */
 	uint32_t gated;                  /* slots waiting at the gate */
 };
 
-#define COUNT(w, field, n)                                              \
-	do {                                                            \
-		atomic_fetch_add(&(w)->totals.field, (uint64_t)(n));    \
-		if ((w)->shared != NULL)                                \
-			atomic_fetch_add(&(w)->shared->totals.field, (uint64_t)(n)); \
-	} while (0)
-
-/* A metric of the shared registry (no-op without one). */
-#define METRIC(w, field) ((w)->metrics != NULL ? (w)->metrics->field : NULL)
-
-static void
-set_connected(struct worker *w, bool up)
-{
-	if (w->live != NULL)
-		atomic_store(&w->live->connected, up ? 1 : 0);
-}
+#define COUNT(w, field, n) RELAY_TALLY_ADD(&(w)->tally, field, n)
+#define METRIC(w, field) RELAY_TALLY_METRIC(&(w)->tally, field)
 
 static void
 add_inflight(struct worker *w, int64_t n)
@@ -150,61 +121,21 @@ nap(struct worker *w, int64_t ms)
 	}
 }
 
+/* (Re)connect. false when there is no connection (after the backoff's
+ * wait) or the schema refused us. */
 static bool
 connect_db(struct worker *w)
 {
-	char err[1024], q[1100], sync[64];
-	if (w->conn != NULL) {
-		PQfinish(w->conn);
-		w->conn = NULL;
-	}
-	set_connected(w, false);
-	/* --synchronous-commit off (the default): the next round does not wait
-	 * for the WAL flush of the last one. A claim or outcome lost in a crash
-	 * was written on a connection that died with it, so no stale fence can
-	 * be used afterwards; the batch is delivered again and the consumer's
-	 * durable dedup record answers duplicate (docs/relay.md). */
-	snprintf(sync, sizeof(sync), "SET synchronous_commit = %s", w->cfg->synchronous_commit);
 	w->announced_until_ms = 0; /* announce again on the new connection */
-	int rc = ob_pg_connect(w->cfg->db, "outbox-relay", &w->conn, err, sizeof(err));
-	if (rc == OB_OK)
-		rc = ob_protocol_check(w->conn, "outbox", "relay", RELAY_PROTOCOL, err, sizeof(err));
-	if (rc == OB_EPROTO) {
-		ob_error("relay.protocol.refused", "owner=%s protocol=%d err=%s", w->owner,
-		    RELAY_PROTOCOL, ob_log_q(err, q, sizeof(q)));
+	int64_t wait_ms = 0;
+	int rc = relay_db_session_open(&w->db, &wait_ms);
+	if (rc == OB_EPROTO)
 		w->protocol_refused = true;
-		return false;
-	}
-	if (rc != OB_OK ||
-	    ob_pg_exec(w->conn, "LISTEN outbox_enqueued", "listen", err, sizeof(err)) != OB_OK ||
-	    /* The stream reads and the batch lookups are index walks;
-	     * a bitmap scan over a backlog never helps here. */
-	    ob_pg_exec(w->conn, "SET enable_bitmapscan = off", "session settings", err,
-	        sizeof(err)) != OB_OK ||
-	    /* outbox.claim relies on each statement's fresh snapshot */
-	    ob_pg_exec(w->conn, "SET default_transaction_isolation = 'read committed'",
-	        "session settings", err, sizeof(err)) != OB_OK ||
-	    ob_pg_exec(w->conn, sync, "session settings", err, sizeof(err)) != OB_OK) {
-		ob_warn("relay.db.connect_failed", "retry_in_ms=%" PRId64 " err=%s",
-		    w->reconnect_ms, ob_log_q(err, q, sizeof(q)));
-		if (w->conn != NULL) {
-			PQfinish(w->conn);
-			w->conn = NULL;
-		}
-		nap(w, w->reconnect_ms);
-		w->reconnect_ms = w->reconnect_ms * 2 > RECONNECT_MAX_MS ? RECONNECT_MAX_MS
-		                                                         : w->reconnect_ms * 2;
-		return false;
-	}
-	w->reconnect_ms = RECONNECT_MIN_MS;
-	/* positions seen on another server (before a failover) say nothing
-	 * about this one's standbys */
-	w->gate.reached = 0;
-	set_connected(w, true);
-	ob_info("relay.db.connected", "owner=%s listen=outbox_enqueued protocol=%d%s", w->owner,
-	    RELAY_PROTOCOL, w->had_conn ? " reconnect=1" : "");
-	w->had_conn = true;
-	return true;
+	else if (rc != OB_OK)
+		nap(w, wait_ms);
+	else
+		relay_gate_forget(&w->gate);
+	return rc == OB_OK;
 }
 
 /* The notifications that came in: true when one is for this worker. The
@@ -217,7 +148,7 @@ drain_notifies(struct worker *w)
 {
 	PGnotify *note;
 	bool mine = false;
-	while ((note = PQnotifies(w->conn)) != NULL) {
+	while ((note = PQnotifies(w->db.conn)) != NULL) {
 		if (note->extra[0] == '\0' || strcmp(note->extra, w->owner) == 0)
 			mine = true;
 		PQfreemem(note);
@@ -240,7 +171,7 @@ static enum wait_end
 wait_for(struct worker *w, int64_t ms)
 {
 	int wfd = relay_deliverer_wake_fd(&w->deliverer);
-	int pfd = w->conn != NULL ? PQsocket(w->conn) : -1;
+	int pfd = w->db.conn != NULL ? PQsocket(w->db.conn) : -1;
 	/* A notification that came in with the last query's result is in
 	 * libpq's buffer already: the socket will not say so. */
 	if (pfd >= 0 && drain_notifies(w))
@@ -267,7 +198,7 @@ wait_for(struct worker *w, int64_t ms)
 			relay_deliverer_drain_wake(&w->deliverer);
 			return WAIT_FRAME;
 		}
-		if (PQconsumeInput(w->conn) != 1 || drain_notifies(w))
+		if (PQconsumeInput(w->db.conn) != 1 || drain_notifies(w))
 			return WAIT_NEWS; /* or a broken connection for the loop to see */
 	}
 }
@@ -280,7 +211,7 @@ announce_waiting(struct worker *w)
 	char ms[24], err[512], q[600];
 	snprintf(ms, sizeof(ms), "%" PRId64, w->cfg->poll_ms);
 	const char *params[2] = { w->owner, ms };
-	PGresult *res = PQexecParams(w->conn, "SELECT outbox.relay_waiting($1, $2::bigint)",
+	PGresult *res = PQexecParams(w->db.conn, "SELECT outbox.relay_waiting($1, $2::bigint)",
 	    2, NULL, params, NULL, NULL, 0);
 	if (ob_pg_check(res, PGRES_TUPLES_OK, "announce waiting", err, sizeof(err)) != OB_OK)
 		ob_warn("relay.wait.announce_failed", "err=%s", ob_log_q(err, q, sizeof(q)));
@@ -387,36 +318,6 @@ release_all(const struct relay_batch *b, struct relay_outcome *out)
 	}
 }
 
-/* Count a written batch's outcomes, in the totals and per topic. */
-static void
-count_recorded(struct worker *w, const struct relay_batch *b, const struct relay_outcome *o)
-{
-	char q[600];
-	for (uint32_t i = 0; i < b->n; i++) {
-		switch (o[i].kind) {
-		case RELAY_OUT_DELIVERED: COUNT(w, delivered, 1); break;
-		case RELAY_OUT_RELEASE: COUNT(w, released, 1); break;
-		case RELAY_OUT_DEAD:
-			COUNT(w, dead, 1);
-			ob_warn("relay.message.dead", "id=%" PRIu64 " attempt=%u err=%s", o[i].id,
-			    b->msgs[i].attempt, ob_log_q(o[i].error, q, sizeof(q)));
-			break;
-		case RELAY_OUT_RETRY: COUNT(w, retried, 1); break;
-		}
-		if (w->metrics == NULL)
-			continue;
-		if (o[i].kind == RELAY_OUT_RELEASE) {
-			ob_metric_inc(w->metrics->released);
-			continue;
-		}
-		const struct ob_wire_msg *m = &b->msgs[i];
-		struct relay_topic_metrics *t = relay_metrics_topic(w->metrics, &w->topics,
-		    m->topic, m->topic_len);
-		ob_metric_inc(o[i].kind == RELAY_OUT_DELIVERED ? t->delivered
-		    : o[i].kind == RELAY_OUT_DEAD ? t->dead : t->retried);
-	}
-}
-
 static int
 cmp_u64(const void *a, const void *b)
 {
@@ -481,7 +382,7 @@ record_slot(struct worker *w, struct slot *s)
 	const struct relay_batch *b = &s->f.batch;
 	bool written = false;
 	int64_t t_record = ob_mono_us();
-	int rc = relay_record_batch(w->conn, b, s->outcomes, &w->record_mode, &written, err,
+	int rc = relay_record_batch(w->db.conn, b, s->outcomes, &w->record_mode, &written, err,
 	    sizeof(err));
 	ob_debug("relay.batch", "batch=%" PRIu64 " kind=%c messages=%u claim_us=%" PRId64
 	    " out_us=%" PRId64 " record_us=%" PRId64 " written=%d", b->id, (char)b->kind, b->n,
@@ -499,7 +400,7 @@ record_slot(struct worker *w, struct slot *s)
 		ob_metric_add(METRIC(w, fenced_out), b->n);
 		log_fenced(w, b);
 	} else {
-		count_recorded(w, b, s->outcomes);
+		relay_tally_recorded(&w->tally, b, s->outcomes);
 	}
 	if (!written || record_may_free(b, s->outcomes))
 		w->record_freed = true;
@@ -583,34 +484,31 @@ ungate_release(struct worker *w, struct slot *s)
 static bool
 open_gated(struct worker *w)
 {
-	char err[512], q[600];
 	if (w->gated == 0)
 		return true;
 	uint64_t timeouts = w->gate.timeouts;
-	int rc = relay_gate_poll(&w->gate, w->conn, err, sizeof(err));
-	if (rc != OB_OK) {
-		int64_t now = ob_mono_ms();
-		if (now >= w->gate.next_log_ms) {
-			w->gate.next_log_ms = now + GATE_LOG_EVERY_MS;
-			ob_error("relay.standby_gate.failed", "owner=%s err=%s", w->owner,
-			    ob_log_q(err, q, sizeof(q)));
-		}
-	}
+	int rc = relay_gate_poll_logged(&w->gate, w->db.conn, w->owner);
 	int64_t now = ob_mono_ms();
 	bool ok = true;
 	for (uint32_t i = 0; i < w->nslots && ok; i++) {
 		struct slot *s = &w->slots[i];
 		if (!s->used || !s->gated)
 			continue;
-		if (rc == OB_OK && s->f.batch.lsn <= w->gate.reached) {
+		switch (relay_gate_step(&w->gate, rc, s->f.batch.lsn, s->gate_until_ms, now,
+		    *w->stop)) {
+		case RELAY_GATE_STEP_SEND:
 			s->gated = false;
 			w->gated--;
 			ok = send_slot(w, s, s->gate_dest);
-		} else if (rc != OB_OK || now >= s->gate_until_ms || *w->stop) {
+			break;
+		case RELAY_GATE_STEP_BACK:
 			if (rc == OB_OK)
 				relay_gate_timed_out(&w->gate, s->f.batch.lsn, now - (s->gate_until_ms -
 				    w->gate.timeout_ms));
 			ok = ungate_release(w, s);
+			break;
+		case RELAY_GATE_STEP_WAIT:
+			break;
 		}
 	}
 	ob_metric_add(METRIC(w, standby_gate_timeouts), w->gate.timeouts - timeouts);
@@ -650,14 +548,12 @@ start_slot(struct worker *w, struct slot *s, int probe_dest)
 		release_all(b, s->outcomes);
 		return record_slot(w, s);
 	}
-	if (w->gate.mode != RELAY_GATE_NONE && b->lsn > w->gate.reached) {
+	if (relay_gate_must_wait(&w->gate, b->lsn, ob_mono_ms(), &s->gate_until_ms)) {
 		/* not known to be on the standbys yet: wait at the gate without
 		 * holding up the rest of the pipeline (open_gated) */
 		s->gated = true;
 		s->gate_dest = probe_dest;
-		s->gate_until_ms = ob_mono_ms() + w->gate.timeout_ms;
 		w->gated++;
-		w->gate.waits++;
 		ob_metric_add(METRIC(w, standby_gate_waits), 1);
 		return true;
 	}
@@ -671,7 +567,7 @@ claim_into(struct worker *w, struct slot *s, const struct relay_topics *topics, 
 {
 	char err[1024], q[1100];
 	s->t_claim_us = ob_mono_us();
-	int rc = relay_claim_batch(w->conn, w->owner, w->cfg->lease_ms, max, topics,
+	int rc = relay_claim_batch(w->db.conn, w->owner, w->cfg->lease_ms, max, topics,
 	    w->retries_first, !w->cfg->no_ordering, w->record_mode.skip_dead_heads,
 	    w->gate.mode != RELAY_GATE_NONE, &s->f.batch, err, sizeof(err));
 	s->t_claimed_us = ob_mono_us();
@@ -761,11 +657,11 @@ drain_inflight(struct worker *w)
 		if (w->slots[i].used && w->slots[i].gated && !ungate_release(w, &w->slots[i]))
 			break;
 	while (w->inflight > 0) {
-		if (!ob_pg_broken(w->conn) && !collect_done(w))
+		if (!ob_pg_broken(w->db.conn) && !collect_done(w))
 			break;
 		if (w->inflight == 0)
 			break;
-		if (ob_pg_broken(w->conn))
+		if (ob_pg_broken(w->db.conn))
 			break;
 		if (!cancelled && ob_mono_ms() >= cut) {
 			for (uint32_t i = 0; i < w->nslots; i++)
@@ -800,152 +696,6 @@ drop_inflight(struct worker *w)
 		relay_frame_finish(&w->deliverer, &s->f, s->outcomes);
 		free_slot(w, s);
 	}
-}
-
-/* Worker 0's housekeeping, every --purge-interval. */
-static void
-maybe_housekeep(struct worker *w)
-{
-	const struct relay_config *c = w->cfg;
-	if (w->index != 0 || ob_mono_ms() < w->next_housekeep_ms)
-		return;
-	w->next_housekeep_ms = ob_mono_ms() + c->purge_interval_ms;
-	char err[1024], q[1100];
-	struct ob_housekeep h;
-	int64_t t0 = ob_mono_ms();
-	if (ob_housekeep(w->conn, c->retention_ms, c->dead_retention_ms, false, &h, err,
-	        sizeof(err)) != OB_OK) {
-		ob_warn("relay.housekeep.failed", "err=%s", ob_log_q(err, q, sizeof(q)));
-		return;
-	}
-	if (!h.ran) {
-		ob_debug("relay.housekeep.skipped", "reason=%s", "another process holds it");
-		return;
-	}
-	if (h.read_again >= 0)
-		ob_warn("relay.housekeep.restore_adopted", "read_again=%" PRId64 " hint=\"the outbox"
-		    " was restored from another cluster: messages no consumer was known to have"
-		    " answered are delivered again (docs/operations.md)\"", h.read_again);
-	if (h.truncated_rows > 0) {
-		COUNT(w, purged, h.truncated_rows);
-		ob_metric_add(METRIC(w, purged), h.truncated_rows);
-	}
-	if (h.truncated_slot >= 0 || h.switched_to >= 0 || h.dead_deleted > 0)
-		ob_info("relay.housekeep.done", "truncated_slot=%d purged=%" PRId64
-		    " switched_to=%d dead_deleted=%" PRId64 " batches_deleted=%" PRId64
-		    " retention_ms=%" PRId64 " ms=%" PRId64, h.truncated_slot, h.truncated_rows,
-		    h.switched_to, h.dead_deleted, h.batches_deleted, c->retention_ms,
-		    ob_mono_ms() - t0);
-	if (h.waiting[0] != '\0')
-		ob_warn("relay.housekeep.waiting", "why=%s", ob_log_q(h.waiting, q, sizeof(q)));
-	ob_metric_set(METRIC(w, oldest_xact_age), h.oldest_xact_age_s);
-	ob_metric_set(METRIC(w, oldest_xact_pid), (double)h.oldest_xact_pid);
-	if (h.oldest_xact_pid != 0 && h.oldest_xact_age_s * 1000 >= (double)c->long_xact_warn_ms)
-		ob_warn("relay.db.long_transaction", "pid=%d application_name=%s xact_age_s=%.1f"
-		    " hint=\"vacuum waits for it: the outbox's bookkeeping grows until it ends\"",
-		    h.oldest_xact_pid, ob_log_q(h.oldest_xact_application, q, sizeof(q)),
-		    h.oldest_xact_age_s);
-}
-
-/* Worker 0, every --poll-ms: streams that have no row yet (a new topic or
- * lane) get one. A claim that finds no work does it too; this is for a
- * relay that always finds work elsewhere. */
-static void
-maybe_discover(struct worker *w)
-{
-	if (w->index != 0 || ob_mono_ms() < w->next_discover_ms)
-		return;
-	w->next_discover_ms = ob_mono_ms() + w->cfg->poll_ms;
-	char err[512], q[600];
-	if (ob_pg_exec(w->conn, "SELECT outbox.discover_streams()", "discover streams", err,
-	        sizeof(err)) != OB_OK)
-		ob_warn("relay.streams.discover_failed", "err=%s", ob_log_q(err, q, sizeof(q)));
-}
-
-/* Whether relay.topic.unrouted may be logged for topic now (at most once
- * per --unrouted-log-interval per topic); if so, remembered as logged. */
-static bool
-unrouted_log_due(struct worker *w, const char *topic, size_t len, int64_t now)
-{
-	struct unrouted_logged *slot = NULL, *oldest = &w->unrouted[0];
-	if (len > OB_WIRE_MAX_TOPIC)
-		len = OB_WIRE_MAX_TOPIC;
-	for (int i = 0; i < UNROUTED_LOGGED && slot == NULL; i++) {
-		struct unrouted_logged *u = &w->unrouted[i];
-		if (strlen(u->topic) == len && memcmp(u->topic, topic, len) == 0)
-			slot = u;
-		else if (u->next_ms < oldest->next_ms)
-			oldest = u;
-	}
-	if (slot != NULL && now < slot->next_ms)
-		return false;
-	if (slot == NULL) {
-		slot = oldest;
-		memcpy(slot->topic, topic, len);
-		slot->topic[len] = '\0';
-	}
-	slot->next_ms = now + w->cfg->unrouted_log_interval_ms;
-	return true;
-}
-
-/* Worker 0: the outbox's figures per topic, every --metrics-interval with
- * --metrics (the gauges), and every --unrouted-log-interval under
- * --unrouted wait. A topic no route of this relay matches is never
- * claimed by it: its pending count goes to outbox_relay_unrouted_pending
- * (0 for a routed topic, so that a topic no relay routes is the minimum
- * over the relays), and once its messages have waited past the interval
- * (another relay that routes it would have claimed them) one warn line
- * per interval names it: relay.topic.unrouted. One line per topic, never
- * per message. */
-static void
-maybe_stats(struct worker *w)
-{
-	const struct relay_config *c = w->cfg;
-	bool metrics = w->metrics != NULL && c->metrics != NULL && c->metrics[0] != '\0';
-	if (w->index != 0 || (!metrics && !w->unrouted_wait) || ob_mono_ms() < w->next_stats_ms)
-		return;
-	w->next_stats_ms = ob_mono_ms() + (metrics ? c->metrics_interval_ms
-	                                           : c->unrouted_log_interval_ms);
-	char err[1024], q[1100];
-	struct relay_stats st;
-	if (relay_stats_query(w->conn, &st, err, sizeof(err)) != OB_OK) {
-		ob_warn("relay.metrics.stats_failed", "err=%s", ob_log_q(err, q, sizeof(q)));
-		return;
-	}
-	if (metrics) {
-		ob_metric_set(w->metrics->pending, (double)st.pending);
-		ob_metric_set(w->metrics->oldest_claimable, st.oldest_claimable_s);
-		ob_metric_set(w->metrics->blocked_keys, (double)st.blocked_keys);
-	}
-	int64_t now = ob_mono_ms();
-	for (int i = 0; i < st.ntopics; i++) {
-		const struct relay_topic_stat *t = &st.topics[i];
-		bool routed = relay_routes_find(c->route_table, t->topic, t->topic_len) >= 0;
-		if (metrics)
-			ob_metric_set(relay_metrics_unrouted(w->metrics, t->topic, t->topic_len),
-			    routed ? 0 : (double)t->pending);
-		if (routed || !w->unrouted_wait || t->pending == 0 ||
-		    t->oldest_claimable_s * 1000 < (double)c->unrouted_log_interval_ms ||
-		    !unrouted_log_due(w, t->topic, t->topic_len, now))
-			continue;
-		ob_warn("relay.topic.unrouted", "topic=%s pending=%" PRId64 " oldest_pending_s=%.1f"
-		    " oldest_claimable_s=%.1f hint=\"no --route of this relay matches the topic and"
-		    " no relay has claimed its messages for a while: they wait, pending (--unrouted"
-		    " wait); route it here or start the relay that serves it\"",
-		    ob_log_q(t->topic, q, sizeof(q)), t->pending, t->oldest_pending_s,
-		    t->oldest_claimable_s);
-	}
-	relay_stats_fini(&st);
-}
-
-static void
-log_progress(struct worker *w, const char *event)
-{
-	ob_info(event, "claimed=%" PRIu64 " delivered=%" PRIu64
-	    " retried=%" PRIu64 " dead=%" PRIu64 " fenced_out=%" PRIu64,
-	    atomic_load(&w->totals.claimed), atomic_load(&w->totals.delivered),
-	    atomic_load(&w->totals.retried), atomic_load(&w->totals.dead),
-	    atomic_load(&w->totals.fenced_out));
 }
 
 /* One turn of the loop: claim what fits, record what is back, wait. */
@@ -1004,14 +754,13 @@ relay_worker_run(const struct relay_config *cfg, int worker_index,
 	w.stop = stop;
 	w.shared = shared;
 	w.rng = ob_rand_seed();
-	w.reconnect_ms = RECONNECT_MIN_MS;
 	w.nslots = (uint32_t)cfg->max_inflight;
-	w.next_housekeep_ms = ob_mono_ms();
-	w.next_stats_ms = ob_mono_ms();
+	w.housekeeping.next_purge_ms = ob_mono_ms();
 	ob_buf_init(&w.inc);
 	ob_buf_init(&w.exc);
+	w.tally.all = shared != NULL ? &shared->totals : NULL;
 	if (shared != NULL && worker_index >= 0 && worker_index < RELAY_MAX_WORKERS) {
-		w.metrics = &shared->metrics;
+		w.tally.metrics = &shared->metrics;
 		w.live = &shared->live[worker_index];
 		w.deliverer.frame_seconds = shared->metrics.delivery_seconds;
 		for (int k = 0; k < OB_BUS_REFUSED_COUNT; k++)
@@ -1024,6 +773,9 @@ relay_worker_run(const struct relay_config *cfg, int worker_index,
 	char host[64] = "localhost";
 	gethostname(host, sizeof(host) - 1);
 	snprintf(w.owner, sizeof(w.owner), "%s:%d:%d", host, (int)getpid(), worker_index);
+	relay_db_session_init(&w.db, cfg, w.owner, w.live != NULL ? &w.live->connected : NULL);
+	relay_stats_report_init(&w.report, cfg, w.tally.metrics);
+	w.report.next_ms = ob_mono_ms();
 
 	char err[1024];
 	int code = 1;
@@ -1037,10 +789,6 @@ relay_worker_run(const struct relay_config *cfg, int worker_index,
 	w.deliverer.breaker_probe_ms = cfg->breaker_probe_ms;
 	w.deliverer.unrouted_dead = cfg->unrouted != NULL &&
 	    strcmp(cfg->unrouted, "dead-letter") == 0;
-	/* with a default route every topic is routed: nothing to report */
-	w.unrouted_wait = !w.deliverer.unrouted_dead && cfg->route_table != NULL;
-	for (int i = 0; w.unrouted_wait && i < cfg->route_table->nroutes; i++)
-		w.unrouted_wait = strcmp(cfg->route_table->routes[i].topic, "*") != 0;
 	if (relay_gate_init(&w.gate, cfg->standby_gate, cfg->standby_names.items,
 	    cfg->standby_names.n, cfg->standby_gate_timeout_ms, cfg->standby_poll_ms, err,
 	    sizeof(err)) != OB_OK) {
@@ -1086,37 +834,33 @@ relay_worker_run(const struct relay_config *cfg, int worker_index,
 			/* the certificates too (same paths, new contents), for new dials */
 			relay_tls_reload(&w.deliverer, worker_index);
 		}
-		if (ob_pg_broken(w.conn)) {
-			if (w.conn != NULL) {
-				char q[600];
-				ob_warn("relay.db.lost", "owner=%s err=%s", w.owner,
-				    ob_log_q(PQerrorMessage(w.conn), q, sizeof(q)));
-				PQfinish(w.conn);
-				w.conn = NULL;
+		if (ob_pg_broken(w.db.conn)) {
+			if (w.db.conn != NULL) {
+				relay_db_session_lost(&w.db);
 				drop_inflight(&w);
 			}
 			if (!connect_db(&w))
 				continue;
 		}
-		maybe_housekeep(&w);
-		maybe_stats(&w);
-		maybe_discover(&w);
+		if (worker_index == 0) {
+			relay_housekeeping_purge(&w.housekeeping, w.db.conn, cfg, &w.tally);
+			relay_stats_report_run(&w.report, w.db.conn);
+			relay_housekeeping_discover(&w.housekeeping, w.db.conn, cfg);
+		}
 		turn(&w);
 		if (ob_mono_ms() >= next_progress) {
 			next_progress = ob_mono_ms() + PROGRESS_EVERY_MS;
-			log_progress(&w, "relay.progress");
+			relay_tally_log_progress(&w.tally, "relay.progress");
 		}
 	}
 	drain_inflight(&w);
-	log_progress(&w, "relay.worker.stopped");
+	relay_tally_log_progress(&w.tally, "relay.worker.stopped");
 	char prefix[64];
 	snprintf(prefix, sizeof(prefix), "worker=%d ", worker_index);
-	relay_totals_log("relay.worker.totals", prefix, &w.totals);
+	relay_totals_log("relay.worker.totals", prefix, &w.tally.mine);
 	code = w.protocol_refused ? RELAY_EXIT_PROTOCOL : 0;
 out:
-	if (w.conn != NULL)
-		PQfinish(w.conn);
-	set_connected(&w, false);
+	relay_db_session_close(&w.db);
 	for (uint32_t i = 0; w.slots != NULL && i < w.nslots; i++) {
 		relay_frame_fini(&w.slots[i].f);
 		free(w.slots[i].outcomes);
