@@ -2,6 +2,8 @@
  * breaker.c - the per-destination circuit breaker (rule in breaker.h).
  *
  * Every state change goes through set_state; the caller logs transitions.
+ * Nothing else writes a breaker's fields: the probe's reservation ends
+ * through relay_breaker_result or the two probe_ functions.
  */
 #include "breaker.h"
 
@@ -48,6 +50,19 @@ relay_breaker_result(struct relay_breaker *b, bool ok, int64_t now_ms,
 		return true;
 	}
 	return false;
+}
+
+void
+relay_breaker_probe_unused(struct relay_breaker *b, int64_t now_ms, int64_t probe_interval_ms)
+{
+	b->probing = false;
+	b->next_probe_ms = now_ms + probe_interval_ms;
+}
+
+void
+relay_breaker_probe_inconclusive(struct relay_breaker *b)
+{
+	b->probing = false;
 }
 
 const char *

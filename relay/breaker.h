@@ -44,6 +44,17 @@ enum relay_breaker_verdict relay_breaker_ask(struct relay_breaker *b, int64_t no
 bool relay_breaker_result(struct relay_breaker *b, bool ok, int64_t now_ms,
     uint32_t threshold, int64_t probe_interval_ms);
 
+/* The probe a PROBE verdict reserved will not be sent (nothing to probe
+ * with): the reservation ends, the next probe is due after another
+ * interval from now_ms. */
+void relay_breaker_probe_unused(struct relay_breaker *b, int64_t now_ms,
+    int64_t probe_interval_ms);
+
+/* The probe was sent and proved nothing either way (a reply that does not
+ * decode reached a consumer: no transport failure, no success): the
+ * reservation ends, the state and the next probe's time stay. */
+void relay_breaker_probe_inconclusive(struct relay_breaker *b);
+
 /* "closed" / "open". */
 const char *relay_breaker_state_name(enum relay_breaker_state s);
 

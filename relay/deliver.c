@@ -374,9 +374,8 @@ void
 relay_probe_unused(struct relay_deliverer *d, int dest)
 {
 	/* Nothing to probe with: look again after an interval. */
-	struct relay_breaker *b = &d->dests[dest].breaker;
-	b->probing = false;
-	b->next_probe_ms = (int64_t)nng_clock() + d->breaker_probe_ms;
+	relay_breaker_probe_unused(&d->dests[dest].breaker, (int64_t)nng_clock(),
+	    d->breaker_probe_ms);
 }
 
 /* ---- frames ----------------------------------------------------------------- */
@@ -824,7 +823,7 @@ relay_frame_finish(struct relay_deliverer *d, struct relay_frame *f, struct rela
 		if (f->sent && (f->rv != 0 || ok))
 			breaker_result(d, f->dest, ok);
 		else if (f->sent && f->probe)
-			d->dests[f->dest].breaker.probing = false;
+			relay_breaker_probe_inconclusive(&d->dests[f->dest].breaker);
 		if (f->sent)
 			window_result(d, f->dest, result);
 	}

@@ -23,6 +23,33 @@ START_TEST(test_opens_after_threshold)
 }
 END_TEST
 
+START_TEST(test_probe_unused_waits_an_interval)
+{
+	struct relay_breaker b = { 0 };
+	relay_breaker_result(&b, false, 0, 1, 1000);
+	ck_assert_int_eq(relay_breaker_ask(&b, 1000), RELAY_BREAKER_PROBE);
+	/* nothing to probe with at 1200: the next probe after another interval */
+	relay_breaker_probe_unused(&b, 1200, 1000);
+	ck_assert_int_eq(b.state, RELAY_BREAKER_OPEN);
+	ck_assert_int_eq(relay_breaker_ask(&b, 2199), RELAY_BREAKER_HOLD);
+	ck_assert_int_eq(relay_breaker_ask(&b, 2200), RELAY_BREAKER_PROBE);
+}
+END_TEST
+
+START_TEST(test_probe_inconclusive_keeps_state)
+{
+	struct relay_breaker b = { 0 };
+	relay_breaker_result(&b, false, 0, 1, 1000);
+	ck_assert_int_eq(relay_breaker_ask(&b, 1000), RELAY_BREAKER_PROBE);
+	ck_assert_int_eq(relay_breaker_ask(&b, 1000), RELAY_BREAKER_HOLD);
+	/* a reply that does not decode: still open, the probe may go again */
+	relay_breaker_probe_inconclusive(&b);
+	ck_assert_int_eq(b.state, RELAY_BREAKER_OPEN);
+	ck_assert_uint_eq(b.failures, 1);
+	ck_assert_int_eq(relay_breaker_ask(&b, 1000), RELAY_BREAKER_PROBE);
+}
+END_TEST
+
 START_TEST(test_success_resets_count)
 {
 	struct relay_breaker b = { 0 };
@@ -66,6 +93,8 @@ breaker_suite(void)
 	tcase_add_test(tc, test_opens_after_threshold);
 	tcase_add_test(tc, test_success_resets_count);
 	tcase_add_test(tc, test_one_probe_per_interval);
+	tcase_add_test(tc, test_probe_unused_waits_an_interval);
+	tcase_add_test(tc, test_probe_inconclusive_keeps_state);
 	suite_add_tcase(s, tc);
 	return s;
 }
