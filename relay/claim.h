@@ -44,7 +44,7 @@ struct relay_batch {
 /* Which topics a claim may take: those named in include, and, with others,
  * every topic not named in exclude (both PostgreSQL text[] literals, e.g.
  * "{a,b}"; NULL = empty). Built from the routes and the breakers
- * (deliver.h). */
+ * (dest.h, relay_topics_now). */
 struct relay_topics {
 	const char *include;
 	const char *exclude;

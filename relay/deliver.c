@@ -6,7 +6,9 @@
  * whose callback moves it SEND -> RECV -> DONE and then writes a byte to
  * the worker's wakeup pipe. The worker collects finished frames one by one
  * (relay_frame_finish), so one destination's timeout never delays the
- * outcome of another's frame. Nothing here touches the database.
+ * outcome of another's frame. The destinations themselves (sockets,
+ * breakers, windows, the pick) are dest.c's. Nothing here touches the
+ * database.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -17,7 +19,6 @@
 #include <unistd.h>
 
 #include <nng/nng.h>
-#include <nng/protocol/reqrep0/req.h>
 #include <nng/supplemental/util/platform.h>
 
 #include "deliver.h"
@@ -25,7 +26,6 @@
 #include "outbox/bus_tls.h"
 #include "outbox/err.h"
 #include "outbox/log.h"
-#include "route_tls.h"
 
 static double
 seconds_since(const struct timespec *t0)
@@ -35,34 +35,12 @@ seconds_since(const struct timespec *t0)
 	return (double)(t.tv_sec - t0->tv_sec) + (double)(t.tv_nsec - t0->tv_nsec) / 1e9;
 }
 
-static void
-pipe_event(nng_pipe p, nng_pipe_ev ev, void *arg)
-{
-	struct relay_dest *d = arg;
-	if (ev == NNG_PIPE_EV_ADD_POST)
-		atomic_fetch_add(&d->pipes, 1);
-	else if (ev == NNG_PIPE_EV_REM_POST)
-		atomic_fetch_sub(&d->pipes, 1);
-}
-
 int
 relay_deliverer_init(struct relay_deliverer *d, const struct relay_routes *rt)
 {
-	d->rt = rt;
 	d->wake[0] = d->wake[1] = -1;
-	d->dests = calloc(rt->nurls > 0 ? (size_t)rt->nurls : 1, sizeof(*d->dests));
-	d->next = calloc(rt->nroutes > 0 ? (size_t)rt->nroutes : 1, sizeof(*d->next));
-	if (d->dests == NULL || d->next == NULL)
-		return OB_ENOMEM;
-	d->ndests = rt->nurls;
-	for (int i = 0; i < d->ndests; i++) {
-		d->dests[i].url = rt->urls[i];
-		d->dests[i].window = d->window_max > 0 ? d->window_max : 1;
-	}
-	return OB_OK;
+	return relay_dest_table_init(&d->table, rt);
 }
-
-static int start_dialer(struct relay_dest *ds);
 
 int
 relay_deliverer_open(struct relay_deliverer *d, char *err, size_t errlen)
@@ -78,150 +56,15 @@ relay_deliverer_open(struct relay_deliverer *d, char *err, size_t errlen)
 		d->wake[0] = d->wake[1] = -1;
 		return OB_ENOMEM;
 	}
-	for (int i = 0; i < d->ndests; i++) {
-		struct relay_dest *ds = &d->dests[i];
-		rv = nng_req0_open(&ds->sock);
-		if (rv != 0) {
-			snprintf(err, errlen, "open REQ socket: %s", nng_strerror(rv));
-			return OB_ENET;
-		}
-		/* Our own deadline and redelivery govern retries, not REQ's timer. */
-		nng_socket_set_ms(ds->sock, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
-		nng_socket_set_ms(ds->sock, NNG_OPT_RECONNMINT, 50);
-		nng_socket_set_ms(ds->sock, NNG_OPT_RECONNMAXT, 2000);
-		/* the largest reply to the largest frame this relay sends */
-		nng_socket_set_size(ds->sock, NNG_OPT_RECVMAXSZ,
-		    OB_WIRE_REPLY_MAX_BYTES(d->limits.max_batch));
-		nng_pipe_notify(ds->sock, NNG_PIPE_EV_ADD_POST, pipe_event, ds);
-		nng_pipe_notify(ds->sock, NNG_PIPE_EV_REM_POST, pipe_event, ds);
-		ds->watch.every_ms = RELAY_REFUSAL_LOG_EVERY_MS;
-		nng_tls_config *tls = NULL;
-		if (ob_bus_tls_url(ds->url)) {
-			int rc = ob_bus_tls_config_new(false, &d->tls, ds->url, &tls, err, errlen);
-			if (rc != OB_OK)
-				return rc;
-		}
-		ds->tls = tls; /* ours, released at close (the dialer takes its own) */
-		if ((rv = start_dialer(ds)) != 0) {
-			snprintf(err, errlen, "dial %s: %s", ds->url, nng_strerror(rv));
-			return OB_ENET;
-		}
-	}
-	return OB_OK;
-}
-
-/* A dialer of our own for ds, not nng_dial: its counters say why the
- * handshakes fail (relay_dest_refusals). 0 or the nng error. */
-static int
-start_dialer(struct relay_dest *ds)
-{
-	nng_dialer dl;
-	int rv;
-	if ((rv = nng_dialer_create(&dl, ds->sock, ds->url)) != 0)
-		return rv;
-	if ((ds->tls != NULL && (rv = nng_dialer_set_ptr(dl, NNG_OPT_TLS_CONFIG, ds->tls)) != 0) ||
-	    (rv = nng_dialer_start(dl, NNG_FLAG_NONBLOCK)) != 0) {
-		nng_dialer_close(dl);
-		return rv;
-	}
-	ds->dialer = dl;
-	ds->alive_ms = (int64_t)nng_clock();
-	return 0;
-}
-
-/* After a frame to ds failed: a new dialer when ds has replied to nothing
- * for RELAY_REDIAL_STUCK_MS or twice the delivery timeout (deliver.h). */
-static void
-redial_if_stuck(struct relay_deliverer *d, struct relay_dest *ds)
-{
-	/* By replies, not by the pipe count: a connection that answers
-	 * nothing for that long is as good as none, and after many re-opens
-	 * of the consumer's listener the count was seen at 1 with no TCP
-	 * connection at all (cause in nng not found). Twice the delivery
-	 * timeout: a slow consumer's frames time out one by one, but one of
-	 * them is answered within that. */
-	int64_t now = (int64_t)nng_clock();
-	int64_t stuck = 2 * d->timeout_ms > RELAY_REDIAL_STUCK_MS ? 2 * d->timeout_ms
-	                                                          : RELAY_REDIAL_STUCK_MS;
-	if (now - ds->alive_ms < stuck)
-		return;
-	int64_t idle = now - ds->alive_ms;
-	if (nng_dialer_id(ds->dialer) > 0)
-		nng_dialer_close(ds->dialer);
-	memset(&ds->dialer, 0, sizeof(ds->dialer));
-	/* the new dialer's counters start at zero */
-	memset(&ds->watch.seen, 0, sizeof(ds->watch.seen));
-	int rv = start_dialer(ds);
-	ds->alive_ms = now; /* and try again after as long, when it failed */
-	/* one line per outage at info (a consumer long down is re-dialed
-	 * every RELAY_REDIAL_STUCK_MS), the rest at debug; a failure at warn */
-	enum ob_log_level level = rv != 0 ? OB_LOG_WARN : ds->redials == 0 ? OB_LOG_INFO
-	                                                                   : OB_LOG_DEBUG;
-	ds->redials++;
-	char q[200];
-	ob_log(level, "relay.dial.restarted", "dest=%s no_connection_ms=%lld redials=%u err=%s",
-	    ds->url, (long long)idle, ds->redials,
-	    ob_log_q(rv != 0 ? nng_strerror(rv) : "-", q, sizeof(q)));
-}
-
-int
-relay_deliverer_reload_tls(struct relay_deliverer *d, int *ndests, char *err, size_t errlen)
-{
-	nng_tls_config **fresh = calloc(d->ndests > 0 ? (size_t)d->ndests : 1, sizeof(*fresh));
-	int rc = OB_OK, n = 0;
-	if (fresh == NULL) {
-		snprintf(err, errlen, "out of memory");
-		return OB_ENOMEM;
-	}
-	/* every one first: a bad file changes nothing anywhere */
-	for (int i = 0; i < d->ndests && rc == OB_OK; i++)
-		if (d->dests[i].tls != NULL)
-			rc = ob_bus_tls_config_new(false, &d->tls, d->dests[i].url, &fresh[i], err,
-			    errlen);
-	for (int i = 0; i < d->ndests && rc == OB_OK; i++) {
-		struct relay_dest *ds = &d->dests[i];
-		if (fresh[i] == NULL)
-			continue;
-		int rv = nng_dialer_set_ptr(ds->dialer, NNG_OPT_TLS_CONFIG, fresh[i]);
-		if (rv != 0) {
-			snprintf(err, errlen, "dial %s: new TLS configuration: %s", ds->url,
-			    nng_strerror(rv));
-			rc = OB_ENET;
-			break;
-		}
-		if (ds->tls_prev != NULL)
-			nng_tls_config_free(ds->tls_prev);
-		ds->tls_prev = ds->tls;
-		ds->tls = fresh[i];
-		fresh[i] = NULL;
-		n++;
-	}
-	for (int i = 0; i < d->ndests; i++)
-		if (fresh[i] != NULL)
-			nng_tls_config_free(fresh[i]);
-	free(fresh);
-	*ndests = n;
-	return rc;
+	/* the largest reply to the largest frame this relay sends */
+	return relay_dest_table_open(&d->table, OB_WIRE_REPLY_MAX_BYTES(d->limits.max_batch), err,
+	    errlen);
 }
 
 void
 relay_deliverer_close(struct relay_deliverer *d)
 {
-	for (int i = 0; i < d->ndests; i++) {
-		struct relay_dest *ds = &d->dests[i];
-		if (nng_socket_id(ds->sock) > 0)
-			nng_close(ds->sock);
-		if (ds->tls != NULL)
-			nng_tls_config_free(ds->tls);
-		if (ds->tls_prev != NULL)
-			nng_tls_config_free(ds->tls_prev);
-		ds->tls = ds->tls_prev = NULL;
-	}
-	free(d->dests);
-	free(d->next);
-	d->dests = NULL;
-	d->next = NULL;
-	d->ndests = 0;
+	relay_dest_table_close(&d->table);
 	if (d->mtx != NULL)
 		nng_mtx_free(d->mtx);
 	d->mtx = NULL;
@@ -231,151 +74,6 @@ relay_deliverer_close(struct relay_deliverer *d)
 		d->wake[k] = -1;
 	}
 	ob_buf_fini(&d->encode);
-}
-
-/* Closed breaker and room in the window: a frame may go now. */
-static bool
-dest_sendable(const struct relay_dest *ds)
-{
-	return ds->breaker.state == RELAY_BREAKER_CLOSED && ds->inflight < ds->window;
-}
-
-int
-relay_route_pick(struct relay_deliverer *d, const char *topic, size_t len)
-{
-	int ri = relay_routes_find(d->rt, topic, len);
-	if (ri < 0)
-		return -1;
-	const struct relay_route *r = &d->rt->routes[ri];
-	unsigned *next = &d->next[ri];
-	/* Round-robin, best class first: live, closed, with room in its
-	 * window; closed with room (maybe still connecting); closed; open
-	 * with its probe due; anything. A destination that is down or full
-	 * never holds messages back while another can take them. */
-	nng_time now = nng_clock();
-	for (int cls = 0; cls < 5; cls++) {
-		for (int k = 0; k < r->ndests; k++) {
-			int di = r->dests[(*next + (unsigned)k) % (unsigned)r->ndests];
-			const struct relay_dest *ds = &d->dests[di];
-			bool closed = ds->breaker.state == RELAY_BREAKER_CLOSED;
-			bool ok;
-			switch (cls) {
-			case 0: ok = dest_sendable(ds) && atomic_load(&ds->pipes) > 0; break;
-			case 1: ok = dest_sendable(ds); break;
-			case 2: ok = closed; break;
-			case 3: ok = !ds->breaker.probing &&
-			            (int64_t)now >= ds->breaker.next_probe_ms; break;
-			default: ok = true; break;
-			}
-			if (ok) {
-				*next += (unsigned)k + 1;
-				return di;
-			}
-		}
-	}
-	return -1; /* not reached: class 4 takes any */
-}
-
-
-/* ---- which topics to claim ------------------------------------------------ */
-
-
-static bool
-route_sendable(const struct relay_deliverer *d, const struct relay_route *r)
-{
-	for (int k = 0; k < r->ndests; k++)
-		if (dest_sendable(&d->dests[r->dests[k]]))
-			return true;
-	return false;
-}
-
-static int
-array_add(struct ob_buf *b, const char *topic)
-{
-	int rc = ob_buf_puts(b, b->len > 1 ? "," : "");
-	return rc | ob_buf_put_pg_array_text(b, topic, strlen(topic));
-}
-
-int
-relay_topics_now(struct relay_deliverer *d, struct ob_buf *inc, struct ob_buf *exc,
-    struct relay_topics *out)
-{
-	int rc = OB_OK;
-	bool has_default = false, default_up = false;
-	ob_buf_reset(inc);
-	ob_buf_reset(exc);
-	rc |= ob_buf_puts(inc, "{");
-	rc |= ob_buf_puts(exc, "{");
-	for (int i = 0; i < d->rt->nroutes; i++) {
-		const struct relay_route *r = &d->rt->routes[i];
-		bool up = route_sendable(d, r);
-		if (strcmp(r->topic, "*") == 0) {
-			has_default = true;
-			default_up = up;
-			continue;
-		}
-		rc |= array_add(exc, r->topic);
-		if (up)
-			rc |= array_add(inc, r->topic);
-	}
-	rc |= ob_buf_puts(inc, "}");
-	rc |= ob_buf_puts(exc, "}");
-	if (rc != OB_OK)
-		return OB_ENOMEM;
-	out->include = inc->data;
-	out->exclude = exc->data;
-	/* No default route: a topic no route matches is not claimed at all
-	 * (--unrouted wait, the default): it waits, pending, for a relay that
-	 * routes it (worker 0 reports it: relay.topic.unrouted, the gauge
-	 * outbox_relay_unrouted_pending). Only --unrouted dead-letter claims
-	 * such topics, to dead-letter them ("no route"). */
-	out->others = has_default ? default_up : d->unrouted_dead;
-	return OB_OK;
-}
-
-bool
-relay_probe_due(struct relay_deliverer *d, struct ob_buf *inc, struct ob_buf *exc,
-    struct relay_topics *out, int *dest)
-{
-	int64_t now = (int64_t)nng_clock();
-	for (int i = 0; i < d->rt->nroutes; i++) {
-		const struct relay_route *r = &d->rt->routes[i];
-		if (route_sendable(d, r))
-			continue;
-		for (int k = 0; k < r->ndests; k++) {
-			int di = r->dests[k];
-			if (relay_breaker_ask(&d->dests[di].breaker, now) != RELAY_BREAKER_PROBE)
-				continue;
-			ob_buf_reset(inc);
-			ob_buf_reset(exc);
-			int rc = ob_buf_puts(inc, "{") | ob_buf_puts(exc, "{");
-			bool def = strcmp(r->topic, "*") == 0;
-			if (!def)
-				rc |= array_add(inc, r->topic);
-			for (int j = 0; def && j < d->rt->nroutes; j++)
-				if (strcmp(d->rt->routes[j].topic, "*") != 0)
-					rc |= array_add(exc, d->rt->routes[j].topic);
-			rc |= ob_buf_puts(inc, "}") | ob_buf_puts(exc, "}");
-			if (rc != OB_OK) {
-				relay_probe_unused(d, di);
-				return false;
-			}
-			out->include = inc->data;
-			out->exclude = exc->data;
-			out->others = def;
-			*dest = di;
-			return true;
-		}
-	}
-	return false;
-}
-
-void
-relay_probe_unused(struct relay_deliverer *d, int dest)
-{
-	/* Nothing to probe with: look again after an interval. */
-	relay_breaker_probe_unused(&d->dests[dest].breaker, (int64_t)nng_clock(),
-	    d->breaker_probe_ms);
 }
 
 /* ---- frames ----------------------------------------------------------------- */
@@ -515,8 +213,8 @@ static void
 hold_all(struct relay_deliverer *d, struct relay_frame *f, struct relay_outcome *out,
     const char *why)
 {
-	int64_t half = d->breaker_probe_ms / 2;
-	int64_t delay = d->breaker_probe_ms + (half > 0 ? (int64_t)(nng_random() % (uint32_t)half) : 0);
+	int64_t half = d->table.breaker_probe_ms / 2;
+	int64_t delay = d->table.breaker_probe_ms + (half > 0 ? (int64_t)(nng_random() % (uint32_t)half) : 0);
 	for (uint32_t i = 0; i < f->batch.n; i++) {
 		set_outcome(&out[i], &f->batch.msgs[i], RELAY_OUT_RELEASE, "%.*s", why, strlen(why));
 		out[i].refund_attempt = true;
@@ -540,7 +238,7 @@ relay_frame_send(struct relay_deliverer *d, struct relay_frame *f, int force_des
 	if (b->n == 0)
 		return false;
 	f->dest = force_dest >= 0 ? force_dest
-	    : relay_route_pick(d, b->msgs[0].topic, b->msgs[0].topic_len);
+	    : relay_route_pick(&d->table, b->msgs[0].topic, b->msgs[0].topic_len);
 	struct ob_wire_msg *chunk = calloc(b->n, sizeof(*chunk));
 	if (f->skip == NULL || chunk == NULL) {
 		hold_all(d, f, out, "out of memory");
@@ -548,7 +246,7 @@ relay_frame_send(struct relay_deliverer *d, struct relay_frame *f, int force_des
 		f->dest = -1;
 		return false;
 	}
-	if (f->dest < 0 && !d->unrouted_dead) {
+	if (f->dest < 0 && !d->table.unrouted_dead) {
 		/* --unrouted wait: claimed all the same (a relay's routes are
 		 * never in its claim filter otherwise; a claim of another
 		 * relay's routes cannot happen): back, for a relay that routes
@@ -581,7 +279,7 @@ relay_frame_send(struct relay_deliverer *d, struct relay_frame *f, int force_des
 		free(chunk);
 		return false;
 	}
-	struct relay_dest *ds = &d->dests[f->dest];
+	struct relay_dest *ds = &d->table.dest[f->dest];
 	/* force_dest is the probe relay_probe_due reserved */
 	enum relay_breaker_verdict v = force_dest >= 0 ? RELAY_BREAKER_PROBE
 	    : relay_breaker_ask(&ds->breaker, (int64_t)nng_clock());
@@ -670,14 +368,14 @@ apply_reply(struct relay_deliverer *d, struct relay_frame *f, const void *body, 
 {
 	const struct relay_batch *b = &f->batch;
 	struct ob_wire_reply rep;
-	const char *url = d->dests[f->dest].url;
+	const char *url = d->table.dest[f->dest].url;
 	int rc = ob_wire_decode_reply(body, len, &d->limits, &rep);
 	if (rc == OB_OK && rep.frame_err == OB_EWIRE_VERSION)
-		consumer_too_old(&d->dests[f->dest], &rep);
+		consumer_too_old(&d->table.dest[f->dest], &rep);
 	else if (rc == OB_OK && rep.frame_err != 0)
 		ob_warn("relay.deliver.refused", "dest=%s err=%s", url, ob_err_name(rep.frame_err));
 	else if (rc == OB_OK)
-		d->dests[f->dest].too_old_next_ms = 0; /* it reads our version (again) */
+		d->table.dest[f->dest].too_old_next_ms = 0; /* it reads our version (again) */
 	if (rc == OB_OK && rep.frame_err != 0) {
 		/* A consumer too old to read the frame applied nothing and can
 		 * apply nothing until it is upgraded: like an outage, the frame
@@ -736,52 +434,6 @@ apply_reply(struct relay_deliverer *d, struct relay_frame *f, const void *body, 
 	return true;
 }
 
-/* The breaker's verdict on one sent frame, logged when it changes state,
- * and published for the metrics. */
-static void
-breaker_result(struct relay_deliverer *d, int dest, bool ok)
-{
-	struct relay_dest *ds = &d->dests[dest];
-	enum relay_breaker_state before = ds->breaker.state;
-	if (relay_breaker_result(&ds->breaker, ok, (int64_t)nng_clock(), d->breaker_threshold,
-	        d->breaker_probe_ms))
-		ob_warn(ds->breaker.state == RELAY_BREAKER_OPEN ? "relay.breaker.open"
-		                                                 : "relay.breaker.closed",
-		    "dest=%s from=%s failures=%u probe_interval_ms=%lld", ds->url,
-		    relay_breaker_state_name(before), ds->breaker.failures,
-		    (long long)d->breaker_probe_ms);
-	if (d->breakers != NULL && dest < d->breakers_n) {
-		struct relay_breaker_live *bl = &d->breakers[dest];
-		struct timespec ts;
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		int64_t ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-		atomic_store(ok ? &bl->ok_ms : &bl->fail_ms, ms);
-		atomic_store(&bl->open, ds->breaker.state == RELAY_BREAKER_OPEN ? 1 : 0);
-	}
-}
-
-/* A destination's window after one of its frames: halved (at least one)
- * when the frame failed, one more (up to window_max) when it was answered.
- * Frames queued at a consumer slower than the pipeline would otherwise
- * time out while it still applies them, be sent again, and load it
- * further; and a destination that is gone would keep every slot of the
- * worker, one delivery timeout each, from the others. */
-static void
-window_result(struct relay_deliverer *d, int dest, enum relay_frame_result res)
-{
-	struct relay_dest *ds = &d->dests[dest];
-	uint32_t before = ds->window;
-	if (ds->inflight > 0)
-		ds->inflight--;
-	if (res == RELAY_FRAME_FAILED)
-		ds->window = ds->window > 1 ? ds->window / 2 : 1;
-	else if (res == RELAY_FRAME_REPLIED && ds->window < d->window_max)
-		ds->window++;
-	if (ds->window != before)
-		ob_debug("relay.window", "dest=%s frames_out=%u (was %u)", ds->url, ds->window,
-		    before);
-}
-
 enum relay_frame_result
 relay_frame_finish(struct relay_deliverer *d, struct relay_frame *f, struct relay_outcome *out)
 {
@@ -792,7 +444,7 @@ relay_frame_finish(struct relay_deliverer *d, struct relay_frame *f, struct rela
 		if (f->rv != 0) {
 			char why[160];
 			snprintf(why, sizeof(why), "%s %s: %s", f->failed_in,
-			    f->dest >= 0 ? d->dests[f->dest].url : "?", nng_strerror(f->rv));
+			    f->dest >= 0 ? d->table.dest[f->dest].url : "?", nng_strerror(f->rv));
 			for (uint32_t i = 0; i < b->n; i++) {
 				if (f->skip != NULL && f->skip[i])
 					continue;
@@ -805,14 +457,13 @@ relay_frame_finish(struct relay_deliverer *d, struct relay_frame *f, struct rela
 				d->frames_failed++;
 			/* never on a connection: was a handshake refused? */
 			if (f->sent && !f->reached && f->dest >= 0)
-				relay_dest_refusals(d, &d->dests[f->dest]);
+				relay_dest_refusals(&d->table, &d->table.dest[f->dest]);
 			if (f->sent && f->dest >= 0)
-				redial_if_stuck(d, &d->dests[f->dest]);
+				relay_dest_redial_if_stuck(&d->table.dest[f->dest], d->timeout_ms);
 			result = RELAY_FRAME_FAILED;
 		} else {
 			ob_metric_observe(d->frame_seconds, f->rtt_s);
-			d->dests[f->dest].alive_ms = (int64_t)nng_clock();
-			d->dests[f->dest].redials = 0;
+			relay_dest_alive(&d->table.dest[f->dest]);
 			ok = apply_reply(d, f, nng_msg_body(f->reply), nng_msg_len(f->reply), out);
 			nng_msg_free(f->reply);
 			f->reply = NULL;
@@ -821,11 +472,12 @@ relay_frame_finish(struct relay_deliverer *d, struct relay_frame *f, struct rela
 		/* A reply that does not decode reached a consumer: it is not a
 		 * transport failure, and it does not close an open breaker. */
 		if (f->sent && (f->rv != 0 || ok))
-			breaker_result(d, f->dest, ok);
+			relay_dest_breaker_result(&d->table, f->dest, ok);
 		else if (f->sent && f->probe)
-			relay_breaker_probe_inconclusive(&d->dests[f->dest].breaker);
+			relay_breaker_probe_inconclusive(&d->table.dest[f->dest].breaker);
 		if (f->sent)
-			window_result(d, f->dest, result);
+			relay_dest_window_result(&d->table, f->dest, result == RELAY_FRAME_FAILED,
+			    result == RELAY_FRAME_REPLIED);
 	}
 	if (nng_ctx_id(f->ctx) > 0)
 		nng_ctx_close(f->ctx);

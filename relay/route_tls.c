@@ -1,17 +1,15 @@
 /*
  * route_tls.c - mutual TLS from the relay's side: the settings, the start-up
- * probe in a child process, and the dialers' refusal counters turned into
- * log lines and metrics (route_tls.h).
+ * probe in a child process, and SIGHUP's reload logged and counted
+ * (route_tls.h). The dialers' refusal counters are dest.c's.
  */
 #include <errno.h>
-#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "deliver.h"
-#include "outbox/clock.h"
+#include "dest.h"
 #include "outbox/err.h"
 #include "outbox/log.h"
 #include "route_tls.h"
@@ -95,53 +93,24 @@ relay_tls_probe(const struct ob_bus_tls_files *f, const struct relay_routes *rt,
 }
 
 void
-relay_tls_reload(struct relay_deliverer *d, int worker)
+relay_tls_reload(struct relay_dest_table *t, int worker)
 {
 	bool any = false;
-	for (int i = 0; i < d->ndests; i++)
-		any |= d->dests[i].tls != NULL;
+	for (int i = 0; i < t->n; i++)
+		any |= t->dest[i].tls != NULL;
 	if (!any)
 		return;
 	char err[1024], q[1100], qc[700], qk[700], qa[700];
 	int n = 0;
-	int rc = relay_deliverer_reload_tls(d, &n, err, sizeof(err));
+	int rc = relay_dest_table_reload_tls(t, &n, err, sizeof(err));
 	if (rc != OB_OK) {
-		ob_metric_inc(d->tls_reload[1]);
+		ob_metric_inc(t->tls_reload[1]);
 		ob_warn("relay.tls.reload_failed", "worker=%d err=%s kept=%s", worker,
 		    ob_log_q(err, q, sizeof(q)), n > 0 ? "partly" : "1");
 		return;
 	}
-	ob_metric_inc(d->tls_reload[0]);
+	ob_metric_inc(t->tls_reload[0]);
 	ob_info("relay.tls.reloaded", "worker=%d dests=%d cert=%s key=%s ca=%s"
-	    " applies_to=new_connections", worker, n, ob_log_q(d->tls.cert, qc, sizeof(qc)),
-	    ob_log_q(d->tls.key, qk, sizeof(qk)), ob_log_q(d->tls.ca, qa, sizeof(qa)));
-}
-
-void
-relay_dest_refusals(struct relay_deliverer *d, struct relay_dest *ds)
-{
-	struct ob_bus_refusals now;
-	struct ob_bus_watch_news news;
-	char h[600];
-	if (nng_dialer_id(ds->dialer) <= 0 || ob_bus_refusals_dialer(ds->dialer, &now) != OB_OK) {
-		ob_debug("relay.handshake.counters", "dest=%s err=%s", ds->url,
-		    "no statistics for the dialer");
-		return;
-	}
-	ob_debug("relay.handshake.counters", "dest=%s tls_auth=%" PRIu64 " protocol=%" PRIu64
-	    " timeout=%" PRIu64 " closed=%" PRIu64, ds->url, now.n[OB_BUS_REFUSED_AUTH],
-	    now.n[OB_BUS_REFUSED_PROTO], now.n[OB_BUS_REFUSED_TIMEOUT], now.n[OB_BUS_REFUSED_CLOSED]);
-	if (!ob_bus_watch_update(&ds->watch, &now, ob_mono_ms(), &news))
-		return;
-	for (int r = 0; r < OB_BUS_REFUSED_COUNT; r++) {
-		if (news.fresh[r] > 0)
-			ob_metric_add(d->handshake_refused[r], news.fresh[r]);
-		if (news.log[r] > 0)
-			ob_warn("relay.handshake.refused", "dest=%s reason=%s refused=%" PRIu64
-			    " total=%" PRIu64 " tls=%s breaker=%s hint=%s", ds->url,
-			    ob_bus_refusal_name((enum ob_bus_refusal)r), news.log[r], news.total[r],
-			    ob_bus_tls_url(ds->url) ? "mutual" : "off",
-			    relay_breaker_state_name(ds->breaker.state),
-			    ob_log_q(ob_bus_refusal_hint((enum ob_bus_refusal)r), h, sizeof(h)));
-	}
+	    " applies_to=new_connections", worker, n, ob_log_q(t->tls.cert, qc, sizeof(qc)),
+	    ob_log_q(t->tls.key, qk, sizeof(qk)), ob_log_q(t->tls.ca, qa, sizeof(qa)));
 }

@@ -13,8 +13,8 @@
  * A refused handshake never becomes a connection: the destination has no
  * pipe, its frames fail without reaching a consumer (attempt refunded, the
  * breaker counts them: the destination is down). Why, nng says only in
- * the dialer's counters; relay_dest_refusals reads them after a failed
- * frame and logs and counts their growth (relay.handshake.refused).
+ * the dialer's counters; relay_dest_refusals (dest.h) reads them after a
+ * failed frame and logs and counts their growth (relay.handshake.refused).
  */
 #ifndef OUTBOX_RELAY_ROUTE_TLS_H
 #define OUTBOX_RELAY_ROUTE_TLS_H
@@ -25,11 +25,7 @@
 #include "relay.h"
 #include "routes.h"
 
-/* Per destination and reason, after the first line: one line per this. */
-#define RELAY_REFUSAL_LOG_EVERY_MS 30000
-
-struct relay_deliverer;
-struct relay_dest;
+struct relay_dest_table; /* dest.h */
 
 /* The TLS settings of c (borrowed from it). */
 struct ob_bus_tls_files relay_tls_files(const struct relay_config *c);
@@ -42,17 +38,12 @@ int relay_tls_probe(const struct ob_bus_tls_files *f, const struct relay_routes 
     char *err, size_t errlen);
 
 /* SIGHUP in a worker: when a route is tls+tcp://, re-read the TLS files
- * (relay_deliverer_reload_tls) and log the result: relay.tls.reloaded
+ * (relay_dest_table_reload_tls) and log the result: relay.tls.reloaded
  * (info: which files, how many destinations) or relay.tls.reload_failed
- * (warn: why; the running configuration is kept); counted in d's
+ * (warn: why; the running configuration is kept); counted in t's
  * tls_reload metrics. Connections up now keep going; new dials (after a
  * consumer closed its connections, as its own reload does) use the new
  * files. Worker loop only. */
-void relay_tls_reload(struct relay_deliverer *d, int worker);
-
-/* After a frame to ds failed without reaching a connection: read ds's
- * dialer counters, count what is new in d's metrics, log it (rate-limited:
- * RELAY_REFUSAL_LOG_EVERY_MS per reason). Worker loop only. */
-void relay_dest_refusals(struct relay_deliverer *d, struct relay_dest *ds);
+void relay_tls_reload(struct relay_dest_table *t, int worker);
 
 #endif

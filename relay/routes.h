@@ -2,7 +2,7 @@
  * routes.h - the relay's route table: which destinations (consumer URLs)
  * take which topic. Parsed once from the --route TOPIC=URL specs by the
  * supervisor, before it forks (the workers inherit it); plain data, no nng
- * state. A worker's deliverer (deliver.h) opens one socket per URL.
+ * state. A worker's destination table (dest.h) opens one socket per URL.
  */
 #ifndef OUTBOX_RELAY_ROUTES_H
 #define OUTBOX_RELAY_ROUTES_H

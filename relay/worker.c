@@ -33,6 +33,7 @@
 #include "claim.h"
 #include "db_session.h"
 #include "deliver.h"
+#include "dest.h"
 #include "housekeeping.h"
 #include "outbox/backoff.h"
 #include "outbox/buf.h"
@@ -599,21 +600,21 @@ fill(struct worker *w)
 		struct slot *s = free_slot_find(w);
 		struct relay_topics topics;
 		int dest = -1;
-		if (relay_probe_due(&w->deliverer, &w->inc, &w->exc, &topics, &dest)) {
+		if (relay_probe_due(&w->deliverer.table, &w->inc, &w->exc, &topics, &dest)) {
 			int got = claim_into(w, s, &topics, 1);
 			if (got < 0) {
-				relay_probe_unused(&w->deliverer, dest);
+				relay_probe_unused(&w->deliverer.table, dest);
 				return false;
 			}
 			if (got == 0) {
-				relay_probe_unused(&w->deliverer, dest);
+				relay_probe_unused(&w->deliverer.table, dest);
 			} else {
 				if (!start_slot(w, s, dest))
 					return false;
 				continue;
 			}
 		}
-		if (relay_topics_now(&w->deliverer, &w->inc, &w->exc, &topics) != OB_OK)
+		if (relay_topics_now(&w->deliverer.table, &w->inc, &w->exc, &topics) != OB_OK)
 			return true;
 		if (strcmp(topics.include, "{}") == 0 && !topics.others) {
 			w->claim_dry = true; /* every route is down */
@@ -764,11 +765,11 @@ relay_worker_run(const struct relay_config *cfg, int worker_index,
 		w.live = &shared->live[worker_index];
 		w.deliverer.frame_seconds = shared->metrics.delivery_seconds;
 		for (int k = 0; k < OB_BUS_REFUSED_COUNT; k++)
-			w.deliverer.handshake_refused[k] = shared->metrics.handshake_refused[k];
+			w.deliverer.table.handshake_refused[k] = shared->metrics.handshake_refused[k];
 		for (int k = 0; k < 2; k++)
-			w.deliverer.tls_reload[k] = shared->metrics.tls_reload[k];
-		w.deliverer.breakers = w.live->breakers;
-		w.deliverer.breakers_n = shared->metrics.ndests;
+			w.deliverer.table.tls_reload[k] = shared->metrics.tls_reload[k];
+		w.deliverer.table.breakers = w.live->breakers;
+		w.deliverer.table.breakers_n = shared->metrics.ndests;
 	}
 	char host[64] = "localhost";
 	gethostname(host, sizeof(host) - 1);
@@ -783,11 +784,11 @@ relay_worker_run(const struct relay_config *cfg, int worker_index,
 	w.deliverer.limits.max_batch = (uint32_t)cfg->batch;
 	w.deliverer.source = cfg->source_id;
 	w.deliverer.timeout_ms = cfg->delivery_timeout_ms;
-	w.deliverer.tls = relay_tls_files(cfg);
-	w.deliverer.window_max = w.nslots;
-	w.deliverer.breaker_threshold = (uint32_t)cfg->breaker_threshold;
-	w.deliverer.breaker_probe_ms = cfg->breaker_probe_ms;
-	w.deliverer.unrouted_dead = cfg->unrouted != NULL &&
+	w.deliverer.table.tls = relay_tls_files(cfg);
+	w.deliverer.table.window_max = w.nslots;
+	w.deliverer.table.breaker_threshold = (uint32_t)cfg->breaker_threshold;
+	w.deliverer.table.breaker_probe_ms = cfg->breaker_probe_ms;
+	w.deliverer.table.unrouted_dead = cfg->unrouted != NULL &&
 	    strcmp(cfg->unrouted, "dead-letter") == 0;
 	if (relay_gate_init(&w.gate, cfg->standby_gate, cfg->standby_names.items,
 	    cfg->standby_names.n, cfg->standby_gate_timeout_ms, cfg->standby_poll_ms, err,
@@ -832,7 +833,7 @@ relay_worker_run(const struct relay_config *cfg, int worker_index,
 			reloads = ob_sig_reloads();
 			(void)ob_reload_run(cfg->reload);
 			/* the certificates too (same paths, new contents), for new dials */
-			relay_tls_reload(&w.deliverer, worker_index);
+			relay_tls_reload(&w.deliverer.table, worker_index);
 		}
 		if (ob_pg_broken(w.db.conn)) {
 			if (w.db.conn != NULL) {

@@ -1,6 +1,6 @@
 /*
  * test_routes.c - the relay's route table (relay/routes.c) and a worker's
- * pick of a destination over it, without sockets (relay/deliver.c):
+ * pick of a destination over it, without sockets (relay/dest.c):
  * every --route form that parses and every one refused with its error
  * line, and the pick of a destination: the exact topic before the default
  * "*", round-robin across a topic's destinations, and a destination that
@@ -11,23 +11,23 @@
 
 #include <nng/nng.h>
 
-#include "deliver.h"
+#include "dest.h"
 #include "outbox/err.h"
 #include "testsupport.h"
 
 static struct relay_routes rt;
-static struct relay_deliverer d;
+static struct relay_dest_table d;
 static char err[512];
 
 static void
 teardown(void)
 {
-	relay_deliverer_close(&d);
+	relay_dest_table_close(&d);
 	memset(&d, 0, sizeof(d));
 	relay_routes_free(&rt);
 }
 
-/* Parse specs into rt, and set a deliverer up over them (no sockets). */
+/* Parse specs into rt, and set a destination table up over them (no sockets). */
 static int
 parse(const char *const *specs, size_t n)
 {
@@ -35,7 +35,7 @@ parse(const char *const *specs, size_t n)
 	err[0] = '\0';
 	int rc = relay_routes_parse(&rt, (char **)specs, n, err, sizeof(err));
 	if (rc == OB_OK)
-		ck_assert_int_eq(relay_deliverer_init(&d, &rt), OB_OK);
+		ck_assert_int_eq(relay_dest_table_init(&d, &rt), OB_OK);
 	return rc;
 }
 
@@ -46,10 +46,10 @@ START_TEST(test_parse_good)
 	ck_assert_int_eq(parse(specs, 4), OB_OK);
 	ck_assert_int_eq(rt.nroutes, 3);
 	ck_assert_int_eq(rt.nurls, 3); /* ipc:///tmp/a.ipc is one destination */
-	ck_assert_int_eq(d.ndests, 3);
+	ck_assert_int_eq(d.n, 3);
 	ck_assert_str_eq(rt.routes[0].topic, "report.created");
 	ck_assert_int_eq(rt.routes[0].ndests, 2);
-	ck_assert_str_eq(d.dests[rt.routes[0].dests[1]].url, "tcp://[::1]:5556");
+	ck_assert_str_eq(d.dest[rt.routes[0].dests[1]].url, "tcp://[::1]:5556");
 	ck_assert_str_eq(rt.routes[1].topic, "*");
 	ck_assert_int_eq(rt.routes[2].dests[0], rt.routes[0].dests[0]);
 	/* the lookup: its own route, else the default, else none */
@@ -97,11 +97,11 @@ END_TEST
 static void
 all_live(void)
 {
-	for (int i = 0; i < d.ndests; i++) {
-		d.dests[i].breaker.state = RELAY_BREAKER_CLOSED;
-		atomic_store(&d.dests[i].pipes, 1);
-		d.dests[i].inflight = 0;
-		d.dests[i].window = 2;
+	for (int i = 0; i < d.n; i++) {
+		d.dest[i].breaker.state = RELAY_BREAKER_CLOSED;
+		atomic_store(&d.dest[i].pipes, 1);
+		d.dest[i].inflight = 0;
+		d.dest[i].window = 2;
 	}
 }
 
@@ -115,24 +115,24 @@ START_TEST(test_pick)
 	int second = relay_route_pick(&d, "a", 1);
 	ck_assert_int_ne(first, second);
 	ck_assert_int_eq(relay_route_pick(&d, "a", 1), first);
-	ck_assert_str_eq(d.dests[relay_route_pick(&d, "other", 5)].url, "ipc:///tmp/def");
+	ck_assert_str_eq(d.dest[relay_route_pick(&d, "other", 5)].url, "ipc:///tmp/def");
 	/* a prefix of a topic is not the topic */
-	ck_assert_str_eq(d.dests[relay_route_pick(&d, "a", 0)].url, "ipc:///tmp/def");
+	ck_assert_str_eq(d.dest[relay_route_pick(&d, "a", 0)].url, "ipc:///tmp/def");
 
 	/* a1 down (breaker open, probe not due): a2 takes every batch */
 	int a1 = rt.routes[0].dests[0], a2 = rt.routes[0].dests[1];
-	d.dests[a1].breaker.state = RELAY_BREAKER_OPEN;
-	d.dests[a1].breaker.next_probe_ms = INT64_MAX;
+	d.dest[a1].breaker.state = RELAY_BREAKER_OPEN;
+	d.dest[a1].breaker.next_probe_ms = INT64_MAX;
 	for (int i = 0; i < 4; i++)
 		ck_assert_int_eq(relay_route_pick(&d, "a", 1), a2);
 	/* a2 full: an open breaker still is not picked while a2 is closed */
-	d.dests[a2].inflight = d.dests[a2].window;
+	d.dest[a2].inflight = d.dest[a2].window;
 	ck_assert_int_eq(relay_route_pick(&d, "a", 1), a2);
 	/* a1 back, a2 full: a1 */
-	d.dests[a1].breaker.state = RELAY_BREAKER_CLOSED;
+	d.dest[a1].breaker.state = RELAY_BREAKER_CLOSED;
 	ck_assert_int_eq(relay_route_pick(&d, "a", 1), a1);
 	/* a1 has no connection yet, a2 full: a1 (room beats a connection) */
-	atomic_store(&d.dests[a1].pipes, 0);
+	atomic_store(&d.dest[a1].pipes, 0);
 	ck_assert_int_eq(relay_route_pick(&d, "a", 1), a1);
 }
 END_TEST
