@@ -1,6 +1,6 @@
 /*
- * retry_policy.c - the retry-or-dead decision of a failed attempt
- * (retry_policy.h).
+ * retry_policy.c - the retry-or-dead decision of a failed attempt, message
+ * by message or for a failed frame's batch (retry_policy.h).
  */
 #include <inttypes.h>
 #include <stdbool.h>
@@ -48,5 +48,52 @@ relay_retry_decide(const struct relay_retry_limits *l, const struct ob_wire_msg 
 		    rng);
 		if (o->delay_ms < o->retry_after_ms)
 			o->delay_ms = o->retry_after_ms;
+	}
+}
+
+void
+relay_retry_failed_batch(const struct relay_retry_limits *l, const struct relay_batch *b,
+    const bool *skip, bool reached, int64_t now_us, uint64_t *rng, struct relay_outcome *out)
+{
+	if (!reached) {
+		uint32_t first = 0; /* a sent message: its error is the batch's */
+		while (first + 1 < b->n && skip != NULL && skip[first])
+			first++;
+		char why[RELAY_ERROR_MAX];
+		snprintf(why, sizeof(why), "%s", out[first].error);
+		struct relay_outcome o = out[first];
+		o.refund_attempt = true;
+		int64_t delay = ob_backoff_full_jitter(l->backoff_base_ms, l->backoff_cap_ms,
+		    relay_counted_attempts(&b->msgs[first], &o), rng);
+		for (uint32_t i = 0; i < b->n; i++) {
+			out[i].id = b->msgs[i].id;
+			out[i].kind = RELAY_OUT_RELEASE;
+			out[i].delay_ms = delay;
+			out[i].refund_attempt = true;
+			out[i].retry_after_ms = 0;
+			snprintf(out[i].error, sizeof(out[i].error), "%s", why);
+		}
+		return;
+	}
+	bool each = b->kind == RELAY_BATCH_RETRY;
+	for (uint32_t i = 0; i < b->n && !each; i++) {
+		if (skip[i] || out[i].kind != RELAY_OUT_RETRY) {
+			each = true; /* a message already decided (no route, too large) */
+			continue;
+		}
+		each = relay_counted_attempts(&b->msgs[i], &out[i]) >= l->max_attempts ||
+		    relay_msg_age_ms(&b->msgs[i], now_us) > l->max_age_ms;
+	}
+	if (each) {
+		for (uint32_t i = 0; i < b->n; i++)
+			if (out[i].kind == RELAY_OUT_RETRY)
+				relay_retry_decide(l, &b->msgs[i], now_us, rng, &out[i]);
+		return;
+	}
+	int64_t delay = ob_backoff_full_jitter(l->backoff_base_ms, l->backoff_cap_ms,
+	    relay_counted_attempts(&b->msgs[0], &out[0]), rng);
+	for (uint32_t i = 0; i < b->n; i++) {
+		out[i].kind = RELAY_OUT_RELEASE;
+		out[i].delay_ms = delay;
 	}
 }

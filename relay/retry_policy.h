@@ -1,7 +1,8 @@
 /*
  * retry_policy.h - what becomes of a message whose attempt failed: due
  * again after a Full Jitter backoff, or dead (--max-attempts, --max-age, a
- * consumer's Retry-After that would reach past --max-age).
+ * consumer's Retry-After that would reach past --max-age); and of the
+ * whole batch of a frame that failed (relay_retry_failed_batch).
  *
  * Only an attempt that reached a consumer can make a message dead (DESIGN
  * S4): one that reached none (refund_attempt) gets a backoff however old
@@ -13,6 +14,7 @@
 #ifndef RELAY_RETRY_POLICY_H
 #define RELAY_RETRY_POLICY_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "outbox/wire.h"
@@ -36,5 +38,28 @@ int64_t relay_msg_age_ms(const struct ob_wire_msg *m, int64_t now_us);
  * set (at least o->retry_after_ms). *rng: the caller's xorshift state. */
 void relay_retry_decide(const struct relay_retry_limits *l, const struct ob_wire_msg *m,
     int64_t now_us, uint64_t *rng, struct relay_outcome *o);
+
+/* A failed frame's outcomes, in out (b->n of them; relay_frame_finish made
+ * each sent message a RETRY). skip[i]: message i was decided at send
+ * time (may be NULL when the frame was not sent); reached: the frame went
+ * out on a connection. *rng: the caller's xorshift state.
+ *
+ * A frame that never reached a connection (none came up in time, the send
+ * failed, it could not be prepared) was seen by no consumer: its whole
+ * batch goes back, stream or retry batch alike, one write, attempt
+ * refunded, due after a Full Jitter backoff of the attempts that did reach
+ * one. Messages decided at send time (too large, no route) are decided
+ * again when it is sent. Nothing of it can be dead: an outage of any
+ * length leaves every message pending with the attempts it had. (A retry
+ * batch decided message by message would keep the claim's attempt in each
+ * retry row: an outage long enough made them dead by --max-attempts.)
+ *
+ * A frame that went out on a connection and got no reply (or one that does
+ * not decode) may have been applied: the attempt counts. A stream batch
+ * goes back whole (one row write, attempt kept) unless a message of it has
+ * used up its attempts or its age; then, and for a retry batch, each
+ * message is decided on its own (a retry row each, or a dead letter). */
+void relay_retry_failed_batch(const struct relay_retry_limits *l, const struct relay_batch *b,
+    const bool *skip, bool reached, int64_t now_us, uint64_t *rng, struct relay_outcome *out);
 
 #endif

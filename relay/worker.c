@@ -240,70 +240,14 @@ finish_retry(struct worker *w, const struct ob_wire_msg *m, struct relay_outcome
 	relay_retry_decide(&l, m, now_us(), &w->rng, o);
 }
 
-/* A failed frame's outcomes (relay_frame_finish made each sent message a
- * RETRY).
- *
- * A frame that never reached a connection (none came up in time, the send
- * failed, it could not be prepared) was seen by no consumer: its whole
- * batch goes back, stream or retry batch alike, one write, attempt
- * refunded, due after a Full Jitter backoff of the attempts that did reach
- * one. Messages decided at send time (too large, no route) are decided
- * again when it is sent. Nothing of it can be dead: an outage of any
- * length leaves every message pending with the attempts it had. (A retry
- * batch decided message by message would keep the claim's attempt in each
- * retry row: an outage long enough made them dead by --max-attempts.)
- *
- * A frame that went out on a connection and got no reply (or one that does
- * not decode) may have been applied: the attempt counts. A stream batch
- * goes back whole (one row write, attempt kept) unless a message of it has
- * used up its attempts or its age; then, and for a retry batch, each
- * message is decided on its own (a retry row each, or a dead letter). */
+/* A failed frame's outcomes (retry_policy.h). */
 static void
 failed_frame_outcomes(struct worker *w, const struct relay_frame *f, struct relay_outcome *out)
 {
 	const struct relay_config *c = w->cfg;
-	const struct relay_batch *b = &f->batch;
-	if (!f->reached) {
-		uint32_t first = 0; /* a sent message: its error is the batch's */
-		while (first + 1 < b->n && f->skip != NULL && f->skip[first])
-			first++;
-		char why[RELAY_ERROR_MAX];
-		snprintf(why, sizeof(why), "%s", out[first].error);
-		struct relay_outcome o = out[first];
-		o.refund_attempt = true;
-		int64_t delay = ob_backoff_full_jitter(c->backoff_base_ms, c->backoff_cap_ms,
-		    relay_counted_attempts(&b->msgs[first], &o), &w->rng);
-		for (uint32_t i = 0; i < b->n; i++) {
-			out[i].id = b->msgs[i].id;
-			out[i].kind = RELAY_OUT_RELEASE;
-			out[i].delay_ms = delay;
-			out[i].refund_attempt = true;
-			out[i].retry_after_ms = 0;
-			snprintf(out[i].error, sizeof(out[i].error), "%s", why);
-		}
-		return;
-	}
-	bool each = b->kind == RELAY_BATCH_RETRY;
-	for (uint32_t i = 0; i < b->n && !each; i++) {
-		if (f->skip[i] || out[i].kind != RELAY_OUT_RETRY) {
-			each = true; /* a message already decided (no route, too large) */
-			continue;
-		}
-		each = relay_counted_attempts(&b->msgs[i], &out[i]) >= (uint32_t)c->max_attempts ||
-		    relay_msg_age_ms(&b->msgs[i], now_us()) > c->max_age_ms;
-	}
-	if (each) {
-		for (uint32_t i = 0; i < b->n; i++)
-			if (out[i].kind == RELAY_OUT_RETRY)
-				finish_retry(w, &b->msgs[i], &out[i]);
-		return;
-	}
-	int64_t delay = ob_backoff_full_jitter(c->backoff_base_ms, c->backoff_cap_ms,
-	    relay_counted_attempts(&b->msgs[0], &out[0]), &w->rng);
-	for (uint32_t i = 0; i < b->n; i++) {
-		out[i].kind = RELAY_OUT_RELEASE;
-		out[i].delay_ms = delay;
-	}
+	const struct relay_retry_limits l = { (uint32_t)c->max_attempts, c->max_age_ms,
+		c->backoff_base_ms, c->backoff_cap_ms };
+	relay_retry_failed_batch(&l, &f->batch, f->skip, f->reached, now_us(), &w->rng, out);
 }
 
 /* Every message of the batch back, unsent: shutdown, or a stop during a
