@@ -36,7 +36,8 @@ enum prove_class {
 };
 
 /* Why a dead letter died: outbox.dead.last_error by its leading words
- * (the relay writes them: relay/deliver.c, relay/worker.c). */
+ * (the relay writes them: relay/retry_policy.c, relay/deliver.c,
+ * relay/worker.c). */
 enum prove_reason {
 	PROVE_REASON_REJECTED,       /* "rejected by consumer: ..." */
 	PROVE_REASON_MAX_ATTEMPTS,   /* "max attempts (N) reached; ..." */
