@@ -1,11 +1,11 @@
 /*
- * httpd_limits.c - the limits the HTTP server keeps, and what it does at
- * each: deadlines scanned every OB_HTTPD_TICK_MS (the state machine,
- * httpd_conn.c, says what a passed deadline means in each state); the
- * connection cap (the connection idle the longest is evicted; with none
- * idle, a 503 at once); the descriptor limit a program raises before it
- * serves (ob_httpd_reserve_fds); and the counters and log lines of the
- * connections cut off.
+ * httpd_limits.c - the limits the HTTP server keeps, and what it says at
+ * each: the limits' check, the 503 at the connection cap when no
+ * connection is idle, the descriptor limit a program raises before it
+ * serves (ob_httpd_reserve_fds), and the counters and log lines of the
+ * connections cut off. The loop (httpd_loop.c) scans the deadlines and
+ * evicts at the cap; the state machine (httpd_conn.c) says what a passed
+ * deadline means in each state.
  *
  * Never: log per connection at the cap or per descriptor shortage (at
  * most one warning every OB_HTTPD_LOG_EVERY_MS), change a connection's
@@ -53,30 +53,6 @@ httpd_count_close(struct conn *c, enum close_reason why)
 		        NS_PER_MS);
 }
 
-/* One whose bytes have arrived but were not read yet is not idle: it is
- * read first (and is in HEAD after). */
-bool
-httpd_evict_idle(struct ob_httpd *s)
-{
-	for (;;) {
-		struct conn *oldest = NULL;
-		char b;
-		for (struct conn *c = s->conns; c != NULL; c = c->next)
-			if (c->st == CONN_IDLE && c->len == 0 &&
-			    (oldest == NULL || c->since_ns < oldest->since_ns))
-				oldest = c;
-		if (oldest == NULL)
-			return false;
-		if (recv(oldest->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 1) {
-			httpd_conn_read(oldest);
-			continue;
-		}
-		httpd_count_close(oldest, CLOSE_EVICTED);
-		httpd_conn_close(oldest);
-		return true;
-	}
-}
-
 void
 httpd_reject(struct ob_httpd *s, int fd)
 {
@@ -110,23 +86,6 @@ httpd_reject(struct ob_httpd *s, int fd)
 		got += (size_t)r;
 	}
 	close(fd);
-}
-
-void
-httpd_scan_deadlines(struct ob_httpd *s)
-{
-	int64_t now = ob_mono_ns();
-	struct conn *next;
-	for (struct conn *c = s->conns; c != NULL; c = next) {
-		next = c->next;
-		if (c->deadline_ns == 0 || now < c->deadline_ns)
-			continue;
-		httpd_conn_expired(c);
-	}
-	if (s->accept_resume_ns != 0 && now >= s->accept_resume_ns) {
-		s->accept_resume_ns = 0;
-		httpd_listen_pause(s, false);
-	}
 }
 
 int

@@ -7,7 +7,9 @@
  * arrived before a new connection are read before the cap picks one to
  * evict); answers queued by ob_httpd_respond (httpd.c) are taken off
  * their mutex-protected list when the eventfd fires; deadlines are
- * scanned every OB_HTTPD_TICK_MS (httpd_limits.c); the connections closed
+ * scanned every OB_HTTPD_TICK_MS; at the connection cap the connection
+ * idle the longest is evicted (with none idle, httpd_limits.c answers
+ * 503 at once); the connections closed
  * during the pass are freed at its end. On stop, nothing more is
  * accepted and the answers already given are written for at most
  * OB_HTTPD_STOP_FLUSH_MS.
@@ -32,6 +34,50 @@
 #include "outbox/err.h"
 #include "outbox/log.h"
 #include "outbox/url.h"
+
+/* At the connection cap: close the connection idle the longest. One whose
+ * bytes have arrived but were not read yet is not idle: it is read first
+ * (and is in HEAD after). false when none is idle. */
+bool
+httpd_evict_idle(struct ob_httpd *s)
+{
+	for (;;) {
+		struct conn *oldest = NULL;
+		char b;
+		for (struct conn *c = s->conns; c != NULL; c = c->next)
+			if (c->st == CONN_IDLE && c->len == 0 &&
+			    (oldest == NULL || c->since_ns < oldest->since_ns))
+				oldest = c;
+		if (oldest == NULL)
+			return false;
+		if (recv(oldest->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 1) {
+			httpd_conn_read(oldest);
+			continue;
+		}
+		httpd_count_close(oldest, CLOSE_EVICTED);
+		httpd_conn_close(oldest);
+		return true;
+	}
+}
+
+/* Every connection whose deadline passed, to the state machine; the
+ * listener back on once its pause is over. */
+void
+httpd_scan_deadlines(struct ob_httpd *s)
+{
+	int64_t now = ob_mono_ns();
+	struct conn *next;
+	for (struct conn *c = s->conns; c != NULL; c = next) {
+		next = c->next;
+		if (c->deadline_ns == 0 || now < c->deadline_ns)
+			continue;
+		httpd_conn_expired(c);
+	}
+	if (s->accept_resume_ns != 0 && now >= s->accept_resume_ns) {
+		s->accept_resume_ns = 0;
+		httpd_listen_pause(s, false);
+	}
+}
 
 int
 httpd_bind_listen(struct ob_httpd *s, char *err, size_t errlen)
