@@ -26,6 +26,7 @@
 #include "outbox/err.h"
 #include "outbox/migrate.h"
 #include "outbox/pg.h"
+#include "outbox/sqlstate.h"
 
 /* The schema file holding a set's privileges, applied after the drop. */
 #define GRANTS_FILE "functions/grants.sql"
@@ -153,7 +154,8 @@ apply_file(PGconn *conn, const struct ob_schema_file *f, char *err, size_t errle
 	if (res == NULL || PQresultStatus(res) != PGRES_COMMAND_OK) {
 		rc = ob_pg_check(res, PGRES_COMMAND_OK, what, err, errlen);
 		/* invalid_function_definition: a new return type or argument names */
-		if (res != NULL && strcmp(ob_pg_sqlstate(res), "42P13") == 0) {
+		if (res != NULL && ob_sqlstate_is(ob_pg_sqlstate(res),
+	        OB_SQLSTATE_INVALID_FUNCTION_DEFINITION)) {
 			size_t n = strlen(err);
 			snprintf(err + n, errlen - n, " (CREATE OR REPLACE cannot change that:"
 			    " a numbered migration must drop the old definition first, sql/README.md)");

@@ -10,6 +10,7 @@
 
 #include "outbox/err.h"
 #include "outbox/pg.h"
+#include "outbox/sqlstate.h"
 
 /* How much of a (redacted) conninfo and of libpq's message an error shows. */
 #define CONNINFO_SHOWN_MAX 512
@@ -189,7 +190,7 @@ ob_pg_exec_prepared(PGconn *conn, const char *name, const char *sql, int nparams
 		return PQexecParams(conn, sql, nparams, NULL, values, lengths, formats, 0);
 	PGresult *r = PQexecPrepared(conn, name, nparams, values, lengths, formats, 0);
 	if (r == NULL || PQresultStatus(r) != PGRES_FATAL_ERROR ||
-	    strcmp(ob_pg_sqlstate(r), "26000") != 0) /* invalid_sql_statement_name */
+	    !ob_sqlstate_is(ob_pg_sqlstate(r), OB_SQLSTATE_INVALID_SQL_STATEMENT_NAME))
 		return r;
 	PQclear(r);
 	r = PQprepare(conn, name, sql, nparams, NULL);

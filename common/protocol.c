@@ -22,6 +22,7 @@
 #include "outbox/err.h"
 #include "outbox/pg.h"
 #include "outbox/protocol.h"
+#include "outbox/sqlstate.h"
 
 /* One object a program needs, and the privileges on it (comma-separated,
  * each checked on its own). kind: schema (name unused), function (any
@@ -232,10 +233,11 @@ ob_protocol_check(PGconn *conn, const char *schema, const char *component, int v
 	}
 	const char *state = ob_pg_sqlstate(res);
 	rc = OB_EDB;
-	if (strcmp(state, "OB001") == 0) {
+	if (ob_sqlstate_is(state, OB_SQLSTATE_PROTOCOL)) {
 		snprintf(err, errlen, "%s", PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY));
 		rc = OB_EPROTO;
-	} else if (strcmp(state, "42883") == 0 || strcmp(state, "3F000") == 0) {
+	} else if (ob_sqlstate_is(state, OB_SQLSTATE_UNDEFINED_FUNCTION) ||
+	    ob_sqlstate_is(state, OB_SQLSTATE_INVALID_SCHEMA_NAME)) {
 		/* undefined function / schema: migrated before versions existed */
 		snprintf(err, errlen, "the %s schema is older than this %s (protocol %d) needs:"
 		    " run outboxctl migrate", schema, component, version);

@@ -12,11 +12,12 @@
 
 #include "handler.h"
 #include "outbox/pg.h"
+#include "outbox/sqlstate.h"
 
 int
 inbox_status_for_sqlstate(const char *sqlstate)
 {
-	if (strncmp(sqlstate, "22", 2) == 0 || strncmp(sqlstate, "23", 2) == 0)
+	if (ob_sqlstate_bad_input(sqlstate))
 		return OB_WIRE_REJECT;
 	return OB_WIRE_RETRY;
 }

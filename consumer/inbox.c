@@ -26,6 +26,7 @@
 #include "outbox/err.h"
 #include "outbox/pg.h"
 #include "outbox/protocol.h"
+#include "outbox/sqlstate.h"
 
 #define OID_BYTEA 17
 #define OID_INT8 20
@@ -366,7 +367,8 @@ static bool
 is_lock_error(const char *sqlstate)
 {
 	/* lock_not_available (lock_timeout), deadlock_detected */
-	return strcmp(sqlstate, "55P03") == 0 || strcmp(sqlstate, "40P01") == 0;
+	return ob_sqlstate_is(sqlstate, OB_SQLSTATE_LOCK_NOT_AVAILABLE) ||
+	    ob_sqlstate_is(sqlstate, OB_SQLSTATE_DEADLOCK_DETECTED);
 }
 
 /* Fault points and COMMIT: the last step of both paths. */

@@ -19,6 +19,7 @@
 #include "outbox/keyclaim.h"
 #include "outbox/log.h"
 #include "outbox/pg.h"
+#include "outbox/sqlstate.h"
 
 bool
 api_claim_verdict(struct ob_key_claim *c, struct api_response *res)
@@ -109,13 +110,13 @@ api_write_failed(PGconn *conn, const char *table, const struct api_key *key, int
 {
 	/* What the client must change, by SQLSTATE (nothing was stored) ... */
 	const char *state = ob_pg_sqlstate(r);
-	if (strcmp(state, "54000") == 0) /* outbox.max_payload_bytes() */
+	if (ob_sqlstate_is(state, OB_SQLSTATE_PROGRAM_LIMIT_EXCEEDED))
 		api_error(res, 413, "payload_too_large", err);
-	else if (strcmp(state, "OB002") == 0) /* outbox.check_same_payload */
+	else if (ob_sqlstate_is(state, OB_SQLSTATE_KEY_REUSED))
 		api_error(res, 422, "idempotency_key_reused",
 		    "the outbox already holds a message of this topic with this key and a"
 		    " different payload (its key record has expired); use a new key");
-	else if (strncmp(state, "22", 2) == 0 || strncmp(state, "23", 2) == 0)
+	else if (ob_sqlstate_bad_input(state))
 		api_error(res, 400, "invalid_body", err);
 	else /* ... or the database failed */
 		api_unavailable(res, what, err);

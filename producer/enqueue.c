@@ -12,6 +12,7 @@
 #include "enqueue.h"
 #include "outbox/err.h"
 #include "outbox/pg.h"
+#include "outbox/sqlstate.h"
 
 static const char insert_sql[] =
     "WITH r AS ("
@@ -38,7 +39,7 @@ producer_insert_report(PGconn *conn, const struct bug_report *r,
 		rc = OB_EDB;
 	} else {
 		const char *state = ob_pg_sqlstate(res);
-		if (strncmp(state, "22", 2) == 0 || strncmp(state, "23", 2) == 0)
+		if (ob_sqlstate_bad_input(state))
 			rc = OB_EINVAL;
 	}
 	PQclear(res);

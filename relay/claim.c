@@ -9,6 +9,7 @@
 #include "claim.h"
 #include "outbox/err.h"
 #include "outbox/pg.h"
+#include "outbox/sqlstate.h"
 #include "standby_gate.h"
 
 /* outbox.claim(protocol, owner, lease_ms, max_n, include, exclude, others,
@@ -40,8 +41,6 @@ enum {
 	COL_TOPIC, COL_KEY, COL_PAYLOAD, COL_ORDKEY, COL_ORDSEQ, COL_LSN,
 };
 
-/* SQLSTATE of outbox.check_protocol's refusal. */
-#define PROTOCOL_SQLSTATE "OB001"
 
 static int
 map_rows(PGresult *res, struct relay_batch *out, char *err, size_t errlen)
@@ -107,7 +106,7 @@ relay_claim_batch(PGconn *conn, const char *owner, int64_t lease_ms, uint32_t ma
 	    NULL, NULL, 0);
 	int rc = ob_pg_check(res, PGRES_TUPLES_OK, "claim", err, errlen);
 	if (rc != OB_OK) {
-		if (strcmp(ob_pg_sqlstate(res), PROTOCOL_SQLSTATE) == 0)
+		if (ob_sqlstate_is(ob_pg_sqlstate(res), OB_SQLSTATE_PROTOCOL))
 			rc = OB_EPROTO;
 		PQclear(res);
 		return rc;

@@ -12,13 +12,13 @@
 #include "outbox/buf.h"
 #include "outbox/err.h"
 #include "outbox/pg.h"
+#include "outbox/sqlstate.h"
 #include "record.h"
 
 static const char record_sql[] =
     "SELECT outbox.record($1::int, $2::bigint, $3::bigint, $4::boolean, $5, $6::bigint,"
     " $7::boolean, $8::bigint[], $9::text[], $10::bigint[], $11::text[], $12::boolean)";
 
-#define PROTOCOL_SQLSTATE "OB001"
 
 const char *
 relay_outcome_name(enum relay_outcome_kind k)
@@ -99,7 +99,7 @@ relay_record_batch(PGconn *conn, const struct relay_batch *b,
 	rc = ob_pg_check(res, PGRES_TUPLES_OK, "record outcomes", err, errlen);
 	if (rc == OB_OK && PQntuples(res) == 1)
 		*written = PQgetvalue(res, 0, 0)[0] == 't';
-	else if (rc != OB_OK && strcmp(ob_pg_sqlstate(res), PROTOCOL_SQLSTATE) == 0)
+	else if (rc != OB_OK && ob_sqlstate_is(ob_pg_sqlstate(res), OB_SQLSTATE_PROTOCOL))
 		rc = OB_EPROTO;
 	PQclear(res);
 out:

@@ -43,6 +43,7 @@
 #include <time.h>
 
 #include "check.h"
+#include "outbox/sqlstate.h"
 #include "retry_policy.h"
 
 #define TOPICS 3 /* ta, tb routed; tc waits for a route */
@@ -358,7 +359,7 @@ enqueue_done(struct chk_run *run, int p, const struct chk_step *s, PGresult *r,
 		pr->aborted = true;
 		/* OB002: another payload for a key that exists; 40P01: a deadlock
 		 * between producers, broken by the server; 57P01/08006: killed */
-		if (strcmp(ss->sqlstate, "OB002") == 0) {
+		if (ob_sqlstate_is(ss->sqlstate, OB_SQLSTATE_KEY_REUSED)) {
 			if (m == NULL && txn_find(pr, s->topic, s->key) == NULL && s->a == 0)
 				violate(run, "enqueue", "enqueue of %s/%s refused as another payload: %s",
 				    s->topic, s->key, ss->errmsg);
