@@ -9,7 +9,7 @@
  * uniqueness has: the same key on two topics, or from two databases, is
  * two messages, and apply is called for each. A handler that keeps its own
  * record of what it did (a key passed on downstream, a claim table) must
- * key it by all three too (the webhook: consumer/webhook_key.h). It returns
+ * key it by all three too (the webhook: common/include/outbox/webhook_key.h). It returns
  * OB_WIRE_APPLIED, OB_WIRE_RETRY (transient: deliver again later) or
  * OB_WIRE_REJECT (permanent: dead-letter), with a detail text;
  * OB_WIRE_DUPLICATE is also accepted when the handler finds its effect

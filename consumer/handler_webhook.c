@@ -33,7 +33,7 @@
 
 #include "handler_webhook.h"
 #include "retry_after.h"
-#include "webhook_key.h"
+#include "outbox/webhook_key.h"
 #include "webhook_mode.h"
 #include "webhook_sign.h"
 #include "inbox.h"
@@ -60,7 +60,7 @@ struct webhook {
 /* What prepare leaves for apply and finish. */
 struct webhook_call {
 	int64_t fence;     /* our claim's token; 0 = no claim held */
-	char key[WEBHOOK_KEY_MAX]; /* the claim's key and Idempotency-Key (legacy_key) */
+	char key[OB_WEBHOOK_KEY_MAX]; /* the claim's key and Idempotency-Key (legacy_key) */
 	int status;        /* downstream HTTP status */
 	char *body;        /* downstream body (valid UTF-8) or NULL */
 	char retry_after[64]; /* its Retry-After header ("" when none) */
@@ -240,7 +240,7 @@ park(struct webhook *w, PGconn *conn, const char *topic, const char *key, int64_
 	return parked_answer(topic, key, why, call, detail, detaillen);
 }
 
-/* The key of m's claim and Idempotency-Key: webhook_key_of's, except that a
+/* The key of m's claim and Idempotency-Key: ob_webhook_key_of's, except that a
  * named source inherits a claim of its message under the key alone (the
  * key of source '', from before wire version 3 or --no-source): when
  * inbox.webhook_calls holds one with m's fingerprint (the same topic and
@@ -251,7 +251,7 @@ static int
 legacy_key(PGconn *conn, const struct ob_wire_msg *m, const void *fp, size_t fplen,
     char *key, char *err, size_t errlen)
 {
-	webhook_key_of(m, key);
+	ob_webhook_key_of(m, key);
 	if (m->source_len == 0)
 		return OB_OK;
 	char bare[OB_WIRE_MAX_KEY + 1], q[600], qs[200];
@@ -276,7 +276,7 @@ webhook_prepare(PGconn *conn, const struct ob_wire_msg *m, void *arg,
     struct inbox_handler_call *call, char *detail, size_t detaillen)
 {
 	struct webhook *w = arg;
-	char key[WEBHOOK_KEY_MAX], q[600];
+	char key[OB_WEBHOOK_KEY_MAX], q[600];
 	if (!header_safe(m->key, m->key_len) || !valid_text(m->key, m->key_len) ||
 	    !header_safe(m->topic, m->topic_len)) {
 		COUNT(w, bad_keys);
@@ -286,7 +286,7 @@ webhook_prepare(PGconn *conn, const struct ob_wire_msg *m, void *arg,
 		    " (control characters or not UTF-8)");
 		return OB_WIRE_REJECT;
 	}
-	webhook_key_of(m, key); /* the claim and the Idempotency-Key */
+	ob_webhook_key_of(m, key); /* the claim and the Idempotency-Key */
 	char topic[OB_WIRE_MAX_TOPIC + 1];
 	memcpy(topic, m->topic, m->topic_len);
 	topic[m->topic_len] = '\0';

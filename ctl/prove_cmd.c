@@ -31,7 +31,7 @@
 #include "outbox/term.h"
 #include "outbox/wire.h"
 #include "prove.h"
-#include "source.h" /* relay/: the source a relay derives (--derived-source) */
+#include "outbox/source.h" /* the source a relay derives (--derived-source) */
 
 #define PROVE_EXIT_OK 0
 #define PROVE_EXIT_VIOLATION 1
@@ -477,7 +477,7 @@ ctl_prove(int argc, char **argv)
 		goto out;
 	}
 	if (cfg.source != NULL && cfg.source[0] != '\0') {
-		if (relay_source_check(cfg.source, err, sizeof err) != OB_OK) {
+		if (ob_source_check(cfg.source, err, sizeof err) != OB_OK) {
 			fprintf(stderr, "outboxctl prove: --source '%s': must be 1..%d bytes of"
 			    " [A-Za-z0-9._-] (or empty: the empty source)\n",
 			    ctl_shown(cfg.source, shown, sizeof shown), OB_WIRE_MAX_SOURCE);
@@ -488,7 +488,7 @@ ctl_prove(int argc, char **argv)
 	if ((outbox = ctl_connect(&cmd, cfg.db)) == NULL || (inbox = connect_inbox(cfg.inbox_db)) ==
 	    NULL)
 		goto out;
-	if (cfg.derived_source && relay_source_derive(outbox, source, err, sizeof err) != OB_OK) {
+	if (cfg.derived_source && ob_source_derive(outbox, source, err, sizeof err) != OB_OK) {
 		fprintf(stderr, "outboxctl prove: %s\n", err);
 		goto out;
 	}

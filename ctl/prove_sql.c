@@ -293,7 +293,7 @@ static const char sql_phantoms[] =
 
 /* Parked webhook calls (inbox.webhook_calls state unknown) parked in the
  * window; a named source's claim keys are SOURCE/TOPIC/KEY
- * (consumer/webhook_key.h), the empty source's the key alone, which can
+ * (common/include/outbox/webhook_key.h), the empty source's the key alone, which can
  * hold a '/' too: for it, every parked call is listed. */
 static const char sql_parked[] =
     "SELECT count(*) OVER (), w.topic, w.idempotency_key,"

@@ -31,14 +31,14 @@
 #include "outbox/pg.h"
 #include "outbox/protocol.h"
 #include "outbox/wire.h"
-#include "webhook_key.h" /* consumer/: the claim key's bound */
+#include "outbox/webhook_key.h" /* the claim key's bound */
 
 #define WEBHOOK_TABLE "inbox.webhook_calls"
 #define WEBHOOK_LIST_LIMIT_DEFAULT "100"
 #define WEBHOOK_LIST_LIMIT_MAX 100000
 /* --key is a claim key: SOURCE/TOPIC/KEY for a named source, longer than
- * a message key may be (consumer/webhook_key.h) */
-#define WEBHOOK_CLAIM_KEY_MAX ((int)WEBHOOK_KEY_MAX - 1)
+ * a message key may be (common/include/outbox/webhook_key.h) */
+#define WEBHOOK_CLAIM_KEY_MAX ((int)OB_WEBHOOK_KEY_MAX - 1)
 /* The stored body of a call resolved as sent (its "response"). */
 #define WEBHOOK_RESOLVED_NOTE "resolved as sent by an operator (outboxctl webhook resolve)"
 

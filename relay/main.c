@@ -25,7 +25,7 @@
 #include "routes.h"
 #include "supervise.h"
 #include "route_tls.h"
-#include "source.h"
+#include "outbox/source.h"
 #include "standby_gate.h"
 
 #define OB_CFG_STRUCT struct relay_config
@@ -219,7 +219,7 @@ check_config(const struct relay_config *c, struct relay_routes *rt, char *err, s
 		return OB_EINVAL;
 	}
 	if (c->source != NULL && c->source[0] != '\0' &&
-	    relay_source_check(c->source, err, errlen) != OB_OK)
+	    ob_source_check(c->source, err, errlen) != OB_OK)
 		return OB_EINVAL;
 	if (c->no_source && c->source != NULL && c->source[0] != '\0') {
 		snprintf(err, errlen, "--no-source and --source '%s': choose one", c->source);
@@ -318,7 +318,7 @@ main(int argc, char **argv)
 	else if (schema_rc == OB_OK && cfg.no_source)
 		cfg.source_id[0] = '\0';
 	else if (schema_rc == OB_OK)
-		schema_rc = relay_source_derive(probe, cfg.source_id, err, sizeof(err));
+		schema_rc = ob_source_derive(probe, cfg.source_id, err, sizeof(err));
 	PQfinish(probe);
 	if (schema_rc != OB_OK) {
 		fprintf(stderr, "outbox-relay: %s\n", err);

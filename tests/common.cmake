@@ -40,6 +40,13 @@ endif()
 add_test(NAME table_writers COMMAND ${CMAKE_SOURCE_DIR}/scripts/check-table-writers.sh)
 add_test(NAME table_writers_negative COMMAND ${CMAKE_SOURCE_DIR}/tests/ops/table_writers_negative.sh)
 set_tests_properties(table_writers table_writers_negative PROPERTIES LABELS "ops" TIMEOUT 120)
+# No program includes another program's headers (what several need lives
+# in common/), and the check going red on a crossing first.
+add_test(NAME program_includes COMMAND ${CMAKE_SOURCE_DIR}/scripts/check-program-includes.sh)
+add_test(NAME program_includes_negative
+  COMMAND ${CMAKE_SOURCE_DIR}/tests/ops/program_includes_negative.sh)
+set_tests_properties(program_includes program_includes_negative PROPERTIES LABELS "ops"
+  TIMEOUT 120)
 # Every program refuses a schema that does not serve its protocol version.
 outbox_test(test_protocol SOURCES integration/test_protocol.c
   LABELS integration PG TIMEOUT 300)

@@ -78,8 +78,7 @@ endif()
 outbox_test(test_webhook_mode SOURCES unit/test_webhook_mode.c LABELS unit
   LIBS outbox_consumer)
 # The webhook's key from (source, topic, key): forms, escaping, bound.
-outbox_test(test_webhook_key SOURCES unit/test_webhook_key.c LABELS unit
-  LIBS outbox_consumer)
+outbox_test(test_webhook_key SOURCES unit/test_webhook_key.c LABELS unit)
 
 # The webhook's signatures against an independent HMAC, and the secret file.
 outbox_test(test_webhook_sign SOURCES unit/test_webhook_sign.c LABELS unit

@@ -1,5 +1,5 @@
 /*
- * test_relay_source.c - the relay's derived source (relay/source.c) on
+ * test_relay_source.c - the relay's derived source (common/source.c) on
  * real servers: one database name on two servers gives two sources (the
  * system identifiers differ), two names on one server two sources, a
  * streaming standby the same source as its primary (a promotion keeps
@@ -14,7 +14,7 @@
 
 #include "outbox/err.h"
 #include "outbox/wire.h"
-#include "source.h"
+#include "outbox/source.h"
 #include "testsupport.h"
 #include "ts_pgserver.h"
 
@@ -30,7 +30,7 @@ derive(const char *conninfo, char *out)
 {
 	char err[512];
 	PGconn *c = ts_connect(conninfo);
-	ck_assert_msg(relay_source_derive(c, out, err, sizeof(err)) == OB_OK, "%s: %s", conninfo,
+	ck_assert_msg(ob_source_derive(c, out, err, sizeof(err)) == OB_OK, "%s: %s", conninfo,
 	    err);
 	ck_assert_msg(ob_wire_source_ok(out, strlen(out)) && strlen(out) >= 18 && out[16] == '.',
 	    "'%s'", out);

@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "outbox/wire.h"
-#include "webhook_key.h"
+#include "outbox/webhook_key.h"
 #include "testsupport.h"
 #include "ts_consumer.h"
 #include "ts_relay.h"
@@ -182,8 +182,8 @@ END_TEST
  * 2 with the bound. */
 START_TEST(test_resolve_named_claim_key)
 {
-	char db[TS_CONNINFO_MAX], out[4096], sql[WEBHOOK_KEY_MAX + 512];
-	static char key[WEBHOOK_KEY_MAX + 1], topic[OB_WIRE_MAX_TOPIC + 1];
+	char db[TS_CONNINFO_MAX], out[4096], sql[OB_WEBHOOK_KEY_MAX + 512];
+	static char key[OB_WEBHOOK_KEY_MAX + 1], topic[OB_WIRE_MAX_TOPIC + 1];
 	ts_db_create("srcleg_resolve", "inbox", db, sizeof(db));
 	PGconn *conn = ts_connect(db);
 	/* the longest claim key: a 63-byte source, a topic of 255 '/' (each
@@ -200,7 +200,7 @@ START_TEST(test_resolve_named_claim_key)
 	memset(key + n, 'k', OB_WIRE_MAX_KEY);
 	n += OB_WIRE_MAX_KEY;
 	key[n] = '\0';
-	ck_assert_uint_eq(n, WEBHOOK_KEY_MAX - 1);
+	ck_assert_uint_eq(n, OB_WEBHOOK_KEY_MAX - 1);
 	snprintf(sql, sizeof(sql), "INSERT INTO inbox.webhook_calls (idempotency_key, fingerprint,"
 	    " state, fence, lease_until, topic, parked_at, parked_error) VALUES ('%s', 'x',"
 	    " 'unknown', 1, 'infinity', '%s', now(), 'test')", key, topic);
@@ -211,9 +211,9 @@ START_TEST(test_resolve_named_claim_key)
 	ck_assert_int_eq(ts_query_int(conn, "SELECT count(*) FROM inbox.webhook_calls"
 	    " WHERE state = 'unknown'"), 0);
 	/* one byte longer than any claim key: refused, nothing read */
-	static char longer[WEBHOOK_KEY_MAX + 1];
-	memset(longer, 'k', WEBHOOK_KEY_MAX);
-	longer[WEBHOOK_KEY_MAX] = '\0';
+	static char longer[OB_WEBHOOK_KEY_MAX + 1];
+	memset(longer, 'k', OB_WEBHOOK_KEY_MAX);
+	longer[OB_WEBHOOK_KEY_MAX] = '\0';
 	argv[8] = longer;
 	ck_assert_int_eq(ts_run(argv, NULL, out, sizeof(out), 60 * T_SEC), 2);
 	ck_assert_msg(strstr(out, "--key: want 1..") != NULL, "%s", out);

@@ -1,13 +1,13 @@
 /*
  * test_webhook_key.c - the webhook's key from (source, topic, key)
- * (consumer/webhook_key.c): the key alone for the source "", else
+ * (common/webhook_key.c): the key alone for the source "", else
  * SOURCE/TOPIC/KEY with '%' and '/' of the topic escaped, so that no two
- * identities give one key; the longest identity fits WEBHOOK_KEY_MAX.
+ * identities give one key; the longest identity fits OB_WEBHOOK_KEY_MAX.
  */
 #include <string.h>
 
 #include "testsupport.h"
-#include "webhook_key.h"
+#include "outbox/webhook_key.h"
 
 static void
 key_of(const char *source, const char *topic, const char *key, char *out)
@@ -19,12 +19,12 @@ key_of(const char *source, const char *topic, const char *key, char *out)
 	m.topic_len = (uint16_t)strlen(topic);
 	m.key = key;
 	m.key_len = (uint16_t)strlen(key);
-	webhook_key_of(&m, out);
+	ob_webhook_key_of(&m, out);
 }
 
 START_TEST(test_forms)
 {
-	char k[WEBHOOK_KEY_MAX], l[WEBHOOK_KEY_MAX];
+	char k[OB_WEBHOOK_KEY_MAX], l[OB_WEBHOOK_KEY_MAX];
 	key_of("", "orders", "order-42", k);
 	ck_assert_str_eq(k, "order-42"); /* as before sources existed */
 	key_of("shop-a", "orders", "order-42", k);
@@ -52,11 +52,11 @@ START_TEST(test_longest_fits)
 	topic[OB_WIRE_MAX_TOPIC] = '\0';
 	memset(key, 'k', OB_WIRE_MAX_KEY);
 	key[OB_WIRE_MAX_KEY] = '\0';
-	char out[WEBHOOK_KEY_MAX + 1];
-	out[WEBHOOK_KEY_MAX] = 'X'; /* a canary one past the bound */
+	char out[OB_WEBHOOK_KEY_MAX + 1];
+	out[OB_WEBHOOK_KEY_MAX] = 'X'; /* a canary one past the bound */
 	key_of(source, topic, key, out);
-	ck_assert_uint_eq(strlen(out), WEBHOOK_KEY_MAX - 1);
-	ck_assert_int_eq(out[WEBHOOK_KEY_MAX], 'X');
+	ck_assert_uint_eq(strlen(out), OB_WEBHOOK_KEY_MAX - 1);
+	ck_assert_int_eq(out[OB_WEBHOOK_KEY_MAX], 'X');
 }
 END_TEST
 

@@ -4,10 +4,10 @@
  */
 #include <string.h>
 
-#include "webhook_key.h"
+#include "outbox/webhook_key.h"
 
 void
-webhook_key_of(const struct ob_wire_msg *m, char *out)
+ob_webhook_key_of(const struct ob_wire_msg *m, char *out)
 {
 	size_t n = 0;
 	if (m->source_len > 0) {

@@ -1,14 +1,15 @@
 /*
- * source.c - the relay's source name: checking --source, and deriving the
- * default from the database (source.h says the rule). Used once, at start,
- * before the workers are forked; they all send the same name.
+ * source.c - a source name: checking one (the relay's --source), and
+ * deriving the default from the database (source.h says the rule). The
+ * relay uses it once, at start, before its workers are forked (they all
+ * send the same name); outboxctl prove --derived-source as a relay would.
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "outbox/err.h"
 #include "outbox/pg.h"
-#include "source.h"
+#include "outbox/source.h"
 
 /* The plain form's longest database name: 16 hex digits, '.', the name
  * (a literal: it is pasted into the SQL text). */
@@ -16,7 +17,7 @@
 _Static_assert(16 + 1 + SOURCE_PLAIN_NAME_MAX == OB_WIRE_MAX_SOURCE, "the plain form fits");
 
 int
-relay_source_check(const char *s, char *err, size_t errlen)
+ob_source_check(const char *s, char *err, size_t errlen)
 {
 	size_t n = s != NULL ? strlen(s) : 0;
 	if (n < 1 || n > OB_WIRE_MAX_SOURCE || !ob_wire_source_ok(s, n)) {
@@ -41,7 +42,7 @@ static const char sql_derive[] =
     "   current_database()::text COLLATE \"C\" AS d FROM pg_control_system()) x";
 
 int
-relay_source_derive(PGconn *conn, char *out, char *err, size_t errlen)
+ob_source_derive(PGconn *conn, char *out, char *err, size_t errlen)
 {
 	PGresult *res = PQexec(conn, sql_derive);
 	if (ob_pg_check(res, PGRES_TUPLES_OK, "derive --source", err, errlen) != OB_OK) {
@@ -50,7 +51,7 @@ relay_source_derive(PGconn *conn, char *out, char *err, size_t errlen)
 	}
 	const char *v = PQntuples(res) == 1 ? PQgetvalue(res, 0, 0) : "";
 	char why[256];
-	if (relay_source_check(v, why, sizeof(why)) != OB_OK) {
+	if (ob_source_check(v, why, sizeof(why)) != OB_OK) {
 		snprintf(err, errlen, "derive --source: the database gave '%s', not a source name;"
 		    " set --source", v);
 		PQclear(res);

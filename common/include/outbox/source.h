@@ -1,11 +1,12 @@
 /*
- * source.h - the relay's source name (--source): which producer database
- * its messages come from, sent in every request frame (wire version 3) so
- * that a consumer fed by several databases keeps their keys apart (its
- * dedup identity is (source, topic, key): docs/consumer.md).
+ * source.h - a source name (the relay's --source): which producer
+ * database messages come from, sent in every request frame (wire version
+ * 3) so that a consumer fed by several databases keeps their keys apart
+ * (its dedup identity is (source, topic, key): docs/consumer.md). Shared:
+ * the relay sends it, outboxctl prove derives it as a relay would.
  */
-#ifndef RELAY_SOURCE_H
-#define RELAY_SOURCE_H
+#ifndef OUTBOX_SOURCE_H
+#define OUTBOX_SOURCE_H
 
 #include <stddef.h>
 
@@ -15,7 +16,7 @@
 
 /* Check a --source value: 1..OB_WIRE_MAX_SOURCE bytes of [A-Za-z0-9._-].
  * OB_OK, or OB_EINVAL with the reason in err. Pure. */
-int relay_source_check(const char *s, char *err, size_t errlen);
+int ob_source_check(const char *s, char *err, size_t errlen);
 
 /* The default source of the database conn is connected to (blocks on one
  * query): "<system identifier, 16 hex digits>.<database name>" when the
@@ -26,6 +27,6 @@ int relay_source_check(const char *s, char *err, size_t errlen);
  * initdb (not for two clones of one base backup: name those with
  * --source). Writes out (OB_WIRE_MAX_SOURCE + 1 bytes) on success; else
  * OB_EDB with the reason in err. */
-int relay_source_derive(PGconn *conn, char *out, char *err, size_t errlen);
+int ob_source_derive(PGconn *conn, char *out, char *err, size_t errlen);
 
 #endif
