@@ -20,7 +20,7 @@
  *                     time (back on after): two effects.
  *
  * Relay faults: each step starts its own relays (outbox-relay from the
- * config's bin_dir, posix_spawn through tools/fault-matrix/proc.c, each in
+ * config's bin_dir, posix_spawn through common/proc.c, each in
  * its own process group), routed to ONE topic of the step's own
  * (demo.redelivery, demo.fencing, demo.nodedup) that the demo's relay does
  * not serve, and stops and reaps them before it ends, on every path. The
@@ -42,7 +42,7 @@
 #include "outbox/clock.h"
 #include "outbox/err.h"
 #include "outbox/pg.h"
-#include "proc.h"
+#include "outbox/proc.h"
 #include "web_demo_steps.h"
 
 #define DEMO_HTTP_TIMEOUT_MS 5000    /* one admin call, one attempt of a submit */
@@ -177,25 +177,25 @@ metric(struct demo_run *r, const char *base, const char *series)
 /* --- step relays --------------------------------------------------------- */
 
 static int
-relay_start(struct demo_run *r, struct fm_proc *p, const char *which, const char *topic,
+relay_start(struct demo_run *r, struct ob_proc *p, const char *which, const char *topic,
     const char *const *extra)
 {
-	struct fm_argv a;
+	struct ob_argv a;
 	char route[DEMO_PATH_MAX + 300], log[DEMO_PATH_MAX + 100];
-	fm_argv_init(&a, "outbox-relay");
-	fm_argv_add2(&a, "--db", r->conf->relay_db);
+	ob_argv_init(&a, "outbox-relay");
+	ob_argv_add2(&a, "--db", r->conf->relay_db);
 	snprintf(route, sizeof(route), "%s=%s", topic, r->conf->consumer_listen);
-	fm_argv_add2(&a, "--route", route);
-	fm_argv_add2(&a, "--lease-ms", DEMO_LEASE_MS);
-	fm_argv_add2(&a, "--delivery-timeout-ms", DEMO_DELIVERY_TIMEOUT_MS);
-	fm_argv_add2(&a, "--poll-ms", DEMO_RELAY_POLL_MS);
-	fm_argv_add2(&a, "--backoff-base-ms", "50");
-	fm_argv_add2(&a, "--backoff-cap-ms", "200");
+	ob_argv_add2(&a, "--route", route);
+	ob_argv_add2(&a, "--lease-ms", DEMO_LEASE_MS);
+	ob_argv_add2(&a, "--delivery-timeout-ms", DEMO_DELIVERY_TIMEOUT_MS);
+	ob_argv_add2(&a, "--poll-ms", DEMO_RELAY_POLL_MS);
+	ob_argv_add2(&a, "--backoff-base-ms", "50");
+	ob_argv_add2(&a, "--backoff-cap-ms", "200");
 	for (int i = 0; extra != NULL && extra[i] != NULL; i++)
-		fm_argv_add(&a, extra[i]);
+		ob_argv_add(&a, extra[i]);
 	snprintf(log, sizeof(log), "%s/demo-step%d-%s-relay-%s.log", r->conf->work_dir, r->n,
 	    r->stamp, which);
-	int rc = fm_proc_start(p, r->conf->bin_dir, &a, log, r->err, sizeof(r->err));
+	int rc = ob_proc_start(p, r->conf->bin_dir, &a, log, r->err, sizeof(r->err));
 	if (rc == OB_OK)
 		demo_log(r, "relay %s started (pid %d, route %s%s%s), log %s", which, (int)p->pid,
 		    topic, extra != NULL && extra[0] != NULL ? ", " : "",
@@ -204,20 +204,20 @@ relay_start(struct demo_run *r, struct fm_proc *p, const char *which, const char
 }
 
 static void
-relay_stop(struct demo_run *r, struct fm_proc *p, const char *which)
+relay_stop(struct demo_run *r, struct ob_proc *p, const char *which)
 {
 	if (p->pid <= 0)
 		return; /* never started, or stopped and reaped already */
-	fm_proc_stop(p, DEMO_STOP_GRACE_MS);
+	ob_proc_stop(p, DEMO_STOP_GRACE_MS);
 	demo_log(r, "relay %s stopped", which);
 }
 
 /* The last DEMO_TAIL_LINES lines of p's log into the step's log (when a
  * relay did not do what the step waited for). */
 static void
-log_tail(struct demo_run *r, const struct fm_proc *p, const char *which)
+log_tail(struct demo_run *r, const struct ob_proc *p, const char *which)
 {
-	char *text = fm_read_file(p->log);
+	char *text = ob_read_file(p->log);
 	if (text == NULL)
 		return;
 	const char *start = text + strlen(text);
@@ -237,12 +237,12 @@ log_tail(struct demo_run *r, const struct fm_proc *p, const char *which)
 
 /* Poll until p's log holds event (or p has exited, when or_exit). */
 static int
-wait_log(struct demo_run *r, struct fm_proc *p, const char *which, const char *event,
+wait_log(struct demo_run *r, struct ob_proc *p, const char *which, const char *event,
     bool or_exit, int64_t wait_ms)
 {
 	int64_t end = ob_mono_ms() + wait_ms;
-	while (fm_log_count(p->log, event) == 0) {
-		if (!fm_proc_alive(p)) {
+	while (ob_log_count(p->log, event) == 0) {
+		if (!ob_proc_alive(p)) {
 			if (or_exit)
 				return OB_OK;
 			snprintf(r->err, sizeof(r->err), "relay %s exited (%d) before %s; see %s", which,
@@ -387,7 +387,7 @@ static int
 redelivery(struct demo_run *r, const char *topic, bool dedup)
 {
 	char key[96], series[200];
-	struct fm_proc a = { 0 }, b = { 0 };
+	struct ob_proc a = { 0 }, b = { 0 };
 	static const char *const fault[] = { "--fault-die-after-send", "1", NULL };
 	int rc;
 	if (r->inbox == NULL) {
@@ -408,7 +408,7 @@ redelivery(struct demo_run *r, const char *topic, bool dedup)
 	/* A's worker kills itself once the consumer has answered its frame */
 	if ((rc = wait_log(r, &a, "A", "fault.fired", true, DEMO_WAIT_MS)) != OB_OK)
 		goto out;
-	fm_proc_signal(&a, SIGKILL);
+	ob_proc_signal(&a, SIGKILL);
 	relay_stop(r, &a, "A");
 	int64_t applied = q_int(r, r->inbox, SQL_EFFECTS, key);
 	demo_log(r, "relay A died after the consumer answered, before recording the outcome:"
@@ -464,7 +464,7 @@ static int
 step_fenced_out(struct demo_run *r)
 {
 	char key[96];
-	struct fm_proc a = { 0 }, b = { 0 };
+	struct ob_proc a = { 0 }, b = { 0 };
 	static const char *const fault[] = { "--fault-stall-after-claim", "1", "--fault-stall-ms",
 		DEMO_STALL_MS, NULL };
 	const char *topic = "demo.fencing";
@@ -488,7 +488,7 @@ step_fenced_out(struct demo_run *r)
 	if ((rc = wait_log(r, &a, "A", "relay.record.fenced_out", false, DEMO_STALL_WAIT_MS)) !=
 	    OB_OK)
 		goto out;
-	int64_t refused = fm_log_sum(a.log, "relay.record.fenced_out", "fenced_out");
+	int64_t refused = ob_log_sum(a.log, "relay.record.fenced_out", "fenced_out");
 	int64_t effects = r->inbox != NULL ? q_int(r, r->inbox, SQL_EFFECTS, key) : -1;
 	int64_t settled = q_int(r, r->db, SQL_SETTLED, key);
 	demo_log(r, "relay A woke up, sent, and its outcome write was refused: fenced_out=%"
@@ -516,18 +516,18 @@ typedef void (*line_fn)(struct demo_run *r, const char *line, void *arg);
  * OB_OK when it exited 0 or 1 (a matrix that differs exits 1: its lines
  * say how), else an error; stopped after DEMO_MATRIX_MS. */
 static int
-stream(struct demo_run *r, struct fm_argv *a, const char *log, line_fn fn, void *arg)
+stream(struct demo_run *r, struct ob_argv *a, const char *log, line_fn fn, void *arg)
 {
-	struct fm_proc p = { 0 };
+	struct ob_proc p = { 0 };
 	char line[DEMO_MATRIX_LINE_MAX];
-	int rc = fm_proc_start(&p, r->conf->bin_dir, a, log, r->err, sizeof(r->err));
+	int rc = ob_proc_start(&p, r->conf->bin_dir, a, log, r->err, sizeof(r->err));
 	if (rc != OB_OK)
 		return rc;
 	demo_log(r, "%s started (pid %d), log %s", a->argv[0], (int)p.pid, log);
 	long off = 0;
 	int64_t end = ob_mono_ms() + DEMO_MATRIX_MS;
 	for (bool alive = true;;) {
-		alive = fm_proc_alive(&p);
+		alive = ob_proc_alive(&p);
 		FILE *f = fopen(log, "r");
 		if (f != NULL && fseek(f, off, SEEK_SET) == 0) {
 			while (fgets(line, sizeof(line), f) != NULL) {
@@ -546,12 +546,12 @@ stream(struct demo_run *r, struct fm_argv *a, const char *log, line_fn fn, void 
 		if (!alive)
 			break;
 		if (demo_cancelled(r)) {
-			fm_proc_stop(&p, DEMO_STOP_GRACE_MS);
+			ob_proc_stop(&p, DEMO_STOP_GRACE_MS);
 			snprintf(r->err, sizeof(r->err), "cancelled: the web view is stopping");
 			return OB_ECLOSED;
 		}
 		if (ob_mono_ms() >= end) {
-			fm_proc_stop(&p, DEMO_STOP_GRACE_MS);
+			ob_proc_stop(&p, DEMO_STOP_GRACE_MS);
 			snprintf(r->err, sizeof(r->err), "%s ran longer than %d min; see %s", a->argv[0],
 			    DEMO_MATRIX_MS / 60000, log);
 			return OB_ETIMEDOUT;
@@ -641,20 +641,20 @@ producer_line(struct demo_run *r, const char *line, void *arg)
 static int
 step_matrices(struct demo_run *r)
 {
-	struct fm_argv a;
+	struct ob_argv a;
 	char log[DEMO_PATH_MAX + 200], dir[DEMO_PATH_MAX + 100];
 	struct fm_tally ft = { 0 };
 	struct pm_tally pt = { 0 };
-	fm_argv_init(&a, "outbox-fault-matrix");
-	fm_argv_add2(&a, "--format", "kv");
-	fm_argv_add2(&a, "--bin-dir", r->conf->bin_dir);
+	ob_argv_init(&a, "outbox-fault-matrix");
+	ob_argv_add2(&a, "--format", "kv");
+	ob_argv_add2(&a, "--bin-dir", r->conf->bin_dir);
 	/* faults: a comma-separated list of columns, or "" for all */
 	for (const char *p = r->conf->matrix_faults; *p; ) {
 		char col[64];
 		size_t n = strcspn(p, ",");
 		snprintf(col, sizeof(col), "%.*s", (int)n, p);
 		if (col[0] != '\0')
-			fm_argv_add2(&a, "--faults", col);
+			ob_argv_add2(&a, "--faults", col);
 		p += n + (p[n] == ',');
 	}
 	snprintf(log, sizeof(log), "%s/demo-step6-%s-fault-matrix.log", r->conf->work_dir, r->stamp);
@@ -667,11 +667,11 @@ step_matrices(struct demo_run *r)
 	demo_fact_int(r, "full_row_ones", ft.full_ones);
 	demo_fact_int(r, "full_row_cells", ft.full_cells);
 
-	fm_argv_init(&a, "outbox-producer");
-	fm_argv_add(&a, "matrix");
-	fm_argv_add2(&a, "--db", r->conf->relay_db);
+	ob_argv_init(&a, "outbox-producer");
+	ob_argv_add(&a, "matrix");
+	ob_argv_add2(&a, "--db", r->conf->relay_db);
 	snprintf(dir, sizeof(dir), "%s/demo-step6-%s-producer-matrix", r->conf->work_dir, r->stamp);
-	fm_argv_add2(&a, "--workdir", dir);
+	ob_argv_add2(&a, "--workdir", dir);
 	snprintf(log, sizeof(log), "%s.log", dir);
 	demo_log(r, "the producer's matrix: server modes x key sources x faults, each cell"
 	    " a real server and the real client, next to the seed article's table");

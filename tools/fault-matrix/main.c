@@ -26,7 +26,7 @@
 #include "outbox/config.h"
 #include "outbox/err.h"
 #include "outbox/log.h"
-#include "proc.h"
+#include "outbox/proc.h"
 
 #ifndef FM_SOURCE_DIR
 #define FM_SOURCE_DIR "."
@@ -171,19 +171,19 @@ static bool
 program_has_flag(const char *bindir, const char *workdir, const char *program,
     const char *flag)
 {
-	struct fm_argv a;
-	struct fm_proc p = { 0 };
+	struct ob_argv a;
+	struct ob_proc p = { 0 };
 	char log[600], err[256], want[128];
-	fm_argv_init(&a, program);
-	fm_argv_add(&a, "--help");
+	ob_argv_init(&a, program);
+	ob_argv_add(&a, "--help");
 	snprintf(log, sizeof(log), "%s/%s.help", workdir, program);
-	if (fm_proc_start(&p, bindir, &a, log, err, sizeof(err)) != OB_OK)
+	if (ob_proc_start(&p, bindir, &a, log, err, sizeof(err)) != OB_OK)
 		return false;
 	int64_t end = ob_mono_ms() + FM_HELP_WAIT_MS;
-	while (fm_proc_alive(&p) && ob_mono_ms() < end)
+	while (ob_proc_alive(&p) && ob_mono_ms() < end)
 		ob_sleep_ms(10);
-	fm_proc_stop(&p, 0);
-	char *text = fm_read_file(log);
+	ob_proc_stop(&p, 0);
+	char *text = ob_read_file(log);
 	snprintf(want, sizeof(want), "%s ", flag);
 	bool found = text != NULL && (strstr(text, want) != NULL ||
 	    (snprintf(want, sizeof(want), "%s\n", flag), strstr(text, want) != NULL) ||

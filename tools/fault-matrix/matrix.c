@@ -41,7 +41,7 @@
 #include "outbox/err.h"
 #include "outbox/migrate.h"
 #include "outbox/pg.h"
-#include "proc.h"
+#include "outbox/proc.h"
 
 #define FM_POLL_MS 25
 #define FM_LISTEN_WAIT_MS 20000
@@ -97,10 +97,10 @@ struct cell {
 	char key[128];
 	char url[620];
 	char ipc_path[600];
-	struct fm_proc consumer;
+	struct ob_proc consumer;
 	char consumer_logs[FM_MAX_CONSUMERS][512];
 	int nconsumers;
-	struct fm_proc relay_a, relay_b;
+	struct ob_proc relay_a, relay_b;
 	bool relay_b_started;
 };
 
@@ -114,65 +114,65 @@ static int
 start_consumer(struct cell *c, bool with_fault, char *err, size_t errlen)
 {
 	const struct fm_env *e = c->env;
-	struct fm_argv a;
+	struct ob_argv a;
 	char num[32];
 	if (c->nconsumers >= FM_MAX_CONSUMERS) {
 		snprintf(err, errlen, "consumer restarted more than %d times", FM_MAX_CONSUMERS);
 		return OB_EINVAL;
 	}
-	fm_argv_init(&a, "outbox-consumer");
-	fm_argv_add2(&a, "--db", c->conninfo);
-	fm_argv_add2(&a, "--listen", c->url);
-	fm_argv_add2(&a, "--threads", "4");
+	ob_argv_init(&a, "outbox-consumer");
+	ob_argv_add2(&a, "--db", c->conninfo);
+	ob_argv_add2(&a, "--listen", c->url);
+	ob_argv_add2(&a, "--threads", "4");
 	if (c->mode->no_dedup)
-		fm_argv_add(&a, "--no-dedup");
+		ob_argv_add(&a, "--no-dedup");
 	if (with_fault && c->fault->side == FM_SIDE_CONSUMER) {
-		fm_argv_add2(&a, c->fault->flag, "1");
+		ob_argv_add2(&a, c->fault->flag, "1");
 		if (c->fault->kind == FM_KIND_SLOW) {
 			ms_text(num, sizeof(num), e->slow_ms);
-			fm_argv_add2(&a, "--fault-slow-ms", num);
+			ob_argv_add2(&a, "--fault-slow-ms", num);
 		}
 	}
 	char *log = c->consumer_logs[c->nconsumers];
 	snprintf(log, 512, "%s/%s.consumer-%d.log", e->workdir, c->name, c->nconsumers + 1);
-	int rc = fm_proc_start(&c->consumer, e->bindir, &a, log, err, errlen);
+	int rc = ob_proc_start(&c->consumer, e->bindir, &a, log, err, errlen);
 	if (rc == OB_OK)
 		c->nconsumers++;
 	return rc;
 }
 
 static int
-start_relay(struct cell *c, struct fm_proc *p, const char *which, bool with_fault,
+start_relay(struct cell *c, struct ob_proc *p, const char *which, bool with_fault,
     char *err, size_t errlen)
 {
 	const struct fm_env *e = c->env;
-	struct fm_argv a;
+	struct ob_argv a;
 	char num[32], route[700], log[512];
-	fm_argv_init(&a, "outbox-relay");
-	fm_argv_add2(&a, "--db", c->conninfo);
+	ob_argv_init(&a, "outbox-relay");
+	ob_argv_add2(&a, "--db", c->conninfo);
 	snprintf(route, sizeof(route), "*=%s", c->url);
-	fm_argv_add2(&a, "--route", route);
+	ob_argv_add2(&a, "--route", route);
 	ms_text(num, sizeof(num), e->lease_ms);
-	fm_argv_add2(&a, "--lease-ms", num);
+	ob_argv_add2(&a, "--lease-ms", num);
 	ms_text(num, sizeof(num), e->delivery_timeout_ms);
-	fm_argv_add2(&a, "--delivery-timeout-ms", num);
-	fm_argv_add2(&a, "--poll-ms", FM_RELAY_POLL_MS);
-	fm_argv_add2(&a, "--backoff-base-ms", FM_BACKOFF_BASE_MS);
-	fm_argv_add2(&a, "--backoff-cap-ms", FM_BACKOFF_CAP_MS);
+	ob_argv_add2(&a, "--delivery-timeout-ms", num);
+	ob_argv_add2(&a, "--poll-ms", FM_RELAY_POLL_MS);
+	ob_argv_add2(&a, "--backoff-base-ms", FM_BACKOFF_BASE_MS);
+	ob_argv_add2(&a, "--backoff-cap-ms", FM_BACKOFF_CAP_MS);
 	if (c->mode->no_fencing)
-		fm_argv_add(&a, "--no-fencing");
+		ob_argv_add(&a, "--no-fencing");
 	if (with_fault && c->fault->side == FM_SIDE_RELAY) {
-		fm_argv_add2(&a, c->fault->flag, "1");
+		ob_argv_add2(&a, c->fault->flag, "1");
 		if (c->fault->kind == FM_KIND_STALL || c->fault->kind == FM_KIND_STALL_STOP) {
 			/* Stopped early on purpose in STALL_STOP: a longer stall
 			 * leaves room for the takeover on a busy machine. */
 			ms_text(num, sizeof(num), c->fault->kind == FM_KIND_STALL ? e->stall_ms
 			                                                          : 2 * e->stall_ms);
-			fm_argv_add2(&a, "--fault-stall-ms", num);
+			ob_argv_add2(&a, "--fault-stall-ms", num);
 		}
 	}
 	snprintf(log, sizeof(log), "%s/%s.relay-%s.log", e->workdir, c->name, which);
-	return fm_proc_start(p, e->bindir, &a, log, err, errlen);
+	return ob_proc_start(p, e->bindir, &a, log, err, errlen);
 }
 
 static int
@@ -252,20 +252,20 @@ fired_count(const struct cell *c)
 {
 	int n = 0;
 	for (int i = 0; i < c->nconsumers; i++)
-		n += fm_log_count(c->consumer_logs[i], "fault.fired");
-	n += fm_log_count(c->relay_a.log, "fault.fired");
+		n += ob_log_count(c->consumer_logs[i], "fault.fired");
+	n += ob_log_count(c->relay_a.log, "fault.fired");
 	if (c->relay_b_started)
-		n += fm_log_count(c->relay_b.log, "fault.fired");
+		n += ob_log_count(c->relay_b.log, "fault.fired");
 	return n;
 }
 
 static void
-kill_now(struct fm_proc *p)
+kill_now(struct ob_proc *p)
 {
 	if (p->pid <= 0)
 		return;
-	fm_proc_signal(p, SIGKILL);
-	while (fm_proc_alive(p))
+	ob_proc_signal(p, SIGKILL);
+	while (ob_proc_alive(p))
 		ob_sleep_ms(5);
 }
 
@@ -290,13 +290,13 @@ measure(struct cell *c, PGconn *conn, struct fm_result *res, char *err, size_t e
 		res->fence = ob_pg_int64(r, 0, 3);
 	}
 	PQclear(r);
-	res->fenced_out = fm_log_sum(c->relay_a.log, "relay.record.fenced_out", "fenced_out");
+	res->fenced_out = ob_log_sum(c->relay_a.log, "relay.record.fenced_out", "fenced_out");
 	if (c->relay_b_started)
-		res->fenced_out += fm_log_sum(c->relay_b.log, "relay.record.fenced_out",
+		res->fenced_out += ob_log_sum(c->relay_b.log, "relay.record.fenced_out",
 		    "fenced_out");
 	res->fired = fired_count(c);
 	for (int i = 0; i < c->nconsumers; i++)
-		res->dup_replies += fm_log_sum(c->consumer_logs[i], "consumer.stopped", "duplicate");
+		res->dup_replies += ob_log_sum(c->consumer_logs[i], "consumer.stopped", "duplicate");
 	return rc;
 }
 
@@ -336,7 +336,7 @@ fm_run_cell(const struct fm_env *env, const struct fm_mode *mode,
 	struct stat st;
 	int64_t listen_end = ob_mono_ms() + FM_LISTEN_WAIT_MS;
 	while (stat(c.ipc_path, &st) != 0) {
-		if (ob_mono_ms() >= listen_end || !fm_proc_alive(&c.consumer)) {
+		if (ob_mono_ms() >= listen_end || !ob_proc_alive(&c.consumer)) {
 			snprintf(err, errlen, "consumer did not start listening on %s (log %s)",
 			    c.url, c.consumer_logs[0]);
 			rc = OB_ETIMEDOUT;
@@ -352,7 +352,7 @@ fm_run_cell(const struct fm_env *env, const struct fm_mode *mode,
 	bool a_stopped = false;
 	for (;;) {
 		int64_t now = ob_mono_ms();
-		if (c.consumer.pid > 0 && !fm_proc_alive(&c.consumer))
+		if (c.consumer.pid > 0 && !ob_proc_alive(&c.consumer))
 			consumer_dead_at = now;
 		if (c.consumer.pid == 0 && consumer_dead_at != 0 &&
 		    now >= consumer_dead_at + env->restart_ms) {
@@ -362,11 +362,11 @@ fm_run_cell(const struct fm_env *env, const struct fm_mode *mode,
 			consumer_dead_at = 0;
 		}
 		if (fired_at == 0 && fault->side == FM_SIDE_CONSUMER &&
-		    fm_log_count(c.consumer_logs[0], "fault.fired") > 0)
+		    ob_log_count(c.consumer_logs[0], "fault.fired") > 0)
 			fired_at = now;
 		if (fault->side == FM_SIDE_RELAY && !c.relay_b_started &&
-		    (fm_log_count(c.relay_a.log, "fault.fired") > 0 ||
-		        !fm_proc_alive(&c.relay_a))) {
+		    (ob_log_count(c.relay_a.log, "fault.fired") > 0 ||
+		        !ob_proc_alive(&c.relay_a))) {
 			fired_at = now;
 			if (fault->kind == FM_KIND_DIES)
 				kill_now(&c.relay_a); /* with any worker it forked */
@@ -385,7 +385,7 @@ fm_run_cell(const struct fm_env *env, const struct fm_mode *mode,
 		if (fault->kind == FM_KIND_STALL_STOP) {
 			/* Done only once A was stopped after B settled the message,
 			 * and A has written its release and exited. */
-			if (a_stopped && a_gone_at == 0 && !fm_proc_alive(&c.relay_a))
+			if (a_stopped && a_gone_at == 0 && !ob_proc_alive(&c.relay_a))
 				a_gone_at = now;
 			fault_done = fault_done && a_gone_at != 0;
 			window_end = a_gone_at;
@@ -407,7 +407,7 @@ fm_run_cell(const struct fm_env *env, const struct fm_mode *mode,
 				rc = OB_ETIMEDOUT;
 				goto out;
 			}
-			fm_proc_signal_leader(&c.relay_a, SIGTERM);
+			ob_proc_signal_leader(&c.relay_a, SIGTERM);
 			a_stopped = true;
 			done = 0;
 		}
@@ -424,14 +424,14 @@ fm_run_cell(const struct fm_env *env, const struct fm_mode *mode,
 			break;
 		ob_sleep_ms(FM_POLL_MS);
 	}
-	fm_proc_stop(&c.relay_a, FM_STOP_GRACE_MS);
-	fm_proc_stop(&c.relay_b, FM_STOP_GRACE_MS);
-	fm_proc_stop(&c.consumer, FM_STOP_GRACE_MS);
+	ob_proc_stop(&c.relay_a, FM_STOP_GRACE_MS);
+	ob_proc_stop(&c.relay_b, FM_STOP_GRACE_MS);
+	ob_proc_stop(&c.consumer, FM_STOP_GRACE_MS);
 	rc = measure(&c, conn, res, err, errlen);
 out:
-	fm_proc_stop(&c.relay_a, 0);
-	fm_proc_stop(&c.relay_b, 0);
-	fm_proc_stop(&c.consumer, 0);
+	ob_proc_stop(&c.relay_a, 0);
+	ob_proc_stop(&c.relay_b, 0);
+	ob_proc_stop(&c.consumer, 0);
 	PQfinish(conn);
 	if (!env->keep)
 		drop_db(&c);

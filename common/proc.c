@@ -1,6 +1,6 @@
 /*
- * proc.c - start, watch and stop the programs a fault-matrix cell runs, and
- * read their logs (see proc.h).
+ * proc.c - start, watch and stop child programs (a fault-matrix cell's, the
+ * web demo's), and read their logs (see proc.h).
  *
  * Every child becomes the leader of its own process group, so stopping a
  * relay also stops the workers it forked; the runner never signals a
@@ -22,47 +22,47 @@ extern char **environ;
 
 #include "outbox/clock.h"
 #include "outbox/err.h"
-#include "proc.h"
+#include "outbox/proc.h"
 
 void
-fm_argv_init(struct fm_argv *a, const char *program)
+ob_argv_init(struct ob_argv *a, const char *program)
 {
 	a->n = 0;
 	a->argv[0] = NULL;
-	fm_argv_add(a, program);
+	ob_argv_add(a, program);
 }
 
 void
-fm_argv_add(struct fm_argv *a, const char *arg)
+ob_argv_add(struct ob_argv *a, const char *arg)
 {
-	if (a->n >= FM_ARGV_MAX) {
-		a->n = FM_ARGV_MAX + 1; /* remembered as full */
+	if (a->n >= OB_ARGV_MAX) {
+		a->n = OB_ARGV_MAX + 1; /* remembered as full */
 		return;
 	}
-	snprintf(a->store[a->n], FM_ARG_MAX, "%s", arg);
+	snprintf(a->store[a->n], OB_ARG_MAX, "%s", arg);
 	a->argv[a->n] = a->store[a->n];
 	a->argv[++a->n] = NULL;
 }
 
 void
-fm_argv_add2(struct fm_argv *a, const char *flag, const char *value)
+ob_argv_add2(struct ob_argv *a, const char *flag, const char *value)
 {
-	fm_argv_add(a, flag);
-	fm_argv_add(a, value);
+	ob_argv_add(a, flag);
+	ob_argv_add(a, value);
 }
 
 bool
-fm_argv_full(const struct fm_argv *a)
+ob_argv_full(const struct ob_argv *a)
 {
-	return a->n > FM_ARGV_MAX;
+	return a->n > OB_ARGV_MAX;
 }
 
 int
-fm_proc_start(struct fm_proc *p, const char *bindir, struct fm_argv *a,
+ob_proc_start(struct ob_proc *p, const char *bindir, struct ob_argv *a,
     const char *log_path, char *err, size_t errlen)
 {
 	char path[1024];
-	if (fm_argv_full(a)) {
+	if (ob_argv_full(a)) {
 		snprintf(err, errlen, "too many arguments for %s", a->argv[0]);
 		return OB_EINVAL;
 	}
@@ -97,7 +97,7 @@ fm_proc_start(struct fm_proc *p, const char *bindir, struct fm_argv *a,
 }
 
 bool
-fm_proc_alive(struct fm_proc *p)
+ob_proc_alive(struct ob_proc *p)
 {
 	if (p->pid <= 0)
 		return false;
@@ -114,30 +114,30 @@ fm_proc_alive(struct fm_proc *p)
 }
 
 void
-fm_proc_signal(struct fm_proc *p, int sig)
+ob_proc_signal(struct ob_proc *p, int sig)
 {
 	if (p->pid > 0)
 		kill(-p->pid, sig);
 }
 
 void
-fm_proc_signal_leader(struct fm_proc *p, int sig)
+ob_proc_signal_leader(struct ob_proc *p, int sig)
 {
 	if (p->pid > 0)
 		kill(p->pid, sig);
 }
 
 void
-fm_proc_stop(struct fm_proc *p, int grace_ms)
+ob_proc_stop(struct ob_proc *p, int grace_ms)
 {
 	if (p->pid <= 0)
 		return;
-	fm_proc_signal(p, SIGTERM);
+	ob_proc_signal(p, SIGTERM);
 	int64_t end = ob_mono_ms() + grace_ms;
-	while (fm_proc_alive(p) && ob_mono_ms() < end)
+	while (ob_proc_alive(p) && ob_mono_ms() < end)
 		ob_sleep_ms(10);
 	if (p->pid > 0) {
-		fm_proc_signal(p, SIGKILL);
+		ob_proc_signal(p, SIGKILL);
 		int st;
 		if (waitpid(p->pid, &st, 0) == p->pid)
 			p->exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
@@ -146,7 +146,7 @@ fm_proc_stop(struct fm_proc *p, int grace_ms)
 }
 
 char *
-fm_read_file(const char *path)
+ob_read_file(const char *path)
 {
 	FILE *f = fopen(path, "rb");
 	if (f == NULL)
@@ -177,7 +177,7 @@ fm_read_file(const char *path)
 static int64_t
 scan_lines(const char *path, const char *event, const char *key)
 {
-	char *text = fm_read_file(path);
+	char *text = ob_read_file(path);
 	if (text == NULL)
 		return 0;
 	char needle[160], field[96];
@@ -208,13 +208,13 @@ scan_lines(const char *path, const char *event, const char *key)
 }
 
 int
-fm_log_count(const char *path, const char *event)
+ob_log_count(const char *path, const char *event)
 {
 	return (int)scan_lines(path, event, NULL);
 }
 
 int64_t
-fm_log_sum(const char *path, const char *event, const char *key)
+ob_log_sum(const char *path, const char *event, const char *key)
 {
 	return scan_lines(path, event, key);
 }
