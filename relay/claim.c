@@ -13,9 +13,10 @@
 #include "standby_gate.h"
 
 /* outbox.claim(protocol, owner, lease_ms, max_n, include, exclude, others,
- * retries_first, ordering, skip_dead_heads): one batch's rows, columns in outbox.claimed
- * order. The gated form also returns the WAL insert position after the
- * claim (standby_gate.h): every row it returned was committed below it.
+ * retries_first, ordering, skip_dead_heads): one batch's rows of type
+ * outbox.claimed (sql/outbox/012_streams.sql). The gated form also returns
+ * the WAL insert position after the claim (standby_gate.h): every row it
+ * returned was committed below it.
  *
  * A claim that returns messages commits synchronously, whatever
  * --synchronous-commit says for the relay's other writes: its commit
@@ -25,22 +26,32 @@
  * business row) in a crash; without this its message could be delivered
  * first, and the effect would outlive the row (issue 30, test_crash). The
  * setting is made per row, so a claim that finds nothing stays asynchronous. */
-#define CLAIM_COLUMNS                                                        \
-    "SELECT batch_id, kind, fence, attempt, takeover, id, created_us, topic,"  \
-    " idempotency_key, payload, ordering_key, ordering_seq"
+/* The columns read, one list for the SELECT and the indexes (an X-macro:
+ * the SELECT names each column, so the order of outbox.claimed's
+ * attributes does not matter; the enum follows the SELECT by construction). */
+#define CLAIM_COLS(X)                                                       \
+	X(BATCH, "batch_id") X(KIND, "kind") X(FENCE, "fence") X(ATTEMPT, "attempt") \
+	X(TAKEOVER, "takeover") X(ID, "id") X(CREATED, "created_us") X(TOPIC, "topic") \
+	X(KEY, "idempotency_key") X(PAYLOAD, "payload") X(ORDKEY, "ordering_key")   \
+	X(ORDSEQ, "ordering_seq")
+#define CLAIM_COL_NAME(id, name) name ", "
+#define CLAIM_COL_ENUM(id, name) COL_##id,
+enum { CLAIM_COLS(CLAIM_COL_ENUM) COL_LSN };
+/* Arguments by name (outbox.claim's parameters, sql/outbox/functions/
+ * claim.sql), not by position. */
 #define CLAIM_FROM                                                           \
-    " FROM outbox.claim($1::int, $2, $3::bigint, $4::int, $5::text[], $6::text[],"  \
-    " $7::boolean, $8::boolean, $9::boolean, $10::boolean)"                       \
+    " FROM outbox.claim(protocol => $1::int, owner => $2, lease_ms => $3::bigint,"  \
+    " max_n => $4::int, include => $5::text[], exclude => $6::text[],"            \
+    " others => $7::boolean, retries_first => $8::boolean, ordering => $9::boolean,"  \
+    " skip_dead_heads => $10::boolean)"                                           \
     " WHERE pg_catalog.set_config('synchronous_commit', 'on', true) = 'on'"
-static const char claim_sql[] = CLAIM_COLUMNS CLAIM_FROM;
+/* The gated form also returns the WAL insert position (COL_LSN), the
+ * plain one NULL there. */
+static const char claim_sql[] =
+    "SELECT " CLAIM_COLS(CLAIM_COL_NAME) "NULL::text" CLAIM_FROM;
 static const char claim_sql_lsn[] =
-    CLAIM_COLUMNS ", pg_catalog.pg_current_wal_insert_lsn()::text" CLAIM_FROM;
-
-enum {
-	COL_BATCH, COL_KIND, COL_FENCE, COL_ATTEMPT, COL_TAKEOVER, COL_ID, COL_CREATED,
-	COL_TOPIC, COL_KEY, COL_PAYLOAD, COL_ORDKEY, COL_ORDSEQ, COL_LSN,
-};
-
+    "SELECT " CLAIM_COLS(CLAIM_COL_NAME) "pg_catalog.pg_current_wal_insert_lsn()::text"
+    CLAIM_FROM;
 
 static int
 map_rows(PGresult *res, struct relay_batch *out, char *err, size_t errlen)
@@ -60,7 +71,7 @@ map_rows(PGresult *res, struct relay_batch *out, char *err, size_t errlen)
 	out->takeover = PQgetvalue(res, 0, COL_TAKEOVER)[0] == 't';
 	/* the position is read after the claim's rows were made: the last
 	 * row's is the highest */
-	if (PQnfields(res) > COL_LSN &&
+	if (!PQgetisnull(res, rows - 1, COL_LSN) &&
 	    relay_gate_parse_lsn(PQgetvalue(res, rows - 1, COL_LSN), &out->lsn) != OB_OK) {
 		snprintf(err, errlen, "claim: cannot read the WAL position '%s'",
 		    PQgetvalue(res, rows - 1, COL_LSN));

@@ -15,9 +15,13 @@
 #include "outbox/sqlstate.h"
 #include "record.h"
 
+/* Arguments by name (outbox.record's parameters, sql/outbox/functions/
+ * record.sql), not by position. */
 static const char record_sql[] =
-    "SELECT outbox.record($1::int, $2::bigint, $3::bigint, $4::boolean, $5, $6::bigint,"
-    " $7::boolean, $8::bigint[], $9::text[], $10::bigint[], $11::text[], $12::boolean)";
+    "SELECT outbox.record(protocol => $1::int, batch => $2::bigint, fence => $3::bigint,"
+    " fencing => $4::boolean, outcome => $5, delay_ms => $6::bigint, refund => $7::boolean,"
+    " ids => $8::bigint[], kinds => $9::text[], delays => $10::bigint[], errors => $11::text[],"
+    " skip_dead_heads => $12::boolean)";
 
 
 const char *

@@ -10,6 +10,10 @@
 -- A batch that lost its holder batch_split_after() times is halved, and a
 -- message left alone in one is dead-lettered (outbox.split_batch; its key
 -- blocked unless skip_dead_heads, --on-dead-head skip).
+-- Returns rows of type outbox.claimed (defined in 012_streams.sql: batch_id,
+-- kind, fence, attempt, takeover, id, created_us, topic, idempotency_key,
+-- payload, ordering_key, ordering_seq); relay/claim.c names the columns and
+-- the arguments it passes.
 -- ordering = false is the BROKEN --no-ordering mode: lanes are cut like
 -- lane 0 (several batches out, several messages of a key in one, nothing
 -- parked) and every retry of a key is claimable.

@@ -3,6 +3,7 @@
 --
 -- record: the outcome of batch `batch`, written only while it is still
 -- held with `fence` (fencing = false is the BROKEN --no-fencing mode).
+-- relay/record.c passes every argument by name.
 -- outcome, for the whole batch:
 --   'done'     every message delivered but those listed, whose kinds say
 --              'retry' (a retry row, due after delays[i] ms) or 'dead';
