@@ -163,6 +163,36 @@ START_TEST(test_applied_survives_a_crash)
 }
 END_TEST
 
+/* The time now by db's clock, as outboxctl prove --since reads it. */
+static void
+since_now(PGconn *db, char *out, size_t outlen)
+{
+	PGresult *r = PQexec(db, "SELECT to_char(now() AT TIME ZONE 'UTC',"
+	    " 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')");
+	ck_assert_int_eq(PQresultStatus(r), PGRES_TUPLES_OK);
+	snprintf(out, outlen, "%s", PQgetvalue(r, 0, 0));
+	PQclear(r);
+}
+
+/* A consumer on in_db at the ipc path named name (ready when this
+ * returns) and a relay on out_db routing TOPIC to it, both tracked for the
+ * teardown; their logs into clog and rlog (256 bytes each). */
+static void
+start_pipeline(const char *name, const char *in_db, const char *out_db, char *clog,
+    char *rlog, pid_t *consumer, pid_t *relay)
+{
+	char url[256], ready[300], route[300];
+	ts_ipc_url(name, url, sizeof(url));
+	snprintf(ready, sizeof(ready), "%s/%s.ready", H.base, name);
+	const char *cargs[] = { "--ready-file", ready, NULL };
+	*consumer = ts_crash_track(&H, ts_consumer_spawn(clog, in_db, url, cargs));
+	free(ts_wait_ready_file(ready, *consumer, clog, 30 * T_SEC));
+	snprintf(route, sizeof(route), "%s=%s", TOPIC, url);
+	const char *rargs[] = { "--poll-ms", "50", "--source", SOURCE, "--backoff-base-ms", "20",
+		"--backoff-cap-ms", "200", NULL };
+	*relay = ts_crash_track(&H, ts_relay_spawn(rlog, out_db, route, rargs));
+}
+
 /* outboxctl prove of the window since T, --drained: exit code, output. */
 static int
 prove(const char *out_db, const char *in_db, const char *since, char *out, size_t outlen)
@@ -175,7 +205,7 @@ prove(const char *out_db, const char *in_db, const char *since, char *out, size_
 START_TEST(test_delivered_survives_an_inbox_crash)
 {
 	char in_db[TS_CONNINFO_MAX], out_db[TS_CONNINFO_MAX], out_conn[TS_CONNINFO_MAX];
-	char out_dir[200], url[256], route[300], ready[300], clog[256], rlog[256];
+	char out_dir[200], clog[256], rlog[256];
 	char since[64], prefix[32], text[8192];
 	ts_crash_start(&H);
 	ts_crash_db(&H, "inbox", "inbox", in_db, sizeof(in_db));
@@ -185,21 +215,10 @@ START_TEST(test_delivered_survives_an_inbox_crash)
 	ts_pgserver_start(out_dir, out_conn, sizeof(out_conn));
 	ts_pgserver_db_create(out_conn, "outbox", "outbox", out_db, sizeof(out_db));
 	PGconn *out = ts_connect(out_db);
-	PGresult *r = PQexec(out, "SELECT to_char(now() AT TIME ZONE 'UTC',"
-	    " 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')");
-	ck_assert_int_eq(PQresultStatus(r), PGRES_TUPLES_OK);
-	snprintf(since, sizeof(since), "%s", PQgetvalue(r, 0, 0));
-	PQclear(r);
+	since_now(out, since, sizeof(since));
 
-	ts_ipc_url("crash_pipe", url, sizeof(url));
-	snprintf(ready, sizeof(ready), "%s/consumer.ready", H.base);
-	const char *cargs[] = { "--ready-file", ready, NULL };
-	pid_t consumer = ts_crash_track(&H, ts_consumer_spawn(clog, in_db, url, cargs));
-	free(ts_wait_ready_file(ready, consumer, clog, 30 * T_SEC));
-	snprintf(route, sizeof(route), "%s=%s", TOPIC, url);
-	const char *rargs[] = { "--poll-ms", "50", "--source", SOURCE, "--backoff-base-ms", "20",
-		"--backoff-cap-ms", "200", NULL };
-	pid_t relay = ts_crash_track(&H, ts_relay_spawn(rlog, out_db, route, rargs));
+	pid_t consumer, relay;
+	start_pipeline("crash_pipe", in_db, out_db, clog, rlog, &consumer, &relay);
 
 	bool lost = false;
 	for (int run = 1; run <= TS_CRASH_TRIES && !lost; run++) {
@@ -242,7 +261,7 @@ produce_async(PGconn *out, const char *prefix, int n)
 START_TEST(test_async_producer_no_phantom)
 {
 	char in_db[TS_CONNINFO_MAX], in_conn[TS_CONNINFO_MAX], out_db[TS_CONNINFO_MAX];
-	char in_dir[200], url[256], route[300], ready[300], clog[256], rlog[256];
+	char in_dir[200], clog[256], rlog[256];
 	char since[64], prefix[32], sql[256], text[8192];
 	ts_crash_start(&H);
 	/* the producer's database on the crashing server, whose default is
@@ -255,24 +274,13 @@ START_TEST(test_async_producer_no_phantom)
 	ts_pgserver_db_create(in_conn, "inbox", "inbox", in_db, sizeof(in_db));
 	PGconn *out = ts_connect(out_db);
 	ts_exec(out, "SET synchronous_commit = on; CREATE TABLE crash_orders (id text PRIMARY KEY)");
-	PGresult *r = PQexec(out, "SELECT to_char(now() AT TIME ZONE 'UTC',"
-	    " 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')");
-	ck_assert_int_eq(PQresultStatus(r), PGRES_TUPLES_OK);
-	snprintf(since, sizeof(since), "%s", PQgetvalue(r, 0, 0));
-	PQclear(r);
+	since_now(out, since, sizeof(since));
 	ts_exec(out, "RESET synchronous_commit");
 
-	ts_ipc_url("crash_producer", url, sizeof(url));
-	snprintf(ready, sizeof(ready), "%s/consumer.ready", H.base);
-	const char *cargs[] = { "--ready-file", ready, NULL };
-	pid_t consumer = ts_crash_track(&H, ts_consumer_spawn(clog, in_db, url, cargs));
-	free(ts_wait_ready_file(ready, consumer, clog, 30 * T_SEC));
 	/* the relay with its defaults for its own commits
 	 * (--synchronous-commit off) */
-	snprintf(route, sizeof(route), "%s=%s", TOPIC, url);
-	const char *rargs[] = { "--poll-ms", "50", "--source", SOURCE, "--backoff-base-ms", "20",
-		"--backoff-cap-ms", "200", NULL };
-	pid_t relay = ts_crash_track(&H, ts_relay_spawn(rlog, out_db, route, rargs));
+	pid_t consumer, relay;
+	start_pipeline("crash_producer", in_db, out_db, clog, rlog, &consumer, &relay);
 	PGconn *in = ts_connect(in_db);
 	/* the first round trip of each session is larger in WAL (its caches
 	 * fill): done before the runs, so a run's WAL stays in one page */

@@ -4,37 +4,11 @@
 # deploy/ into a scratch tree, break one thing at a time, expect the lint to
 # fail naming it.
 set -uo pipefail
-src=$(cd "$(dirname "$0")/../.." && pwd)
-lint=$src/scripts/lint-deploy.sh
-scratch=$(mktemp -d)
-trap 'rm -rf "$scratch"' EXIT
-failures=0
-
-fresh() {
-	rm -rf "$scratch/t"
-	mkdir -p "$scratch/t"
-	cp -r "$src/deploy" "$scratch/t/"
-	# the paths the Dockerfile copies
-	for p in CMakeLists.txt .dockerignore cmake common sql producer relay consumer ctl tools tests; do
-		cp -r "$src/$p" "$scratch/t/" 2>/dev/null
-	done
-}
-
-expect() { # expect NAME NEEDLE: the lint fails and says NEEDLE
-	out=$(OUTBOX_LINT_ROOT="$scratch/t" "$lint" 2>&1)
-	rc=$?
-	if [ $rc = 0 ] || ! grep -qF -- "$2" <<<"$out"; then
-		echo "FAIL $1: exit $rc, wanted a failure saying '$2':"
-		echo "$out"
-		failures=$((failures + 1))
-	else
-		echo "ok   $1"
-	fi
-}
-
-fresh
-out=$(OUTBOX_LINT_ROOT="$scratch/t" "$lint" 2>&1) || { echo "FAIL: the unbroken copy does not pass: $out"; exit 1; }
-echo "ok   unbroken copy passes"
+check=$(cd "$(dirname "$0")/../.." && pwd)/scripts/lint-deploy.sh
+# deploy/, and the paths the Dockerfile copies
+copy="deploy CMakeLists.txt .dockerignore cmake common sql producer relay consumer ctl tools tests"
+. "$(dirname "$0")/negative_lib.sh"
+negative_start
 
 fresh; sed -i 's/^services:/servicez:/' "$scratch/t/deploy/docker-compose.yml"
 expect "broken compose" "docker-compose config failed"
@@ -61,5 +35,4 @@ if [ -n "${OUTBOX_PROMTOOL:-}" ] && [ -x "$OUTBOX_PROMTOOL" ]; then
 	expect "bad prometheus.yml" "deploy/prometheus.yml"
 fi
 
-[ $failures = 0 ] && echo "lint_deploy_negative: every breakage caught"
-exit $((failures > 0))
+negative_end lint_deploy_negative

@@ -4,36 +4,10 @@
 # real tree means anything: copy the sources into a scratch tree, break
 # one rule at a time, expect the check to fail saying so.
 set -uo pipefail
-src=$(cd "$(dirname "$0")/../.." && pwd)
-check=$src/scripts/check-program-includes.sh
-scratch=$(mktemp -d)
-trap 'rm -rf "$scratch"' EXIT
-failures=0
-
-fresh() {
-	rm -rf "$scratch/t"
-	mkdir -p "$scratch/t"
-	for p in common producer relay consumer ctl tools; do
-		cp -r "$src/$p" "$scratch/t/"
-	done
-	rm -rf "$scratch/t/ctl/web/node_modules"
-}
-
-expect() { # expect NAME NEEDLE: the check fails and says NEEDLE
-	out=$(OUTBOX_LINT_ROOT="$scratch/t" "$check" 2>&1)
-	rc=$?
-	if [ $rc = 0 ] || ! grep -qF -- "$2" <<<"$out"; then
-		echo "FAIL $1: exit $rc, wanted a failure saying '$2':"
-		echo "$out"
-		failures=$((failures + 1))
-	else
-		echo "ok   $1"
-	fi
-}
-
-fresh
-out=$(OUTBOX_LINT_ROOT="$scratch/t" "$check" 2>&1) || { echo "FAIL: the unbroken copy does not pass: $out"; exit 1; }
-echo "ok   unbroken copy passes"
+check=$(cd "$(dirname "$0")/../.." && pwd)/scripts/check-program-includes.sh
+copy="common producer relay consumer ctl tools"
+. "$(dirname "$0")/negative_lib.sh"
+negative_start
 
 # the relay reaching into the consumer
 fresh; sed -i '0,/#include "outbox\/sqlstate.h"/s//#include "outbox\/sqlstate.h"\n#include "inbox.h"/' "$scratch/t/relay/claim.c"
@@ -51,5 +25,4 @@ expect "ctl includes a producer header" 'ctl/web_demo_steps.c includes "api.h", 
 fresh; sed -i 's/#include "client.h"//' "$scratch/t/ctl/web_demo_steps.c"
 expect "a known crossing gone" 'KNOWN lists "ctl/web_demo_steps.c client.h", which no longer crosses'
 
-[ "$failures" = 0 ] || exit 1
-echo "program_includes_negative: every broken copy was caught"
+negative_end program_includes_negative

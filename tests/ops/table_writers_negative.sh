@@ -4,35 +4,10 @@
 # anything: copy the sources into a scratch tree, add one stray write at a
 # time, expect the check to fail naming the file and the table.
 set -uo pipefail
-src=$(cd "$(dirname "$0")/../.." && pwd)
-check=$src/scripts/check-table-writers.sh
-scratch=$(mktemp -d)
-trap 'rm -rf "$scratch"' EXIT
-failures=0
-
-fresh() {
-	rm -rf "$scratch/t"
-	mkdir -p "$scratch/t"
-	for p in common producer relay consumer ctl tools sql; do
-		cp -r "$src/$p" "$scratch/t/"
-	done
-}
-
-expect() { # expect NAME NEEDLE: the check fails and says NEEDLE
-	out=$(OUTBOX_LINT_ROOT="$scratch/t" "$check" 2>&1)
-	rc=$?
-	if [ $rc = 0 ] || ! grep -qF -- "$2" <<<"$out"; then
-		echo "FAIL $1: exit $rc, wanted a failure saying '$2':"
-		echo "$out"
-		failures=$((failures + 1))
-	else
-		echo "ok   $1"
-	fi
-}
-
-fresh
-out=$(OUTBOX_LINT_ROOT="$scratch/t" "$check" 2>&1) || { echo "FAIL: the unbroken copy does not pass: $out"; exit 1; }
-echo "ok   unbroken copy passes"
+check=$(cd "$(dirname "$0")/../.." && pwd)/scripts/check-table-writers.sh
+copy="common producer relay consumer ctl tools sql"
+. "$(dirname "$0")/negative_lib.sh"
+negative_start
 
 # the webhook handler releasing its key behind keyclaim's back (the table by macro)
 fresh; cat >>"$scratch/t/consumer/handler_webhook.c" <<'C'
@@ -68,4 +43,4 @@ expect "table with no owner" "ctl/status_cmd.c: INSERT INTO outbox.audit, a tabl
 fresh; rm "$scratch/t/consumer/inbox_purge.c"
 expect "owner file missing" "the owner consumer/inbox_purge.c of inbox.processed does not exist"
 
-[ $failures = 0 ] && echo "table_writers_negative: all broken trees were refused" || exit 1
+negative_end table_writers_negative
