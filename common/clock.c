@@ -39,6 +39,13 @@ ob_mono_s(void)
 }
 
 int64_t
+ob_boot_us(void)
+{
+	struct timespec ts = now(CLOCK_BOOTTIME);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+int64_t
 ob_wall_us(void)
 {
 	struct timespec ts = now(CLOCK_REALTIME);

@@ -201,19 +201,11 @@ struct stmt {
 static const char sql_clock[] =
     "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::int8";
 
-static int64_t
-boot_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_BOOTTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 /* Read the database's clock into c (one round trip). OB_OK or OB_EDB. */
 static int
 clock_read(PGconn *conn, struct inbox_dbclock *c, char *err, size_t errlen)
 {
-	int64_t sent = boot_us();
+	int64_t sent = ob_boot_us();
 	PGresult *res = PQexec(conn, sql_clock);
 	int rc = ob_pg_check(res, PGRES_TUPLES_OK, "read the database's clock", err, errlen);
 	if (rc == OB_OK) {
@@ -230,12 +222,12 @@ clock_read(PGconn *conn, struct inbox_dbclock *c, char *err, size_t errlen)
 static int
 clock_now(PGconn *conn, struct inbox_dbclock *c, int64_t *now_us, char *err, size_t errlen)
 {
-	int64_t t = boot_us();
+	int64_t t = ob_boot_us();
 	if (c->read_at_us == 0 || t - c->read_at_us > INBOX_CLOCK_REFRESH_MS * 1000) {
 		int rc = clock_read(conn, c, err, errlen);
 		if (rc != OB_OK)
 			return rc;
-		t = boot_us();
+		t = ob_boot_us();
 	}
 	*now_us = t + c->offset_us;
 	return OB_OK;

@@ -221,15 +221,6 @@ announce_waiting(struct worker *w)
 	PQclear(res);
 }
 
-/* Now, Unix microseconds: what a message's age is counted against. */
-static int64_t
-now_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 /* Turn a RETRY into a backoff or a dead letter (retry_policy.h). */
 static void
 finish_retry(struct worker *w, const struct ob_wire_msg *m, struct relay_outcome *o)
@@ -237,7 +228,8 @@ finish_retry(struct worker *w, const struct ob_wire_msg *m, struct relay_outcome
 	const struct relay_config *c = w->cfg;
 	const struct relay_retry_limits l = { (uint32_t)c->max_attempts, c->max_age_ms,
 		c->backoff_base_ms, c->backoff_cap_ms };
-	relay_retry_decide(&l, m, now_us(), &w->rng, o);
+	/* a message's age counts from its enqueue, in Unix time */
+	relay_retry_decide(&l, m, ob_wall_us(), &w->rng, o);
 }
 
 /* A failed frame's outcomes (retry_policy.h). */
@@ -247,7 +239,7 @@ failed_frame_outcomes(struct worker *w, const struct relay_frame *f, struct rela
 	const struct relay_config *c = w->cfg;
 	const struct relay_retry_limits l = { (uint32_t)c->max_attempts, c->max_age_ms,
 		c->backoff_base_ms, c->backoff_cap_ms };
-	relay_retry_failed_batch(&l, &f->batch, f->skip, f->reached, now_us(), &w->rng, out);
+	relay_retry_failed_batch(&l, &f->batch, f->skip, f->reached, ob_wall_us(), &w->rng, out);
 }
 
 /* Every message of the batch back, unsent: shutdown, or a stop during a

@@ -40,9 +40,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "check.h"
+#include "outbox/clock.h"
 #include "outbox/sqlstate.h"
 #include "retry_policy.h"
 
@@ -850,6 +850,13 @@ relay_record_bad(struct chk_run *run, int ri, const struct hold *h)
 		PQclear(r);
 }
 
+/* The checker's clock: the real one plus the days ACT_AGE made pass. */
+static int64_t
+checker_now_us(const struct chk_run *run)
+{
+	return ob_wall_us() + run->passed_us;
+}
+
 /* The relay's own retry policy (relay/retry_policy.h) on a failed attempt
  * of m, the one claimed as attempt, at the checker's clock (the real one
  * plus the days ACT_AGE made pass): the outcome it decides. reached: the
@@ -870,10 +877,7 @@ policy_decide(struct chk_run *run, const struct msg *m, int attempt, bool reache
 	o.kind = RELAY_OUT_RETRY;
 	o.refund_attempt = !reached;
 	snprintf(o.error, sizeof(o.error), "%s", error);
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	int64_t now = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000 + run->passed_us;
-	relay_retry_decide(&limits, &w, now, &run->policy_rng, &o);
+	relay_retry_decide(&limits, &w, checker_now_us(run), &run->policy_rng, &o);
 	return o;
 }
 
@@ -881,10 +885,8 @@ policy_decide(struct chk_run *run, const struct msg *m, int attempt, bool reache
 static bool
 policy_age_past(const struct chk_run *run, const struct msg *m)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	int64_t now = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000 + run->passed_us;
-	return (now - m->created_us) / 1000 > CHK_MAX_AGE_MS;
+	struct ob_wire_msg w = { .created_at_us = m->created_us };
+	return relay_msg_age_ms(&w, checker_now_us(run)) > CHK_MAX_AGE_MS;
 }
 
 static void

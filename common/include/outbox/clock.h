@@ -13,6 +13,11 @@ int64_t ob_mono_us(void);
 int64_t ob_mono_ns(void);
 double ob_mono_s(void);
 
+/* Boot time (CLOCK_BOOTTIME), microseconds: monotonic, never stepped, and
+ * counting a suspend (which CLOCK_MONOTONIC does not): for carrying
+ * another clock forward from a reading. */
+int64_t ob_boot_us(void);
+
 /* Wall time (CLOCK_REALTIME), microseconds since the epoch. */
 int64_t ob_wall_us(void);
 
