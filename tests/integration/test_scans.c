@@ -68,17 +68,13 @@ struct scan_watch {
 static void
 scan_watch_start(PGconn *conn, struct scan_watch *w)
 {
-	/* Every other backend of this database gone first: a backend flushes
-	 * its counts when it exits, before it leaves pg_stat_activity, so the
-	 * migration's index builds (each a counted scan of its table) cannot
-	 * land in the window late (on a loaded machine they did: "5 sequential
-	 * scans of inbox.processed", inbox's five index builds). */
+	/* Every other backend of this database gone first (ts_db_create's
+	 * migration flushed its counts, its index builds being counted scans,
+	 * before it closed), then this session's own counts flushed, so that
+	 * what follows is counted alone. */
 	ck_assert_int_eq(ts_wait_value(conn, "SELECT count(*) FROM pg_stat_activity"
 	    " WHERE datname = current_database() AND pid <> pg_backend_pid()", 0, 30000), 0);
-	/* This session's own counts next (flushed at the end of the next
-	 * transaction), so that what follows is counted alone. */
-	ts_exec(conn, "SELECT pg_stat_force_next_flush()");
-	ts_exec(conn, "SELECT 1");
+	ts_stats_flush(conn);
 	ck_assert(w->n <= sizeof(w->before) / sizeof(w->before[0]));
 	for (size_t t = 0; t < w->n; t++)
 		w->before[t] = table_stat(conn, "seq_scan", w->tables[t]);

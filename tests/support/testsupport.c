@@ -224,6 +224,18 @@ ts_wait_at_least(PGconn *conn, const char *sql, int64_t want, int timeout_ms)
 	}
 }
 
+/* This session's statistics into the shared counters now. A backend
+ * otherwise flushes them when it exits, after it has left pg_stat_activity
+ * (PostgreSQL 15 runs the two exit hooks in that order), so a test that
+ * waits for the migration's backends to leave could still see the
+ * migration's counts (its index builds are sequential scans) arrive later.
+ * The flush happens when the session goes idle, before the reply. */
+void
+ts_stats_flush(PGconn *conn)
+{
+	ts_exec(conn, "SELECT pg_stat_force_next_flush()");
+}
+
 void
 ts_db_create(const char *tag, const char *set, char *out, size_t outlen)
 {
@@ -245,6 +257,7 @@ ts_db_create(const char *tag, const char *set, char *out, size_t outlen)
 		char err[512];
 		struct ob_migrate_report applied;
 		ck_assert_msg(ob_migrate(c, set, &applied, err, sizeof(err)) == 0, "migrate: %s", err);
+		ts_stats_flush(c);
 		PQfinish(c);
 	}
 }
@@ -272,6 +285,7 @@ ts_db_create_at(const char *tag, const char *set, int last, char *out, size_t ou
 		applied++;
 	}
 	ts_exec(c, "COMMIT");
+	ts_stats_flush(c);
 	PQfinish(c);
 	ck_assert_msg(applied > 0, "no migration of set %s up to %d", set, last);
 }

@@ -23,6 +23,10 @@ int ts_run_suite(Suite *s);
 /* The conninfo of the fixture's server (its postgres database). */
 const char *ts_server_conninfo(void);
 
+/* Flush this session's statistics (pg_stat_user_tables and the like) into
+ * the shared counters before the call returns. */
+void ts_stats_flush(PGconn *conn);
+
 /* Create a fresh database named after tag (plus pid and a counter), apply
  * the migrations of set ("all", "outbox", "inbox", or NULL for none), and
  * write its conninfo into out. */
