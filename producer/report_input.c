@@ -14,35 +14,13 @@
 
 #include "json_members.h"
 #include "outbox/err.h"
+#include "outbox/idem_key.h"
 #include "report_input.h"
-
-static int
-key_bytes_ok(const char *k, size_t n, char *err, size_t errlen)
-{
-	if (n == 0) {
-		snprintf(err, errlen, "Idempotency-Key must not be empty");
-		return OB_EINVAL;
-	}
-	if (n > PRODUCER_KEY_MAX) {
-		snprintf(err, errlen, "Idempotency-Key is %zu bytes, the maximum is %d", n,
-		    PRODUCER_KEY_MAX);
-		return OB_EINVAL;
-	}
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)k[i];
-		if (c < 0x20 || c > 0x7e) {
-			snprintf(err, errlen, "Idempotency-Key byte %zu is 0x%02x: only printable"
-			    " ASCII is allowed", i, c);
-			return OB_EINVAL;
-		}
-	}
-	return OB_OK;
-}
 
 int
 report_check_key(const char *key, char *err, size_t errlen)
 {
-	return key_bytes_ok(key, strlen(key), err, errlen);
+	return ob_idem_key_check(key, strlen(key), err, errlen);
 }
 
 int
@@ -73,11 +51,11 @@ report_parse_key(const char *header, char *out, size_t outlen, char *err,
 			snprintf(err, errlen, "Idempotency-Key: unterminated quoted string");
 			return OB_EINVAL;
 		}
-		int rc = key_bytes_ok(buf, n, err, errlen);
+		int rc = ob_idem_key_check(buf, n, err, errlen);
 		if (rc != OB_OK)
 			return rc;
 	} else {
-		int rc = key_bytes_ok(header, len, err, errlen);
+		int rc = ob_idem_key_check(header, len, err, errlen);
 		if (rc != OB_OK)
 			return rc;
 		memcpy(buf, header, len);

@@ -11,8 +11,9 @@
 #include <stddef.h>
 
 #include "enqueue.h"
+#include "outbox/idem_key.h"
 
-#define PRODUCER_KEY_MAX 255       /* bytes of an Idempotency-Key value */
+#define PRODUCER_KEY_MAX OB_IDEM_KEY_MAX /* bytes of an Idempotency-Key value */
 #define PRODUCER_TITLE_MAX 200     /* characters */
 #define PRODUCER_MODULE_MAX 100    /* characters */
 #define PRODUCER_STEPS_MAX 10000   /* characters */

@@ -85,8 +85,9 @@ outbox_fuzz(fuzz_config SOURCES tests/fuzz/fuzz_config.c common/config.c
   CORPUS config fuzz-config)
 # The producer API's Idempotency-Key header and JSON bodies (reports, messages).
 outbox_fuzz(fuzz_producer_input SOURCES tests/fuzz/fuzz_producer_input.c
-  producer/report_input.c producer/message_input.c producer/json_members.c common/err.c INCLUDES producer LINK -ljansson
+  producer/report_input.c producer/message_input.c producer/json_members.c common/err.c
+  common/idem_key.c INCLUDES producer LINK -ljansson
   CORPUS fuzz-producer)
 # The agent ledger's reader, over torn and foreign lines.
-outbox_fuzz(fuzz_ledger SOURCES tests/fuzz/fuzz_ledger.c producer/ledger.c
-  common/err.c INCLUDES producer LINK -ljansson CORPUS fuzz-ledger)
+outbox_fuzz(fuzz_ledger SOURCES tests/fuzz/fuzz_ledger.c client/ledger.c
+  common/err.c INCLUDES client LINK -ljansson CORPUS fuzz-ledger)

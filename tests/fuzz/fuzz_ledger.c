@@ -1,6 +1,6 @@
 /*
  * fuzz_ledger.c - libFuzzer target for the ledger reader
- * (producer/ledger.c: ledger_last_state), what `outbox-producer submit`
+ * (client/ledger.c: ledger_last_state), what `outbox-producer submit`
  * reads back after a crash: a file of JSON lines, possibly torn.
  *
  * Each input is written as the whole ledger file. The reader must succeed
@@ -12,7 +12,7 @@
  * Built and run by ctest (tests/fuzz.cmake); by hand:
  *
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE \
- *       -I common/include -I producer tests/fuzz/fuzz_ledger.c producer/ledger.c \
+ *       -I common/include -I client tests/fuzz/fuzz_ledger.c client/ledger.c \
  *       common/err.c -ljansson -o /tmp/fuzz_ledger
  *   mkdir -p /tmp/led-new && /tmp/fuzz_ledger -max_total_time=60 /tmp/led-new tests/data/fuzz-ledger
  */

@@ -27,8 +27,8 @@
 #include "outbox/backoff.h"
 #include "outbox/clock.h"
 #include "outbox/err.h"
+#include "outbox/idem_key.h"
 #include "outbox/url.h"
-#include "report_input.h"
 
 /* Namespace of the content-derived keys (a UUIDv5 of run + module + title). */
 static const uuid_t content_ns = { 0x6f, 0x75, 0x74, 0x62, 0x6f, 0x78, 0x4b, 0x65, 0x89,
@@ -228,7 +228,7 @@ client_derive_key(const struct client_opts *o, char *out, size_t outlen, char *e
 		out[0] = '\0';
 		return OB_OK;
 	}
-	return report_check_key(out, err, errlen);
+	return ob_idem_key_check(out, strlen(out), err, errlen);
 }
 
 static char *

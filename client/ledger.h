@@ -7,8 +7,8 @@
  * whose last state is "uncertain" must be looked up before it is posted
  * again.
  */
-#ifndef OUTBOX_PRODUCER_LEDGER_H
-#define OUTBOX_PRODUCER_LEDGER_H
+#ifndef OUTBOX_CLIENT_LEDGER_H
+#define OUTBOX_CLIENT_LEDGER_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -10,8 +10,8 @@
  * may have been applied and no later answer settled it, the outcome is
  * SIDE_EFFECT_UNCERTAIN: do not resubmit, look the key up first.
  */
-#ifndef OUTBOX_PRODUCER_CLIENT_H
-#define OUTBOX_PRODUCER_CLIENT_H
+#ifndef OUTBOX_CLIENT_CLIENT_H
+#define OUTBOX_CLIENT_CLIENT_H
 
 #include <stdbool.h>
 #include <stddef.h>

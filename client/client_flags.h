@@ -6,8 +6,8 @@
  * fields attempts, backoff_base, backoff_cap, timeout_ms, max_retry_after
  * and ledger.
  */
-#ifndef OUTBOX_PRODUCER_CLIENT_FLAGS_H
-#define OUTBOX_PRODUCER_CLIENT_FLAGS_H
+#ifndef OUTBOX_CLIENT_CLIENT_FLAGS_H
+#define OUTBOX_CLIENT_CLIENT_FLAGS_H
 
 #define CLIENT_MAX_ATTEMPTS 100
 
