@@ -255,7 +255,7 @@ fail:
 
 /* ---- refusals ----------------------------------------------------------- */
 
-static const char *const refusal_names[OB_BUS_REFUSED_COUNT] = {
+const char *const ob_bus_refusal_names[OB_BUS_REFUSED_COUNT] = {
 	[OB_BUS_REFUSED_AUTH] = "tls_auth",
 	[OB_BUS_REFUSED_PROTO] = "protocol",
 	[OB_BUS_REFUSED_TIMEOUT] = "timeout",
@@ -286,7 +286,7 @@ static const char *const refusal_hints[OB_BUS_REFUSED_COUNT] = {
 const char *
 ob_bus_refusal_name(enum ob_bus_refusal r)
 {
-	return (unsigned)r < OB_BUS_REFUSED_COUNT ? refusal_names[r] : "unknown";
+	return (unsigned)r < OB_BUS_REFUSED_COUNT ? ob_bus_refusal_names[r] : "unknown";
 }
 
 const char *

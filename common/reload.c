@@ -12,6 +12,8 @@
 #include "outbox/reload.h"
 #include "outbox/sig.h"
 
+const char *const ob_reload_results[OB_RELOAD_RESULTS] = { "ok", "failed" };
+
 #define CHANGED_MAX 512
 #define LOG_LEVEL_OPT "log-level"
 

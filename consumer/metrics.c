@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "metrics.h"
+#include "outbox/reload.h"
 
 /* Messages per request frame (the relay's --batch, up to --max-batch). */
 static const double batch_buckets[] = {
@@ -17,6 +18,24 @@ static const double batch_buckets[] = {
 static const double apply_buckets[] = {
 	0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
 };
+
+#define ROW(field, type, name, help) \
+	OB_METRIC_ROW(struct consumer_metrics, field, type, name, help)
+static const struct ob_metric_row rows[] = {
+	ROW(requests, COUNTER, "outbox_consumer_requests_total",
+	    "Request frames received (well-formed or not)"),
+	ROW(fingerprint_mismatch, COUNTER, "outbox_consumer_fingerprint_mismatch_total",
+	    "Keys redelivered with a different topic or payload (rejected, nothing applied)"),
+	ROW(db_failures, COUNTER, "outbox_consumer_db_failures_total",
+	    "Batches whose transaction failed as a whole (every message answered retry)"),
+	ROW(db_connections, GAUGE, "outbox_consumer_db_connections",
+	    "Serving threads holding a usable database connection"),
+	ROW(purged, COUNTER, "outbox_consumer_dedup_purged_total",
+	    "Dedup records deleted by the retention purge (--dedup-retention)"),
+	ROW(purge_failures, COUNTER, "outbox_consumer_purge_failures_total",
+	    "Retention purge passes that failed (tried again next interval)"),
+};
+#undef ROW
 
 /* Reasons that never label a rejected / retried message. */
 static bool
@@ -71,8 +90,7 @@ consumer_metrics_new(bool webhook, struct consumer_metrics **out)
 		return rc;
 	}
 	struct ob_metrics *r = cm->reg;
-	cm->requests = ob_metrics_counter(r, "outbox_consumer_requests_total",
-	    "Request frames received (well-formed or not)", NULL);
+	ob_metrics_register_rows(r, cm, rows, sizeof(rows) / sizeof(rows[0]));
 	for (int e = OB_EWIRE_TRUNC; e < OB_ERR_COUNT; e++) {
 		if (e == OB_EWIRE_STATUS || e == OB_EWIRE_DETAIL)
 			continue; /* reply-only errors: a request never has them */
@@ -90,43 +108,23 @@ consumer_metrics_new(bool webhook, struct consumer_metrics **out)
 		cm->retried[w] = ob_metrics_counter(r, "outbox_consumer_retried_total",
 		    "Messages answered retry (the relay delivers them again), by reason", labels);
 	}
-	cm->fingerprint_mismatch = ob_metrics_counter(r,
-	    "outbox_consumer_fingerprint_mismatch_total",
-	    "Keys redelivered with a different topic or payload (rejected, nothing applied)",
-	    NULL);
 	cm->apply_seconds = ob_metrics_histogram(r, "outbox_consumer_apply_seconds",
 	    "One request's batch transaction, from its first statement to COMMIT returned",
 	    NULL, apply_buckets, sizeof(apply_buckets) / sizeof(apply_buckets[0]));
 	cm->batch_size = ob_metrics_histogram(r, "outbox_consumer_batch_size",
 	    "Messages per well-formed request frame", NULL, batch_buckets,
 	    sizeof(batch_buckets) / sizeof(batch_buckets[0]));
-	cm->db_failures = ob_metrics_counter(r, "outbox_consumer_db_failures_total",
-	    "Batches whose transaction failed as a whole (every message answered retry)", NULL);
-	cm->db_connections = ob_metrics_gauge(r, "outbox_consumer_db_connections",
-	    "Serving threads holding a usable database connection", NULL);
-	cm->purged = ob_metrics_counter(r, "outbox_consumer_dedup_purged_total",
-	    "Dedup records deleted by the retention purge (--dedup-retention)", NULL);
-	cm->purge_failures = ob_metrics_counter(r, "outbox_consumer_purge_failures_total",
-	    "Retention purge passes that failed (tried again next interval)", NULL);
-	for (int k = 0; k < OB_BUS_REFUSED_COUNT; k++) {
-		const char *labels[] = { "reason", ob_bus_refusal_name((enum ob_bus_refusal)k),
-			NULL };
-		cm->handshake_refused[k] = ob_metrics_counter(r,
-		    "outbox_consumer_handshake_refused_total",
-		    "Connections refused before any request was read, by class: tls_auth (TLS"
-		    " handshake: no client certificate, not signed by --tls-ca, expired, or not"
-		    " TLS), protocol (not an SP REQ peer), timeout (negotiation over 10 s), closed"
-		    " (reset or closed in negotiation)",
-		    labels);
-	}
-	static const char *const reload_results[2] = { "ok", "failed" };
-	for (int k = 0; k < 2; k++) {
-		const char *labels[] = { "result", reload_results[k], NULL };
-		cm->tls_reload[k] = ob_metrics_counter(r, "outbox_consumer_tls_reload_total",
-		    "SIGHUP re-reads of --tls-cert, --tls-key and --tls-ca: ok (the listener was"
-		    " re-opened with them), failed (a file did not read or parse, or the key is"
-		    " not the certificate's: the running configuration is kept)", labels);
-	}
+	ob_metrics_counters_by(r, "outbox_consumer_handshake_refused_total",
+	    "Connections refused before any request was read, by class: tls_auth (TLS"
+	    " handshake: no client certificate, not signed by --tls-ca, expired, or not"
+	    " TLS), protocol (not an SP REQ peer), timeout (negotiation over 10 s), closed"
+	    " (reset or closed in negotiation)", "reason", ob_bus_refusal_names,
+	    OB_BUS_REFUSED_COUNT, cm->handshake_refused);
+	ob_metrics_counters_by(r, "outbox_consumer_tls_reload_total",
+	    "SIGHUP re-reads of --tls-cert, --tls-key and --tls-ca: ok (the listener was"
+	    " re-opened with them), failed (a file did not read or parse, or the key is"
+	    " not the certificate's: the running configuration is kept)", "result",
+	    ob_reload_results, OB_RELOAD_RESULTS, cm->tls_reload);
 	if (webhook)
 		register_webhook(r, &cm->webhook);
 	*out = cm;

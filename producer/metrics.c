@@ -17,6 +17,24 @@ static const char *const method_names[PRODUCER_METHOD_N] = {
 	"GET", "HEAD", "POST", "other",
 };
 
+#define ROW(field, name, help) \
+	OB_METRIC_ROW(struct producer_metrics, field, COUNTER, name, help)
+static const struct ob_metric_row rows[] = {
+	ROW(replays, "outbox_producer_replays_total",
+	    "POSTs answered with a stored response (Idempotent-Replayed: true)"),
+	ROW(conflicts, "outbox_producer_conflicts_total",
+	    "409 answers: the key is in progress under another request's live lease"),
+	ROW(key_mismatch, "outbox_producer_key_mismatch_total",
+	    "422 answers: the key was used before with a different request body"),
+	ROW(takeovers, "outbox_producer_takeovers_total",
+	    "keys taken over after their holder's lease expired (fencing token bumped)"),
+	ROW(fenced_out, "outbox_producer_fenced_out_total",
+	    "final commits refused because the key was taken over meanwhile (rolled back)"),
+	ROW(keys_collected, "outbox_producer_keys_collected_total",
+	    "idempotency keys deleted by the retention GC (--key-retention)"),
+};
+#undef ROW
+
 enum producer_route
 producer_route_of(const char *path)
 {
@@ -56,18 +74,7 @@ producer_metrics_new(struct producer_metrics **out)
 		free(pm);
 		return rc;
 	}
-	pm->replays = ob_metrics_counter(pm->reg, "outbox_producer_replays_total",
-	    "POSTs answered with a stored response (Idempotent-Replayed: true)", NULL);
-	pm->conflicts = ob_metrics_counter(pm->reg, "outbox_producer_conflicts_total",
-	    "409 answers: the key is in progress under another request's live lease", NULL);
-	pm->key_mismatch = ob_metrics_counter(pm->reg, "outbox_producer_key_mismatch_total",
-	    "422 answers: the key was used before with a different request body", NULL);
-	pm->takeovers = ob_metrics_counter(pm->reg, "outbox_producer_takeovers_total",
-	    "keys taken over after their holder's lease expired (fencing token bumped)", NULL);
-	pm->fenced_out = ob_metrics_counter(pm->reg, "outbox_producer_fenced_out_total",
-	    "final commits refused because the key was taken over meanwhile (rolled back)", NULL);
-	pm->keys_collected = ob_metrics_counter(pm->reg, "outbox_producer_keys_collected_total",
-	    "idempotency keys deleted by the retention GC (--key-retention)", NULL);
+	ob_metrics_register_rows(pm->reg, pm, rows, sizeof(rows) / sizeof(rows[0]));
 	/* "other" gets no histogram: nng answers unknown paths itself. */
 	for (int r = 0; r < PRODUCER_ROUTE_OTHER; r++) {
 		const char *labels[] = { "route", route_names[r], NULL };

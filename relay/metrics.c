@@ -7,10 +7,50 @@
 
 #include "metrics.h"
 #include "outbox/err.h"
+#include "outbox/reload.h"
 
 static const double delivery_buckets[] = {
 	0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
 };
+
+#define ROW(field, type, name, help) OB_METRIC_ROW(struct relay_metrics, field, type, name, help)
+static const struct ob_metric_row rows[] = {
+	ROW(claimed, COUNTER, "outbox_relay_claimed_total",
+	    "Messages claimed under a lease (every attempt, takeovers included)"),
+	ROW(fenced_out, COUNTER, "outbox_relay_fenced_out_total",
+	    "Outcome writes refused because the claim's fence moved on (a stalled worker)"),
+	ROW(takeovers, COUNTER, "outbox_relay_lease_takeovers_total",
+	    "Messages claimed in a batch taken over from a holder whose lease expired"),
+	ROW(released, COUNTER, "outbox_relay_released_total",
+	    "Claimed messages handed back as a batch, due again later: unsent (breaker open,"
+	    " shutdown; attempt refunded) or after a failed frame (attempt counted)"),
+	ROW(standby_gate_waits, COUNTER, "outbox_relay_standby_gate_waits_total",
+	    "Batches that waited for the standbys of --standby-gate before being sent"),
+	ROW(standby_gate_timeouts, COUNTER, "outbox_relay_standby_gate_timeouts_total",
+	    "Batches handed back unsent because the standbys of --standby-gate did not reach"
+	    " them within --standby-gate-timeout"),
+	ROW(inflight, GAUGE, "outbox_relay_inflight",
+	    "Messages claimed by a live worker whose outcome is not recorded yet"),
+	ROW(pending, GAUGE, "outbox_relay_pending",
+	    "Messages not yet delivered (waiting, in a batch out, or retrying)"),
+	ROW(oldest_claimable, GAUGE, "outbox_relay_oldest_claimable_age_seconds",
+	    "Seconds the oldest message a relay could claim now has been waiting; 0 when"
+	    " none"),
+	ROW(blocked_keys, GAUGE, "outbox_relay_blocked_keys",
+	    "Ordering keys waiting behind a dead letter (blocked until requeued)"),
+	ROW(frames_sent, COUNTER, "outbox_relay_frames_sent_total",
+	    "Request frames handed to nng"),
+	ROW(frames_failed, COUNTER, "outbox_relay_frames_failed_total",
+	    "Request frames sent that got no reply (timeout, transport error)"),
+	ROW(purged, COUNTER, "outbox_relay_purged_total",
+	    "Messages dropped with their slot by the retention housekeeping"),
+	ROW(oldest_xact_age, GAUGE, "outbox_relay_oldest_xact_age_seconds",
+	    "Age of the oldest open transaction holding vacuum back in the database (the"
+	    " bookkeeping's dead rows wait for it); 0 when none"),
+	ROW(oldest_xact_pid, GAUGE, "outbox_relay_oldest_xact_pid",
+	    "Backend pid of that transaction's session (pg_stat_activity.pid); 0 when none"),
+};
+#undef ROW
 
 int
 relay_metrics_init(struct relay_metrics *rm, const char *const *dests, int ndests)
@@ -20,64 +60,22 @@ relay_metrics_init(struct relay_metrics *rm, const char *const *dests, int ndest
 	if (rc != OB_OK)
 		return rc;
 	struct ob_metrics *r = rm->reg;
-	rm->claimed = ob_metrics_counter(r, "outbox_relay_claimed_total",
-	    "Messages claimed under a lease (every attempt, takeovers included)", NULL);
-	rm->fenced_out = ob_metrics_counter(r, "outbox_relay_fenced_out_total",
-	    "Outcome writes refused because the claim's fence moved on (a stalled worker)", NULL);
-	rm->takeovers = ob_metrics_counter(r, "outbox_relay_lease_takeovers_total",
-	    "Messages claimed in a batch taken over from a holder whose lease expired", NULL);
-	rm->released = ob_metrics_counter(r, "outbox_relay_released_total",
-	    "Claimed messages handed back as a batch, due again later: unsent (breaker open,"
-	    " shutdown; attempt refunded) or after a failed frame (attempt counted)",
-	    NULL);
-	rm->standby_gate_waits = ob_metrics_counter(r, "outbox_relay_standby_gate_waits_total",
-	    "Batches that waited for the standbys of --standby-gate before being sent", NULL);
-	rm->standby_gate_timeouts = ob_metrics_counter(r,
-	    "outbox_relay_standby_gate_timeouts_total",
-	    "Batches handed back unsent because the standbys of --standby-gate did not reach"
-	    " them within --standby-gate-timeout", NULL);
-	rm->inflight = ob_metrics_gauge(r, "outbox_relay_inflight",
-	    "Messages claimed by a live worker whose outcome is not recorded yet", NULL);
-	rm->pending = ob_metrics_gauge(r, "outbox_relay_pending",
-	    "Messages not yet delivered (waiting, in a batch out, or retrying)", NULL);
-	rm->oldest_claimable = ob_metrics_gauge(r, "outbox_relay_oldest_claimable_age_seconds",
-	    "Seconds the oldest message a relay could claim now has been waiting; 0 when"
-	    " none", NULL);
-	rm->blocked_keys = ob_metrics_gauge(r, "outbox_relay_blocked_keys",
-	    "Ordering keys waiting behind a dead letter (blocked until requeued)", NULL);
+	ob_metrics_register_rows(r, rm, rows, sizeof(rows) / sizeof(rows[0]));
 	rm->delivery_seconds = ob_metrics_histogram(r, "outbox_relay_delivery_seconds",
 	    "Round trip of a request frame that got a reply (send, consumer commit, reply)",
 	    NULL, delivery_buckets, sizeof(delivery_buckets) / sizeof(delivery_buckets[0]));
-	rm->frames_sent = ob_metrics_counter(r, "outbox_relay_frames_sent_total",
-	    "Request frames handed to nng", NULL);
-	rm->frames_failed = ob_metrics_counter(r, "outbox_relay_frames_failed_total",
-	    "Request frames sent that got no reply (timeout, transport error)", NULL);
-	rm->purged = ob_metrics_counter(r, "outbox_relay_purged_total",
-	    "Messages dropped with their slot by the retention housekeeping", NULL);
-	rm->oldest_xact_age = ob_metrics_gauge(r, "outbox_relay_oldest_xact_age_seconds",
-	    "Age of the oldest open transaction holding vacuum back in the database (the"
-	    " bookkeeping's dead rows wait for it); 0 when none", NULL);
-	rm->oldest_xact_pid = ob_metrics_gauge(r, "outbox_relay_oldest_xact_pid",
-	    "Backend pid of that transaction's session (pg_stat_activity.pid); 0 when none",
-	    NULL);
-	for (int k = 0; k < OB_BUS_REFUSED_COUNT; k++) {
-		const char *labels[] = { "reason", ob_bus_refusal_name((enum ob_bus_refusal)k),
-			NULL };
-		rm->handshake_refused[k] = ob_metrics_counter(r, "outbox_relay_handshake_refused_total",
-		    "Connection attempts to a consumer refused in negotiation, by class: tls_auth"
-		    " (TLS handshake: certificate not signed by --tls-ca, expired, wrong server"
-		    " name, or not TLS), protocol (not an SP REP peer: tcp:// against tls+tcp://),"
-		    " timeout, closed (reset or closed in negotiation); counted after a frame"
-		    " failed for want of a connection", labels);
-	}
-	static const char *const reload_results[2] = { "ok", "failed" };
-	for (int k = 0; k < 2; k++) {
-		const char *labels[] = { "result", reload_results[k], NULL };
-		rm->tls_reload[k] = ob_metrics_counter(r, "outbox_relay_tls_reload_total",
-		    "SIGHUP re-reads of --tls-cert, --tls-key and --tls-ca, one per worker: ok (new"
-		    " dials use them), failed (a file did not read or parse, or the key is not the"
-		    " certificate's: the running configuration is kept)", labels);
-	}
+	ob_metrics_counters_by(r, "outbox_relay_handshake_refused_total",
+	    "Connection attempts to a consumer refused in negotiation, by class: tls_auth"
+	    " (TLS handshake: certificate not signed by --tls-ca, expired, wrong server"
+	    " name, or not TLS), protocol (not an SP REP peer: tcp:// against tls+tcp://),"
+	    " timeout, closed (reset or closed in negotiation); counted after a frame"
+	    " failed for want of a connection", "reason", ob_bus_refusal_names,
+	    OB_BUS_REFUSED_COUNT, rm->handshake_refused);
+	ob_metrics_counters_by(r, "outbox_relay_tls_reload_total",
+	    "SIGHUP re-reads of --tls-cert, --tls-key and --tls-ca, one per worker: ok (new"
+	    " dials use them), failed (a file did not read or parse, or the key is not the"
+	    " certificate's: the running configuration is kept)", "result", ob_reload_results,
+	    OB_RELOAD_RESULTS, rm->tls_reload);
 	for (int i = 0; i < ndests && i < RELAY_METRICS_MAX_DESTS; i++) {
 		const char *labels[] = { "destination", dests[i], NULL };
 		rm->breaker_open[i] = ob_metrics_gauge(r, "outbox_relay_breaker_open",

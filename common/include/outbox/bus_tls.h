@@ -89,7 +89,9 @@ enum ob_bus_refusal {
 	OB_BUS_REFUSED_COUNT
 };
 
-/* "tls_auth", "protocol", "timeout", "closed". */
+/* "tls_auth", "protocol", "timeout", "closed": the names of the classes,
+ * and one of them ("unknown" out of range). */
+extern const char *const ob_bus_refusal_names[OB_BUS_REFUSED_COUNT];
 const char *ob_bus_refusal_name(enum ob_bus_refusal r);
 
 /* One line for the log: what the class usually means. */

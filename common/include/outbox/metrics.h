@@ -130,4 +130,24 @@ struct ob_topic_cache {
 unsigned ob_topic_cache_slot(struct ob_topic_cache *c, const char *topic, size_t len,
     bool *fresh);
 
+/* A program's series in a table instead of a call each (metrics_rows.c).
+ * A row registers one unlabelled counter or gauge into the struct
+ * ob_metric * field at offset `at` of the program's metrics struct. */
+struct ob_metric_row {
+	size_t at;                /* offsetof(the program's struct, field) */
+	enum ob_metric_type type; /* OB_METRIC_COUNTER or OB_METRIC_GAUGE */
+	const char *name, *help;
+};
+#define OB_METRIC_ROW(owner, field, type, name, help) \
+	{ offsetof(owner, field), OB_METRIC_##type, name, help }
+
+/* Register every row of rows (n) into owner's fields. */
+void ob_metrics_register_rows(struct ob_metrics *m, void *owner,
+    const struct ob_metric_row *rows, size_t n);
+
+/* One counter per value of one label (a family such as "by reason"):
+ * out[i] is the series labelled label=values[i]. */
+void ob_metrics_counters_by(struct ob_metrics *m, const char *name, const char *help,
+    const char *label, const char *const *values, size_t n, struct ob_metric **out);
+
 #endif

@@ -29,6 +29,11 @@ struct ob_reload {
 	int (*check)(const void *cfg, char *err, size_t errlen);
 };
 
+/* The values of the result label of a reload's counters (the relay's and
+ * the consumer's outbox_*_tls_reload_total): "ok", "failed". */
+#define OB_RELOAD_RESULTS 2
+extern const char *const ob_reload_results[OB_RELOAD_RESULTS];
+
 /* One reload; logs one of the two events. OB_OK when it was applied. */
 int ob_reload_run(const struct ob_reload *r);
 
