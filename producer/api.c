@@ -45,8 +45,8 @@
 #include "api.h"
 #include "api_claim.h"
 #include "api_fault.h"
+#include "api_key.h"
 #include "api_messages.h"
-#include "api_query.h"
 #include "api_reply.h"
 #include "enqueue.h"
 #include "outbox/err.h"
@@ -170,6 +170,24 @@ create_atomic(PGconn *conn, const struct api_config *cfg, const struct api_key *
 	ob_keyclaim_result_fini(&c);
 }
 
+/* The report and its message in one transaction, outside any key claim
+ * (the broken modes split and none): false with res answered (400 for a
+ * body the database refuses, 503 when it is unavailable). */
+static bool
+enqueue_report(PGconn *conn, const struct report_input *in, const char *stored_key,
+    int64_t *rid, int64_t *mid, struct api_response *res)
+{
+	char err[512];
+	int rc = producer_enqueue_report(conn, &in->r, stored_key, rid, mid, err, sizeof(err));
+	if (rc == OB_OK)
+		return true;
+	if (rc == OB_EINVAL)
+		api_error(res, 400, "invalid_body", err);
+	else
+		api_unavailable(res, "create", err);
+	return false;
+}
+
 /* Split (BROKEN): check the key, insert the report (transaction 1), record
  * the key (transaction 2). A crash between the two, or two concurrent
  * requests that both pass the check, make a second report. */
@@ -206,17 +224,11 @@ create_split(PGconn *conn, const struct api_config *cfg, const struct api_key *k
 
 	api_fault_slow(cfg);
 	int64_t rid, mid;
-	int rc = producer_enqueue_report(conn, &in->r, key->stored, &rid, &mid, err, sizeof(err));
-	if (rc != OB_OK) {
-		if (rc == OB_EINVAL)
-			api_error(res, 400, "invalid_body", err);
-		else
-			api_unavailable(res, "create", err);
+	if (!enqueue_report(conn, in, key->stored, &rid, &mid, res))
 		return;
-	}
 	api_fault_crash(cfg, "producer.split.before_key_recorded");
 	char *body = created_body(rid, mid, key->sent, &in->r);
-	rc = ob_keyclaim_record_done(conn, PRODUCER_KEY_TABLE, key->stored, in->canonical,
+	int rc = ob_keyclaim_record_done(conn, PRODUCER_KEY_TABLE, key->stored, in->canonical,
 	    in->canonical_len, 201, body, err, sizeof(err));
 	if (rc != OB_OK) {
 		/* The other request recorded the key first: its report and ours
@@ -248,14 +260,8 @@ create_none(PGconn *conn, const struct api_config *cfg, const char *scope,
 		api_error(res, 500, "internal", err);
 		return;
 	}
-	int rc = producer_enqueue_report(conn, &in->r, stored, &rid, &mid, err, sizeof(err));
-	if (rc != OB_OK) {
-		if (rc == OB_EINVAL)
-			api_error(res, 400, "invalid_body", err);
-		else
-			api_unavailable(res, "create", err);
+	if (!enqueue_report(conn, in, stored, &rid, &mid, res))
 		return;
-	}
 	api_fault_crash(cfg, "producer.none.after_commit");
 	res->status = 201;
 	res->body = created_body(rid, mid, key, &in->r);
@@ -271,18 +277,10 @@ create(PGconn *conn, const struct api_config *cfg, const struct api_request *req
 	/* One read per request: a switch at run time never splits one. */
 	enum producer_mode mode = cfg->live_mode != NULL
 	    ? (enum producer_mode)atomic_load(cfg->live_mode) : cfg->mode;
-	if (req->key_header != NULL) {
-		if (report_parse_key(req->key_header, key, sizeof(key), err, sizeof(err)) != OB_OK ||
-		    report_scoped_key(scope, key, stored, sizeof(stored), err, sizeof(err)) != OB_OK) {
-			api_error(res, 400, "invalid_idempotency_key", err);
-			return;
-		}
-	} else if (mode != PRODUCER_MODE_NONE) {
-		api_error(res, 400, "idempotency_key_required",
-		    "the Idempotency-Key header is required: 1..255 printable ASCII characters,"
-		    " one value per logical operation, reused on every retry");
+	/* The broken mode none takes a request without a key. */
+	if ((req->key_header != NULL || mode != PRODUCER_MODE_NONE) &&
+	    !api_key_from_header(req, key, stored, res))
 		return;
-	}
 	struct report_input in;
 	int rc = report_parse_body(req->body != NULL ? req->body : "", req->body_len, &in, err,
 	    sizeof(err));
@@ -308,19 +306,9 @@ create(PGconn *conn, const struct api_config *cfg, const struct api_request *req
 static void
 lookup_by_key(PGconn *conn, const struct api_request *req, struct api_response *res)
 {
-	char key[PRODUCER_KEY_MAX + 2], stored[PRODUCER_KEY_MAX + 1], err[512];
-	if (req->query == NULL || api_query_param(req->query, "idempotency_key", key, sizeof(key)) != OB_OK) {
-		api_error(res, 400, "idempotency_key_required",
-		    "query parameter idempotency_key is required (1..255 printable ASCII, percent-encoded)");
+	char stored[PRODUCER_KEY_MAX + 1], err[512];
+	if (!api_key_from_query(req, stored, res))
 		return;
-	}
-	/* Looked up as stored in the caller's scope: another scope's same key
-	 * is another key (404 unless the caller made one). */
-	if (report_check_key(key, err, sizeof(err)) != OB_OK ||
-	    report_scoped_key(req->scope, key, stored, sizeof(stored), err, sizeof(err)) != OB_OK) {
-		api_error(res, 400, "invalid_idempotency_key", err);
-		return;
-	}
 	const char *params[1] = { stored };
 	PGresult *r = PQexecParams(conn,
 	    "SELECT (SELECT " REPORT_JSON " FROM app.bug_reports WHERE idempotency_key = $1"

@@ -27,8 +27,8 @@
 #include "api.h"
 #include "api_claim.h"
 #include "api_fault.h"
+#include "api_key.h"
 #include "api_messages.h"
-#include "api_query.h"
 #include "api_reply.h"
 #include "auth.h"
 #include "message_input.h"
@@ -97,16 +97,10 @@ api_messages_create(PGconn *conn, const struct api_config *cfg, const struct api
 	char key[PRODUCER_KEY_MAX + 1], stored[PRODUCER_KEY_MAX + 1];
 	char outbox_key[PRODUCER_KEY_MAX + 1], err[512];
 	const char *scope = req->scope != NULL ? req->scope : "";
-	if (req->key_header == NULL) {
-		api_error(res, 400, "idempotency_key_required",
-		    "the Idempotency-Key header is required: 1..255 printable ASCII characters,"
-		    " one value per logical operation, reused on every retry");
+	if (!api_key_from_header(req, key, stored, res))
 		return;
-	}
-	if (report_parse_key(req->key_header, key, sizeof(key), err, sizeof(err)) != OB_OK ||
-	    report_scoped_key(scope, key, stored, sizeof(stored), err, sizeof(err)) != OB_OK ||
-	    message_outbox_key(scope, key, outbox_key, sizeof(outbox_key), err, sizeof(err)) !=
-	        OB_OK) {
+	if (message_outbox_key(scope, key, outbox_key, sizeof(outbox_key), err, sizeof(err)) !=
+	    OB_OK) {
 		api_error(res, 400, "invalid_idempotency_key", err);
 		return;
 	}
@@ -141,19 +135,9 @@ api_messages_create(PGconn *conn, const struct api_config *cfg, const struct api
 void
 api_messages_lookup(PGconn *conn, const struct api_request *req, struct api_response *res)
 {
-	char key[PRODUCER_KEY_MAX + 2], stored[PRODUCER_KEY_MAX + 1], err[512];
-	if (req->query == NULL ||
-	    api_query_param(req->query, "idempotency_key", key, sizeof(key)) != OB_OK) {
-		api_error(res, 400, "idempotency_key_required",
-		    "query parameter idempotency_key is required (1..255 printable ASCII,"
-		    " percent-encoded)");
+	char stored[PRODUCER_KEY_MAX + 1], err[512];
+	if (!api_key_from_query(req, stored, res))
 		return;
-	}
-	if (report_check_key(key, err, sizeof(err)) != OB_OK ||
-	    report_scoped_key(req->scope, key, stored, sizeof(stored), err, sizeof(err)) != OB_OK) {
-		api_error(res, 400, "invalid_idempotency_key", err);
-		return;
-	}
 	const char *params[1] = { stored };
 	PGresult *r = PQexecParams(conn,
 	    "SELECT state, response_status, response_body FROM " PRODUCER_MESSAGE_KEY_TABLE
