@@ -134,6 +134,18 @@ ob_pg_command(PGconn *conn, const char *sql, int n, const char *const *params,
 	return rc;
 }
 
+PGresult *
+ob_pg_rows(PGconn *conn, const char *sql, int n, const char *const *params, const char *what,
+    char *err, size_t errlen)
+{
+	PGresult *res = PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
+	if (ob_pg_check(res, PGRES_TUPLES_OK, what, err, errlen) != OB_OK) {
+		PQclear(res);
+		return NULL;
+	}
+	return res;
+}
+
 int
 ob_pg_commit(PGconn *conn, char *err, size_t errlen)
 {

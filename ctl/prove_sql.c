@@ -346,18 +346,6 @@ cell(const PGresult *res, int row, int col)
 	return PQgetisnull(res, row, col) ? NULL : PQgetvalue(res, row, col);
 }
 
-static PGresult *
-query(PGconn *conn, const char *sql, int n, const char *const *params, const char *what,
-    char *err, size_t errlen)
-{
-	PGresult *res = PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
-	if (ob_pg_check(res, PGRES_TUPLES_OK, what, err, errlen) != OB_OK) {
-		PQclear(res);
-		return NULL;
-	}
-	return res;
-}
-
 /* The six arrays of the window that the inbox joins on, as text-array
  * literals. */
 struct window_arrays {
@@ -530,7 +518,7 @@ prove_since_ago(PGconn *outbox, int64_t ago_ms, char *out, size_t outlen, char *
 	char ms[32];
 	snprintf(ms, sizeof ms, "%" PRId64, ago_ms);
 	const char *params[1] = { ms };
-	PGresult *res = query(outbox, sql_since_ago, 1, params, "since", err, errlen);
+	PGresult *res = ob_pg_rows(outbox, sql_since_ago, 1, params, "since", err, errlen);
 	if (res == NULL)
 		return OB_EDB;
 	snprintf(out, outlen, "%s", PQgetvalue(res, 0, 0));
@@ -553,6 +541,21 @@ prove_result_free(struct prove_result *r)
 	memset(r, 0, sizeof *r);
 }
 
+/* The end of one side's read, in its read-only transaction: committed
+ * (rc OB_OK), or res freed and rolled back with rc (out of memory said in
+ * err for side). */
+static int
+read_end(PGconn *conn, PGresult *res, int rc, const char *side, char *err, size_t errlen)
+{
+	if (rc == OB_OK)
+		return ob_pg_commit(conn, err, errlen) == OB_OK ? OB_OK : OB_EDB;
+	if (rc == OB_ENOMEM)
+		snprintf(err, errlen, "%s: out of memory", side);
+	PQclear(res);
+	ob_pg_rollback(conn);
+	return rc;
+}
+
 /* Read the outbox's side: the window (into r and the arrays), the oldest
  * retained event, the takeovers. One transaction, one snapshot. */
 static int
@@ -567,13 +570,13 @@ read_outbox(PGconn *conn, const struct prove_query *q, struct prove_result *r,
 
 	if (ob_pg_exec(conn, sql_begin, "outbox: begin", err, errlen) != OB_OK)
 		return OB_EDB;
-	if ((res = query(conn, sql_window, 1, p1, "outbox: the window", err, errlen)) == NULL)
+	if ((res = ob_pg_rows(conn, sql_window, 1, p1, "outbox: the window", err, errlen)) == NULL)
 		goto fail;
 	if ((rc = take_window(res, q, r, a)) != OB_OK)
 		goto fail;
 	PQclear(res);
 	rc = OB_EDB;
-	if ((res = query(conn, sql_oldest, 1, p1, "outbox: the oldest message", err, errlen)) ==
+	if ((res = ob_pg_rows(conn, sql_oldest, 1, p1, "outbox: the oldest message", err, errlen)) ==
 	    NULL)
 		goto fail;
 	if (PQntuples(res) == 1) {
@@ -584,7 +587,7 @@ read_outbox(PGconn *conn, const struct prove_query *q, struct prove_result *r,
 		r->emptied = true; /* partial once something applied cannot be judged */
 	}
 	PQclear(res);
-	if ((res = query(conn, sql_takeovers, 2, p2, "outbox: takeovers", err, errlen)) == NULL)
+	if ((res = ob_pg_rows(conn, sql_takeovers, 2, p2, "outbox: takeovers", err, errlen)) == NULL)
 		goto fail;
 	if (PQntuples(res) > 0)
 		r->takeover_batches = ob_pg_int64(res, 0, 0);
@@ -594,16 +597,9 @@ read_outbox(PGconn *conn, const struct prove_query *q, struct prove_result *r,
 	if (PQntuples(res) > 0) /* the class counts takeovers, not batches */
 		r->classes[PROVE_TAKEOVERS].count = ob_pg_int64(res, 0, 1);
 	PQclear(res);
-	res = NULL;
-	if (ob_pg_commit(conn, err, errlen) != OB_OK)
-		return OB_EDB;
-	return OB_OK;
+	return read_end(conn, NULL, OB_OK, "outbox", err, errlen);
 fail:
-	if (rc == OB_ENOMEM)
-		snprintf(err, errlen, "outbox: out of memory");
-	PQclear(res);
-	ob_pg_rollback(conn);
-	return rc;
+	return read_end(conn, res, rc, "outbox", err, errlen);
 }
 
 /* Read the inbox's side: the classes of the window, the phantom
@@ -623,13 +619,13 @@ read_inbox(PGconn *conn, const struct prove_query *q, struct window_arrays *a,
 
 	if (ob_pg_exec(conn, sql_begin, "inbox: begin", err, errlen) != OB_OK)
 		return OB_EDB;
-	if ((res = query(conn, sql_inbox, 9, pi, "inbox: the window", err, errlen)) == NULL)
+	if ((res = ob_pg_rows(conn, sql_inbox, 9, pi, "inbox: the window", err, errlen)) == NULL)
 		goto fail;
 	if ((rc = take_inbox(res, q, r, cand, ncand)) != OB_OK)
 		goto fail;
 	PQclear(res);
 	rc = OB_EDB;
-	if ((res = query(conn, sql_parked, 3, pp, "inbox: parked webhook calls", err, errlen)) ==
+	if ((res = ob_pg_rows(conn, sql_parked, 3, pp, "inbox: parked webhook calls", err, errlen)) ==
 	    NULL)
 		goto fail;
 	if ((rc = take_listed(res, -1, 1, 2, 3, q->max_ids, &r->classes[PROVE_PARKED])) != OB_OK)
@@ -638,7 +634,7 @@ read_inbox(PGconn *conn, const struct prove_query *q, struct window_arrays *a,
 	res = NULL;
 	rc = OB_EDB;
 	if (r->classes[PROVE_APPLIED].count == 0) {
-		if ((res = query(conn, sql_other_sources, 2, pp, "inbox: other sources", err,
+		if ((res = ob_pg_rows(conn, sql_other_sources, 2, pp, "inbox: other sources", err,
 		         errlen)) == NULL)
 			goto fail;
 		r->other_source_records = ob_pg_int64(res, 0, 0);
@@ -647,15 +643,9 @@ read_inbox(PGconn *conn, const struct prove_query *q, struct window_arrays *a,
 		PQclear(res);
 		res = NULL;
 	}
-	if (ob_pg_commit(conn, err, errlen) != OB_OK)
-		return OB_EDB;
-	return OB_OK;
+	return read_end(conn, NULL, OB_OK, "inbox", err, errlen);
 fail:
-	if (rc == OB_ENOMEM)
-		snprintf(err, errlen, "inbox: out of memory");
-	PQclear(res);
-	ob_pg_rollback(conn);
-	return rc;
+	return read_end(conn, res, rc, "inbox", err, errlen);
 }
 
 /* The candidates the outbox does not hold at all, now: phantoms; those
@@ -666,7 +656,7 @@ read_phantoms(PGconn *conn, const struct prove_query *q, struct ob_buf cand[4],
     struct prove_result *r, char *err, size_t errlen)
 {
 	const char *params[4] = { cand[0].data, cand[1].data, cand[2].data, cand[3].data };
-	PGresult *res = query(conn, sql_phantoms, 4, params, "outbox: phantoms", err, errlen);
+	PGresult *res = ob_pg_rows(conn, sql_phantoms, 4, params, "outbox: phantoms", err, errlen);
 	int rc = OB_OK;
 
 	if (res == NULL)

@@ -164,20 +164,6 @@ rows_json(const PGresult *res, const char *const *skip)
 	return a;
 }
 
-/* Run one statement with text parameters; the result if it returned rows,
- * else NULL with err. */
-static PGresult *
-query(PGconn *conn, const char *sql, int n, const char *const *params, const char *what,
-    char *err, size_t errlen)
-{
-	PGresult *res = PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
-	if (ob_pg_check(res, PGRES_TUPLES_OK, what, err, errlen) != OB_OK) {
-		PQclear(res);
-		return NULL;
-	}
-	return res;
-}
-
 /* The outbox part of a snapshot into root, in one read-only transaction.
  * *delivered and *lag get the totals for the chart. */
 static int
@@ -197,7 +183,7 @@ read_outbox(struct web_poll *p, json_t *root, int64_t *delivered, double *lag, c
 
 	const char *tparams[1] = { NULL };
 	snprintf(sql, sizeof sql, topics_sql_fmt, ctl_status_sql);
-	if ((res = query(p->db, sql, 1, tparams, "topics", err, errlen)) == NULL)
+	if ((res = ob_pg_rows(p->db, sql, 1, tparams, "topics", err, errlen)) == NULL)
 		goto fail;
 	json_t *topics = json_array();
 	*delivered = 0;
@@ -218,19 +204,19 @@ read_outbox(struct web_poll *p, json_t *root, int64_t *delivered, double *lag, c
 	PQclear(res);
 
 	const char *mparams[1] = { nmsg };
-	if ((res = query(p->db, messages_sql, 1, mparams, "messages", err, errlen)) == NULL)
+	if ((res = ob_pg_rows(p->db, messages_sql, 1, mparams, "messages", err, errlen)) == NULL)
 		goto fail;
 	json_object_set_new(root, "messages", rows_json(res, NULL));
 	PQclear(res);
 
 	const char *dparams[3] = { NULL, ndead, retention };
 	snprintf(sql, sizeof sql, dead_sql_fmt, ctl_dead_list_sql);
-	if ((res = query(p->db, sql, 3, dparams, "dead letters", err, errlen)) == NULL)
+	if ((res = ob_pg_rows(p->db, sql, 3, dparams, "dead letters", err, errlen)) == NULL)
 		goto fail;
 	json_object_set_new(root, "dead", rows_json(res, NULL));
 	PQclear(res);
 
-	if ((res = query(p->db, blocked_sql, 1, dparams + 1, "blocked keys", err, errlen)) == NULL)
+	if ((res = ob_pg_rows(p->db, blocked_sql, 1, dparams + 1, "blocked keys", err, errlen)) == NULL)
 		goto fail;
 	json_object_set_new(root, "blocked_keys", rows_json(res, NULL));
 	PQclear(res);
@@ -256,7 +242,7 @@ read_inbox(struct web_poll *p, json_t **out, char *err, size_t errlen)
 	if (ob_pg_exec(p->inbox, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", "begin", err,
 	    errlen) != OB_OK)
 		return OB_EDB;
-	if ((res = query(p->inbox, inbox_count_sql, 0, NULL, "inbox counts", err, errlen)) == NULL)
+	if ((res = ob_pg_rows(p->inbox, inbox_count_sql, 0, NULL, "inbox counts", err, errlen)) == NULL)
 		goto fail;
 	json_t *c = json_object();
 	json_object_set_new(c, "applied", json_integer(ob_pg_int64(res, 0, 0)));
@@ -278,7 +264,7 @@ read_inbox(struct web_poll *p, json_t **out, char *err, size_t errlen)
 	    have ? json_integer(cc.key_reuse_rejects) : json_null());
 	PQclear(res);
 	const char *params[1] = { ndedup };
-	if ((res = query(p->inbox, dedup_sql, 1, params, "dedup records", err, errlen)) == NULL) {
+	if ((res = ob_pg_rows(p->inbox, dedup_sql, 1, params, "dedup records", err, errlen)) == NULL) {
 		json_decref(c);
 		goto fail;
 	}

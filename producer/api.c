@@ -139,7 +139,8 @@ create_atomic_write(PGconn *conn, const struct api_config *cfg, const struct api
 	snprintf(fence, sizeof(fence), "%" PRId64, c->fence);
 	const char *params[8] = { in->r.title, in->r.module, in->r.steps ? in->r.steps : "",
 		in->r.severity, key->stored, fence, cfg->fencing ? "false" : "true", key->sent };
-	PGresult *r = ob_pg_exec_prepared(conn, CREATE_ATOMIC_STMT, create_atomic_sql, 8, params, NULL, NULL);
+	PGresult *r = ob_pg_exec_prepared(conn, CREATE_ATOMIC_STMT, create_atomic_sql, 8, params,
+	    NULL, NULL);
 	if (ob_pg_check(r, PGRES_TUPLES_OK, "create", err, sizeof(err)) != OB_OK) {
 		api_write_failed(conn, PRODUCER_KEY_TABLE, key, c->fence, r, err, "create", res);
 		return;

@@ -36,6 +36,12 @@ int ob_pg_exec(PGconn *conn, const char *sql, const char *what, char *err,
 int ob_pg_command(PGconn *conn, const char *sql, int n, const char *const *params,
     const char *what, int64_t *rows, char *err, size_t errlen);
 
+/* Run one statement with n text parameters (NULL = SQL NULL) expecting
+ * rows: the result (the caller clears it), or NULL with "what: message"
+ * in err. */
+PGresult *ob_pg_rows(PGconn *conn, const char *sql, int n, const char *const *params,
+    const char *what, char *err, size_t errlen);
+
 /* COMMIT, and check that it really committed: on a transaction that had
  * failed, the server answers COMMIT with "ROLLBACK" and no error. */
 int ob_pg_commit(PGconn *conn, char *err, size_t errlen);
