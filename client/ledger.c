@@ -11,24 +11,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
 
 #include "ledger.h"
+#include "outbox/clock.h"
 #include "outbox/err.h"
-
-static void
-iso_now(char *out, size_t outlen)
-{
-	struct timespec ts;
-	struct tm tm;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	gmtime_r(&ts.tv_sec, &tm);
-	size_t n = strftime(out, outlen, "%Y-%m-%dT%H:%M:%S", &tm);
-	snprintf(out + n, outlen - n, ".%03ldZ", ts.tv_nsec / 1000000L);
-}
 
 static void
 fsync_dir(const char *path)
@@ -48,8 +37,8 @@ int
 ledger_append(const char *path, const char *key, const char *state, const char *extra_json,
     char *err, size_t errlen)
 {
-	char ts[40];
-	iso_now(ts, sizeof(ts));
+	char ts[OB_WALL_ISO_LEN];
+	ob_wall_iso(ts);
 	json_t *o = json_pack("{s:s,s:s,s:s,s:s}", "ts", ts, "tool", "submit_bug_report", "key",
 	    key, "state", state);
 	if (o == NULL) {

@@ -2,6 +2,7 @@
  * clock.c - monotonic and wall time, deadlines and sleep (clock.h).
  */
 #include <errno.h>
+#include <stdio.h>
 
 #include "outbox/clock.h"
 
@@ -73,4 +74,16 @@ ob_sleep_ms(int64_t ms)
 	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
 	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
 		;
+}
+
+void
+ob_wall_iso(char out[OB_WALL_ISO_LEN])
+{
+	struct timespec ts;
+	struct tm tm;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	gmtime_r(&ts.tv_sec, &tm);
+	snprintf(out, OB_WALL_ISO_LEN, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ",
+	    tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+	    ts.tv_nsec / 1000000L);
 }

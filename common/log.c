@@ -12,10 +12,10 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "outbox/err.h"
+#include "outbox/clock.h"
 #include "outbox/log.h"
 
 #define LINE_CAP 4096 /* <= PIPE_BUF: one write to a pipe stays atomic */
@@ -136,20 +136,6 @@ ob_log_q(const char *s, char *buf, unsigned buflen)
 	buf[len++] = '"';
 	buf[len] = '\0';
 	return buf;
-}
-
-/* "2026-11-30T16:20:01.123Z" */
-static void
-timestamp(char *b, size_t cap)
-{
-	struct timespec ts;
-	struct tm tm;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	gmtime_r(&ts.tv_sec, &tm);
-	snprintf(b, cap, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ",
-	    tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
-	    tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000L);
 }
 
 static void
@@ -354,7 +340,7 @@ void
 ob_log_event(enum ob_log_level level, const char *event, const char *fmt,
     ...)
 {
-	char line[LINE_CAP], ts[64];
+	char line[LINE_CAP], ts[OB_WALL_ISO_LEN];
 	size_t len;
 	va_list ap;
 	int n;
@@ -367,7 +353,7 @@ ob_log_event(enum ob_log_level level, const char *event, const char *fmt,
 		log_pid = getpid();
 	if (event == NULL)
 		event = "";
-	timestamp(ts, sizeof ts);
+	ob_wall_iso(ts);
 
 	if (log_format == OB_LOG_JSON) {
 		char body[LINE_CAP];

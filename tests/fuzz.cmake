@@ -76,7 +76,7 @@ outbox_fuzz(fuzz_wire SOURCES tests/fuzz/fuzz_wire.c common/wire.c common/buf.c
   common/err.c CORPUS wire-corpus)
 # The consumer's request front end: decode, refuse or plan, reply.
 outbox_fuzz(fuzz_request SOURCES tests/fuzz/fuzz_request.c consumer/request.c
-  consumer/inbox_plan.c common/wire.c common/buf.c common/err.c common/log.c
+  consumer/inbox_plan.c common/wire.c common/buf.c common/err.c common/log.c common/clock.c
   INCLUDES consumer CORPUS wire-corpus)
 # Config values of every kind, and the relay's TOPIC=URL routes.
 outbox_fuzz(fuzz_config SOURCES tests/fuzz/fuzz_config.c common/config.c
@@ -90,4 +90,4 @@ outbox_fuzz(fuzz_producer_input SOURCES tests/fuzz/fuzz_producer_input.c
   CORPUS fuzz-producer)
 # The agent ledger's reader, over torn and foreign lines.
 outbox_fuzz(fuzz_ledger SOURCES tests/fuzz/fuzz_ledger.c client/ledger.c
-  common/err.c INCLUDES client LINK -ljansson CORPUS fuzz-ledger)
+  common/err.c common/clock.c INCLUDES client LINK -ljansson CORPUS fuzz-ledger)

@@ -13,7 +13,7 @@
  *
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE \
  *       -I common/include -I client tests/fuzz/fuzz_ledger.c client/ledger.c \
- *       common/err.c -ljansson -o /tmp/fuzz_ledger
+ *       common/err.c common/clock.c -ljansson -o /tmp/fuzz_ledger
  *   mkdir -p /tmp/led-new && /tmp/fuzz_ledger -max_total_time=60 /tmp/led-new tests/data/fuzz-ledger
  */
 #include <fcntl.h>

@@ -17,7 +17,8 @@
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE \
  *       -I common/include -I consumer -I /usr/include/postgresql \
  *       tests/fuzz/fuzz_request.c consumer/request.c consumer/inbox_plan.c \
- *       common/wire.c common/buf.c common/err.c common/log.c -o /tmp/fuzz_request
+ *       common/wire.c common/buf.c common/err.c common/log.c common/clock.c \
+ *       -o /tmp/fuzz_request
  *   mkdir -p /tmp/req-new
  *   /tmp/fuzz_request -max_total_time=60 /tmp/req-new tests/data/wire-corpus
  *

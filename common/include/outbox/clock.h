@@ -21,6 +21,12 @@ int64_t ob_boot_us(void);
 /* Wall time (CLOCK_REALTIME), microseconds since the epoch. */
 int64_t ob_wall_us(void);
 
+/* The wall time now in UTC, ISO 8601 to the millisecond
+ * ("2026-11-30T16:20:01.123Z"), into out (OB_WALL_ISO_LEN bytes): the
+ * log's and the tool ledger's timestamps. */
+#define OB_WALL_ISO_LEN 64 /* room for any year the format could print */
+void ob_wall_iso(char out[OB_WALL_ISO_LEN]);
+
 /* The wall time ms from now, for pthread_cond_timedwait. */
 struct timespec ob_wall_deadline(int64_t ms);
 
