@@ -7,13 +7,13 @@
 
 void
 ob_metrics_register_rows(struct ob_metrics *m, void *owner,
-    const struct ob_metric_row *rows, size_t n)
+    const struct ob_metric_row *rows, size_t n, const char *const *labels)
 {
 	for (size_t i = 0; i < n; i++) {
 		struct ob_metric **field = (struct ob_metric **)((char *)owner + rows[i].at);
 		*field = rows[i].type == OB_METRIC_GAUGE
-		    ? ob_metrics_gauge(m, rows[i].name, rows[i].help, NULL)
-		    : ob_metrics_counter(m, rows[i].name, rows[i].help, NULL);
+		    ? ob_metrics_gauge(m, rows[i].name, rows[i].help, labels)
+		    : ob_metrics_counter(m, rows[i].name, rows[i].help, labels);
 	}
 }
 

@@ -35,6 +35,18 @@ static const struct ob_metric_row rows[] = {
 	ROW(purge_failures, COUNTER, "outbox_consumer_purge_failures_total",
 	    "Retention purge passes that failed (tried again next interval)"),
 };
+
+/* Per topic, labelled topic=T (topic_metrics). */
+#define TOPIC_ROW(field, name, help) \
+	OB_METRIC_ROW(struct consumer_topic_metrics, field, COUNTER, name, help)
+static const struct ob_metric_row topic_rows[] = {
+	TOPIC_ROW(applied, "outbox_consumer_applied_total",
+	    "Messages applied: effect and dedup record committed"),
+	TOPIC_ROW(duplicate, "outbox_consumer_duplicate_total",
+	    "Messages answered duplicate: key applied before with the same fingerprint,"
+	    " nothing applied"),
+};
+#undef TOPIC_ROW
 #undef ROW
 
 /* Reasons that never label a rejected / retried message. */
@@ -90,7 +102,7 @@ consumer_metrics_new(bool webhook, struct consumer_metrics **out)
 		return rc;
 	}
 	struct ob_metrics *r = cm->reg;
-	ob_metrics_register_rows(r, cm, rows, sizeof(rows) / sizeof(rows[0]));
+	ob_metrics_register_rows(r, cm, rows, sizeof(rows) / sizeof(rows[0]), NULL);
 	for (int e = OB_EWIRE_TRUNC; e < OB_ERR_COUNT; e++) {
 		if (e == OB_EWIRE_STATUS || e == OB_EWIRE_DETAIL)
 			continue; /* reply-only errors: a request never has them */
@@ -166,11 +178,8 @@ topic_metrics(struct consumer_metrics *cm, struct consumer_topic_cache *c,
 	if (!fresh)
 		return e;
 	const char *labels[] = { "topic", c->slots.topic[slot], NULL };
-	e->applied = ob_metrics_counter(cm->reg, "outbox_consumer_applied_total",
-	    "Messages applied: effect and dedup record committed", labels);
-	e->duplicate = ob_metrics_counter(cm->reg, "outbox_consumer_duplicate_total",
-	    "Messages answered duplicate: key applied before with the same fingerprint,"
-	    " nothing applied", labels);
+	ob_metrics_register_rows(cm->reg, e, topic_rows,
+	    sizeof(topic_rows) / sizeof(topic_rows[0]), labels);
 	return e;
 }
 

@@ -74,7 +74,7 @@ producer_metrics_new(struct producer_metrics **out)
 		free(pm);
 		return rc;
 	}
-	ob_metrics_register_rows(pm->reg, pm, rows, sizeof(rows) / sizeof(rows[0]));
+	ob_metrics_register_rows(pm->reg, pm, rows, sizeof(rows) / sizeof(rows[0]), NULL);
 	/* "other" gets no histogram: nng answers unknown paths itself. */
 	for (int r = 0; r < PRODUCER_ROUTE_OTHER; r++) {
 		const char *labels[] = { "route", route_names[r], NULL };

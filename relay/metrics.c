@@ -50,6 +50,20 @@ static const struct ob_metric_row rows[] = {
 	ROW(oldest_xact_pid, GAUGE, "outbox_relay_oldest_xact_pid",
 	    "Backend pid of that transaction's session (pg_stat_activity.pid); 0 when none"),
 };
+
+/* Per topic, labelled topic=T (relay_metrics_topic). */
+#define TOPIC_ROW(field, name, help) \
+	OB_METRIC_ROW(struct relay_topic_metrics, field, COUNTER, name, help)
+static const struct ob_metric_row topic_rows[] = {
+	TOPIC_ROW(delivered, "outbox_relay_delivered_total",
+	    "Messages recorded as delivered (applied or duplicate at the consumer)"),
+	TOPIC_ROW(retried, "outbox_relay_retried_total",
+	    "Messages recorded as retries (a retry answer, or a failed frame decided"
+	    " message by message), due again after a backoff"),
+	TOPIC_ROW(dead, "outbox_relay_dead_lettered_total",
+	    "Messages recorded as dead (rejected, no route, too large, attempts or age used up)"),
+};
+#undef TOPIC_ROW
 #undef ROW
 
 int
@@ -60,7 +74,7 @@ relay_metrics_init(struct relay_metrics *rm, const char *const *dests, int ndest
 	if (rc != OB_OK)
 		return rc;
 	struct ob_metrics *r = rm->reg;
-	ob_metrics_register_rows(r, rm, rows, sizeof(rows) / sizeof(rows[0]));
+	ob_metrics_register_rows(r, rm, rows, sizeof(rows) / sizeof(rows[0]), NULL);
 	rm->delivery_seconds = ob_metrics_histogram(r, "outbox_relay_delivery_seconds",
 	    "Round trip of a request frame that got a reply (send, consumer commit, reply)",
 	    NULL, delivery_buckets, sizeof(delivery_buckets) / sizeof(delivery_buckets[0]));
@@ -102,14 +116,8 @@ relay_metrics_topic(struct relay_metrics *rm, struct relay_topic_cache *c,
 	if (!fresh)
 		return e;
 	const char *labels[] = { "topic", c->slots.topic[slot], NULL };
-	e->delivered = ob_metrics_counter(rm->reg, "outbox_relay_delivered_total",
-	    "Messages recorded as delivered (applied or duplicate at the consumer)", labels);
-	e->retried = ob_metrics_counter(rm->reg, "outbox_relay_retried_total",
-	    "Messages recorded as retries (a retry answer, or a failed frame decided"
-	    " message by message), due again after a backoff", labels);
-	e->dead = ob_metrics_counter(rm->reg, "outbox_relay_dead_lettered_total",
-	    "Messages recorded as dead (rejected, no route, too large, attempts or age used up)",
-	    labels);
+	ob_metrics_register_rows(rm->reg, e, topic_rows,
+	    sizeof(topic_rows) / sizeof(topic_rows[0]), labels);
 	return e;
 }
 

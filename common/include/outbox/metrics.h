@@ -141,9 +141,10 @@ struct ob_metric_row {
 #define OB_METRIC_ROW(owner, field, type, name, help) \
 	{ offsetof(owner, field), OB_METRIC_##type, name, help }
 
-/* Register every row of rows (n) into owner's fields. */
+/* Register every row of rows (n) into owner's fields, each series with
+ * labels (NULL = none; as ob_metrics_counter takes them). */
 void ob_metrics_register_rows(struct ob_metrics *m, void *owner,
-    const struct ob_metric_row *rows, size_t n);
+    const struct ob_metric_row *rows, size_t n, const char *const *labels);
 
 /* One counter per value of one label (a family such as "by reason"):
  * out[i] is the series labelled label=values[i]. */
