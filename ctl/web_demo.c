@@ -221,32 +221,40 @@ text(char *s)
 	return json_string(s);
 }
 
+/* fmt into the live run, under the lock: a line of its log (to_log, up to
+ * DEMO_LOG_LINES_MAX) or its summary. */
+static void
+vput(struct demo_run *r, bool to_log, const char *fmt, va_list ap)
+{
+	char line[DEMO_LINE_MAX];
+	vline(line, sizeof(line), fmt, ap);
+	pthread_mutex_lock(&r->d->mu);
+	if (!to_log) {
+		json_object_set_new(live(r), "summary", text(line));
+	} else {
+		json_t *log = json_object_get(live(r), "log");
+		if (json_array_size(log) < DEMO_LOG_LINES_MAX)
+			json_array_append_new(log, text(line));
+	}
+	pthread_mutex_unlock(&r->d->mu);
+}
+
 void
 demo_log(struct demo_run *r, const char *fmt, ...)
 {
-	char line[DEMO_LINE_MAX];
 	va_list ap;
 	va_start(ap, fmt);
-	vline(line, sizeof(line), fmt, ap);
+	vput(r, true, fmt, ap);
 	va_end(ap);
-	pthread_mutex_lock(&r->d->mu);
-	json_t *log = json_object_get(live(r), "log");
-	if (json_array_size(log) < DEMO_LOG_LINES_MAX)
-		json_array_append_new(log, text(line));
-	pthread_mutex_unlock(&r->d->mu);
 }
 
 void
 demo_summary(struct demo_run *r, const char *fmt, ...)
 {
-	char line[DEMO_LINE_MAX];
 	va_list ap;
 	va_start(ap, fmt);
-	vline(line, sizeof(line), fmt, ap);
+	vput(r, false, fmt, ap);
 	va_end(ap);
-	pthread_mutex_lock(&r->d->mu);
-	json_object_set_new(live(r), "summary", text(line));
-	pthread_mutex_unlock(&r->d->mu);
 }
 
 static void
