@@ -2,8 +2,10 @@
  * worker.c - one relay worker process: claim batches, deliver them, record
  * each batch's outcome as soon as its frame is back, until told to stop.
  *
- * Up to --max-inflight batches are out at once, each one frame on its own
- * nng context. The loop claims while it has room, records whatever frame
+ * Up to --max-inflight batches are out at once, each in a pipeline slot
+ * (slot.h: its state machine, which does no I/O; this file does the I/O
+ * its actions ask for), each one frame on its own nng context. The loop
+ * claims while it has room, records whatever frame
  * finished, and otherwise waits on two things at once: the deliverer's
  * wakeup pipe (a frame finished) and the PostgreSQL socket (an enqueue
  * notification), or the poll interval. Claims are pipelined behind frames
@@ -19,7 +21,7 @@
  * whole tree. The jobs around the pipeline have files of their own:
  * counting (tally.c), worker 0's maintenance (housekeeping.c) and report
  * (stats_report.c), the standby gate (standby_gate.c), the retry decision
- * (retry_policy.c).
+ * (retry_policy.c, applied by slot.c).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -46,6 +48,7 @@
 #include "relay.h"
 #include "retry_policy.h"
 #include "route_tls.h"
+#include "slot.h"
 #include "standby_gate.h"
 #include "stats_report.h"
 #include "tally.h"
@@ -57,22 +60,6 @@
 #define SHUTDOWN_RECORD_MS 1000
 #define FENCED_IDS_LOGGED 20   /* ids listed on a relay.record.fenced_out line */
 
-/* One batch slot of the pipeline. */
-struct slot {
-	bool used;
-	bool in_flight;          /* the frame is out (else: finished at send) */
-	bool gated;              /* claimed, waiting for the standbys (--standby-gate) */
-	int gate_dest;           /* ... the probe destination to send it to, or -1 */
-	int64_t gate_until_ms;   /* ... after this it goes back unsent */
-	struct relay_frame f;
-	/* --batch of them, this slot's own: a skipped message's outcome is
-	 * written at send time and must survive the other frames' sends and
-	 * finishes until this one is recorded */
-	struct relay_outcome *outcomes;
-	int64_t t_claim_us;      /* when the claim call started and returned */
-	int64_t t_claimed_us;
-};
-
 struct worker {
 	const struct relay_config *cfg;
 	int index;
@@ -82,9 +69,7 @@ struct worker {
 	struct relay_db_session db;
 	bool protocol_refused;  /* the schema does not serve us: exit */
 	struct relay_deliverer deliverer;
-	struct slot *slots;
-	uint32_t nslots;
-	uint32_t inflight;       /* slots in use */
+	struct relay_slots slots;        /* the pipeline slots (slot.h) */
 	struct relay_record_mode record_mode;
 	struct ob_buf inc, exc;  /* the claim's topic arrays */
 	bool retries_first;      /* alternates, so neither starves the other */
@@ -98,7 +83,6 @@ struct worker {
 	struct relay_tally tally;
 	struct relay_worker_live *live;  /* this worker slot's row, or NULL */
 	struct relay_gate gate;          /* --standby-gate */
-	uint32_t gated;                  /* slots waiting at the gate */
 };
 
 #define COUNT(w, field, n) RELAY_TALLY_ADD(&(w)->tally, field, n)
@@ -221,38 +205,39 @@ announce_waiting(struct worker *w)
 	PQclear(res);
 }
 
-/* Turn a RETRY into a backoff or a dead letter (retry_policy.h). */
-static void
-finish_retry(struct worker *w, const struct ob_wire_msg *m, struct relay_outcome *o)
+/* Feed ev to slot s: what to do next. An event that does not fit the
+ * slot's state is a bug in this file: the worker aborts (the supervisor
+ * restarts it; its batches come back when their leases end). */
+static enum relay_slot_action
+step(struct worker *w, struct relay_slot *s, const struct relay_slot_event *ev)
 {
-	const struct relay_config *c = w->cfg;
-	const struct relay_retry_limits l = { (uint32_t)c->max_attempts, c->max_age_ms,
-		c->backoff_base_ms, c->backoff_cap_ms };
-	/* a message's age counts from its enqueue, in Unix time */
-	relay_retry_decide(&l, m, ob_wall_us(), &w->rng, o);
-}
-
-/* A failed frame's outcomes (retry_policy.h). */
-static void
-failed_frame_outcomes(struct worker *w, const struct relay_frame *f, struct relay_outcome *out)
-{
-	const struct relay_config *c = w->cfg;
-	const struct relay_retry_limits l = { (uint32_t)c->max_attempts, c->max_age_ms,
-		c->backoff_base_ms, c->backoff_cap_ms };
-	relay_retry_failed_batch(&l, &f->batch, f->skip, f->reached, ob_wall_us(), &w->rng, out);
-}
-
-/* Every message of the batch back, unsent: shutdown, or a stop during a
- * stall. Attempt refunded, due at once (another worker may take it). */
-static void
-release_all(const struct relay_batch *b, struct relay_outcome *out)
-{
-	for (uint32_t i = 0; i < b->n; i++) {
-		memset(&out[i], 0, sizeof(out[i]));
-		out[i].id = b->msgs[i].id;
-		out[i].kind = RELAY_OUT_RELEASE;
-		out[i].refund_attempt = true;
+	enum relay_slot_action act;
+	enum relay_slot_state from = s->state;
+	if (relay_slot_step(&w->slots, s, ev, &act) != OB_OK) {
+		ob_error("relay.slot.bad_event", "owner=%s state=%s event=%s", w->owner,
+		    relay_slot_state_name(from), relay_slot_event_name(ev->kind));
+		abort();
 	}
+	return act;
+}
+
+/* The retry policy's side of an event: --max-attempts, --max-age and the
+ * backoff, a message's age counted from its enqueue, in Unix time. */
+static struct relay_slot_event
+policy_event(struct worker *w, enum relay_slot_event_kind kind,
+    const struct relay_retry_limits *l)
+{
+	struct relay_slot_event ev = { .kind = kind, .limits = l, .now_us = ob_wall_us(),
+		.rng = &w->rng };
+	return ev;
+}
+
+static struct relay_retry_limits
+retry_limits(const struct relay_config *c)
+{
+	struct relay_retry_limits l = { (uint32_t)c->max_attempts, c->max_age_ms,
+		c->backoff_base_ms, c->backoff_cap_ms };
+	return l;
 }
 
 static int
@@ -280,18 +265,15 @@ log_fenced(struct worker *w, const struct relay_batch *b)
 	ob_buf_fini(&list);
 }
 
+/* The slot's batch is over here: recorded (RELAY_SLOT_EV_RECORDED), or
+ * abandoned to its lease (RELAY_SLOT_EV_DROPPED). */
 static void
-free_slot(struct worker *w, struct slot *s)
+free_slot(struct worker *w, struct relay_slot *s, enum relay_slot_event_kind why)
 {
 	add_inflight(w, -(int64_t)s->f.batch.n);
 	relay_batch_fini(&s->f.batch);
-	if (s->gated) {
-		s->gated = false;
-		w->gated--;
-	}
-	s->used = false;
-	s->in_flight = false;
-	w->inflight--;
+	struct relay_slot_event ev = { .kind = why };
+	step(w, s, &ev);
 }
 
 /* Whether recording b may have made work claimable that was not before:
@@ -309,11 +291,11 @@ record_may_free(const struct relay_batch *b, const struct relay_outcome *o)
 	return false;
 }
 
-/* Write the outcomes of a slot's batch (in s->outcomes) and free the slot.
- * false when the database failed (the lease will expire: the batch comes
- * back and is delivered again; the consumer deduplicates). */
+/* Write the outcomes of a slot's batch (in s->outcomes, decided) and free
+ * the slot. false when the database failed (the lease will expire: the
+ * batch comes back and is delivered again; the consumer deduplicates). */
 static bool
-record_slot(struct worker *w, struct slot *s)
+record_slot(struct worker *w, struct relay_slot *s)
 {
 	char err[1024], q[1100];
 	const struct relay_batch *b = &s->f.batch;
@@ -341,13 +323,17 @@ record_slot(struct worker *w, struct slot *s)
 	}
 	if (!written || record_may_free(b, s->outcomes))
 		w->record_freed = true;
-	free_slot(w, s);
+	free_slot(w, s, RELAY_SLOT_EV_RECORDED);
 	return rc == OB_OK;
 }
 
+/* Carry out a slot's next action (slot.h). false when the database
+ * failed. */
+static bool act_on(struct worker *w, struct relay_slot *s, enum relay_slot_action act);
+
 /* A finished frame: its outcomes, the die-after-send fault, the record. */
 static bool
-collect_slot(struct worker *w, struct slot *s)
+collect_slot(struct worker *w, struct relay_slot *s)
 {
 	struct relay_frame *f = &s->f;
 	bool sent = f->sent;
@@ -355,17 +341,16 @@ collect_slot(struct worker *w, struct slot *s)
 	enum relay_frame_result res = relay_frame_finish(&w->deliverer, f, s->outcomes);
 	COUNT(w, frames_failed, w->deliverer.frames_failed - failed_before);
 	ob_metric_add(METRIC(w, frames_failed), w->deliverer.frames_failed - failed_before);
-	if (res == RELAY_FRAME_FAILED) {
-		failed_frame_outcomes(w, f, s->outcomes);
-	} else {
-		for (uint32_t i = 0; i < f->batch.n; i++)
-			if (s->outcomes[i].kind == RELAY_OUT_RETRY)
-				finish_retry(w, &f->batch.msgs[i], &s->outcomes[i]);
-	}
+	struct relay_retry_limits l = retry_limits(w->cfg);
+	struct relay_slot_event ev = policy_event(w, res == RELAY_FRAME_FAILED ? RELAY_SLOT_EV_FAILED
+	    : res == RELAY_FRAME_REPLIED ? RELAY_SLOT_EV_REPLIED : RELAY_SLOT_EV_NOT_SENT, &l);
+	ev.reached = f->reached;
+	ev.skip = f->skip;
+	enum relay_slot_action act = step(w, s, &ev);
 	struct relay_shared *sh = w->shared;
 	if (sh != NULL && sent && res == RELAY_FRAME_REPLIED && ob_fault_fire(&sh->die_after_send))
 		ob_fault_die("relay.after_send");
-	return record_slot(w, s);
+	return act_on(w, s, act);
 }
 
 /* Record every slot whose frame is back. false when the database failed. */
@@ -373,45 +358,44 @@ static bool
 collect_done(struct worker *w)
 {
 	bool ok = true;
-	for (uint32_t i = 0; i < w->nslots && ok; i++) {
-		struct slot *s = &w->slots[i];
-		if (s->used && s->in_flight && relay_frame_done(&w->deliverer, &s->f))
+	for (uint32_t i = 0; i < w->slots.n && ok; i++) {
+		struct relay_slot *s = &w->slots.slot[i];
+		if (s->state == RELAY_SLOT_OUT && relay_frame_done(&w->deliverer, &s->f))
 			ok = collect_slot(w, s);
 	}
 	return ok;
 }
 
-static struct slot *
-free_slot_find(struct worker *w)
-{
-	for (uint32_t i = 0; i < w->nslots; i++)
-		if (!w->slots[i].used)
-			return &w->slots[i];
-	return NULL;
-}
-
 /* Send the frame of the batch in s (claimed, past the gate). A frame that
  * finished at once (held, no route) is recorded now. */
 static bool
-send_slot(struct worker *w, struct slot *s, int probe_dest)
+send_slot(struct worker *w, struct relay_slot *s)
 {
 	uint64_t sent_before = w->deliverer.frames_sent;
-	s->in_flight = relay_frame_send(&w->deliverer, &s->f, probe_dest, s->outcomes);
+	struct relay_slot_event ev = { .kind = RELAY_SLOT_EV_SENT };
+	ev.in_flight = relay_frame_send(&w->deliverer, &s->f, s->probe_dest, s->outcomes);
 	COUNT(w, frames_sent, w->deliverer.frames_sent - sent_before);
 	ob_metric_add(METRIC(w, frames_sent), w->deliverer.frames_sent - sent_before);
-	if (s->in_flight)
-		return true;
-	return collect_slot(w, s);
+	return act_on(w, s, step(w, s, &ev));
 }
 
-/* A gated slot goes back unsent: its attempt refunded, due at once. */
 static bool
-ungate_release(struct worker *w, struct slot *s)
+act_on(struct worker *w, struct relay_slot *s, enum relay_slot_action act)
 {
-	s->gated = false;
-	w->gated--;
-	release_all(&s->f.batch, s->outcomes);
-	return record_slot(w, s);
+	switch (act) {
+	case RELAY_SLOT_ACT_SEND:
+		return send_slot(w, s);
+	case RELAY_SLOT_ACT_FINISH:
+		return collect_slot(w, s);
+	case RELAY_SLOT_ACT_RECORD:
+		return record_slot(w, s);
+	case RELAY_SLOT_ACT_CANCEL:
+		relay_frame_cancel(&s->f);
+		return true;
+	case RELAY_SLOT_ACT_NONE:
+		return true;
+	}
+	return true;
 }
 
 /* --standby-gate: send the gated batches the standbys have reached (one
@@ -421,28 +405,28 @@ ungate_release(struct worker *w, struct slot *s)
 static bool
 open_gated(struct worker *w)
 {
-	if (w->gated == 0)
+	if (w->slots.gated == 0)
 		return true;
 	uint64_t timeouts = w->gate.timeouts;
 	int rc = relay_gate_poll_logged(&w->gate, w->db.conn, w->owner);
 	int64_t now = ob_mono_ms();
 	bool ok = true;
-	for (uint32_t i = 0; i < w->nslots && ok; i++) {
-		struct slot *s = &w->slots[i];
-		if (!s->used || !s->gated)
+	for (uint32_t i = 0; i < w->slots.n && ok; i++) {
+		struct relay_slot *s = &w->slots.slot[i];
+		struct relay_slot_event ev = { .kind = RELAY_SLOT_EV_GATE_OPEN };
+		if (s->state != RELAY_SLOT_GATED)
 			continue;
 		switch (relay_gate_step(&w->gate, rc, s->f.batch.lsn, s->gate_until_ms, now,
 		    *w->stop)) {
 		case RELAY_GATE_STEP_SEND:
-			s->gated = false;
-			w->gated--;
-			ok = send_slot(w, s, s->gate_dest);
+			ok = act_on(w, s, step(w, s, &ev));
 			break;
 		case RELAY_GATE_STEP_BACK:
 			if (rc == OB_OK)
 				relay_gate_timed_out(&w->gate, s->f.batch.lsn, now - (s->gate_until_ms -
 				    w->gate.timeout_ms));
-			ok = ungate_release(w, s);
+			ev.kind = RELAY_SLOT_EV_GATE_BACK; /* its attempt refunded, due at once */
+			ok = act_on(w, s, step(w, s, &ev));
 			break;
 		case RELAY_GATE_STEP_WAIT:
 			break;
@@ -458,12 +442,9 @@ open_gated(struct worker *w)
  * the frame. A frame that finished at once (held, no route) is recorded
  * now. */
 static bool
-start_slot(struct worker *w, struct slot *s, int probe_dest)
+start_slot(struct worker *w, struct relay_slot *s, int probe_dest)
 {
 	struct relay_batch *b = &s->f.batch;
-	s->used = true;
-	s->in_flight = false;
-	w->inflight++;
 	COUNT(w, claimed, b->n);
 	ob_metric_add(METRIC(w, claimed), b->n);
 	if (b->takeover)
@@ -480,34 +461,30 @@ start_slot(struct worker *w, struct slot *s, int probe_dest)
 		ob_warn("relay.fault.stall_over", "owner=%s batch=%" PRIu64 " messages=%u", w->owner,
 		    b->id, b->n);
 	}
-	if (*w->stop) {
-		/* never start a delivery after the stop */
-		release_all(b, s->outcomes);
-		return record_slot(w, s);
-	}
-	if (relay_gate_must_wait(&w->gate, b->lsn, ob_mono_ms(), &s->gate_until_ms)) {
-		/* not known to be on the standbys yet: wait at the gate without
-		 * holding up the rest of the pipeline (open_gated) */
-		s->gated = true;
-		s->gate_dest = probe_dest;
-		w->gated++;
+	struct relay_slot_event ev = { .kind = RELAY_SLOT_EV_START, .probe_dest = probe_dest };
+	ev.stopping = *w->stop;
+	/* not known to be on the standbys yet: it waits at the gate (open_gated) */
+	ev.gate_wait = !ev.stopping && relay_gate_must_wait(&w->gate, b->lsn, ob_mono_ms(),
+	    &ev.gate_until_ms);
+	enum relay_slot_action act = step(w, s, &ev);
+	if (s->state == RELAY_SLOT_GATED)
 		ob_metric_add(METRIC(w, standby_gate_waits), 1);
-		return true;
-	}
-	return send_slot(w, s, probe_dest);
+	return act_on(w, s, act);
 }
 
 /* One claim into s. Returns 1 when a batch was claimed, 0 when there was
  * nothing, -1 when the database failed. */
 static int
-claim_into(struct worker *w, struct slot *s, const struct relay_topics *topics, uint32_t max)
+claim_into(struct worker *w, struct relay_slot *s, const struct relay_topics *topics,
+    uint32_t max)
 {
 	char err[1024], q[1100];
-	s->t_claim_us = ob_mono_us();
+	struct relay_slot_event ev = { .kind = RELAY_SLOT_EV_CLAIMED };
+	ev.t_claim_us = ob_mono_us();
 	int rc = relay_claim_batch(w->db.conn, w->owner, w->cfg->lease_ms, max, topics,
 	    w->retries_first, !w->cfg->no_ordering, w->record_mode.skip_dead_heads,
 	    w->gate.mode != RELAY_GATE_NONE, &s->f.batch, err, sizeof(err));
-	s->t_claimed_us = ob_mono_us();
+	ev.t_claimed_us = ob_mono_us();
 	w->retries_first = !w->retries_first;
 	if (rc == OB_EPROTO) {
 		ob_error("relay.protocol.refused", "owner=%s protocol=%d err=%s", w->owner,
@@ -523,6 +500,7 @@ claim_into(struct worker *w, struct slot *s, const struct relay_topics *topics, 
 		relay_batch_fini(&s->f.batch);
 		return 0;
 	}
+	step(w, s, &ev);
 	return 1;
 }
 
@@ -532,8 +510,8 @@ claim_into(struct worker *w, struct slot *s, const struct relay_topics *topics, 
 static bool
 fill(struct worker *w)
 {
-	while (!*w->stop && !w->claim_dry && w->inflight < w->nslots) {
-		struct slot *s = free_slot_find(w);
+	while (!*w->stop && !w->claim_dry && w->slots.used < w->slots.n) {
+		struct relay_slot *s = relay_slots_free_one(&w->slots);
 		struct relay_topics topics;
 		int dest = -1;
 		if (relay_probe_due(&w->deliverer.table, &w->inc, &w->exc, &topics, &dest)) {
@@ -590,30 +568,35 @@ drain_inflight(struct worker *w)
 	int64_t cut = ob_mono_ms() + grace - keep;
 	bool cancelled = false;
 	/* batches still at the standby gate were never sent: hand them back */
-	for (uint32_t i = 0; i < w->nslots && w->gated > 0; i++)
-		if (w->slots[i].used && w->slots[i].gated && !ungate_release(w, &w->slots[i]))
+	struct relay_slot_event shutdown = { .kind = RELAY_SLOT_EV_SHUTDOWN };
+	for (uint32_t i = 0; i < w->slots.n && w->slots.gated > 0; i++) {
+		struct relay_slot *s = &w->slots.slot[i];
+		if (s->state == RELAY_SLOT_GATED && !act_on(w, s, step(w, s, &shutdown)))
 			break;
-	while (w->inflight > 0) {
+	}
+	while (w->slots.used > 0) {
 		if (!ob_pg_broken(w->db.conn) && !collect_done(w))
 			break;
-		if (w->inflight == 0)
+		if (w->slots.used == 0)
 			break;
 		if (ob_pg_broken(w->db.conn))
 			break;
 		if (!cancelled && ob_mono_ms() >= cut) {
-			for (uint32_t i = 0; i < w->nslots; i++)
-				if (w->slots[i].used && w->slots[i].in_flight)
-					relay_frame_cancel(&w->slots[i].f);
+			for (uint32_t i = 0; i < w->slots.n; i++) {
+				struct relay_slot *s = &w->slots.slot[i];
+				if (s->state == RELAY_SLOT_OUT)
+					act_on(w, s, step(w, s, &shutdown)); /* cancel */
+			}
 			cancelled = true;
 		}
 		wait_for(w, 50);
 	}
 	/* what could not be recorded comes back when its lease expires */
-	for (uint32_t i = 0; i < w->nslots; i++) {
-		struct slot *s = &w->slots[i];
-		if (s->used) {
+	for (uint32_t i = 0; i < w->slots.n; i++) {
+		struct relay_slot *s = &w->slots.slot[i];
+		if (s->state != RELAY_SLOT_FREE) {
 			relay_frame_cancel(&s->f);
-			free_slot(w, s);
+			free_slot(w, s, RELAY_SLOT_EV_DROPPED);
 		}
 	}
 }
@@ -623,15 +606,15 @@ drain_inflight(struct worker *w)
 static void
 drop_inflight(struct worker *w)
 {
-	for (uint32_t i = 0; i < w->nslots; i++) {
-		struct slot *s = &w->slots[i];
-		if (!s->used)
+	for (uint32_t i = 0; i < w->slots.n; i++) {
+		struct relay_slot *s = &w->slots.slot[i];
+		if (s->state == RELAY_SLOT_FREE)
 			continue;
 		relay_frame_cancel(&s->f);
-		while (s->in_flight && !relay_frame_done(&w->deliverer, &s->f))
+		while (s->state == RELAY_SLOT_OUT && !relay_frame_done(&w->deliverer, &s->f))
 			wait_for(w, 20);
 		relay_frame_finish(&w->deliverer, &s->f, s->outcomes);
-		free_slot(w, s);
+		free_slot(w, s, RELAY_SLOT_EV_DROPPED);
 	}
 }
 
@@ -641,11 +624,11 @@ turn(struct worker *w)
 {
 	if (!fill(w) || !open_gated(w))
 		return;
-	uint32_t out = w->inflight;
+	uint32_t out = w->slots.used;
 	w->record_freed = false;
 	if (!collect_done(w))
 		return;
-	if (w->inflight < out) {
+	if (w->slots.used < out) {
 		/* A batch came back. Its record may have freed its lane (the next
 		 * message of a key) or let a retry come due: then claim again now
 		 * rather than after a wait. A window that was full has room. */
@@ -668,13 +651,14 @@ turn(struct worker *w)
 		/* News or the poll may bring work; after a plain timeout the
 		 * poll's claim likely finds nothing. A finished frame is for the
 		 * next turn's record to judge (record_may_free). */
-		enum wait_end why = wait_for(w, w->gated > 0 ? w->gate.poll_ms : w->cfg->poll_ms);
-		if (why != WAIT_FRAME && w->gated == 0) {
+		enum wait_end why = wait_for(w, w->slots.gated > 0 ? w->gate.poll_ms
+		                                                      : w->cfg->poll_ms);
+		if (why != WAIT_FRAME && w->slots.gated == 0) {
 			w->claim_dry = false;
 			w->expect_dry = why == WAIT_TIMEOUT;
 		}
-	} else if (w->inflight > 0) {
-		wait_for(w, w->gated > 0 ? w->gate.poll_ms : 50);
+	} else if (w->slots.used > 0) {
+		wait_for(w, w->slots.gated > 0 ? w->gate.poll_ms : 50);
 	}
 }
 
@@ -691,7 +675,6 @@ relay_worker_run(const struct relay_config *cfg, int worker_index,
 	w.stop = stop;
 	w.shared = shared;
 	w.rng = ob_rand_seed();
-	w.nslots = (uint32_t)cfg->max_inflight;
 	w.housekeeping.next_purge_ms = ob_mono_ms();
 	ob_buf_init(&w.inc);
 	ob_buf_init(&w.exc);
@@ -721,7 +704,7 @@ relay_worker_run(const struct relay_config *cfg, int worker_index,
 	w.deliverer.source = cfg->source_id;
 	w.deliverer.timeout_ms = cfg->delivery_timeout_ms;
 	w.deliverer.table.tls = relay_tls_files(cfg);
-	w.deliverer.table.window_max = w.nslots;
+	w.deliverer.table.window_max = (uint32_t)cfg->max_inflight;
 	w.deliverer.table.breaker_threshold = (uint32_t)cfg->breaker_threshold;
 	w.deliverer.table.breaker_probe_ms = cfg->breaker_probe_ms;
 	w.deliverer.table.unrouted_dead = cfg->unrouted != NULL &&
@@ -732,12 +715,8 @@ relay_worker_run(const struct relay_config *cfg, int worker_index,
 		ob_error("relay.worker.start_failed", "err=%s", err);
 		goto out;
 	}
-	w.slots = calloc(w.nslots, sizeof(*w.slots));
-	bool oom = w.slots == NULL;
-	for (uint32_t i = 0; !oom && i < w.nslots; i++) {
-		w.slots[i].outcomes = calloc((size_t)cfg->batch, sizeof(*w.slots[i].outcomes));
-		oom = w.slots[i].outcomes == NULL;
-	}
+	bool oom = relay_slots_init(&w.slots, (uint32_t)cfg->max_inflight, (uint32_t)cfg->batch)
+	    != OB_OK;
 	if (oom || relay_deliverer_init(&w.deliverer, cfg->route_table) != OB_OK) {
 		snprintf(err, sizeof(err), "out of memory");
 		ob_error("relay.worker.start_failed", "err=%s", err);
@@ -747,15 +726,15 @@ relay_worker_run(const struct relay_config *cfg, int worker_index,
 		ob_error("relay.worker.start_failed", "err=%s", err);
 		goto out;
 	}
-	for (uint32_t i = 0; i < w.nslots; i++) {
-		if (relay_frame_init(&w.deliverer, &w.slots[i].f) != OB_OK) {
+	for (uint32_t i = 0; i < w.slots.n; i++) {
+		if (relay_frame_init(&w.deliverer, &w.slots.slot[i].f) != OB_OK) {
 			ob_error("relay.worker.start_failed", "err=%s", "out of memory (frames)");
 			goto out;
 		}
 	}
 	ob_info("relay.worker.started", "worker=%d owner=%s batch=%" PRId64 " max_inflight=%u"
 	    " lease_ms=%" PRId64 " fencing=%s ordering=%s on_dead_head=%s standby_gate=%s%s%s",
-	    worker_index, w.owner, cfg->batch, w.nslots, cfg->lease_ms,
+	    worker_index, w.owner, cfg->batch, w.slots.n, cfg->lease_ms,
 	    cfg->no_fencing ? "OFF(broken-mode)" : "on",
 	    cfg->no_ordering ? "OFF(broken-mode)" : "on", cfg->on_dead_head,
 	    cfg->standby_gate != NULL ? cfg->standby_gate : "none",
@@ -798,12 +777,10 @@ relay_worker_run(const struct relay_config *cfg, int worker_index,
 	code = w.protocol_refused ? RELAY_EXIT_PROTOCOL : 0;
 out:
 	relay_db_session_close(&w.db);
-	for (uint32_t i = 0; w.slots != NULL && i < w.nslots; i++) {
-		relay_frame_fini(&w.slots[i].f);
-		free(w.slots[i].outcomes);
-	}
+	for (uint32_t i = 0; i < w.slots.n; i++)
+		relay_frame_fini(&w.slots.slot[i].f);
 	relay_deliverer_close(&w.deliverer);
-	free(w.slots);
+	relay_slots_fini(&w.slots);
 	ob_buf_fini(&w.inc);
 	ob_buf_fini(&w.exc);
 	return code;
