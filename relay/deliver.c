@@ -311,7 +311,7 @@ relay_frame_send(struct relay_deliverer *d, struct relay_frame *f, int force_des
 	f->reached = false;
 	f->sent = true;
 	frame_enter(f, RELAY_FRAME_SEND);
-	ds->inflight++;
+	relay_dest_frame_out(&d->table, f->dest);
 	nng_aio_set_msg(f->aio, msg);
 	/* REQ holds a request until a connection comes up: a destination
 	 * with none gets RELAY_CONNECT_WAIT_MS of the delivery timeout */
@@ -346,10 +346,8 @@ relay_frame_cancel(struct relay_frame *f)
 static void
 consumer_too_old(struct relay_dest *ds, const struct ob_wire_reply *rep)
 {
-	int64_t now = (int64_t)nng_clock();
-	if (ds->too_old_next_ms != 0 && now < ds->too_old_next_ms)
+	if (!relay_dest_version_refused(ds, (int64_t)nng_clock(), RELAY_TOO_OLD_LOG_EVERY_MS))
 		return;
-	ds->too_old_next_ms = now + RELAY_TOO_OLD_LOG_EVERY_MS;
 	char d[OB_WIRE_MAX_DETAIL + 1], q[2 * OB_WIRE_MAX_DETAIL + 8];
 	snprintf(d, sizeof(d), "%.*s", (int)rep->detail_len, rep->detail ? rep->detail : "");
 	ob_warn("relay.deliver.consumer_too_old", "dest=%s relay_wire_version=%d"
@@ -375,7 +373,7 @@ apply_reply(struct relay_deliverer *d, struct relay_frame *f, const void *body, 
 	else if (rc == OB_OK && rep.frame_err != 0)
 		ob_warn("relay.deliver.refused", "dest=%s err=%s", url, ob_err_name(rep.frame_err));
 	else if (rc == OB_OK)
-		d->table.dest[f->dest].too_old_next_ms = 0; /* it reads our version (again) */
+		relay_dest_version_read(&d->table.dest[f->dest]); /* it reads our version (again) */
 	if (rc == OB_OK && rep.frame_err != 0) {
 		/* A consumer too old to read the frame applied nothing and can
 		 * apply nothing until it is upgraded: like an outage, the frame

@@ -101,6 +101,21 @@ start_dialer(struct relay_dest *ds)
 	return 0;
 }
 
+bool
+relay_dest_version_refused(struct relay_dest *ds, int64_t now_ms, int64_t every_ms)
+{
+	if (ds->too_old_next_ms != 0 && now_ms < ds->too_old_next_ms)
+		return false;
+	ds->too_old_next_ms = now_ms + every_ms;
+	return true;
+}
+
+void
+relay_dest_version_read(struct relay_dest *ds)
+{
+	ds->too_old_next_ms = 0;
+}
+
 void
 relay_dest_alive(struct relay_dest *ds)
 {
@@ -366,6 +381,12 @@ relay_dest_breaker_result(struct relay_dest_table *t, int dest, bool ok)
 		atomic_store(ok ? &bl->ok_ms : &bl->fail_ms, ms);
 		atomic_store(&bl->open, ds->breaker.state == RELAY_BREAKER_OPEN ? 1 : 0);
 	}
+}
+
+void
+relay_dest_frame_out(struct relay_dest_table *t, int dest)
+{
+	t->dest[dest].inflight++;
 }
 
 /* Frames queued at a consumer slower than the pipeline would otherwise

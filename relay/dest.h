@@ -70,7 +70,8 @@ struct relay_dest {
 	uint32_t inflight;     /* frames out to it now */
 	uint32_t window;       /* frames it may have out: 1..window_max */
 	int64_t too_old_next_ms; /* nng_clock() before which relay.deliver.consumer_too_old
-	                          * is not logged again; 0 = not refused for it (deliver.c) */
+	                          * is not logged again; 0 = not refused for it
+	                          * (relay_dest_version_refused) */
 };
 
 struct relay_dest_table {
@@ -152,10 +153,23 @@ void relay_probe_unused(struct relay_dest_table *t, int dest);
  * published for the metrics. */
 void relay_dest_breaker_result(struct relay_dest_table *t, int dest, bool ok);
 
+/* A frame was handed to dest's socket: one more out (until
+ * relay_dest_window_result). */
+void relay_dest_frame_out(struct relay_dest_table *t, int dest);
+
 /* A frame to dest is over: one fewer out, and its window halved (at least
  * one) when it failed, one more (up to window_max) when it was answered. */
 void relay_dest_window_result(struct relay_dest_table *t, int dest, bool failed,
     bool replied);
+
+/* ds's consumer refused our wire version at now_ms (nng_clock()): true
+ * when that is to be logged (the first refusal, then at most one per
+ * RELAY_TOO_OLD_LOG_EVERY_MS, deliver.h). */
+bool relay_dest_version_refused(struct relay_dest *ds, int64_t now_ms, int64_t every_ms);
+
+/* ds's consumer read a frame of our wire version: its next refusal is
+ * logged at once. */
+void relay_dest_version_read(struct relay_dest *ds);
 
 /* ds answered a frame: its dialer is alive. */
 void relay_dest_alive(struct relay_dest *ds);
