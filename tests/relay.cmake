@@ -1,9 +1,17 @@
-# relay/: units (the breaker, the supervisor's metrics fold), delivery rules,
+# relay/: units (the breaker, the supervisor's metrics fold), the check
+# that a pipeline slot and a breaker each have one writer, delivery rules,
 # the process model and shutdown, database loss, the log's reading and
 # keeping rules (late commits, slot switch, truncate, wakeup), per-key
 # ordering, the metrics endpoint, the fault matrix and the chaos test, and
 # the scans check (the hot paths of relay and consumer stay index lookups).
 outbox_test(test_breaker SOURCES unit/test_breaker.c LABELS unit LIBS outbox_relaylib)
+# One writer per state: a pipeline slot's fields change only in relay/slot.c
+# (slot_enter), a breaker's only in relay/breaker.c; the negative test breaks
+# a scratch copy seven ways and expects each caught.
+add_test(NAME slot_writers COMMAND ${CMAKE_SOURCE_DIR}/scripts/check-slot-writers.sh)
+add_test(NAME slot_writers_negative
+  COMMAND ${CMAKE_SOURCE_DIR}/tests/ops/slot_writers_negative.sh)
+set_tests_properties(slot_writers slot_writers_negative PROPERTIES LABELS "ops" TIMEOUT 120)
 # The retry-or-dead decision of a failed attempt (only one that reached a
 # consumer can make a message dead), without a database.
 outbox_test(test_retry_policy SOURCES unit/test_retry_policy.c LABELS unit LIBS outbox_relaylib)
