@@ -21,6 +21,7 @@
 
 #include "check.h"
 #include "outbox/migrate.h"
+#include "slot_drive.h"
 
 #define DEFAULT_STEPS 250
 #define DEFAULT_SHRINK_MS 120000
@@ -64,6 +65,8 @@ usage(FILE *f)
 	    "  --shrink-ms MS      time for shrinking a violation (default %d)\n"
 	    "  --script PATH       where the replay script goes (default outbox-check-SEED.sql)\n"
 	    "  --quiet             no line per seed\n"
+	    "  --drive slots       drive the relay's pipeline slots (relay/slot.h) through a simulated\n"
+	    "                      transport instead (tests/check/slot_drive.c)\n"
 	    "  --help\n",
 	    DEFAULT_STEPS, DEFAULT_SHRINK_MS);
 }
@@ -301,7 +304,7 @@ int
 main(int argc, char **argv)
 {
 	const char *server = getenv("OUTBOX_CHECK_DB"), *functions = NULL, *script = NULL;
-	const char *dbname = "outbox_check";
+	const char *dbname = "outbox_check", *drive = NULL;
 	char simulate[1024] = "";
 	uint64_t seed = 1;
 	int seeds = 1, steps = DEFAULT_STEPS;
@@ -321,7 +324,8 @@ main(int argc, char **argv)
 		{ "coverage", no_argument, 0, 'c' }, { "min-statements", required_argument, 0, 'a' },
 		{ "min-branches", required_argument, 0, 'b' },
 		{ "shrink-ms", required_argument, 0, 'k' }, { "script", required_argument, 0, 'o' },
-		{ "quiet", no_argument, 0, 'q' }, { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
+		{ "quiet", no_argument, 0, 'q' }, { "help", no_argument, 0, 'h' },
+		{ "drive", required_argument, 0, 'D' }, { 0, 0, 0, 0 },
 	};
 	int o;
 	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -341,6 +345,7 @@ main(int argc, char **argv)
 		case 'k': shrink_ms = strtoll(optarg, &end, 10); break;
 		case 'o': script = optarg; break;
 		case 'q': quiet = true; break;
+		case 'D': drive = optarg; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -350,7 +355,8 @@ main(int argc, char **argv)
 		}
 	}
 	if (optind < argc || server == NULL || seeds < 1 || steps < 0 || seed == 0 ||
-	    simulate[0] == '\0' || strlen(dbname) > DBNAME_MAX) {
+	    simulate[0] == '\0' || strlen(dbname) > DBNAME_MAX ||
+	    (drive != NULL && strcmp(drive, "slots") != 0)) {
 		fprintf(stderr, "outbox-check: %s\n", server == NULL ? "--db is required"
 		    : simulate[0] == '\0' ? "--simulate (or OUTBOX_TEST_DATA) is required"
 		    : "bad arguments (see --help)");
@@ -365,6 +371,11 @@ main(int argc, char **argv)
 	}
 	if (!setup(&db, server, dbname, functions, coverage))
 		return 2;
+	if (drive != NULL) {
+		int rc = chk_slot_drive(&db, seed, seeds, steps, quiet);
+		PQfinish(db.mon);
+		return rc;
+	}
 
 	int code = 0;
 	int64_t t0 = chk_now_ms();

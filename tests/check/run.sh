@@ -12,7 +12,10 @@
 #     (the schema files copied and changed below, applied with --functions:
 #     the way to point the checker at any modified function file), and the
 #     checker must find each by itself, with its default generator, within
-#     CHECK_REVERTED_SEEDS seeds: it prints the step it failed at.
+#     CHECK_REVERTED_SEEDS seeds: it prints the step it failed at;
+#  4. the relay's pipeline slots driven through a simulated transport
+#     (--drive slots): no violation in CHECK_SLOT_SEEDS seeds, and the
+#     shared-outcomes defect put back found within CHECK_REVERTED_SEEDS.
 # The server is stopped and removed however the run ends.
 set -euo pipefail
 bin=${1:?usage: run.sh BIN_DIR}
@@ -117,5 +120,27 @@ for d in d1 d3 d4 d5; do
 		failed=1
 	fi
 done
+
+# 4. the relay's pipeline slots (relay/slot.h) driven through a simulated
+# transport (--drive slots, tests/check/slot_drive.c): no violation as they
+# are; with the shared-outcomes defect put back (outbox-check-shared-outcomes,
+# relay/slot.c's fix reverted at build time by tests/check.cmake) the driver
+# must find it within CHECK_REVERTED_SEEDS seeds
+slot_seeds=${CHECK_SLOT_SEEDS:-60}
+say "outbox-check --drive slots: seeds 1..$slot_seeds x 400 steps"
+"$bin/outbox-check" --db "$db" --drive slots --seed 1 --seeds "$slot_seeds" --steps 400 --quiet ||
+	failed=1
+say "outbox-check --drive slots with the shared-outcomes defect put back"
+set +e
+out=$("$bin/outbox-check-shared-outcomes" --db "$db" --drive slots --seed 1 \
+	--seeds "$reverted_seeds" --steps 400 --quiet 2>&1)
+code=$?
+set -e
+echo "$out" | grep -E "violated at step|^ +[0-9]+ " | head -16 || true
+if [ "$code" -ne 1 ]; then
+	say "the slot driver did not find the shared-outcomes defect (exit $code):"
+	echo "$out" | tail -5
+	failed=1
+fi
 [ "$failed" -eq 0 ] || exit 1
 say "every reverted defect found"
