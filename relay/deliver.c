@@ -106,7 +106,7 @@ static const char *const frame_state_names[] = {
 /* The one place a frame's state changes, nng's demo/async shape: IDLE ->
  * SEND (handed to nng) or DONE (could not be prepared); SEND -> RECV (the
  * request went out) or DONE (it did not); RECV -> DONE; DONE -> IDLE (the
- * slot's next batch; IDLE -> IDLE for its first). While a frame is sent,
+ * pipeline slot's next batch; IDLE -> IDLE for its first). While a frame is sent,
  * the caller holds d->mtx (the aio callback runs on nng's threads). Any
  * other move is a bug in this file: the worker aborts (the supervisor
  * restarts it; its batches come back when their leases end). */

@@ -109,7 +109,7 @@ int relay_deliverer_open(struct relay_deliverer *d, char *err, size_t errlen);
  * deliverer). */
 void relay_deliverer_close(struct relay_deliverer *d);
 
-/* Give a frame its aio (once per slot). OB_OK or OB_ENOMEM. */
+/* Give a frame its aio (once per pipeline slot). OB_OK or OB_ENOMEM. */
 int relay_frame_init(struct relay_deliverer *d, struct relay_frame *f);
 void relay_frame_fini(struct relay_frame *f);
 

@@ -391,7 +391,7 @@ relay_dest_frame_out(struct relay_dest_table *t, int dest)
 
 /* Frames queued at a consumer slower than the pipeline would otherwise
  * time out while it still applies them, be sent again, and load it
- * further; and a destination that is gone would keep every slot of the
+ * further; and a destination that is gone would keep every pipeline slot of the
  * worker, one delivery timeout each, from the others. */
 void
 relay_dest_window_result(struct relay_dest_table *t, int dest, bool failed, bool replied)

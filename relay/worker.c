@@ -81,7 +81,7 @@ struct worker {
 	struct relay_housekeeping housekeeping; /* worker 0 */
 	struct relay_stats_report report;       /* worker 0 */
 	struct relay_tally tally;
-	struct relay_worker_live *live;  /* this worker slot's row, or NULL */
+	struct relay_worker_live *live;  /* this worker's row of the shared state, or NULL */
 	struct relay_gate gate;          /* --standby-gate */
 };
 
