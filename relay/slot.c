@@ -140,26 +140,54 @@ decide_retries(struct relay_slot *s, const struct relay_slot_event *ev)
 			relay_retry_decide(ev->limits, &b->msgs[i], ev->now_us, ev->rng, &s->outcomes[i]);
 }
 
+/* The states each event fits. */
+#define IN(st) (1u << (st))
+static const unsigned fits[] = {
+	[RELAY_SLOT_EV_CLAIMED] = IN(RELAY_SLOT_FREE),
+	[RELAY_SLOT_EV_START] = IN(RELAY_SLOT_CLAIMED),
+	[RELAY_SLOT_EV_GATE_OPEN] = IN(RELAY_SLOT_GATED),
+	[RELAY_SLOT_EV_GATE_BACK] = IN(RELAY_SLOT_GATED),
+	[RELAY_SLOT_EV_SENT] = IN(RELAY_SLOT_CLAIMED),
+	[RELAY_SLOT_EV_REPLIED] = IN(RELAY_SLOT_OUT),
+	[RELAY_SLOT_EV_NOT_SENT] = IN(RELAY_SLOT_OUT),
+	[RELAY_SLOT_EV_FAILED] = IN(RELAY_SLOT_OUT),
+	[RELAY_SLOT_EV_SHUTDOWN] = IN(RELAY_SLOT_FREE) | IN(RELAY_SLOT_CLAIMED) |
+	    IN(RELAY_SLOT_GATED) | IN(RELAY_SLOT_OUT) | IN(RELAY_SLOT_DECIDED),
+	[RELAY_SLOT_EV_RECORDED] = IN(RELAY_SLOT_DECIDED),
+	[RELAY_SLOT_EV_DROPPED] = IN(RELAY_SLOT_CLAIMED) | IN(RELAY_SLOT_GATED) |
+	    IN(RELAY_SLOT_OUT) | IN(RELAY_SLOT_DECIDED),
+};
+
+/* Its outcomes decided: to be recorded. */
+static enum relay_slot_action
+decided(struct relay_slots *p, struct relay_slot *s, const struct relay_slot_event *ev)
+{
+	slot_enter(p, s, RELAY_SLOT_DECIDED, ev);
+	return RELAY_SLOT_ACT_RECORD;
+}
+
+/* Never sent: the whole batch goes back (release_all). */
+static enum relay_slot_action
+hand_back(struct relay_slots *p, struct relay_slot *s, const struct relay_slot_event *ev)
+{
+	release_all(&s->f.batch, s->outcomes);
+	return decided(p, s, ev);
+}
+
 int
 relay_slot_step(struct relay_slots *p, struct relay_slot *s, const struct relay_slot_event *ev,
     enum relay_slot_action *act)
 {
-	enum relay_slot_state st = s->state;
 	*act = RELAY_SLOT_ACT_NONE;
+	if ((unsigned)ev->kind >= sizeof(fits) / sizeof(fits[0]) || !(fits[ev->kind] & IN(s->state)))
+		return OB_EINVAL;
 	switch (ev->kind) {
 	case RELAY_SLOT_EV_CLAIMED:
-		if (st != RELAY_SLOT_FREE)
-			return OB_EINVAL;
 		slot_enter(p, s, RELAY_SLOT_CLAIMED, ev);
-		return OB_OK;
+		break;
 	case RELAY_SLOT_EV_START:
-		if (st != RELAY_SLOT_CLAIMED)
-			return OB_EINVAL;
 		if (ev->stopping) {
-			/* never start a delivery after the stop */
-			release_all(&s->f.batch, s->outcomes);
-			slot_enter(p, s, RELAY_SLOT_DECIDED, ev);
-			*act = RELAY_SLOT_ACT_RECORD;
+			*act = hand_back(p, s, ev); /* never start a delivery after the stop */
 		} else if (ev->gate_wait) {
 			/* not known to be on the standbys yet: wait at the gate
 			 * without holding up the rest of the pipeline */
@@ -168,71 +196,40 @@ relay_slot_step(struct relay_slots *p, struct relay_slot *s, const struct relay_
 			slot_enter(p, s, RELAY_SLOT_CLAIMED, ev);
 			*act = RELAY_SLOT_ACT_SEND;
 		}
-		return OB_OK;
+		break;
 	case RELAY_SLOT_EV_GATE_OPEN:
-		if (st != RELAY_SLOT_GATED)
-			return OB_EINVAL;
 		slot_enter(p, s, RELAY_SLOT_CLAIMED, ev);
 		*act = RELAY_SLOT_ACT_SEND;
-		return OB_OK;
+		break;
 	case RELAY_SLOT_EV_GATE_BACK:
-		if (st != RELAY_SLOT_GATED)
-			return OB_EINVAL;
-		release_all(&s->f.batch, s->outcomes);
-		slot_enter(p, s, RELAY_SLOT_DECIDED, ev);
-		*act = RELAY_SLOT_ACT_RECORD;
-		return OB_OK;
+		*act = hand_back(p, s, ev);
+		break;
 	case RELAY_SLOT_EV_SENT:
-		if (st != RELAY_SLOT_CLAIMED)
-			return OB_EINVAL;
 		slot_enter(p, s, RELAY_SLOT_OUT, ev);
 		*act = ev->in_flight ? RELAY_SLOT_ACT_NONE : RELAY_SLOT_ACT_FINISH;
-		return OB_OK;
+		break;
 	case RELAY_SLOT_EV_REPLIED:
 	case RELAY_SLOT_EV_NOT_SENT:
-		if (st != RELAY_SLOT_OUT)
-			return OB_EINVAL;
 		decide_retries(s, ev);
-		slot_enter(p, s, RELAY_SLOT_DECIDED, ev);
-		*act = RELAY_SLOT_ACT_RECORD;
-		return OB_OK;
+		*act = decided(p, s, ev);
+		break;
 	case RELAY_SLOT_EV_FAILED:
-		if (st != RELAY_SLOT_OUT)
-			return OB_EINVAL;
 		relay_retry_failed_batch(ev->limits, &s->f.batch, ev->skip, ev->reached, ev->now_us,
 		    ev->rng, s->outcomes);
-		slot_enter(p, s, RELAY_SLOT_DECIDED, ev);
-		*act = RELAY_SLOT_ACT_RECORD;
-		return OB_OK;
+		*act = decided(p, s, ev);
+		break;
 	case RELAY_SLOT_EV_SHUTDOWN:
-		switch (st) {
-		case RELAY_SLOT_CLAIMED:
-		case RELAY_SLOT_GATED:
-			/* never sent: hand it back */
-			release_all(&s->f.batch, s->outcomes);
-			slot_enter(p, s, RELAY_SLOT_DECIDED, ev);
-			*act = RELAY_SLOT_ACT_RECORD;
-			break;
-		case RELAY_SLOT_OUT:
+		if (s->state == RELAY_SLOT_CLAIMED || s->state == RELAY_SLOT_GATED)
+			*act = hand_back(p, s, ev); /* never sent */
+		else if (s->state == RELAY_SLOT_OUT)
 			*act = RELAY_SLOT_ACT_CANCEL; /* it finishes as failed */
-			break;
-		case RELAY_SLOT_DECIDED:
+		else if (s->state == RELAY_SLOT_DECIDED)
 			*act = RELAY_SLOT_ACT_RECORD;
-			break;
-		case RELAY_SLOT_FREE:
-			break;
-		}
-		return OB_OK;
+		break;
 	case RELAY_SLOT_EV_RECORDED:
-		if (st != RELAY_SLOT_DECIDED)
-			return OB_EINVAL;
-		slot_enter(p, s, RELAY_SLOT_FREE, ev);
-		return OB_OK;
 	case RELAY_SLOT_EV_DROPPED:
-		if (st == RELAY_SLOT_FREE)
-			return OB_EINVAL;
 		slot_enter(p, s, RELAY_SLOT_FREE, ev);
-		return OB_OK;
+		break;
 	}
-	return OB_EINVAL;
+	return OB_OK;
 }
