@@ -22,7 +22,8 @@
  * Parts: session.c (the sessions and lock waits), model.c (what each step
  * does and what must hold), gen.c (the seeded generator), shrink.c
  * (shrinking and the replay script), main.c (command line, database,
- * coverage).
+ * coverage), slot_drive.c (--drive slots: the relay's own pipeline slots
+ * through a simulated transport, slot_drive.h).
  */
 #ifndef OUTBOX_CHECK_H
 #define OUTBOX_CHECK_H
