@@ -136,7 +136,9 @@ out=$("$bin/outbox-check-shared-outcomes" --db "$db" --drive slots --seed 1 \
 	--seeds "$reverted_seeds" --steps 400 --quiet 2>&1)
 code=$?
 set -e
-echo "$out" | grep -E "violated at step|^ +[0-9]+ " | head -16 || true
+# the violation and the steps just before it
+echo "$out" | grep -E "violated at step" || true
+echo "$out" | grep -E "^ +[0-9]+ " | tail -12 || true
 if [ "$code" -ne 1 ]; then
 	say "the slot driver did not find the shared-outcomes defect (exit $code):"
 	echo "$out" | tail -5
