@@ -59,8 +59,8 @@ struct relay_metrics {
 	int ndests;                    /* destinations with a breaker gauge */
 };
 
-/* One worker slot's live state, written by the worker that runs in the
- * slot, folded by the supervisor, cleared when the worker exits. */
+/* One worker's live state (its row of the shared table), written by that
+ * worker, folded by the supervisor, cleared when the worker exits. */
 struct relay_worker_live {
 	_Atomic int connected;         /* has a database connection */
 	_Atomic int64_t inflight;      /* messages claimed, outcome not yet recorded */

@@ -119,7 +119,7 @@ struct relay_shared {
 	struct ob_fault stall_after_claim;
 	struct relay_totals totals;
 	struct relay_metrics metrics;               /* written before fork only */
-	struct relay_worker_live live[RELAY_MAX_WORKERS]; /* one row per worker slot */
+	struct relay_worker_live live[RELAY_MAX_WORKERS]; /* one row per worker (by index) */
 };
 
 /* Map and arm the shared state from cfg. NULL when mmap fails. Release with
