@@ -15,6 +15,8 @@ set_tests_properties(slot_writers slot_writers_negative PROPERTIES LABELS "ops" 
 # The retry-or-dead decision of a failed attempt (only one that reached a
 # consumer can make a message dead), without a database.
 outbox_test(test_retry_policy SOURCES unit/test_retry_policy.c LABELS unit LIBS outbox_relaylib)
+# The pipeline slot state machine, event by event (relay/slot.h).
+outbox_test(test_slot SOURCES unit/test_slot.c LABELS unit LIBS outbox_relaylib)
 # The route table and the pick of a destination, without sockets.
 outbox_test(test_routes SOURCES unit/test_routes.c LABELS unit LIBS outbox_relaylib)
 # --standby-gate: its option checks and pg_lsn reading (the gate itself: failover_phantom)
