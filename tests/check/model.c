@@ -700,13 +700,14 @@ relay_claim(struct chk_run *run, int ri, const struct chk_step *s)
 		return;
 	char sql[512];
 	snprintf(sql, sizeof(sql), "SELECT batch_id, kind, fence, attempt, takeover, id, topic,"
-	    " idempotency_key, created_us FROM outbox.claim(3, '%s', %d, %d, %s, %s, true, %s)",
-	    /* (protocol, owner, lease, max, include, exclude, others,
-	     *  retries_first, ordering, skip_dead_heads) */
+	    " idempotency_key, created_us FROM outbox.claim(protocol => 3, owner => '%s',"
+	    " lease_ms => %d, max_n => %d, %s, retries_first => %s, ordering => true,"
+	    " skip_dead_heads => %s)",
 	    run->db->s[relay_sess(run, ri)].name, s->c ? CHK_LEASE_LONG_MS : 0, s->a,
 	    /* the relays route ta and tb only (--unrouted wait: tc is not
 	     * claimed) until the drain, where a route for everything is added */
-	    run->draining ? "NULL, NULL, true" : "'{ta,tb}', NULL, false",
+	    run->draining ? "include => NULL, exclude => NULL, others => true"
+	                  : "include => '{ta,tb}', exclude => NULL, others => false",
 	    s->b ? "true" : "false", run->cfg->skip_dead ? "true" : "false");
 	PGresult *r = run_sql(run, relay_sess(run, ri), sql);
 	struct chk_sess *ss = &run->db->s[relay_sess(run, ri)];
@@ -832,8 +833,10 @@ relay_record_bad(struct chk_run *run, int ri, const struct hold *h)
 	    " AND state = 'leased' AND fence = %" PRId64, h->batch, h->fence);
 	bool current = mon_int(run, sql) == 1;
 	tables_digest(run, before, sizeof(before));
-	snprintf(sql, sizeof(sql), "SELECT outbox.record(3, %" PRId64 ", %" PRId64 ", true, 'bogus',"
-	    " 0, false, '{}', '{}', '{}', '{}', false)", h->batch, h->fence);
+	snprintf(sql, sizeof(sql), "SELECT outbox.record(protocol => 3, batch => %" PRId64
+	    ", fence => %" PRId64 ", fencing => true, outcome => 'bogus', delay_ms => 0,"
+	    " refund => false, ids => '{}', kinds => '{}', delays => '{}', errors => '{}',"
+	    " skip_dead_heads => false)", h->batch, h->fence);
 	PGresult *r = run_sql(run, relay_sess(run, ri), sql);
 	struct chk_sess *ss = &run->db->s[relay_sess(run, ri)];
 	hfeed(run, "bad record of batch %" PRId64 " -> %s", h->batch,
@@ -968,8 +971,10 @@ relay_record(struct chk_run *run, int ri, const struct chk_step *s)
 	bool current = mon_int(run, sql) == 1;
 	if (!current)
 		tables_digest(run, before, sizeof(before));
-	snprintf(sql, sizeof(sql), "SELECT outbox.record(3, %" PRId64 ", %" PRId64 ", true, '%s', 0,"
-	    " %s, '{%s}', '{%s}', '{%s}', '{%s}', %s)", h->batch, h->fence, outcome,
+	snprintf(sql, sizeof(sql), "SELECT outbox.record(protocol => 3, batch => %" PRId64
+	    ", fence => %" PRId64 ", fencing => true, outcome => '%s', delay_ms => 0,"
+	    " refund => %s, ids => '{%s}', kinds => '{%s}', delays => '{%s}', errors => '{%s}',"
+	    " skip_dead_heads => %s)", h->batch, h->fence, outcome,
 	    refund ? "true" : "false", ids, kinds, delays, errors,
 	    run->cfg->skip_dead ? "true" : "false");
 	PGresult *r = run_sql(run, relay_sess(run, ri), sql);
