@@ -396,6 +396,13 @@ find_opt(const struct ob_cfg_opt *table, const char *name, size_t len)
 	return -1;
 }
 
+const struct ob_cfg_opt *
+ob_cfg_find(const struct ob_cfg_opt *table, const char *name)
+{
+	int i = find_opt(table, name, strlen(name));
+	return i >= 0 ? &table[i] : NULL;
+}
+
 /* One "--name", "--name=value", "--name value" or "--no-name" at argv[*i];
  * advances *i past a separate value. */
 static int

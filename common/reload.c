@@ -17,15 +17,6 @@ const char *const ob_reload_results[OB_RELOAD_RESULTS] = { "ok", "failed" };
 #define CHANGED_MAX 512
 #define LOG_LEVEL_OPT "log-level"
 
-static const struct ob_cfg_opt *
-find(const struct ob_cfg_opt *table, const char *name)
-{
-	for (const struct ob_cfg_opt *o = table; o->name != NULL; o++)
-		if (strcmp(o->name, name) == 0)
-			return o;
-	return NULL;
-}
-
 /* Drop name from the comma-separated list s, in place. */
 static void
 drop_name(char *s, const char *name)
@@ -50,7 +41,7 @@ ob_reload_run(const struct ob_reload *r)
 	if (r == NULL)
 		return OB_EINVAL;
 	const struct ob_cfg_opt *table = r->program->options;
-	const struct ob_cfg_opt *lv = find(table, LOG_LEVEL_OPT);
+	const struct ob_cfg_opt *lv = ob_cfg_find(table, LOG_LEVEL_OPT);
 	char err[1024], q[1100], changed[CHANGED_MAX];
 	const char *was = lv != NULL ? *(char **)(void *)((char *)r->cfg + lv->offset) : NULL;
 	char event[64];

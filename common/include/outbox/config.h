@@ -85,6 +85,10 @@ void ob_cfg_changed(const struct ob_cfg_opt *table, const void *a, const void *b
     " the environment. SIGHUP re-reads it (and the flags and environment): the log level" \
     " changes at once, other changes are logged as needing a restart"
 
+/* The row of table named name ("log-level"), or NULL: for code that acts
+ * on a shared row (outbox/config_rows.h) whatever the program's struct. */
+const struct ob_cfg_opt *ob_cfg_find(const struct ob_cfg_opt *table, const char *name);
+
 /* Free every owned STRING / ENUM / LIST field of cfg named by table. */
 void ob_cfg_free(const struct ob_cfg_opt *table, void *cfg);
 
