@@ -24,9 +24,8 @@
 #include "outbox/demo_admin.h"
 #include "outbox/http_endpoint.h"
 #include "outbox/log.h"
-#include "outbox/ready_file.h"
+#include "outbox/program.h"
 #include "outbox/reload.h"
-#include "outbox/sig.h"
 #include "handler_webhook.h"
 #include "retry_after.h"
 #include "metrics.h"
@@ -189,7 +188,7 @@ static const struct ob_cfg_opt consumer_options[] = {
 _Static_assert(OB_WIRE_REQ_MSG_OVERHEAD_MAX == 811 &&
     OB_WIRE_REQ_HEADER + CONSUMER_SP_HEADER_MAX == 76, "--max-payload's help");
 
-static const struct ob_cfg_program program = {
+static const struct ob_cfg_program cfg_program = {
 	.name = "outbox-consumer",
 	.synopsis = "outbox-consumer --db CONNINFO [--listen URL] [options]",
 	.description =
@@ -204,6 +203,8 @@ static const struct ob_cfg_program program = {
 	.options = consumer_options,
 	.markdown = OB_CFG_MARKDOWN_ALONE,
 };
+
+static const struct ob_program program = { &cfg_program, "outbox-consumer", "consumer" };
 
 static uint64_t
 consumer_refusals_total(const struct consumer_counters *c)
@@ -232,26 +233,10 @@ main(int argc, char **argv)
 	struct ob_http_endpoint *ep = NULL;
 
 	/* --help-markdown: docs/configuration.md, scripts/gen-config-doc.sh */
-	if ((code = ob_cfg_load(&program, &cfg, argc, argv, NULL)) >= 0)
+	if ((code = ob_program_start(&program, &cfg, argc, argv, NULL)) >= 0)
 		return code;
 	code = 2;
 	bool metrics_on = cfg.metrics != NULL && cfg.metrics[0] != '\0';
-	if (metrics_on) {
-		char url[OB_HTTP_ENDPOINT_URL_MAX], why[300];
-		if (ob_http_endpoint_url(cfg.metrics, url, sizeof(url), why, sizeof(why)) != OB_OK) {
-			fprintf(stderr, "outbox-consumer: --metrics: %s\n", why);
-			goto out;
-		}
-	}
-	if (cfg.demo_admin && ob_demo_admin_check(cfg.metrics, err, sizeof(err)) != OB_OK) {
-		fprintf(stderr, "outbox-consumer: %s\n", err);
-		goto out;
-	}
-	enum ob_log_level level;
-	enum ob_log_format format;
-	ob_log_level_parse(cfg.log_level, &level);
-	ob_log_format_parse(cfg.log_format, &format);
-	ob_log_init("outbox-consumer", level, format);
 
 	static struct inbox_faults faults = {
 		.die_before_commit = { "consumer.die_before_commit", 0 },
@@ -354,11 +339,8 @@ main(int argc, char **argv)
 	};
 
 	/* Before any thread starts: a signal only counts and wakes main. */
-	if (ob_sig_init("outbox-consumer", err, sizeof(err)) != OB_OK) {
-		fprintf(stderr, "outbox-consumer: %s\n", err);
+	if (ob_program_signals(&program) != OB_OK)
 		goto out;
-	}
-	ob_sig_exit_on_second_stop();
 
 	int started = consumer_server_start(&scfg, &srv, err, sizeof(err));
 	if (tls != NULL)
@@ -367,25 +349,15 @@ main(int argc, char **argv)
 		fprintf(stderr, "outbox-consumer: %s\n", err);
 		goto out;
 	}
-	if (metrics_on) {
-		if (ob_http_endpoint_start_with(cfg.metrics, cm->reg, ready_cb, srv,
-		        cfg.demo_admin ? ob_demo_admin_route : NULL, (void *)&admin, &ep, err,
-		        sizeof(err)) != OB_OK) {
-			fprintf(stderr, "outbox-consumer: --metrics: %s\n", err);
-			code = 1;
-			goto out;
-		}
-		ob_info("consumer.metrics.listening", "addr=%s port=%d", cfg.metrics,
-		    ob_http_endpoint_port(ep));
-		if (cfg.demo_admin)
-			ob_demo_admin_announce("outbox-consumer", ob_http_endpoint_port(ep));
+	if (ob_program_serve_metrics(&program, &cfg, cm != NULL ? cm->reg : NULL, ready_cb, srv,
+	        &admin, &ep) != OB_OK) {
+		code = 1;
+		goto out;
 	}
 	/* The URL with the port bound (--listen tcp://HOST:0), for the log line
 	 * and the ready file alike. */
 	const char *url = consumer_server_url(srv);
-	if (cfg.ready_file != NULL &&
-	    ob_ready_file_write(cfg.ready_file, url, err, sizeof(err)) != OB_OK) {
-		fprintf(stderr, "outbox-consumer: cannot write --ready-file %s\n", err);
+	if (ob_program_ready(&program, &cfg, url) != OB_OK) {
 		code = 1;
 		goto out;
 	}
@@ -398,10 +370,9 @@ main(int argc, char **argv)
 
 	/* SIGHUP: the settings, then (tls+tcp://) the certificate files */
 	struct consumer_tls_reload tls_reload = { srv, tls_files, url, cm };
-	struct ob_reload reload = { &program, &cfg, sizeof(cfg), argc, argv, "consumer", NULL };
-	ob_reload_until_stop_then(&reload, ob_bus_tls_url(cfg.listen) ? consumer_tls_reload : NULL,
+	struct ob_reload reload = { &cfg_program, &cfg, sizeof(cfg), argc, argv, "consumer", NULL };
+	ob_program_wait(&program, &reload, ob_bus_tls_url(cfg.listen) ? consumer_tls_reload : NULL,
 	    &tls_reload);
-	ob_info("consumer.stopping", "signal=%d", (int)*ob_sig_stop_flag());
 	const struct consumer_counters *c = consumer_server_counters(srv);
 	ob_info("consumer.stopped", "requests=%llu applied=%llu duplicate=%llu retried=%llu"
 	    " rejected=%llu fingerprint_mismatch=%llu bad_frames=%llu purged=%llu"

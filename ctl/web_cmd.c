@@ -3,7 +3,7 @@
  * Wiring only: parse the flags, read the token, open the demonstration
  * (--demo), start the one poller (web_poll.c) and the server
  * (web_server.c), write --ready-file, wait for SIGTERM/SIGINT through the
- * one signal layer (outbox/sig.h), stop in the reverse order.
+ * one signal layer (outbox/program.h), stop in the reverse order.
  *
  * Bad config exits 2 before anything is opened; a server that cannot
  * listen exits 1. The database may be down at start: the poller retries,
@@ -21,8 +21,7 @@
 #include "outbox/err.h"
 #include "outbox/log.h"
 #include "outbox/pg.h"
-#include "outbox/ready_file.h"
-#include "outbox/sig.h"
+#include "outbox/program.h"
 #include "web.h"
 #include "web_demo.h"
 
@@ -80,8 +79,7 @@ const struct ob_cfg_opt ctl_web_options[] = {
 	    "payloads need the token even on loopback (behind a reverse proxy on this host)"),
 	OB_CFG_OPT("demo", "OUTBOX_WEB_DEMO", OB_CFG_STRING, NULL, 0, 0, NULL, false, demo,
 	    "serve the guided demonstration of this config file (scripts/demo.sh --web)"),
-	OB_CFG_OPT("ready-file", "OUTBOX_WEB_READY_FILE", OB_CFG_STRING, NULL, 0, 0, NULL, false,
-	    ready_file, "write the served URL (with the bound port) here once listening"),
+	OB_CFG_OPT_READY_FILE("OUTBOX_WEB_READY_FILE", ready_file),
 	OB_CFG_OPT("poll-interval", "OUTBOX_WEB_POLL_INTERVAL", OB_CFG_DURATION, WEB_POLL_DEFAULT,
 	    WEB_POLL_MIN, WEB_POLL_MAX, NULL, false, poll_ms,
 	    "how often the one poller reads a snapshot (whatever the number of open pages)"),
@@ -122,6 +120,12 @@ static const struct ctl_cmd cmd = {
 	" poller per server, read-only.",
 	ctl_web_options,
 };
+
+/* The names the shared start-up prints and reads (outbox/program.h); the
+ * flags are parsed by ctl_parse, which takes them after arguments too. */
+static const struct ob_cfg_program web_names = { .name = "outboxctl web",
+	.options = ctl_web_options };
+static const struct ob_program program = { &web_names, "outboxctl", "web" };
 
 /* True when url's host is a loopback address (127.0.0.0/8, ::1, localhost). */
 static bool
@@ -193,11 +197,8 @@ ctl_web(int argc, char **argv)
 	}
 
 	code = CTL_EXIT_FAIL;
-	if (ob_sig_init("outboxctl web", err, sizeof err) != OB_OK) {
-		fprintf(stderr, "outboxctl web: %s\n", err);
+	if (ob_program_signals(&program) != OB_OK)
 		goto out;
-	}
-	ob_sig_exit_on_second_stop();
 	struct web_poll_config pc = {
 		.db = cfg.db, .inbox_db = cfg.inbox_db, .consumer_metrics = cfg.consumer_metrics,
 		.interval_ms = cfg.poll_ms,
@@ -224,19 +225,14 @@ ctl_web(int argc, char **argv)
 	}
 	char url[CTL_SHOWN_MAX];
 	bound_url(cfg.http, web_server_port(srv), url, sizeof url);
-	if (cfg.ready_file != NULL &&
-	    ob_ready_file_write(cfg.ready_file, url, err, sizeof err) != OB_OK) {
-		fprintf(stderr, "outboxctl web: cannot write --ready-file %s\n", err);
+	if (ob_program_ready(&program, &cfg, url) != OB_OK)
 		goto out;
-	}
 	ob_info("web.listening", "url=%s port=%d poll_ms=%" PRId64 " requeue=%s payloads=%s"
 	    " demo=%s", url, web_server_port(srv), cfg.poll_ms,
 	    cfg.token_file != NULL ? "token" : "disabled",
 	    loopback ? "loopback" : cfg.token_file != NULL ? "token" : "hidden",
 	    demo != NULL ? "on" : "off");
-	while (ob_sig_stops() == 0)
-		ob_sig_wait(-1);
-	ob_info("web.stopping", "signal=%d", (int)*ob_sig_stop_flag());
+	ob_program_wait(&program, NULL, NULL, NULL);
 	code = CTL_EXIT_OK;
 out:
 	web_server_stop(srv);

@@ -16,9 +16,9 @@
 #include "outbox/bus_tls.h"
 #include "outbox/config_rows.h"
 #include "outbox/err.h"
-#include "outbox/http_endpoint.h"
 #include "outbox/log.h"
 #include "outbox/pg.h"
+#include "outbox/program.h"
 #include "outbox/protocol.h"
 #include "outbox/wire.h"
 #include "relay.h"
@@ -176,7 +176,7 @@ static const struct ob_cfg_opt relay_options[] = {
 	OB_CFG_END,
 };
 
-static const struct ob_cfg_program program = {
+static const struct ob_cfg_program cfg_program = {
 	.name = "outbox-relay",
 	.synopsis = "outbox-relay --db CONNINFO --route TOPIC=URL... [options]",
 	.description =
@@ -192,6 +192,8 @@ static const struct ob_cfg_program program = {
 	.options = relay_options,
 	.markdown = OB_CFG_MARKDOWN_ALONE,
 };
+
+static const struct ob_program program = { &cfg_program, "outbox-relay", "relay" };
 
 /* Checks that need more than one option, and the routes parsed into rt
  * (zeroed; the caller frees it); exit 2 material. */
@@ -239,13 +241,9 @@ check_config(const struct relay_config *c, struct relay_routes *rt, char *err, s
 		snprintf(err, errlen, "--fault-stall-after-claim needs --fault-stall-ms > 0");
 		return OB_EINVAL;
 	}
-	if (c->metrics != NULL && c->metrics[0] != '\0') {
-		char url[OB_HTTP_ENDPOINT_URL_MAX], why[512];
-		if (ob_http_endpoint_url(c->metrics, url, sizeof(url), why, sizeof(why)) != OB_OK) {
-			snprintf(err, errlen, "--metrics: %s", why);
-			return OB_EINVAL;
-		}
-	}
+	/* also at start (ob_program_start), here for a reload */
+	if (ob_program_check(relay_options, c, err, errlen) != OB_OK)
+		return OB_EINVAL;
 	if (c->retention_ms > 0 && c->retention_ms < 1000) {
 		snprintf(err, errlen, "--retention (%lld ms) must be 0 (never purge) or at least 1s",
 		    (long long)c->retention_ms);
@@ -277,7 +275,7 @@ main(int argc, char **argv)
 	char err[1024];
 	int code;
 
-	if ((code = ob_cfg_load(&program, &cfg, argc, argv, NULL)) >= 0)
+	if ((code = ob_program_start(&program, &cfg, argc, argv, NULL)) >= 0)
 		return code;
 	code = 2;
 	static struct relay_routes route_table; /* the workers inherit it */
@@ -293,11 +291,6 @@ main(int argc, char **argv)
 		fprintf(stderr, "outbox-relay: %s\n", err);
 		goto out;
 	}
-	enum ob_log_level level;
-	enum ob_log_format format;
-	ob_log_level_parse(cfg.log_level, &level);
-	ob_log_format_parse(cfg.log_format, &format);
-	ob_log_init("outbox-relay", level, format);
 	if (cfg.only_routed)
 		ob_warn("relay.config.deprecated", "flag=--only-routed env=OUTBOX_ONLY_ROUTED"
 		    " hint=\"topics no route matches wait by default now (--unrouted wait): drop"
@@ -333,7 +326,7 @@ main(int argc, char **argv)
 		code = 1;
 		goto out;
 	}
-	struct ob_reload reload = { &program, &cfg, sizeof(cfg), argc, argv, "relay",
+	struct ob_reload reload = { &cfg_program, &cfg, sizeof(cfg), argc, argv, "relay",
 		check_reload };
 	cfg.reload = &reload;
 	code = relay_supervise(&cfg, shared);
