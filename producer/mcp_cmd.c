@@ -26,6 +26,7 @@
 #include "outbox/config_rows.h"
 #include "outbox/err.h"
 #include "outbox/log.h"
+#include "outbox/program.h"
 #include "producer.h"
 
 #define MCP_MESSAGE_MIN 1024
@@ -47,7 +48,7 @@ struct mcp_config {
 
 #define OB_CFG_STRUCT struct mcp_config
 
-static const struct ob_cfg_opt mcp_options[] = {
+const struct ob_cfg_opt producer_mcp_options[] = {
 	OB_CFG_OPT("url", "OUTBOX_URL", OB_CFG_STRING, "http://127.0.0.1:8080", 0, 0, NULL, false,
 	    url, "base URL of outbox-producer serve"),
 	OB_CFG_OPT("run-id", "OUTBOX_RUN_ID", OB_CFG_STRING, NULL, 0, 0, NULL, false, run_id,
@@ -65,9 +66,6 @@ static const struct ob_cfg_opt mcp_options[] = {
 	OB_CFG_END,
 };
 
-/* The mcp table, for --help-markdown (main.c). */
-const struct ob_cfg_opt *const producer_mcp_options = mcp_options;
-
 static const struct ob_cfg_program mcp_program = {
 	.name = "outbox-producer mcp",
 	.synopsis = "outbox-producer mcp [--url URL] [--run-id RUN] [options]",
@@ -77,8 +75,10 @@ static const struct ob_cfg_program mcp_program = {
 	    " normalized arguments (never by the model; a key in the request's"
 	    " _meta.idempotency_key wins), so a retried call is answered from the first"
 	    " result. Logs go to stderr.",
-	.options = mcp_options,
+	.options = producer_mcp_options,
 };
+
+static const struct ob_program program = { &mcp_program, "outbox-producer", "mcp" };
 
 static int
 check_run_id(const char *s, char *err, size_t errlen)
@@ -205,12 +205,9 @@ producer_cmd_mcp(int argc, char **argv)
 	char err[512], token[PRODUCER_TOKEN_MAX + 1];
 	int code;
 
-	if ((code = ob_cfg_load(&mcp_program, &cfg, argc, argv, NULL)) >= 0)
+	if ((code = ob_program_start(&program, &cfg, argc, argv, NULL)) >= 0)
 		return code;
 	code = 2;
-	enum ob_log_level level;
-	if (ob_log_level_parse(cfg.log_level, &level) == OB_OK)
-		ob_log_set_level(level);
 	struct mcp_server s = {
 		.url = cfg.url,
 		.attempts = (int)cfg.attempts,
@@ -242,6 +239,6 @@ producer_cmd_mcp(int argc, char **argv)
 	ob_info("mcp.stopped", "reason=eof");
 out:
 	explicit_bzero(token, sizeof(token));
-	ob_cfg_free(mcp_options, &cfg);
+	ob_cfg_free(producer_mcp_options, &cfg);
 	return code;
 }

@@ -18,13 +18,13 @@ int producer_cmd_mcp(int argc, char **argv);
 
 /* Each subcommand's config table (the one its --help prints), for
  * `outbox-producer --help-markdown`. */
-extern const struct ob_cfg_opt *const producer_enqueue_options;
-extern const struct ob_cfg_opt *const producer_serve_options;
-extern const struct ob_cfg_opt *const producer_submit_options;
-extern const struct ob_cfg_opt *const producer_send_options;
-extern const struct ob_cfg_opt *const producer_lookup_options;
-extern const struct ob_cfg_opt *const producer_matrix_options;
-extern const struct ob_cfg_opt *const producer_mcp_options;
+extern const struct ob_cfg_opt producer_enqueue_options[];
+extern const struct ob_cfg_opt producer_serve_options[];
+extern const struct ob_cfg_opt producer_submit_options[];
+extern const struct ob_cfg_opt producer_send_options[];
+extern const struct ob_cfg_opt producer_lookup_options[];
+extern const struct ob_cfg_opt producer_matrix_options[];
+extern const struct ob_cfg_opt producer_mcp_options[];
 
 /* The first article's fault matrix, [row][column] (see matrix.c). */
 extern const int producer_matrix_expected[5][5];

@@ -38,9 +38,8 @@
 #include "outbox/demo_admin.h"
 #include "outbox/err.h"
 #include "outbox/log.h"
-#include "outbox/ready_file.h"
+#include "outbox/program.h"
 #include "outbox/reload.h"
-#include "outbox/sig.h"
 #include "producer.h"
 
 struct serve_config {
@@ -80,7 +79,7 @@ struct serve_config {
 
 #define OB_CFG_STRUCT struct serve_config
 
-static const struct ob_cfg_opt serve_options[] = {
+const struct ob_cfg_opt producer_serve_options[] = {
 	OB_CFG_OPT_DB(db, "the producer's database (outbox migrations applied)"),
 	OB_CFG_OPT("http", "OUTBOX_HTTP", OB_CFG_STRING, "http://127.0.0.1:8080", 0, 0, NULL, false,
 	    http, "address to serve the API on: http://HOST:PORT, or https://HOST:PORT (TLS;"
@@ -166,7 +165,7 @@ static const struct ob_cfg_opt serve_options[] = {
 	OB_CFG_END,
 };
 
-static const struct ob_cfg_program program = {
+static const struct ob_cfg_program cfg_program = {
 	.name = "outbox-producer serve",
 	.synopsis = "outbox-producer serve --db CONNINFO [--http http(s)://HOST:PORT] [options]",
 	.description =
@@ -176,11 +175,10 @@ static const struct ob_cfg_program program = {
     " commit in ONE transaction, only while the key still carries this request's fencing"
     " token. With --http https:// the API is served over TLS, and with --tls-ca only"
     " to clients holding a certificate from that CA (docs/security.md).",
-	.options = serve_options,
+	.options = producer_serve_options,
 };
 
-/* The serve table, for --help-markdown (main.c). */
-const struct ob_cfg_opt *const producer_serve_options = serve_options;
+static const struct ob_program program = { &cfg_program, "outbox-producer", "producer" };
 
 static bool
 ready_cb(void *arg)
@@ -237,11 +235,11 @@ producer_cmd_serve(int argc, char **argv)
 	struct ob_http_endpoint *ep = NULL;
 	struct producer_tokens *tokens = NULL;
 	struct ob_httpd_tls *tls = NULL;
-	bool metrics_on = false;
 
-	if ((code = ob_cfg_load(&program, &cfg, argc, argv, NULL)) >= 0)
+	if ((code = ob_program_start(&program, &cfg, argc, argv, NULL)) >= 0)
 		return code;
 	code = 2;
+	bool metrics_on = cfg.metrics != NULL && cfg.metrics[0] != '\0';
 	if (cfg.lease < cfg.max_processing) {
 		fprintf(stderr, "outbox-producer serve: --lease %" PRId64 "ms is shorter than"
 		    " --max-processing %" PRId64 "ms: a live slow request would be taken over and"
@@ -263,23 +261,6 @@ producer_cmd_serve(int argc, char **argv)
 		fprintf(stderr, "outbox-producer serve: %s\n", err);
 		goto out;
 	}
-	if (cfg.metrics != NULL && cfg.metrics[0] != '\0') {
-		char url[OB_HTTP_ENDPOINT_URL_MAX], why[300];
-		if (ob_http_endpoint_url(cfg.metrics, url, sizeof(url), why, sizeof(why)) != OB_OK) {
-			fprintf(stderr, "outbox-producer serve: --metrics: %s\n", why);
-			goto out;
-		}
-		metrics_on = true;
-	}
-	if (cfg.demo_admin && ob_demo_admin_check(cfg.metrics, err, sizeof(err)) != OB_OK) {
-		fprintf(stderr, "outbox-producer serve: %s\n", err);
-		goto out;
-	}
-	enum ob_log_level level;
-	enum ob_log_format format;
-	ob_log_level_parse(cfg.log_level, &level);
-	ob_log_format_parse(cfg.log_format, &format);
-	ob_log_init("outbox-producer", level, format);
 
 	static struct producer_faults faults = {
 		.lose_response = { "producer.lose_response", 0 },
@@ -343,11 +324,8 @@ producer_cmd_serve(int argc, char **argv)
 
 	/* Before any thread starts: a signal only counts and wakes main. */
 	code = 1;
-	if (ob_sig_init("outbox-producer serve", err, sizeof(err)) != OB_OK) {
-		fprintf(stderr, "outbox-producer serve: %s\n", err);
+	if (ob_program_signals(&program) != OB_OK)
 		goto out;
-	}
-	ob_sig_exit_on_second_stop();
 	if (http_server_start(&hcfg, &srv, err, sizeof(err)) != OB_OK) {
 		fprintf(stderr, "outbox-producer serve: %s\n", err);
 		goto out;
@@ -357,27 +335,14 @@ producer_cmd_serve(int argc, char **argv)
 		fprintf(stderr, "outbox-producer serve: %s\n", err);
 		goto out;
 	}
-	if (metrics_on) {
-		if (ob_http_endpoint_start_with(cfg.metrics, pm->reg, ready_cb, srv,
-		        cfg.demo_admin ? ob_demo_admin_route : NULL, (void *)&admin, &ep, err,
-		        sizeof(err)) != OB_OK) {
-			fprintf(stderr, "outbox-producer serve: --metrics: %s\n", err);
-			goto out;
-		}
-		ob_info("producer.metrics.listening", "addr=%s port=%d", cfg.metrics,
-		    ob_http_endpoint_port(ep));
-		if (cfg.demo_admin)
-			ob_demo_admin_announce("outbox-producer", ob_http_endpoint_port(ep));
-	}
+	if (ob_program_serve_metrics(&program, &cfg, pm != NULL ? pm->reg : NULL, ready_cb, srv,
+	        &admin, &ep) != OB_OK)
+		goto out;
 	int port = http_server_port(srv);
-	if (cfg.ready_file != NULL) {
-		char url[64];
-		snprintf(url, sizeof(url), "%s://127.0.0.1:%d", tls != NULL ? "https" : "http", port);
-		if (ob_ready_file_write(cfg.ready_file, url, err, sizeof(err)) != OB_OK) {
-			fprintf(stderr, "outbox-producer serve: cannot write --ready-file %s\n", err);
-			goto out;
-		}
-	}
+	char url[64];
+	snprintf(url, sizeof(url), "%s://127.0.0.1:%d", tls != NULL ? "https" : "http", port);
+	if (ob_program_ready(&program, &cfg, url) != OB_OK)
+		goto out;
 	ob_info("producer.started", "http=%s port=%d idempotency=%s%s threads=%d lease_ms=%" PRId64
 	    " key_retention_ms=%" PRId64 " max_connections=%" PRId64 " idle_timeout_ms=%" PRId64
 	    " header_timeout_ms=%" PRId64 " read_timeout_ms=%" PRId64 " tls=%s", cfg.http, port,
@@ -394,9 +359,8 @@ producer_cmd_serve(int argc, char **argv)
 		ob_info("producer.auth.bearer", "tokens=%d scopes=%d", producer_tokens_count(tokens),
 		    producer_tokens_scopes(tokens));
 
-	struct ob_reload reload = { &program, &cfg, sizeof(cfg), argc, argv, "producer", NULL };
-	ob_reload_until_stop(&reload);
-	ob_info("producer.stopping", "signal=%d", (int)*ob_sig_stop_flag());
+	struct ob_reload reload = { &cfg_program, &cfg, sizeof(cfg), argc, argv, "producer", NULL };
+	ob_program_wait(&program, &reload, NULL, NULL);
 	code = 0;
 out:
 	/* The endpoint's ready callback reads srv: stop it first. */
@@ -408,6 +372,6 @@ out:
 	producer_metrics_free(pm);
 	producer_tokens_free(tokens);
 	ob_httpd_tls_free(tls); /* after the server that borrowed it */
-	ob_cfg_free(serve_options, &cfg);
+	ob_cfg_free(producer_serve_options, &cfg);
 	return code;
 }

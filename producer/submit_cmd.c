@@ -67,7 +67,7 @@ struct submit_config {
 	    " (the server's format; the server's file decides the token's scope, whose keys are" \
 	    " the only ones this call can replay or look up); never printed")
 
-static const struct ob_cfg_opt submit_options[] = {
+const struct ob_cfg_opt producer_submit_options[] = {
 	OB_CFG_OPT("title", "OUTBOX_TITLE", OB_CFG_STRING, NULL, 0, 0, NULL, true, title,
 	    "report title (1..200 characters)"),
 	OB_CFG_OPT("module", "OUTBOX_MODULE", OB_CFG_STRING, NULL, 0, 0, NULL, true, module,
@@ -80,7 +80,7 @@ static const struct ob_cfg_opt submit_options[] = {
 	OB_CFG_END,
 };
 
-static const struct ob_cfg_opt send_options[] = {
+const struct ob_cfg_opt producer_send_options[] = {
 	OB_CFG_OPT("topic", "OUTBOX_TOPIC", OB_CFG_STRING, NULL, 0, 0, NULL, true, topic,
 	    "the message's topic (1..255 printable ASCII characters without spaces)"),
 	OB_CFG_OPT("payload", "OUTBOX_PAYLOAD", OB_CFG_STRING, NULL, 0, 0, NULL, true, payload,
@@ -90,9 +90,6 @@ static const struct ob_cfg_opt send_options[] = {
 	CALL_OPTIONS,
 	OB_CFG_END,
 };
-
-/* The submit table, for --help-markdown (main.c). */
-const struct ob_cfg_opt *const producer_submit_options = submit_options;
 
 /* Accept the documented two-word form `--key-from tool-call RUN:ID` by
  * folding it into `--key-from tool-call:RUN:ID` before parsing. */
@@ -159,11 +156,8 @@ static const struct ob_cfg_program submit_program = {
 	    " observation {ok, code, content, metadata}. Exit 0 ok, 1 failed (nothing"
 	    " created), 2 usage, 3 SIDE_EFFECT_UNCERTAIN (may have been created: look the"
 	    " key up, do not resubmit).",
-	.options = submit_options,
+	.options = producer_submit_options,
 };
-
-/* The send table, for --help-markdown (main.c). */
-const struct ob_cfg_opt *const producer_send_options = send_options;
 
 static const struct ob_cfg_program send_program = {
 	.name = "outbox-producer send",
@@ -175,7 +169,7 @@ static const struct ob_cfg_program send_program = {
 	    " every retry. Exit 0 ok (metadata.messageId), 1 failed (nothing sent), 2 usage,"
 	    " 3 SIDE_EFFECT_UNCERTAIN (may have been sent: `outbox-producer lookup --kind"
 	    " message --key K`, do not send again).",
-	.options = send_options,
+	.options = producer_send_options,
 };
 
 /* --payload: the text itself, or @FILE's contents (at most
@@ -287,13 +281,13 @@ out:
 int
 producer_cmd_submit(int argc, char **argv)
 {
-	return run_call(&submit_program, submit_options, CLIENT_REPORT, argc, argv);
+	return run_call(&submit_program, producer_submit_options, CLIENT_REPORT, argc, argv);
 }
 
 int
 producer_cmd_send(int argc, char **argv)
 {
-	return run_call(&send_program, send_options, CLIENT_MESSAGE, argc, argv);
+	return run_call(&send_program, producer_send_options, CLIENT_MESSAGE, argc, argv);
 }
 
 struct lookup_config {
@@ -304,7 +298,7 @@ struct lookup_config {
 	char *api_token_file;
 };
 
-static const struct ob_cfg_opt lookup_options[] = {
+const struct ob_cfg_opt producer_lookup_options[] = {
 	{ "url", "OUTBOX_URL", OB_CFG_STRING, "http://127.0.0.1:8080", 0, 0, NULL, false, false,
 	    offsetof(struct lookup_config, url), "base URL of outbox-producer serve" },
 	{ "key", "OUTBOX_KEY", OB_CFG_STRING, NULL, 0, 0, NULL, true, false,
@@ -321,16 +315,13 @@ static const struct ob_cfg_opt lookup_options[] = {
 	OB_CFG_END,
 };
 
-/* The lookup table, for --help-markdown (main.c). */
-const struct ob_cfg_opt *const producer_lookup_options = lookup_options;
-
 static const struct ob_cfg_program lookup_program = {
 	.name = "outbox-producer lookup",
 	.synopsis = "outbox-producer lookup --key K [--kind report|message] [--url URL]",
 	.description = "Look a report or a message up by its idempotency key (the recovery"
 	    " step before resubmitting). Prints ONE JSON observation: OK with what the key"
 	    " made, or NOT_FOUND (exit 1).",
-	.options = lookup_options,
+	.options = producer_lookup_options,
 };
 
 int
@@ -346,7 +337,7 @@ producer_cmd_lookup(int argc, char **argv)
 	    producer_token_read(cfg.api_token_file, token, sizeof(token), err, sizeof(err)) !=
 	        OB_OK) {
 		fprintf(stderr, "outbox-producer lookup: %s\n", err);
-		ob_cfg_free(lookup_options, &cfg);
+		ob_cfg_free(producer_lookup_options, &cfg);
 		return CLIENT_EXIT_USAGE;
 	}
 	struct client_result res;
@@ -356,6 +347,6 @@ producer_cmd_lookup(int argc, char **argv)
 	printf("%s\n", res.observation != NULL ? res.observation : "{}");
 	code = res.exit_code;
 	client_result_fini(&res);
-	ob_cfg_free(lookup_options, &cfg);
+	ob_cfg_free(producer_lookup_options, &cfg);
 	return code;
 }
