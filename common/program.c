@@ -168,13 +168,15 @@ usage(FILE *f, const struct ob_command_set *s)
 		fprintf(f, "  %-10s %s\n", c->name, c->help);
 }
 
+/* The tables are the commands' own: each prints them (ob_cfg_load). */
 static void
 markdown(const struct ob_command_set *s)
 {
-	for (const struct ob_command_doc *d = s->docs; d->title != NULL; d++) {
-		if (d != s->docs)
+	for (const struct ob_command *c = s->commands; c->name != NULL; c++) {
+		char *argv[] = { (char *)c->name, "--help-markdown", NULL };
+		if (c != s->commands)
 			fputc('\n', stdout);
-		ob_cfg_markdown(stdout, d->title, d->options);
+		(void)c->run(2, argv);
 	}
 }
 

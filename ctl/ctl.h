@@ -1,6 +1,8 @@
 /*
  * ctl.h - outboxctl subcommands. Each takes the argv after its name and
- * returns the process exit code (CTL_EXIT_*).
+ * returns the process exit code (CTL_EXIT_*). Each answers
+ * "<name> --help-markdown" with its config tables, which is how
+ * `outboxctl --help-markdown` prints them all (main.c).
  */
 #ifndef OUTBOX_CTL_H
 #define OUTBOX_CTL_H
@@ -21,18 +23,5 @@ int ctl_web(int argc, char **argv);
 /* prove: exit 0 clean, 1 a violation, 2 a bad argument or a database error
  * (its own codes: prove_cmd.c). */
 int ctl_prove(int argc, char **argv);
-
-/* The config tables, for `outboxctl --help-markdown` (docs/configuration.md). */
-extern const struct ob_cfg_opt ctl_migrate_options[];
-extern const struct ob_cfg_opt ctl_status_options[];
-extern const struct ob_cfg_opt ctl_dead_list_options[];
-extern const struct ob_cfg_opt ctl_dead_show_options[];
-extern const struct ob_cfg_opt ctl_dead_requeue_options[];
-extern const struct ob_cfg_opt ctl_inspect_options[];
-extern const struct ob_cfg_opt ctl_purge_options[];
-extern const struct ob_cfg_opt ctl_webhook_list_options[];
-extern const struct ob_cfg_opt ctl_webhook_resolve_options[];
-extern const struct ob_cfg_opt ctl_web_options[];
-extern const struct ob_cfg_opt ctl_prove_options[];
 
 #endif

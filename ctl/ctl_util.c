@@ -177,6 +177,15 @@ ctl_dispatch(const char *group, const struct ctl_cmd *const *cmds, size_t n,
 		lat += (size_t)snprintf(list + lat, lat < sizeof list ? sizeof list - lat : 0, "%s%s",
 		    i == 0 ? "" : i + 1 == n ? " or " : ", ", sub);
 	}
+	if (argc >= 2 && strcmp(argv[1], "--help-markdown") == 0) {
+		for (size_t i = 0; i < n; i++) {
+			char *md[] = { (char *)cmds[i]->name + skip, argv[1], NULL };
+			if (i > 0)
+				fputc('\n', stdout);
+			(void)run(cmds[i], 2, md);
+		}
+		return CTL_EXIT_OK;
+	}
 	if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
 		printf("usage: outboxctl %s %s [options]   (outboxctl %s SUBCOMMAND --help)\n", group,
 		    alts, group);

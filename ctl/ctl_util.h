@@ -46,8 +46,9 @@ int ctl_start(const struct ctl_cmd *cmd, void *cfg, char *const *db, int argc, c
 /* A command group ("outboxctl dead list|show|requeue"): argv[0] is the
  * group's name, argv[1] names one of cmds[0..n) (each named "GROUP SUB"),
  * which is run as run(cmd, argc - 1, argv + 1). --help prints the group's
- * usage line (exit 0); anything else one line, "outboxctl GROUP: want A, B
- * or C (got 'X')", and exit 2. */
+ * usage line (exit 0), --help-markdown each subcommand's table (exit 0);
+ * anything else one line, "outboxctl GROUP: want A, B or C (got 'X')",
+ * and exit 2. */
 int ctl_dispatch(const char *group, const struct ctl_cmd *const *cmds, size_t n,
     int (*run)(const struct ctl_cmd *cmd, int argc, char **argv), int argc, char **argv);
 

@@ -43,7 +43,7 @@ struct dead_config {
 #define OPT_JSON OB_CFG_OPT("json", "OUTBOX_CTL_JSON", OB_CFG_BOOL, "false", 0, 0, NULL, \
 	false, json, "print JSON instead of a table")
 
-const struct ob_cfg_opt ctl_dead_list_options[] = {
+static const struct ob_cfg_opt ctl_dead_list_options[] = {
 	OPT_DB,
 	OB_CFG_OPT("topic", "OUTBOX_CTL_TOPIC", OB_CFG_STRING, NULL, 0, 0, NULL, false, topic,
 	    "only this topic"),
@@ -53,13 +53,13 @@ const struct ob_cfg_opt ctl_dead_list_options[] = {
 	OB_CFG_END,
 };
 
-const struct ob_cfg_opt ctl_dead_show_options[] = {
+static const struct ob_cfg_opt ctl_dead_show_options[] = {
 	OPT_DB,
 	OPT_JSON,
 	OB_CFG_END,
 };
 
-const struct ob_cfg_opt ctl_dead_requeue_options[] = {
+static const struct ob_cfg_opt ctl_dead_requeue_options[] = {
 	OPT_DB,
 	OB_CFG_OPT("all", "OUTBOX_CTL_REQUEUE_ALL", OB_CFG_BOOL, "false", 0, 0, NULL, false, all,
 	    "requeue every dead message (of --topic)"),

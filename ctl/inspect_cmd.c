@@ -26,7 +26,7 @@ struct inspect_config {
 
 #define OB_CFG_STRUCT struct inspect_config
 
-const struct ob_cfg_opt ctl_inspect_options[] = {
+static const struct ob_cfg_opt ctl_inspect_options[] = {
 	OB_CFG_OPT_DB(db, "the producer database (keywords or URI)"),
 	OB_CFG_OPT("key", "OUTBOX_CTL_KEY", OB_CFG_STRING, NULL, 0, 0, NULL, true, key,
 	    "the message's idempotency key"),

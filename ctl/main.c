@@ -21,26 +21,10 @@ static const struct ob_command commands[] = {
 	{ NULL, NULL, NULL, 0 },
 };
 
-static const struct ob_command_doc docs[] = {
-	{ "outboxctl migrate", ctl_migrate_options },
-	{ "outboxctl status", ctl_status_options },
-	{ "outboxctl dead list", ctl_dead_list_options },
-	{ "outboxctl dead show", ctl_dead_show_options },
-	{ "outboxctl dead requeue", ctl_dead_requeue_options },
-	{ "outboxctl inspect", ctl_inspect_options },
-	{ "outboxctl purge", ctl_purge_options },
-	{ "outboxctl webhook list", ctl_webhook_list_options },
-	{ "outboxctl webhook resolve", ctl_webhook_resolve_options },
-	{ "outboxctl web", ctl_web_options },
-	{ "outboxctl prove", ctl_prove_options },
-	{ NULL, NULL },
-};
-
 static const struct ob_command_set ctl = {
 	"outboxctl",
 	"Operate an outbox relay deployment.",
 	commands,
-	docs,
 };
 
 int

@@ -17,7 +17,7 @@ struct migrate_config {
 
 #define OB_CFG_STRUCT struct migrate_config
 
-const struct ob_cfg_opt ctl_migrate_options[] = {
+static const struct ob_cfg_opt ctl_migrate_options[] = {
 	OB_CFG_OPT("db", "OUTBOX_DB", OB_CFG_STRING, NULL, 0, 0, NULL, true, db,
 	    "PostgreSQL connection string (keywords or URI)"),
 	OB_CFG_OPT("schema", "OUTBOX_SCHEMA", OB_CFG_ENUM, "all", 0, 0, "all|outbox|inbox", false,
@@ -36,6 +36,7 @@ static const struct ob_cfg_program program = {
 	    " changes. Running it again applies nothing; concurrent runs apply each"
 	    " migration once.",
 	.options = ctl_migrate_options,
+	.markdown = OB_CFG_MARKDOWN_ANY,
 };
 
 int

@@ -54,7 +54,7 @@ struct prove_config {
 
 #define OB_CFG_STRUCT struct prove_config
 
-const struct ob_cfg_opt ctl_prove_options[] = {
+static const struct ob_cfg_opt ctl_prove_options[] = {
 	OB_CFG_OPT_DB(db, "the producer database (outbox schema)"),
 	OB_CFG_OPT("inbox-db", "OUTBOX_INBOX_DB", OB_CFG_STRING, NULL, 0, 0, NULL, true, inbox_db,
 	    "PostgreSQL connection string of the consumer's database (inbox schema)"),

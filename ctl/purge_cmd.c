@@ -53,7 +53,7 @@ struct purge_config {
 
 #define OB_CFG_STRUCT struct purge_config
 
-const struct ob_cfg_opt ctl_purge_options[] = {
+static const struct ob_cfg_opt ctl_purge_options[] = {
 	OB_CFG_OPT_DB(db, "the producer database (keywords or URI)"),
 	OB_CFG_OPT("older-than", "OUTBOX_CTL_PURGE_OLDER_THAN", OB_CFG_DURATION, NULL,
 	    PURGE_OLDER_MIN_MS, PURGE_OLDER_MAX_MS, NULL, true, older_ms,

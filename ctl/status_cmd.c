@@ -42,7 +42,7 @@ struct status_config {
 
 #define OB_CFG_STRUCT struct status_config
 
-const struct ob_cfg_opt ctl_status_options[] = {
+static const struct ob_cfg_opt ctl_status_options[] = {
 	OB_CFG_OPT_DB(db, "the producer database (keywords or URI)"),
 	OB_CFG_OPT("topic", "OUTBOX_CTL_TOPIC", OB_CFG_STRING, NULL, 0, 0, NULL, false, topic,
 	    "only this topic"),

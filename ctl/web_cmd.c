@@ -59,7 +59,7 @@ struct web_config {
 
 #define OB_CFG_STRUCT struct web_config
 
-const struct ob_cfg_opt ctl_web_options[] = {
+static const struct ob_cfg_opt ctl_web_options[] = {
 	OB_CFG_OPT_DB(db, "the producer database; its role needs only"
 	    " outbox_viewer's grants (read-only)"),
 	OB_CFG_OPT("inbox-db", "OUTBOX_INBOX_DB", OB_CFG_STRING, NULL, 0, 0, NULL, false, inbox_db,

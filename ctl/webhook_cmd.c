@@ -57,7 +57,7 @@ struct webhook_ctl_config {
 #define OPT_JSON OB_CFG_OPT("json", "OUTBOX_CTL_JSON", OB_CFG_BOOL, "false", 0, 0, NULL, \
 	false, json, "print JSON instead of a table")
 
-const struct ob_cfg_opt ctl_webhook_list_options[] = {
+static const struct ob_cfg_opt ctl_webhook_list_options[] = {
 	OPT_INBOX_DB,
 	OB_CFG_OPT("topic", "OUTBOX_CTL_TOPIC", OB_CFG_STRING, NULL, 0, 0, NULL, false, topic,
 	    "only this topic"),
@@ -67,7 +67,7 @@ const struct ob_cfg_opt ctl_webhook_list_options[] = {
 	OB_CFG_END,
 };
 
-const struct ob_cfg_opt ctl_webhook_resolve_options[] = {
+static const struct ob_cfg_opt ctl_webhook_resolve_options[] = {
 	OPT_INBOX_DB,
 	OB_CFG_OPT("topic", "OUTBOX_CTL_TOPIC", OB_CFG_STRING, NULL, 0, 0, NULL, true, topic,
 	    "the parked call's topic"),

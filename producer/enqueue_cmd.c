@@ -30,7 +30,7 @@ struct enqueue_config {
 
 #define OB_CFG_STRUCT struct enqueue_config
 
-const struct ob_cfg_opt producer_enqueue_options[] = {
+static const struct ob_cfg_opt enqueue_options[] = {
 	OB_CFG_OPT_DB(db, "the producer's database (outbox migrations applied)"),
 	OB_CFG_OPT("title", "OUTBOX_TITLE", OB_CFG_STRING, "Crash on save", 0, 0, NULL, false,
 	    title, "report title (1..200 characters)"),
@@ -57,7 +57,8 @@ static const struct ob_cfg_program enqueue_program = {
 	.description = "Insert a bug report and its outbox record (topic report.created) in ONE"
 	    " transaction; any failure rolls both back. Prints report_id, message_id"
 	    " and key per report.",
-	.options = producer_enqueue_options,
+	.options = enqueue_options,
+	.markdown = OB_CFG_MARKDOWN_ALONE,
 };
 
 int
@@ -114,6 +115,6 @@ producer_cmd_enqueue(int argc, char **argv)
 out:
 	if (conn != NULL)
 		PQfinish(conn);
-	ob_cfg_free(producer_enqueue_options, &cfg);
+	ob_cfg_free(enqueue_options, &cfg);
 	return code;
 }

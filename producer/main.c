@@ -38,22 +38,10 @@ static const struct ob_command commands[] = {
 	{ NULL, NULL, NULL, 0 },
 };
 
-static const struct ob_command_doc docs[] = {
-	{ "outbox-producer enqueue", producer_enqueue_options },
-	{ "outbox-producer serve", producer_serve_options },
-	{ "outbox-producer submit", producer_submit_options },
-	{ "outbox-producer send", producer_send_options },
-	{ "outbox-producer lookup", producer_lookup_options },
-	{ "outbox-producer mcp", producer_mcp_options },
-	{ "outbox-producer matrix", producer_matrix_options },
-	{ NULL, NULL },
-};
-
 static const struct ob_command_set producer = {
 	"outbox-producer",
 	"The producer side of the outbox: business row + outbox record in one transaction.",
 	commands,
-	docs,
 };
 
 int

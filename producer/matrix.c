@@ -81,7 +81,7 @@ struct matrix_config {
 
 #define OB_CFG_STRUCT struct matrix_config
 
-const struct ob_cfg_opt producer_matrix_options[] = {
+static const struct ob_cfg_opt matrix_options[] = {
 	OB_CFG_OPT("db", "OUTBOX_DB", OB_CFG_STRING, NULL, 0, 0, NULL, true, db,
 	    "PostgreSQL connection string (outbox migrations applied); each cell's rows are"
 	    " tagged with the run id in their module"),
@@ -336,7 +336,8 @@ static const struct ob_cfg_program matrix_program = {
 	.description = "Reproduce the article's fault matrix: 5 server-mode/key-source rows x 5"
 	    " fault columns, each cell a real server + the real client, counting business rows"
 	    " in the database. Exit 0 when every cell equals the article's table.",
-	.options = producer_matrix_options,
+	.options = matrix_options,
+	.markdown = OB_CFG_MARKDOWN_ALONE,
 };
 
 int
@@ -437,6 +438,6 @@ out:
 		remove_flat_dir(dir);
 	if (conn != NULL)
 		PQfinish(conn);
-	ob_cfg_free(producer_matrix_options, &cfg);
+	ob_cfg_free(matrix_options, &cfg);
 	return code;
 }

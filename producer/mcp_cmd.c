@@ -48,7 +48,7 @@ struct mcp_config {
 
 #define OB_CFG_STRUCT struct mcp_config
 
-const struct ob_cfg_opt producer_mcp_options[] = {
+static const struct ob_cfg_opt mcp_options[] = {
 	OB_CFG_OPT("url", "OUTBOX_URL", OB_CFG_STRING, "http://127.0.0.1:8080", 0, 0, NULL, false,
 	    url, "base URL of outbox-producer serve"),
 	OB_CFG_OPT("run-id", "OUTBOX_RUN_ID", OB_CFG_STRING, NULL, 0, 0, NULL, false, run_id,
@@ -75,7 +75,8 @@ static const struct ob_cfg_program mcp_program = {
 	    " normalized arguments (never by the model; a key in the request's"
 	    " _meta.idempotency_key wins), so a retried call is answered from the first"
 	    " result. Logs go to stderr.",
-	.options = producer_mcp_options,
+	.options = mcp_options,
+	.markdown = OB_CFG_MARKDOWN_ALONE,
 };
 
 static const struct ob_program program = { &mcp_program, "outbox-producer", "mcp" };
@@ -239,6 +240,6 @@ producer_cmd_mcp(int argc, char **argv)
 	ob_info("mcp.stopped", "reason=eof");
 out:
 	explicit_bzero(token, sizeof(token));
-	ob_cfg_free(producer_mcp_options, &cfg);
+	ob_cfg_free(mcp_options, &cfg);
 	return code;
 }

@@ -79,7 +79,7 @@ struct serve_config {
 
 #define OB_CFG_STRUCT struct serve_config
 
-const struct ob_cfg_opt producer_serve_options[] = {
+static const struct ob_cfg_opt serve_options[] = {
 	OB_CFG_OPT_DB(db, "the producer's database (outbox migrations applied)"),
 	OB_CFG_OPT("http", "OUTBOX_HTTP", OB_CFG_STRING, "http://127.0.0.1:8080", 0, 0, NULL, false,
 	    http, "address to serve the API on: http://HOST:PORT, or https://HOST:PORT (TLS;"
@@ -175,7 +175,8 @@ static const struct ob_cfg_program cfg_program = {
     " commit in ONE transaction, only while the key still carries this request's fencing"
     " token. With --http https:// the API is served over TLS, and with --tls-ca only"
     " to clients holding a certificate from that CA (docs/security.md).",
-	.options = producer_serve_options,
+	.options = serve_options,
+	.markdown = OB_CFG_MARKDOWN_ALONE,
 };
 
 static const struct ob_program program = { &cfg_program, "outbox-producer", "producer" };
@@ -372,6 +373,6 @@ out:
 	producer_metrics_free(pm);
 	producer_tokens_free(tokens);
 	ob_httpd_tls_free(tls); /* after the server that borrowed it */
-	ob_cfg_free(producer_serve_options, &cfg);
+	ob_cfg_free(serve_options, &cfg);
 	return code;
 }

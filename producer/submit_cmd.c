@@ -67,7 +67,7 @@ struct submit_config {
 	    " (the server's format; the server's file decides the token's scope, whose keys are" \
 	    " the only ones this call can replay or look up); never printed")
 
-const struct ob_cfg_opt producer_submit_options[] = {
+static const struct ob_cfg_opt submit_options[] = {
 	OB_CFG_OPT("title", "OUTBOX_TITLE", OB_CFG_STRING, NULL, 0, 0, NULL, true, title,
 	    "report title (1..200 characters)"),
 	OB_CFG_OPT("module", "OUTBOX_MODULE", OB_CFG_STRING, NULL, 0, 0, NULL, true, module,
@@ -80,7 +80,7 @@ const struct ob_cfg_opt producer_submit_options[] = {
 	OB_CFG_END,
 };
 
-const struct ob_cfg_opt producer_send_options[] = {
+static const struct ob_cfg_opt send_options[] = {
 	OB_CFG_OPT("topic", "OUTBOX_TOPIC", OB_CFG_STRING, NULL, 0, 0, NULL, true, topic,
 	    "the message's topic (1..255 printable ASCII characters without spaces)"),
 	OB_CFG_OPT("payload", "OUTBOX_PAYLOAD", OB_CFG_STRING, NULL, 0, 0, NULL, true, payload,
@@ -156,7 +156,8 @@ static const struct ob_cfg_program submit_program = {
 	    " observation {ok, code, content, metadata}. Exit 0 ok, 1 failed (nothing"
 	    " created), 2 usage, 3 SIDE_EFFECT_UNCERTAIN (may have been created: look the"
 	    " key up, do not resubmit).",
-	.options = producer_submit_options,
+	.options = submit_options,
+	.markdown = OB_CFG_MARKDOWN_ALONE,
 };
 
 static const struct ob_cfg_program send_program = {
@@ -169,7 +170,8 @@ static const struct ob_cfg_program send_program = {
 	    " every retry. Exit 0 ok (metadata.messageId), 1 failed (nothing sent), 2 usage,"
 	    " 3 SIDE_EFFECT_UNCERTAIN (may have been sent: `outbox-producer lookup --kind"
 	    " message --key K`, do not send again).",
-	.options = producer_send_options,
+	.options = send_options,
+	.markdown = OB_CFG_MARKDOWN_ALONE,
 };
 
 /* --payload: the text itself, or @FILE's contents (at most
@@ -281,13 +283,13 @@ out:
 int
 producer_cmd_submit(int argc, char **argv)
 {
-	return run_call(&submit_program, producer_submit_options, CLIENT_REPORT, argc, argv);
+	return run_call(&submit_program, submit_options, CLIENT_REPORT, argc, argv);
 }
 
 int
 producer_cmd_send(int argc, char **argv)
 {
-	return run_call(&send_program, producer_send_options, CLIENT_MESSAGE, argc, argv);
+	return run_call(&send_program, send_options, CLIENT_MESSAGE, argc, argv);
 }
 
 struct lookup_config {
@@ -298,7 +300,7 @@ struct lookup_config {
 	char *api_token_file;
 };
 
-const struct ob_cfg_opt producer_lookup_options[] = {
+static const struct ob_cfg_opt lookup_options[] = {
 	{ "url", "OUTBOX_URL", OB_CFG_STRING, "http://127.0.0.1:8080", 0, 0, NULL, false, false,
 	    offsetof(struct lookup_config, url), "base URL of outbox-producer serve" },
 	{ "key", "OUTBOX_KEY", OB_CFG_STRING, NULL, 0, 0, NULL, true, false,
@@ -321,7 +323,8 @@ static const struct ob_cfg_program lookup_program = {
 	.description = "Look a report or a message up by its idempotency key (the recovery"
 	    " step before resubmitting). Prints ONE JSON observation: OK with what the key"
 	    " made, or NOT_FOUND (exit 1).",
-	.options = producer_lookup_options,
+	.options = lookup_options,
+	.markdown = OB_CFG_MARKDOWN_ALONE,
 };
 
 int
@@ -337,7 +340,7 @@ producer_cmd_lookup(int argc, char **argv)
 	    producer_token_read(cfg.api_token_file, token, sizeof(token), err, sizeof(err)) !=
 	        OB_OK) {
 		fprintf(stderr, "outbox-producer lookup: %s\n", err);
-		ob_cfg_free(producer_lookup_options, &cfg);
+		ob_cfg_free(lookup_options, &cfg);
 		return CLIENT_EXIT_USAGE;
 	}
 	struct client_result res;
@@ -347,6 +350,6 @@ producer_cmd_lookup(int argc, char **argv)
 	printf("%s\n", res.observation != NULL ? res.observation : "{}");
 	code = res.exit_code;
 	client_result_fini(&res);
-	ob_cfg_free(producer_lookup_options, &cfg);
+	ob_cfg_free(lookup_options, &cfg);
 	return code;
 }

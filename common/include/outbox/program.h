@@ -99,23 +99,17 @@ struct ob_command {
 	unsigned flags;                   /* the program's own marks, not read here */
 };
 
-/* One table of --help-markdown. */
-struct ob_command_doc {
-	const char *title; /* "outboxctl dead list" */
-	const struct ob_cfg_opt *options;
-};
-
 struct ob_command_set {
 	const char *program;               /* "outboxctl": usage, errors, log name */
 	const char *summary;               /* the paragraph under the usage line */
 	const struct ob_command *commands; /* ended by a NULL name */
-	const struct ob_command_doc *docs; /* ended by a NULL title */
 };
 
 /* The main of such a program: set up the log (program, info, text), then
  *   no argument: the usage on stderr -> 2
  *   --help, -h, help: the usage on stdout -> 0
- *   --help-markdown: every doc's table on stdout -> 0
+ *   --help-markdown: each command's run(2, {name, "--help-markdown"}),
+ *   a blank line between, so each must print its own tables then -> 0
  *   a command's name: its run(argc - 1, argv + 1) -> its code, *ran = it
  *   else "<program>: unknown command 'X' (see <program> --help)" -> 2,
  *   X redacted like a conninfo and escaped for the terminal.
