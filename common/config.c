@@ -788,11 +788,9 @@ wants_markdown(const struct ob_cfg_program *p, int argc, char **argv)
 {
 	if (p->markdown == OB_CFG_MARKDOWN_ALONE)
 		return argc == 2 && strcmp(argv[1], "--help-markdown") == 0;
-	if (p->markdown == OB_CFG_MARKDOWN_ANY) {
-		for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
-			if (strcmp(argv[i], "--help-markdown") == 0)
-				return true;
-	}
+	for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+		if (strcmp(argv[i], "--help-markdown") == 0)
+			return true;
 	return false;
 }
 

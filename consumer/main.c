@@ -201,7 +201,6 @@ static const struct ob_cfg_program cfg_program = {
     " relays holding a client certificate signed by --tls-ca are served"
     " (docs/security.md). Run `outboxctl migrate --schema inbox` first.",
 	.options = consumer_options,
-	.markdown = OB_CFG_MARKDOWN_ALONE,
 };
 
 static const struct ob_program program = { &cfg_program, "outbox-consumer", "consumer" };

@@ -58,7 +58,6 @@ static const struct ob_cfg_program enqueue_program = {
 	    " transaction; any failure rolls both back. Prints report_id, message_id"
 	    " and key per report.",
 	.options = enqueue_options,
-	.markdown = OB_CFG_MARKDOWN_ALONE,
 };
 
 int

@@ -337,7 +337,6 @@ static const struct ob_cfg_program matrix_program = {
 	    " fault columns, each cell a real server + the real client, counting business rows"
 	    " in the database. Exit 0 when every cell equals the article's table.",
 	.options = matrix_options,
-	.markdown = OB_CFG_MARKDOWN_ALONE,
 };
 
 int

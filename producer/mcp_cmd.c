@@ -76,7 +76,6 @@ static const struct ob_cfg_program mcp_program = {
 	    " _meta.idempotency_key wins), so a retried call is answered from the first"
 	    " result. Logs go to stderr.",
 	.options = mcp_options,
-	.markdown = OB_CFG_MARKDOWN_ALONE,
 };
 
 static const struct ob_program program = { &mcp_program, "outbox-producer", "mcp" };

@@ -176,7 +176,6 @@ static const struct ob_cfg_program cfg_program = {
     " token. With --http https:// the API is served over TLS, and with --tls-ca only"
     " to clients holding a certificate from that CA (docs/security.md).",
 	.options = serve_options,
-	.markdown = OB_CFG_MARKDOWN_ALONE,
 };
 
 static const struct ob_program program = { &cfg_program, "outbox-producer", "producer" };

@@ -157,7 +157,6 @@ static const struct ob_cfg_program submit_program = {
 	    " created), 2 usage, 3 SIDE_EFFECT_UNCERTAIN (may have been created: look the"
 	    " key up, do not resubmit).",
 	.options = submit_options,
-	.markdown = OB_CFG_MARKDOWN_ALONE,
 };
 
 static const struct ob_cfg_program send_program = {
@@ -171,7 +170,6 @@ static const struct ob_cfg_program send_program = {
 	    " 3 SIDE_EFFECT_UNCERTAIN (may have been sent: `outbox-producer lookup --kind"
 	    " message --key K`, do not send again).",
 	.options = send_options,
-	.markdown = OB_CFG_MARKDOWN_ALONE,
 };
 
 /* --payload: the text itself, or @FILE's contents (at most
@@ -324,7 +322,6 @@ static const struct ob_cfg_program lookup_program = {
 	    " step before resubmitting). Prints ONE JSON observation: OK with what the key"
 	    " made, or NOT_FOUND (exit 1).",
 	.options = lookup_options,
-	.markdown = OB_CFG_MARKDOWN_ALONE,
 };
 
 int

@@ -190,7 +190,6 @@ static const struct ob_cfg_program cfg_program = {
     " destination that is down: nothing sent, attempts refunded, a warning"
     " (docs/security.md).",
 	.options = relay_options,
-	.markdown = OB_CFG_MARKDOWN_ALONE,
 };
 
 static const struct ob_program program = { &cfg_program, "outbox-relay", "relay" };

@@ -95,7 +95,6 @@ static const struct ob_cfg_program sink_program = {
 	    " later requests with the key are answered as replays; GET /stats gives the"
 	    " counts as JSON.",
 	.options = sink_options,
-	.markdown = OB_CFG_MARKDOWN_ALONE,
 };
 
 struct sink_key {

@@ -102,8 +102,7 @@ void ob_cfg_markdown(FILE *f, const char *title, const struct ob_cfg_opt *table)
 
 /* What a program (or subcommand) tells ob_cfg_load about itself. */
 enum ob_cfg_markdown {
-	OB_CFG_MARKDOWN_NONE,  /* --help-markdown is an unknown flag like any other */
-	OB_CFG_MARKDOWN_ALONE, /* "<prog> --help-markdown", as the only argument */
+	OB_CFG_MARKDOWN_ALONE, /* (the default) "<prog> --help-markdown", as the only argument */
 	OB_CFG_MARKDOWN_ANY,   /* --help-markdown anywhere before "--" */
 };
 
