@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "ctl.h"
-#include "outbox/config_rows.h"
+#include "ctl_rows.h"
 #include "ctl_util.h"
 #include "outbox/err.h"
 #include "outbox/pg.h"
@@ -39,38 +39,32 @@ struct dead_config {
 };
 
 #define OB_CFG_STRUCT struct dead_config
-#define OPT_DB OB_CFG_OPT_DB(db, "the producer database (keywords or URI)")
-#define OPT_JSON OB_CFG_OPT("json", "OUTBOX_CTL_JSON", OB_CFG_BOOL, "false", 0, 0, NULL, \
-	false, json, "print JSON instead of a table")
 
 static const struct ob_cfg_opt ctl_dead_list_options[] = {
-	OPT_DB,
-	OB_CFG_OPT("topic", "OUTBOX_CTL_TOPIC", OB_CFG_STRING, NULL, 0, 0, NULL, false, topic,
-	    "only this topic"),
-	OB_CFG_OPT("limit", "OUTBOX_CTL_LIMIT", OB_CFG_INT, DEAD_LIST_LIMIT_DEFAULT, 1,
-	    DEAD_LIST_LIMIT_MAX, NULL, false, limit, "show at most this many (oldest first)"),
-	OPT_JSON,
+	CTL_OPT_DB(db),
+	CTL_OPT_TOPIC(topic, "only this topic"),
+	CTL_OPT_LIMIT(limit, DEAD_LIST_LIMIT_DEFAULT, DEAD_LIST_LIMIT_MAX),
+	CTL_OPT_JSON(json, "a table"),
 	OB_CFG_END,
 };
 
 static const struct ob_cfg_opt ctl_dead_show_options[] = {
-	OPT_DB,
-	OPT_JSON,
+	CTL_OPT_DB(db),
+	CTL_OPT_JSON(json, "a table"),
 	OB_CFG_END,
 };
 
 static const struct ob_cfg_opt ctl_dead_requeue_options[] = {
-	OPT_DB,
+	CTL_OPT_DB(db),
 	OB_CFG_OPT("all", "OUTBOX_CTL_REQUEUE_ALL", OB_CFG_BOOL, "false", 0, 0, NULL, false, all,
 	    "requeue every dead message (of --topic)"),
-	OB_CFG_OPT("topic", "OUTBOX_CTL_TOPIC", OB_CFG_STRING, NULL, 0, 0, NULL, false, topic,
-	    "with --all: only this topic"),
+	CTL_OPT_TOPIC(topic, "with --all: only this topic"),
 	OB_CFG_OPT("dedup-retention", "OUTBOX_DEDUP_RETENTION", OB_CFG_DURATION,
 	    DEDUP_RETENTION_DEFAULT, 1000, DEDUP_RETENTION_MAX, NULL, false, retention_ms,
 	    "the consumer's --dedup-retention: older messages are refused"),
 	OB_CFG_OPT("force", "OUTBOX_CTL_FORCE", OB_CFG_BOOL, "false", 0, 0, NULL, false, force,
 	    "requeue even messages older than the dedup retention"),
-	OPT_JSON,
+	CTL_OPT_JSON(json, "a table"),
 	OB_CFG_END,
 };
 

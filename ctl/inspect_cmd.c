@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "ctl.h"
-#include "outbox/config_rows.h"
+#include "ctl_rows.h"
 #include "ctl_util.h"
 #include "outbox/pg.h"
 
@@ -27,13 +27,12 @@ struct inspect_config {
 #define OB_CFG_STRUCT struct inspect_config
 
 static const struct ob_cfg_opt ctl_inspect_options[] = {
-	OB_CFG_OPT_DB(db, "the producer database (keywords or URI)"),
+	CTL_OPT_DB(db),
 	OB_CFG_OPT("key", "OUTBOX_CTL_KEY", OB_CFG_STRING, NULL, 0, 0, NULL, true, key,
 	    "the message's idempotency key"),
-	OB_CFG_OPT("topic", "OUTBOX_CTL_TOPIC", OB_CFG_STRING, NULL, 0, 0, NULL, false, topic,
+	CTL_OPT_TOPIC(topic,
 	    "its topic (a key is unique per topic; without it every topic is searched)"),
-	OB_CFG_OPT("json", "OUTBOX_CTL_JSON", OB_CFG_BOOL, "false", 0, 0, NULL, false, json,
-	    "print JSON instead of text"),
+	CTL_OPT_JSON(json, "text"),
 	OB_CFG_END,
 };
 

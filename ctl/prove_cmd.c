@@ -23,7 +23,7 @@
 #include <time.h>
 
 #include "ctl.h"
-#include "outbox/config_rows.h"
+#include "ctl_rows.h"
 #include "ctl_util.h"
 #include "outbox/err.h"
 #include "outbox/pg.h"
@@ -56,8 +56,7 @@ struct prove_config {
 
 static const struct ob_cfg_opt ctl_prove_options[] = {
 	OB_CFG_OPT_DB(db, "the producer database (outbox schema)"),
-	OB_CFG_OPT("inbox-db", "OUTBOX_INBOX_DB", OB_CFG_STRING, NULL, 0, 0, NULL, true, inbox_db,
-	    "PostgreSQL connection string of the consumer's database (inbox schema)"),
+	CTL_OPT_INBOX_DB(inbox_db),
 	OB_CFG_OPT("since", "OUTBOX_CTL_SINCE", OB_CFG_STRING, NULL, 0, 0, NULL, true, since,
 	    "judge the messages created at or after this time: ISO 8601 (2025-01-31T12:00:00Z,"
 	    " 2025-01-31 12:00:00.5+02:00, 2025-01-31; no zone = UTC) or an age before the"

@@ -27,7 +27,7 @@
 #include <time.h>
 
 #include "ctl.h"
-#include "outbox/config_rows.h"
+#include "ctl_rows.h"
 #include "ctl_util.h"
 #include "outbox/clock.h"
 #include "outbox/err.h"
@@ -54,7 +54,7 @@ struct purge_config {
 #define OB_CFG_STRUCT struct purge_config
 
 static const struct ob_cfg_opt ctl_purge_options[] = {
-	OB_CFG_OPT_DB(db, "the producer database (keywords or URI)"),
+	CTL_OPT_DB(db),
 	OB_CFG_OPT("older-than", "OUTBOX_CTL_PURGE_OLDER_THAN", OB_CFG_DURATION, NULL,
 	    PURGE_OLDER_MIN_MS, PURGE_OLDER_MAX_MS, NULL, true, older_ms,
 	    "delete delivered messages of slots closed longer ago than this (\"7d\", \"36h\")"),
@@ -63,8 +63,7 @@ static const struct ob_cfg_opt ctl_purge_options[] = {
 	    "ignored (kept for existing scripts): messages go a whole slot at a time"),
 	OB_CFG_OPT("dry-run", "OUTBOX_CTL_DRY_RUN", OB_CFG_BOOL, "false", 0, 0, NULL, false,
 	    dry_run, "only count what would be deleted"),
-	OB_CFG_OPT("json", "OUTBOX_CTL_JSON", OB_CFG_BOOL, "false", 0, 0, NULL, false, json,
-	    "print JSON instead of text"),
+	CTL_OPT_JSON(json, "text"),
 	OB_CFG_END,
 };
 

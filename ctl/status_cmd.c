@@ -29,7 +29,7 @@
 #include <string.h>
 
 #include "ctl.h"
-#include "outbox/config_rows.h"
+#include "ctl_rows.h"
 #include "ctl_util.h"
 #include "outbox/pg.h"
 #include "queries.h"
@@ -43,11 +43,9 @@ struct status_config {
 #define OB_CFG_STRUCT struct status_config
 
 static const struct ob_cfg_opt ctl_status_options[] = {
-	OB_CFG_OPT_DB(db, "the producer database (keywords or URI)"),
-	OB_CFG_OPT("topic", "OUTBOX_CTL_TOPIC", OB_CFG_STRING, NULL, 0, 0, NULL, false, topic,
-	    "only this topic"),
-	OB_CFG_OPT("json", "OUTBOX_CTL_JSON", OB_CFG_BOOL, "false", 0, 0, NULL, false, json,
-	    "print JSON instead of a table"),
+	CTL_OPT_DB(db),
+	CTL_OPT_TOPIC(topic, "only this topic"),
+	CTL_OPT_JSON(json, "a table"),
 	OB_CFG_END,
 };
 

@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "ctl.h"
+#include "ctl_rows.h"
 #include "ctl_util.h"
 #include "outbox/err.h"
 #include "outbox/keyclaim.h"
@@ -52,23 +53,17 @@ struct webhook_ctl_config {
 };
 
 #define OB_CFG_STRUCT struct webhook_ctl_config
-#define OPT_INBOX_DB OB_CFG_OPT("inbox-db", "OUTBOX_INBOX_DB", OB_CFG_STRING, NULL, 0, 0, \
-	NULL, true, db, "PostgreSQL connection string of the consumer's (inbox) database")
-#define OPT_JSON OB_CFG_OPT("json", "OUTBOX_CTL_JSON", OB_CFG_BOOL, "false", 0, 0, NULL, \
-	false, json, "print JSON instead of a table")
 
 static const struct ob_cfg_opt ctl_webhook_list_options[] = {
-	OPT_INBOX_DB,
-	OB_CFG_OPT("topic", "OUTBOX_CTL_TOPIC", OB_CFG_STRING, NULL, 0, 0, NULL, false, topic,
-	    "only this topic"),
-	OB_CFG_OPT("limit", "OUTBOX_CTL_LIMIT", OB_CFG_INT, WEBHOOK_LIST_LIMIT_DEFAULT, 1,
-	    WEBHOOK_LIST_LIMIT_MAX, NULL, false, limit, "show at most this many (oldest first)"),
-	OPT_JSON,
+	CTL_OPT_INBOX_DB(db),
+	CTL_OPT_TOPIC(topic, "only this topic"),
+	CTL_OPT_LIMIT(limit, WEBHOOK_LIST_LIMIT_DEFAULT, WEBHOOK_LIST_LIMIT_MAX),
+	CTL_OPT_JSON(json, "a table"),
 	OB_CFG_END,
 };
 
 static const struct ob_cfg_opt ctl_webhook_resolve_options[] = {
-	OPT_INBOX_DB,
+	CTL_OPT_INBOX_DB(db),
 	OB_CFG_OPT("topic", "OUTBOX_CTL_TOPIC", OB_CFG_STRING, NULL, 0, 0, NULL, true, topic,
 	    "the parked call's topic"),
 	OB_CFG_OPT("key", "OUTBOX_CTL_KEY", OB_CFG_STRING, NULL, 0, 0, NULL, true, key,
@@ -76,7 +71,7 @@ static const struct ob_cfg_opt ctl_webhook_resolve_options[] = {
 	OB_CFG_OPT("as", "OUTBOX_CTL_RESOLVE_AS", OB_CFG_ENUM, NULL, 0, 0, "sent|not-sent", true,
 	    as, "sent = the downstream applied it (redeliveries: duplicate); not-sent = it did"
 	    " not (the next delivery sends it once more)"),
-	OPT_JSON,
+	CTL_OPT_JSON(json, "a table"),
 	OB_CFG_END,
 };
 
