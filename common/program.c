@@ -160,46 +160,46 @@ ob_program_wait(const struct ob_program *p, const struct ob_reload *reload,
 }
 
 static void
-usage(FILE *f, const struct ob_command_set *s)
+usage(FILE *f, const char *program, const char *summary, const struct ob_command *commands)
 {
 	fprintf(f, "usage: %s COMMAND [options]   (%s COMMAND --help)\n\n%s\n\ncommands:\n",
-	    s->program, s->program, s->summary);
-	for (const struct ob_command *c = s->commands; c->name != NULL; c++)
+	    program, program, summary);
+	for (const struct ob_command *c = commands; c->name != NULL; c++)
 		fprintf(f, "  %-10s %s\n", c->name, c->help);
 }
 
 /* The tables are the commands' own: each prints them (ob_cfg_load). */
 static void
-markdown(const struct ob_command_set *s)
+markdown(const struct ob_command *commands)
 {
-	for (const struct ob_command *c = s->commands; c->name != NULL; c++) {
+	for (const struct ob_command *c = commands; c->name != NULL; c++) {
 		char *argv[] = { (char *)c->name, "--help-markdown", NULL };
-		if (c != s->commands)
+		if (c != commands)
 			fputc('\n', stdout);
 		(void)c->run(2, argv);
 	}
 }
 
 int
-ob_program_dispatch(const struct ob_command_set *s, int argc, char **argv,
-    const struct ob_command **ran)
+ob_program_dispatch(const char *program, const char *summary,
+    const struct ob_command *commands, int argc, char **argv, const struct ob_command **ran)
 {
 	*ran = NULL;
-	ob_log_init(s->program, OB_LOG_INFO, OB_LOG_TEXT);
+	ob_log_init(program, OB_LOG_INFO, OB_LOG_TEXT);
 	if (argc < 2) {
-		usage(stderr, s);
+		usage(stderr, program, summary, commands);
 		return 2;
 	}
 	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
 	    strcmp(argv[1], "help") == 0) {
-		usage(stdout, s);
+		usage(stdout, program, summary, commands);
 		return 0;
 	}
 	if (strcmp(argv[1], "--help-markdown") == 0) {
-		markdown(s);
+		markdown(commands);
 		return 0;
 	}
-	for (const struct ob_command *c = s->commands; c->name != NULL; c++)
+	for (const struct ob_command *c = commands; c->name != NULL; c++)
 		if (strcmp(argv[1], c->name) == 0) {
 			*ran = c;
 			return c->run(argc - 1, argv + 1);
@@ -208,7 +208,6 @@ ob_program_dispatch(const struct ob_command_set *s, int argc, char **argv,
 	char redacted[PROGRAM_SHOWN_MAX], shown[PROGRAM_SHOWN_MAX];
 	ob_pg_redact_conninfo(argv[1], redacted, sizeof(redacted));
 	(void)ob_term_escape(shown, sizeof(shown), redacted, 0);
-	fprintf(stderr, "%s: unknown command '%s' (see %s --help)\n", s->program, shown,
-	    s->program);
+	fprintf(stderr, "%s: unknown command '%s' (see %s --help)\n", program, shown, program);
 	return 2;
 }

@@ -21,15 +21,10 @@ static const struct ob_command commands[] = {
 	{ NULL, NULL, NULL, 0 },
 };
 
-static const struct ob_command_set ctl = {
-	"outboxctl",
-	"Operate an outbox relay deployment.",
-	commands,
-};
-
 int
 main(int argc, char **argv)
 {
 	const struct ob_command *ran;
-	return ob_program_dispatch(&ctl, argc, argv, &ran);
+	return ob_program_dispatch("outboxctl", "Operate an outbox relay deployment.", commands,
+	    argc, argv, &ran);
 }

@@ -38,17 +38,12 @@ static const struct ob_command commands[] = {
 	{ NULL, NULL, NULL, 0 },
 };
 
-static const struct ob_command_set producer = {
-	"outbox-producer",
-	"The producer side of the outbox: business row + outbox record in one transaction.",
-	commands,
-};
-
 int
 main(int argc, char **argv)
 {
 	const struct ob_command *ran;
-	int code = ob_program_dispatch(&producer, argc, argv, &ran);
+	int code = ob_program_dispatch("outbox-producer", "The producer side of the outbox:"
+	    " business row + outbox record in one transaction.", commands, argc, argv, &ran);
 
 	if (ran == NULL || !(ran->flags & NO_NNG_TEARDOWN))
 		nng_fini();

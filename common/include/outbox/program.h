@@ -99,13 +99,9 @@ struct ob_command {
 	unsigned flags;                   /* the program's own marks, not read here */
 };
 
-struct ob_command_set {
-	const char *program;               /* "outboxctl": usage, errors, log name */
-	const char *summary;               /* the paragraph under the usage line */
-	const struct ob_command *commands; /* ended by a NULL name */
-};
-
-/* The main of such a program: set up the log (program, info, text), then
+/* The main of program ("outboxctl": its usage, errors and log name), with
+ * commands (ended by a NULL name) and summary, the paragraph under the
+ * usage line: set up the log (program, info, text), then
  *   no argument: the usage on stderr -> 2
  *   --help, -h, help: the usage on stdout -> 0
  *   --help-markdown: each command's run(2, {name, "--help-markdown"}),
@@ -114,7 +110,7 @@ struct ob_command_set {
  *   else "<program>: unknown command 'X' (see <program> --help)" -> 2,
  *   X redacted like a conninfo and escaped for the terminal.
  * *ran is NULL unless a command ran. */
-int ob_program_dispatch(const struct ob_command_set *s, int argc, char **argv,
-    const struct ob_command **ran);
+int ob_program_dispatch(const char *program, const char *summary,
+    const struct ob_command *commands, int argc, char **argv, const struct ob_command **ran);
 
 #endif
