@@ -18,6 +18,7 @@
 
 #include "api.h"
 #include "auth.h"
+#include "outbox/httpd.h"
 
 struct ob_httpd_tls;
 
@@ -27,13 +28,7 @@ struct http_server_config {
 	const char *db;           /* conninfo */
 	int threads;              /* serving threads = DB connections */
 	int max_queue;            /* requests waiting for a thread; more get 503 */
-	int64_t max_body;         /* bytes; a larger Content-Length gets 413 */
-	int64_t max_header;       /* bytes of request line + headers; more gets 431 */
-	int64_t header_timeout_ms; /* first byte of a request -> end of its headers */
-	int64_t read_timeout_ms;  /* first byte of a request -> end of its body */
-	int64_t idle_timeout_ms;  /* connection with no request in progress; 0 = never */
-	int64_t write_timeout_ms; /* to write one response */
-	int max_conns;            /* open connections; 0 = no cap */
+	struct ob_httpd_limits limits; /* --max-body, --read-timeout ... (outbox/httpd.h) */
 	struct ob_metrics *conn_metrics; /* connection counters (NULL: none) */
 	const struct producer_tokens *tokens; /* NULL: no auth; else Bearer required
 	                                       * on every route but GET /healthz, and

@@ -298,13 +298,15 @@ producer_cmd_serve(int argc, char **argv)
 		.db = cfg.db,
 		.threads = (int)cfg.threads,
 		.max_queue = (int)cfg.max_queue,
-		.max_body = cfg.max_body,
-		.max_header = cfg.max_header,
-		.header_timeout_ms = cfg.header_timeout,
-		.read_timeout_ms = cfg.read_timeout,
-		.idle_timeout_ms = cfg.idle_timeout,
-		.write_timeout_ms = cfg.write_timeout,
-		.max_conns = (int)cfg.max_connections,
+		.limits = {
+			.max_conns = (int)cfg.max_connections,
+			.idle_timeout_ms = cfg.idle_timeout,
+			.header_timeout_ms = cfg.header_timeout,
+			.request_timeout_ms = cfg.read_timeout,
+			.write_timeout_ms = cfg.write_timeout,
+			.max_header = (size_t)cfg.max_header,
+			.max_body = (size_t)cfg.max_body,
+		},
 		.api = { .lease_ms = cfg.lease, .fencing = !cfg.no_fencing, .faults = &faults },
 	};
 	producer_mode_parse(cfg.idempotency, &hcfg.api.mode);
