@@ -1,15 +1,28 @@
 /*
  * client_flags.h - the flags of every command that calls the producer API
  * through the agent-side client (client.h): submit, send (submit_cmd.c)
- * and mcp (mcp_cmd.c). CLIENT_RETRY_OPTIONS expands to rows of a config
- * table (OB_CFG_OPT), so the including file's OB_CFG_STRUCT must have the
- * fields attempts, backoff_base, backoff_cap, timeout_ms, max_retry_after
- * and ledger.
+ * and mcp (mcp_cmd.c), and lookup for the first and the last below. Each
+ * macro expands to rows of a config table (OB_CFG_OPT), so the including
+ * file's OB_CFG_STRUCT must have the fields they name: CLIENT_RETRY_OPTIONS
+ * attempts, backoff_base, backoff_cap, timeout_ms, max_retry_after and
+ * ledger.
  */
 #ifndef OUTBOX_CLIENT_CLIENT_FLAGS_H
 #define OUTBOX_CLIENT_CLIENT_FLAGS_H
 
 #define CLIENT_MAX_ATTEMPTS 100
+
+/* --url: where outbox-producer serve answers. */
+#define CLIENT_OPT_URL(field)                                                            \
+	OB_CFG_OPT("url", "OUTBOX_URL", OB_CFG_STRING, "http://127.0.0.1:8080", 0, 0, NULL,    \
+	    false, field, "base URL of outbox-producer serve")
+
+/* --api-token-file (producer_token_flag); scope: what the token's scope
+ * (the server's file decides it) means for this command. */
+#define CLIENT_OPT_TOKEN_FILE(field, scope)                                              \
+	OB_CFG_OPT("api-token-file", "OUTBOX_API_TOKEN_FILE", OB_CFG_STRING, NULL, 0, 0, NULL,  \
+	    false, field, "send Authorization: Bearer with the one token in this file (the"      \
+	    " server's format); " scope "; never printed")
 
 #define CLIENT_RETRY_OPTIONS                                                             \
 	OB_CFG_OPT("attempts", "OUTBOX_ATTEMPTS", OB_CFG_INT, "4", 1, CLIENT_MAX_ATTEMPTS, NULL, \

@@ -291,6 +291,20 @@ producer_token_read(const char *path, char *out, size_t outlen, char *err, size_
 	return OB_OK;
 }
 
+int
+producer_token_flag(const char *path, char *buf, size_t buflen, const char **token, char *err,
+    size_t errlen)
+{
+	if (path == NULL || path[0] == '\0') {
+		*token = NULL;
+		return OB_OK;
+	}
+	int rc = producer_token_read(path, buf, buflen, err, errlen);
+	if (rc == OB_OK)
+		*token = buf;
+	return rc;
+}
+
 void
 producer_tokens_free(struct producer_tokens *t)
 {

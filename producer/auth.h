@@ -81,6 +81,13 @@ bool producer_topic_allowed(const char *topics, const char *topic);
 int producer_token_read(const char *path, char *out, size_t outlen, char *err,
     size_t errlen);
 
+/* A client command's --api-token-file, path: unset or "" sends no token
+ * (*token = NULL); else its token is read (producer_token_read) into buf,
+ * of PRODUCER_TOKEN_MAX + 1 bytes, and *token = buf. OB_OK, or the error
+ * of producer_token_read with *token unchanged. */
+int producer_token_flag(const char *path, char *buf, size_t buflen, const char **token,
+    char *err, size_t errlen);
+
 /* Wipe and free. NULL is ok. */
 void producer_tokens_free(struct producer_tokens *t);
 

@@ -49,8 +49,7 @@ struct mcp_config {
 #define OB_CFG_STRUCT struct mcp_config
 
 static const struct ob_cfg_opt mcp_options[] = {
-	OB_CFG_OPT("url", "OUTBOX_URL", OB_CFG_STRING, "http://127.0.0.1:8080", 0, 0, NULL, false,
-	    url, "base URL of outbox-producer serve"),
+	CLIENT_OPT_URL(url),
 	OB_CFG_OPT("run-id", "OUTBOX_RUN_ID", OB_CFG_STRING, NULL, 0, 0, NULL, false, run_id,
 	    "the run the tool keys belong to (1..128 printable characters); default: derived"
 	    " from the host process (kept across restarts of this server by the same host)"),
@@ -59,9 +58,7 @@ static const struct ob_cfg_opt mcp_options[] = {
 	    MCP_MESSAGE_MAX, NULL, false, max_message,
 	    "longest JSON-RPC message (one line) read; a longer one is answered with a parse"
 	    " error and skipped"),
-	OB_CFG_OPT("api-token-file", "OUTBOX_API_TOKEN_FILE", OB_CFG_STRING, NULL, 0, 0, NULL,
-	    false, api_token_file, "send Authorization: Bearer with the one token in this file (the"
-	    " server's format; its scope on the server holds the tools' keys); never printed"),
+	CLIENT_OPT_TOKEN_FILE(api_token_file, "its scope on the server holds the tools' keys"),
 	OB_CFG_OPT_LOG_LEVEL(log_level),
 	OB_CFG_END,
 };
@@ -225,13 +222,10 @@ producer_cmd_mcp(int argc, char **argv)
 	}
 	if (cfg.run_id != NULL)
 		snprintf(s.run_id, sizeof(s.run_id), "%s", cfg.run_id);
-	if (cfg.api_token_file != NULL && cfg.api_token_file[0] != '\0') {
-		if (producer_token_read(cfg.api_token_file, token, sizeof(token), err,
-		        sizeof(err)) != OB_OK) {
-			fprintf(stderr, "outbox-producer mcp: %s\n", err);
-			goto out;
-		}
-		s.token = token;
+	if (producer_token_flag(cfg.api_token_file, token, sizeof(token), &s.token, err,
+	        sizeof(err)) != OB_OK) {
+		fprintf(stderr, "outbox-producer mcp: %s\n", err);
+		goto out;
 	}
 	ob_info("mcp.started", "url=%s run_id=%s derived=%s", s.url, s.run_id,
 	    cfg.run_id != NULL ? "no" : "yes");

@@ -51,8 +51,7 @@ struct submit_config {
 
 /* The flags submit and send share: where, the key, retries, the ledger. */
 #define CALL_OPTIONS \
-	OB_CFG_OPT("url", "OUTBOX_URL", OB_CFG_STRING, "http://127.0.0.1:8080", 0, 0, NULL, \
-	    false, url, "base URL of outbox-producer serve"), \
+	CLIENT_OPT_URL(url), \
 	OB_CFG_OPT("key", "OUTBOX_KEY", OB_CFG_STRING, NULL, 0, 0, NULL, false, key, \
 	    "the idempotency key of this logical call (1..255 printable ASCII)"), \
 	OB_CFG_OPT("key-from", "OUTBOX_KEY_FROM", OB_CFG_STRING, NULL, 0, 0, NULL, false, \
@@ -62,10 +61,8 @@ struct submit_config {
 	OB_CFG_OPT("run", "OUTBOX_RUN", OB_CFG_STRING, NULL, 0, 0, NULL, false, run, \
 	    "run id (for --key-from content)"), \
 	CLIENT_RETRY_OPTIONS, \
-	OB_CFG_OPT("api-token-file", "OUTBOX_API_TOKEN_FILE", OB_CFG_STRING, NULL, 0, 0, NULL, \
-	    false, api_token_file, "send Authorization: Bearer with the one token in this file" \
-	    " (the server's format; the server's file decides the token's scope, whose keys are" \
-	    " the only ones this call can replay or look up); never printed")
+	CLIENT_OPT_TOKEN_FILE(api_token_file, "the server's file decides the token's scope," \
+	    " whose keys are the only ones this call can replay or look up")
 
 static const struct ob_cfg_opt submit_options[] = {
 	OB_CFG_OPT("title", "OUTBOX_TITLE", OB_CFG_STRING, NULL, 0, 0, NULL, true, title,
@@ -257,13 +254,10 @@ run_call(const struct ob_cfg_program *prog, const struct ob_cfg_opt *options,
 		goto out;
 	}
 	o.payload = payload;
-	if (cfg.api_token_file != NULL && cfg.api_token_file[0] != '\0') {
-		if (producer_token_read(cfg.api_token_file, token, sizeof(token), err,
-		        sizeof(err)) != OB_OK) {
-			fprintf(stderr, "%s: %s\n", prog->name, err);
-			goto out;
-		}
-		o.token = token;
+	if (producer_token_flag(cfg.api_token_file, token, sizeof(token), &o.token, err,
+	        sizeof(err)) != OB_OK) {
+		fprintf(stderr, "%s: %s\n", prog->name, err);
+		goto out;
 	}
 	struct client_result res;
 	client_submit(&o, &res);
@@ -298,20 +292,19 @@ struct lookup_config {
 	char *api_token_file;
 };
 
+#undef OB_CFG_STRUCT
+#define OB_CFG_STRUCT struct lookup_config
+
 static const struct ob_cfg_opt lookup_options[] = {
-	{ "url", "OUTBOX_URL", OB_CFG_STRING, "http://127.0.0.1:8080", 0, 0, NULL, false, false,
-	    offsetof(struct lookup_config, url), "base URL of outbox-producer serve" },
-	{ "key", "OUTBOX_KEY", OB_CFG_STRING, NULL, 0, 0, NULL, true, false,
-	    offsetof(struct lookup_config, key), "the idempotency key to look up" },
-	{ "kind", "OUTBOX_KIND", OB_CFG_ENUM, "report", 0, 0, "report|message", false, false,
-	    offsetof(struct lookup_config, kind),
-	    "what the key made: a report (submit, /v1/reports) or a message (send, /v1/messages)" },
-	{ "timeout-ms", "OUTBOX_TIMEOUT_MS", OB_CFG_INT, "2000", 1, 600000, NULL, false, false,
-	    offsetof(struct lookup_config, timeout_ms), "timeout in milliseconds" },
-	{ "api-token-file", "OUTBOX_API_TOKEN_FILE", OB_CFG_STRING, NULL, 0, 0, NULL, false,
-	    false, offsetof(struct lookup_config, api_token_file),
-	    "send Authorization: Bearer with the one token in this file; the key is looked up"
-	    " in that token's scope; never printed" },
+	CLIENT_OPT_URL(url),
+	OB_CFG_OPT("key", "OUTBOX_KEY", OB_CFG_STRING, NULL, 0, 0, NULL, true, key,
+	    "the idempotency key to look up"),
+	OB_CFG_OPT("kind", "OUTBOX_KIND", OB_CFG_ENUM, "report", 0, 0, "report|message", false,
+	    kind, "what the key made: a report (submit, /v1/reports) or a message (send,"
+	    " /v1/messages)"),
+	OB_CFG_OPT("timeout-ms", "OUTBOX_TIMEOUT_MS", OB_CFG_INT, "2000", 1, 600000, NULL, false,
+	    timeout_ms, "timeout in milliseconds"),
+	CLIENT_OPT_TOKEN_FILE(api_token_file, "the key is looked up in that token's scope"),
 	OB_CFG_END,
 };
 
@@ -330,20 +323,19 @@ producer_cmd_lookup(int argc, char **argv)
 	struct lookup_config cfg;
 	char err[1024], token[PRODUCER_TOKEN_MAX + 1];
 	int code;
+	const char *bearer;
 
 	if ((code = ob_cfg_load(&lookup_program, &cfg, argc, argv, NULL)) >= 0)
 		return code;
-	if (cfg.api_token_file != NULL && cfg.api_token_file[0] != '\0' &&
-	    producer_token_read(cfg.api_token_file, token, sizeof(token), err, sizeof(err)) !=
-	        OB_OK) {
+	if (producer_token_flag(cfg.api_token_file, token, sizeof(token), &bearer, err,
+	        sizeof(err)) != OB_OK) {
 		fprintf(stderr, "outbox-producer lookup: %s\n", err);
 		ob_cfg_free(lookup_options, &cfg);
 		return CLIENT_EXIT_USAGE;
 	}
 	struct client_result res;
 	client_lookup(strcmp(cfg.kind, "message") == 0 ? CLIENT_MESSAGE : CLIENT_REPORT, cfg.url,
-	    cfg.api_token_file != NULL && cfg.api_token_file[0] != '\0'
-	    ? token : NULL, cfg.key, cfg.timeout_ms, &res);
+	    bearer, cfg.key, cfg.timeout_ms, &res);
 	printf("%s\n", res.observation != NULL ? res.observation : "{}");
 	code = res.exit_code;
 	client_result_fini(&res);
