@@ -137,6 +137,18 @@ ctl_connect(const struct ctl_cmd *cmd, const char *conninfo)
 	return conn;
 }
 
+bool
+ctl_no_arguments(const struct ctl_cmd *cmd, char *const *pos, int npos, const char *hint)
+{
+	char shown[CTL_SHOWN_MAX];
+
+	if (npos == 0)
+		return true;
+	fprintf(stderr, "outboxctl %s: unexpected argument '%s'%s%s\n", cmd->name,
+	    ctl_shown(pos[0], shown, sizeof shown), hint ? " " : "", hint ? hint : "");
+	return false;
+}
+
 int
 ctl_start(const struct ctl_cmd *cmd, void *cfg, char *const *db, int argc, char **argv,
     const char *hint, PGconn **conn)
@@ -147,14 +159,10 @@ ctl_start(const struct ctl_cmd *cmd, void *cfg, char *const *db, int argc, char 
 	*conn = NULL;
 	if ((code = ctl_parse(cmd, cfg, argc, argv, &pos, &npos)) >= 0)
 		return code;
-	if (npos > 0) {
-		char shown[CTL_SHOWN_MAX];
-		fprintf(stderr, "outboxctl %s: unexpected argument '%s'%s%s\n", cmd->name,
-		    ctl_shown(pos[0], shown, sizeof shown), hint ? " " : "", hint ? hint : "");
-		free(pos);
-		return CTL_EXIT_USAGE;
-	}
+	bool none = ctl_no_arguments(cmd, pos, npos, hint);
 	free(pos);
+	if (!none)
+		return CTL_EXIT_USAGE;
 	if ((*conn = ctl_connect(cmd, *db)) == NULL)
 		return CTL_EXIT_FAIL;
 	return -1;

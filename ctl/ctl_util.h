@@ -28,6 +28,11 @@ struct ctl_cmd {
 int ctl_parse(const struct ctl_cmd *cmd, void *cfg, int argc, char **argv,
     char ***pos, int *npos);
 
+/* A subcommand that takes no positional argument: true when npos is 0,
+ * else false after "outboxctl NAME: unexpected argument 'X'" (then hint
+ * when not NULL), X the first of pos shown as ctl_shown shows it. */
+bool ctl_no_arguments(const struct ctl_cmd *cmd, char *const *pos, int npos, const char *hint);
+
 /* Connect, set UTC/ISO timestamps and check that the schema serves this
  * build's admin protocol (outbox.check_protocol 'admin', OB_PROTOCOL_ADMIN);
  * or print "outboxctl NAME: reason" (one line) and return NULL. Returns

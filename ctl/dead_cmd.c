@@ -215,11 +215,8 @@ dead_run(const struct ctl_cmd *cmd, int argc, char **argv)
 		goto out;
 	code = CTL_EXIT_USAGE;
 	char shown[CTL_SHOWN_MAX];
-	if (cmd == &list_cmd && npos > 0) {
-		fprintf(stderr, "outboxctl dead list: unexpected argument '%s'\n",
-		    ctl_shown(pos[0], shown, sizeof shown));
+	if (cmd == &list_cmd && !ctl_no_arguments(cmd, pos, npos, NULL))
 		goto out;
-	}
 	if (cmd == &show_cmd && npos != 1) {
 		fprintf(stderr, "outboxctl dead show: want exactly one ID\n");
 		goto out;

@@ -460,11 +460,8 @@ ctl_prove(int argc, char **argv)
 		goto out;
 	}
 	code = PROVE_EXIT_ERROR;
-	if (npos > 0) {
-		fprintf(stderr, "outboxctl prove: unexpected argument '%s'\n",
-		    ctl_shown(pos[0], shown, sizeof shown));
+	if (!ctl_no_arguments(&cmd, pos, npos, NULL))
 		goto out;
-	}
 	if (!parse_iso(cfg.since, since, sizeof since) && !parse_age(cfg.since, &ago_ms)) {
 		fprintf(stderr, "outboxctl prove: --since '%s': want an ISO 8601 time"
 		    " (2025-01-31T12:00:00Z; no zone = UTC) or an age (30s, 10m, 2h, 7d)\n",

@@ -161,11 +161,8 @@ ctl_web(int argc, char **argv)
 	if ((code = ctl_parse(&cmd, &cfg, argc, argv, &pos, &npos)) >= 0)
 		goto out;
 	code = CTL_EXIT_USAGE;
-	if (npos > 0) {
-		fprintf(stderr, "outboxctl web: unexpected argument '%s'\n",
-		    ctl_shown(pos[0], shown, sizeof shown));
+	if (!ctl_no_arguments(&cmd, pos, npos, NULL))
 		goto out;
-	}
 	if (strncmp(cfg.http, "http://", 7) != 0) {
 		fprintf(stderr, "outboxctl web: --http '%s': want http://HOST:PORT\n",
 		    ctl_shown(cfg.http, shown, sizeof shown));

@@ -217,7 +217,7 @@ static int
 webhook_run(const struct ctl_cmd *cmd, int argc, char **argv)
 {
 	struct webhook_ctl_config cfg;
-	char **pos = NULL, shown[CTL_SHOWN_MAX];
+	char **pos = NULL;
 	int npos, code;
 	PGconn *conn = NULL;
 
@@ -225,11 +225,8 @@ webhook_run(const struct ctl_cmd *cmd, int argc, char **argv)
 	if ((code = ctl_parse(cmd, &cfg, argc, argv, &pos, &npos)) >= 0)
 		goto out;
 	code = CTL_EXIT_USAGE;
-	if (npos > 0) {
-		fprintf(stderr, "outboxctl %s: unexpected argument '%s'\n", cmd->name,
-		    ctl_shown(pos[0], shown, sizeof shown));
+	if (!ctl_no_arguments(cmd, pos, npos, NULL))
 		goto out;
-	}
 	if (cmd == &resolve_cmd) {
 		size_t kl = strlen(cfg.key), tl = strlen(cfg.topic);
 		bool bad_key = kl == 0 || kl > (size_t)WEBHOOK_CLAIM_KEY_MAX;
