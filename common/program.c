@@ -67,14 +67,14 @@ ob_program_check(const struct ob_cfg_opt *table, const void *cfg, char *err, siz
 int
 ob_program_start(const struct ob_program *p, void *cfg, int argc, char **argv, int *first_arg)
 {
-	const struct ob_cfg_opt *table = p->config->options;
+	const struct ob_cfg_opt *table = p->config.options;
 	char err[PROGRAM_ERR_MAX];
 	int code;
 
-	if ((code = ob_cfg_load(p->config, cfg, argc, argv, first_arg)) >= 0)
+	if ((code = ob_cfg_load(&p->config, cfg, argc, argv, first_arg)) >= 0)
 		return code;
 	if (ob_program_check(table, cfg, err, sizeof(err)) != OB_OK) {
-		fprintf(stderr, "%s: %s\n", p->config->name, err);
+		fprintf(stderr, "%s: %s\n", p->config.name, err);
 		ob_cfg_free(table, cfg);
 		return 2;
 	}
@@ -96,8 +96,8 @@ ob_program_signals(const struct ob_program *p)
 {
 	char err[PROGRAM_ERR_MAX];
 
-	if (ob_sig_init(p->config->name, err, sizeof(err)) != OB_OK) {
-		fprintf(stderr, "%s: %s\n", p->config->name, err);
+	if (ob_sig_init(p->config.name, err, sizeof(err)) != OB_OK) {
+		fprintf(stderr, "%s: %s\n", p->config.name, err);
 		return OB_EINVAL;
 	}
 	ob_sig_exit_on_second_stop();
@@ -109,7 +109,7 @@ ob_program_serve_metrics(const struct ob_program *p, const void *cfg, struct ob_
     ob_ready_fn ready, void *arg, const struct ob_demo_admin *admin,
     struct ob_http_endpoint **ep)
 {
-	const struct ob_cfg_opt *table = p->config->options;
+	const struct ob_cfg_opt *table = p->config.options;
 	const char *metrics = row_text(table, cfg, "metrics");
 	bool demo = row_flag(table, cfg, "demo-admin");
 	char err[PROGRAM_ERR_MAX], event[64];
@@ -121,7 +121,7 @@ ob_program_serve_metrics(const struct ob_program *p, const void *cfg, struct ob_
 	rc = ob_http_endpoint_start_with(metrics, reg, ready, arg, demo ? ob_demo_admin_route : NULL,
 	    (void *)admin, ep, err, sizeof(err));
 	if (rc != OB_OK) {
-		fprintf(stderr, "%s: --metrics: %s\n", p->config->name, err);
+		fprintf(stderr, "%s: --metrics: %s\n", p->config.name, err);
 		return rc;
 	}
 	snprintf(event, sizeof(event), "%s.metrics.listening", p->events);
@@ -134,11 +134,11 @@ ob_program_serve_metrics(const struct ob_program *p, const void *cfg, struct ob_
 int
 ob_program_ready(const struct ob_program *p, const void *cfg, const char *url)
 {
-	const char *path = row_text(p->config->options, cfg, "ready-file");
+	const char *path = row_text(p->config.options, cfg, "ready-file");
 	char err[PROGRAM_ERR_MAX];
 
 	if (path != NULL && ob_ready_file_write(path, url, err, sizeof(err)) != OB_OK) {
-		fprintf(stderr, "%s: cannot write --ready-file %s\n", p->config->name, err);
+		fprintf(stderr, "%s: cannot write --ready-file %s\n", p->config.name, err);
 		return OB_EINVAL;
 	}
 	return OB_OK;

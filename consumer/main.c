@@ -188,10 +188,13 @@ static const struct ob_cfg_opt consumer_options[] = {
 _Static_assert(OB_WIRE_REQ_MSG_OVERHEAD_MAX == 811 &&
     OB_WIRE_REQ_HEADER + CONSUMER_SP_HEADER_MAX == 76, "--max-payload's help");
 
-static const struct ob_cfg_program cfg_program = {
-	.name = "outbox-consumer",
-	.synopsis = "outbox-consumer --db CONNINFO [--listen URL] [options]",
-	.description =
+static const struct ob_program program = {
+	.log_name = "outbox-consumer",
+	.events = "consumer",
+	.config = {
+		.name = "outbox-consumer",
+		.synopsis = "outbox-consumer --db CONNINFO [--listen URL] [options]",
+		.description =
     "Serve outbox deliveries over nng REP. Each request's messages are applied in"
     " one transaction: the dedup record (inbox.processed) and the effect commit"
     " together; a (topic, key) already processed answers 'duplicate' and applies"
@@ -200,10 +203,9 @@ static const struct ob_cfg_program cfg_program = {
     " payload is rejected (fingerprint mismatch). With --listen tls+tcp:// only"
     " relays holding a client certificate signed by --tls-ca are served"
     " (docs/security.md). Run `outboxctl migrate --schema inbox` first.",
-	.options = consumer_options,
+		.options = consumer_options,
+	},
 };
-
-static const struct ob_program program = { &cfg_program, "outbox-consumer", "consumer" };
 
 static uint64_t
 consumer_refusals_total(const struct consumer_counters *c)
@@ -369,7 +371,7 @@ main(int argc, char **argv)
 
 	/* SIGHUP: the settings, then (tls+tcp://) the certificate files */
 	struct consumer_tls_reload tls_reload = { srv, tls_files, url, cm };
-	struct ob_reload reload = { &cfg_program, &cfg, sizeof(cfg), argc, argv, "consumer", NULL };
+	struct ob_reload reload = { &program.config, &cfg, sizeof(cfg), argc, argv, "consumer", NULL };
 	ob_program_wait(&program, &reload, ob_bus_tls_url(cfg.listen) ? consumer_tls_reload : NULL,
 	    &tls_reload);
 	const struct consumer_counters *c = consumer_server_counters(srv);

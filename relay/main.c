@@ -176,10 +176,13 @@ static const struct ob_cfg_opt relay_options[] = {
 	OB_CFG_END,
 };
 
-static const struct ob_cfg_program cfg_program = {
-	.name = "outbox-relay",
-	.synopsis = "outbox-relay --db CONNINFO --route TOPIC=URL... [options]",
-	.description =
+static const struct ob_program program = {
+	.log_name = "outbox-relay",
+	.events = "relay",
+	.config = {
+		.name = "outbox-relay",
+		.synopsis = "outbox-relay --db CONNINFO --route TOPIC=URL... [options]",
+		.description =
     "Deliver committed outbox records to consumers, at least once. Reads each"
     " topic's messages in commit order and claims them in batches, each under a"
     " lease with a fencing token from one sequence; sends a batch as one nng REQ"
@@ -189,10 +192,9 @@ static const struct ob_cfg_program cfg_program = {
     " mutual TLS; a consumer that refuses the handshake (or is refused) is a"
     " destination that is down: nothing sent, attempts refunded, a warning"
     " (docs/security.md).",
-	.options = relay_options,
+		.options = relay_options,
+	},
 };
-
-static const struct ob_program program = { &cfg_program, "outbox-relay", "relay" };
 
 /* Checks that need more than one option, and the routes parsed into rt
  * (zeroed; the caller frees it); exit 2 material. */
@@ -325,7 +327,7 @@ main(int argc, char **argv)
 		code = 1;
 		goto out;
 	}
-	struct ob_reload reload = { &cfg_program, &cfg, sizeof(cfg), argc, argv, "relay",
+	struct ob_reload reload = { &program.config, &cfg, sizeof(cfg), argc, argv, "relay",
 		check_reload };
 	cfg.reload = &reload;
 	code = relay_supervise(&cfg, shared);

@@ -40,11 +40,11 @@
 struct ob_demo_admin; /* outbox/demo_admin.h */
 
 struct ob_program {
-	/* table, --help and the prefix of every error line ("outbox-producer
-	 * serve"), which is also the signal layer's */
-	const struct ob_cfg_program *config;
 	const char *log_name; /* the log lines' program field: "outbox-producer" */
 	const char *events;   /* prefix of the events logged here: "producer" */
+	/* table, --help and the prefix of every error line ("outbox-producer
+	 * serve"), which is also the signal layer's */
+	struct ob_cfg_program config;
 };
 
 /* Parse argv, the environment and the --config file into cfg
