@@ -36,6 +36,7 @@
 #include "outbox/err.h"
 #include "outbox/httpd.h"
 #include "outbox/log.h"
+#include "outbox/program.h"
 #include "outbox/ready_file.h"
 #include "outbox/sig.h"
 
@@ -87,14 +88,18 @@ static const struct ob_cfg_opt sink_options[] = {
 	OB_CFG_END,
 };
 
-static const struct ob_cfg_program sink_program = {
-	.name = "outbox-notify-sink",
-	.synopsis = "outbox-notify-sink [--http URL] [--path P] [--ignore-key] [faults]",
-	.description = "A downstream notification service for the consumer's webhook:"
-	    " POST PATH with an Idempotency-Key acts once per key (a log line),"
-	    " later requests with the key are answered as replays; GET /stats gives the"
-	    " counts as JSON.",
-	.options = sink_options,
+static const struct ob_program sink_program = {
+	.log_name = "outbox-notify-sink",
+	.events = "sink",
+	.config = {
+		.name = "outbox-notify-sink",
+		.synopsis = "outbox-notify-sink [--http URL] [--path P] [--ignore-key] [faults]",
+		.description = "A downstream notification service for the consumer's webhook:"
+		    " POST PATH with an Idempotency-Key acts once per key (a log line),"
+		    " later requests with the key are answered as replays; GET /stats gives"
+		    " the counts as JSON.",
+		.options = sink_options,
+	},
 };
 
 struct sink_key {
@@ -283,14 +288,11 @@ main(int argc, char **argv)
 	struct sink_config cfg = { 0 };
 	struct sink s = { .cfg = &cfg };
 	struct ob_httpd *srv = NULL;
-	enum ob_log_level level;
 	char err[512], url[300];
-	int code = ob_cfg_load(&sink_program, &cfg, argc, argv, NULL);
+	int code = ob_program_start(&sink_program, &cfg, argc, argv, NULL);
 
 	if (code >= 0)
 		return code;
-	ob_log_level_parse(cfg.log_level, &level);
-	ob_log_init("outbox-notify-sink", level, OB_LOG_TEXT);
 	if (cfg.path[0] != '/' || strcmp(cfg.path, "/stats") == 0) {
 		fprintf(stderr, "outbox-notify-sink: --path must start with '/' and not be /stats\n");
 		ob_cfg_free(sink_options, &cfg);
