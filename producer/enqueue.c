@@ -12,6 +12,7 @@
 #include "enqueue.h"
 #include "outbox/err.h"
 #include "outbox/pg.h"
+#include "outbox/protocol.h"
 #include "outbox/sqlstate.h"
 
 static const char insert_sql[] =
@@ -21,6 +22,24 @@ static const char insert_sql[] =
     " SELECT r.id, outbox.enqueue('" PRODUCER_TOPIC_REPORT_CREATED "', "
     PRODUCER_REPORT_KEY_SQL ", " PRODUCER_REPORT_PAYLOAD_SQL ")"
     " FROM r";
+
+int
+producer_connect(const char *conninfo, PGconn **out, char *err, size_t errlen)
+{
+	PGconn *conn = NULL;
+	int rc = ob_pg_connect(conninfo, "outbox-producer", &conn, err, errlen);
+
+	if (rc == OB_OK)
+		rc = ob_protocol_check(conn, "outbox", "producer", OB_PROTOCOL_PRODUCER, err, errlen);
+	if (rc == OB_OK)
+		rc = ob_pg_durable_commits(conn, err, errlen);
+	if (rc != OB_OK && conn != NULL) {
+		PQfinish(conn);
+		conn = NULL;
+	}
+	*out = conn;
+	return rc;
+}
 
 int
 producer_insert_report(PGconn *conn, const struct bug_report *r,

@@ -25,6 +25,14 @@
 	"jsonb_build_object('report_id', r.id, 'title', r.title, 'module', r.module," \
 	" 'steps', r.steps, 'severity', r.severity, 'created_at', r.created_at)"
 
+/* A session that writes the outbox: connected as "outbox-producer", the
+ * schema checked to serve this producer and its role's grants
+ * (ob_protocol_check, OB_PROTOCOL_PRODUCER), commits durable whatever the
+ * server's default, so that what is answered as written is on disk
+ * (ob_pg_durable_commits). On OB_OK *out is owned (PQfinish); else *out
+ * is NULL and err has the reason, the conninfo's password redacted. */
+int producer_connect(const char *conninfo, PGconn **out, char *err, size_t errlen);
+
 struct bug_report {
 	const char *title;    /* 1..200 characters */
 	const char *module;   /* 1..100 characters */

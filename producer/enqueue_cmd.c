@@ -11,7 +11,6 @@
 #include "outbox/config_rows.h"
 #include "outbox/err.h"
 #include "outbox/pg.h"
-#include "outbox/protocol.h"
 #include "outbox/wire.h"
 #include "producer.h"
 
@@ -78,11 +77,8 @@ producer_cmd_enqueue(int argc, char **argv)
 		    OB_WIRE_MAX_KEY - (cfg.count > 1 ? 9 : 0));
 		goto out;
 	}
-	/* what it prints as enqueued is on disk, whatever the server's default */
-	if (ob_pg_connect(cfg.db, "outbox-producer", &conn, err, sizeof(err)) != OB_OK ||
-	    ob_protocol_check(conn, "outbox", "producer", OB_PROTOCOL_PRODUCER, err,
-	        sizeof(err)) != OB_OK ||
-	    ob_pg_durable_commits(conn, err, sizeof(err)) != OB_OK) {
+	/* what it prints as enqueued is on disk */
+	if (producer_connect(cfg.db, &conn, err, sizeof(err)) != OB_OK) {
 		fprintf(stderr, "outbox-producer enqueue: %s\n", err);
 		goto out;
 	}

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "enqueue.h"
 #include "http_server.h"
 #include "metrics.h"
 #include "outbox/clock.h"
@@ -25,7 +26,6 @@
 #include "outbox/httpd.h"
 #include "outbox/log.h"
 #include "outbox/pg.h"
-#include "outbox/protocol.h"
 
 /* A request waiting for a serving thread. */
 struct queued {
@@ -186,15 +186,9 @@ ensure_conn(struct http_server *s, int i)
 		PQfinish(s->conns[i]);
 	s->conns[i] = NULL;
 	/* err names the conninfo with its password redacted (ob_pg_connect). */
-	if (ob_pg_connect(s->cfg.db, "outbox-producer", &s->conns[i], err, sizeof(err)) != OB_OK ||
-	    ob_protocol_check(s->conns[i], "outbox", "producer", OB_PROTOCOL_PRODUCER, err,
-	        sizeof(err)) != OB_OK ||
-	    ob_pg_durable_commits(s->conns[i], err, sizeof(err)) != OB_OK) {
+	if (producer_connect(s->cfg.db, &s->conns[i], err, sizeof(err)) != OB_OK) {
 		ob_warn("producer.db.connect_failed", "thread=%d err=%s", i,
 		    ob_log_q(err, q, sizeof(q)));
-		if (s->conns[i] != NULL)
-			PQfinish(s->conns[i]);
-		s->conns[i] = NULL;
 		return false;
 	}
 	set_up(s, i, true);
@@ -266,12 +260,9 @@ http_server_start(const struct http_server_config *cfg, struct http_server **out
 		goto fail;
 	}
 	for (int i = 0; i < cfg->threads; i++) {
-		/* the outbox schema must serve this producer (protocol.h); a 201
-		 * answers a commit that is on disk, whatever the server's default */
-		if (ob_pg_connect(cfg->db, "outbox-producer", &s->conns[i], err, errlen) != OB_OK ||
-		    ob_protocol_check(s->conns[i], "outbox", "producer", OB_PROTOCOL_PRODUCER, err,
-		        errlen) != OB_OK ||
-		    ob_pg_durable_commits(s->conns[i], err, errlen) != OB_OK)
+		/* the outbox schema must serve this producer; a 201 answers a
+		 * commit that is on disk */
+		if (producer_connect(cfg->db, &s->conns[i], err, errlen) != OB_OK)
 			goto fail;
 		set_up(s, i, true);
 	}
