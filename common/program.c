@@ -22,7 +22,8 @@
 #include "outbox/term.h"
 
 #define PROGRAM_ERR_MAX 1024
-#define PROGRAM_SHOWN_MAX 512 /* a stray command name, as an error line shows it */
+#define PROGRAM_SHOWN_MAX 512
+#define PROGRAM_NAME_MAX 64   /* the log's program field (log.c keeps as much) */ /* a stray command name, as an error line shows it */
 
 /* The text of the STRING or ENUM row name in cfg; NULL when the table has
  * no such row or it is unset. */
@@ -39,6 +40,13 @@ row_flag(const struct ob_cfg_opt *table, const void *cfg, const char *name)
 {
 	const struct ob_cfg_opt *o = ob_cfg_find(table, name);
 	return o != NULL && *(const bool *)(const void *)((const char *)cfg + o->offset);
+}
+
+/* The log lines' program field: the first word of the name. */
+static void
+log_name(const struct ob_program *p, char *out, size_t outlen)
+{
+	snprintf(out, outlen, "%.*s", (int)strcspn(p->config.name, " "), p->config.name);
 }
 
 static bool
@@ -87,7 +95,9 @@ ob_program_start(const struct ob_program *p, void *cfg, int argc, char **argv, i
 		(void)ob_log_level_parse(lv, &level);
 	if (fmt != NULL)
 		(void)ob_log_format_parse(fmt, &format);
-	ob_log_init(p->log_name, level, format);
+	char name[PROGRAM_NAME_MAX];
+	log_name(p, name, sizeof(name));
+	ob_log_init(name, level, format);
 	return -1;
 }
 
@@ -126,8 +136,11 @@ ob_program_serve_metrics(const struct ob_program *p, const void *cfg, struct ob_
 	}
 	snprintf(event, sizeof(event), "%s.metrics.listening", p->events);
 	ob_info(event, "addr=%s port=%d", metrics, ob_http_endpoint_port(*ep));
-	if (demo)
-		ob_demo_admin_announce(p->log_name, ob_http_endpoint_port(*ep));
+	if (demo) {
+		char name[PROGRAM_NAME_MAX];
+		log_name(p, name, sizeof(name));
+		ob_demo_admin_announce(name, ob_http_endpoint_port(*ep));
+	}
 	return OB_OK;
 }
 

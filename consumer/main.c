@@ -188,13 +188,10 @@ static const struct ob_cfg_opt consumer_options[] = {
 _Static_assert(OB_WIRE_REQ_MSG_OVERHEAD_MAX == 811 &&
     OB_WIRE_REQ_HEADER + CONSUMER_SP_HEADER_MAX == 76, "--max-payload's help");
 
-static const struct ob_program program = {
-	.log_name = "outbox-consumer",
-	.events = "consumer",
-	.config = {
-		.name = "outbox-consumer",
-		.synopsis = "outbox-consumer --db CONNINFO [--listen URL] [options]",
-		.description =
+static const struct ob_program program = { .events = "consumer", .config = {
+	.name = "outbox-consumer",
+	.synopsis = "outbox-consumer --db CONNINFO [--listen URL] [options]",
+	.description =
     "Serve outbox deliveries over nng REP. Each request's messages are applied in"
     " one transaction: the dedup record (inbox.processed) and the effect commit"
     " together; a (topic, key) already processed answers 'duplicate' and applies"
@@ -203,9 +200,8 @@ static const struct ob_program program = {
     " payload is rejected (fingerprint mismatch). With --listen tls+tcp:// only"
     " relays holding a client certificate signed by --tls-ca are served"
     " (docs/security.md). Run `outboxctl migrate --schema inbox` first.",
-		.options = consumer_options,
-	},
-};
+	.options = consumer_options,
+} };
 
 static uint64_t
 consumer_refusals_total(const struct consumer_counters *c)

@@ -123,8 +123,8 @@ static const struct ctl_cmd cmd = {
 
 /* The names the shared start-up prints and reads (outbox/program.h); the
  * flags are parsed by ctl_parse, which takes them after arguments too. */
-static const struct ob_program program = { "outboxctl", "web",
-	{ .name = "outboxctl web", .options = ctl_web_options } };
+static const struct ob_program program = { .events = "web",
+	.config = { .name = "outboxctl web", .options = ctl_web_options } };
 
 /* True when url's host is a loopback address (127.0.0.0/8, ::1, localhost). */
 static bool

@@ -176,13 +176,10 @@ static const struct ob_cfg_opt relay_options[] = {
 	OB_CFG_END,
 };
 
-static const struct ob_program program = {
-	.log_name = "outbox-relay",
-	.events = "relay",
-	.config = {
-		.name = "outbox-relay",
-		.synopsis = "outbox-relay --db CONNINFO --route TOPIC=URL... [options]",
-		.description =
+static const struct ob_program program = { .events = "relay", .config = {
+	.name = "outbox-relay",
+	.synopsis = "outbox-relay --db CONNINFO --route TOPIC=URL... [options]",
+	.description =
     "Deliver committed outbox records to consumers, at least once. Reads each"
     " topic's messages in commit order and claims them in batches, each under a"
     " lease with a fencing token from one sequence; sends a batch as one nng REQ"
@@ -192,9 +189,8 @@ static const struct ob_program program = {
     " mutual TLS; a consumer that refuses the handshake (or is refused) is a"
     " destination that is down: nothing sent, attempts refunded, a warning"
     " (docs/security.md).",
-		.options = relay_options,
-	},
-};
+	.options = relay_options,
+} };
 
 /* Checks that need more than one option, and the routes parsed into rt
  * (zeroed; the caller frees it); exit 2 material. */

@@ -88,19 +88,15 @@ static const struct ob_cfg_opt sink_options[] = {
 	OB_CFG_END,
 };
 
-static const struct ob_program sink_program = {
-	.log_name = "outbox-notify-sink",
-	.events = "sink",
-	.config = {
-		.name = "outbox-notify-sink",
-		.synopsis = "outbox-notify-sink [--http URL] [--path P] [--ignore-key] [faults]",
-		.description = "A downstream notification service for the consumer's webhook:"
-		    " POST PATH with an Idempotency-Key acts once per key (a log line),"
-		    " later requests with the key are answered as replays; GET /stats gives"
-		    " the counts as JSON.",
-		.options = sink_options,
-	},
-};
+static const struct ob_program sink_program = { .events = "sink", .config = {
+	.name = "outbox-notify-sink",
+	.synopsis = "outbox-notify-sink [--http URL] [--path P] [--ignore-key] [faults]",
+	.description = "A downstream notification service for the consumer's webhook:"
+	    " POST PATH with an Idempotency-Key acts once per key (a log line),"
+	    " later requests with the key are answered as replays; GET /stats gives the"
+	    " counts as JSON.",
+	.options = sink_options,
+} };
 
 struct sink_key {
 	char *key;       /* owned; the tree's order */

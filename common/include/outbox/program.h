@@ -39,11 +39,18 @@
 
 struct ob_demo_admin; /* outbox/demo_admin.h */
 
+/* A program (or serving subcommand), declared with its config:
+ *
+ *     static const struct ob_program program = { .events = "producer", .config = {
+ *             .name = "outbox-producer serve",
+ *             ...
+ *     } };
+ */
 struct ob_program {
-	const char *log_name; /* the log lines' program field: "outbox-producer" */
-	const char *events;   /* prefix of the events logged here: "producer" */
+	const char *events; /* prefix of the events logged here: "producer" */
 	/* table, --help and the prefix of every error line ("outbox-producer
-	 * serve"), which is also the signal layer's */
+	 * serve"), which is also the signal layer's; its first word is the log
+	 * lines' program field ("outbox-producer") */
 	struct ob_cfg_program config;
 };
 
