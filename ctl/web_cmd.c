@@ -3,7 +3,8 @@
  * Wiring only: parse the flags, read the token, open the demonstration
  * (--demo), start the one poller (web_poll.c) and the server
  * (web_server.c), write --ready-file, wait for SIGTERM/SIGINT through the
- * one signal layer (outbox/program.h), stop in the reverse order.
+ * one signal layer (outbox/sig.h, set up by outbox/program.h), stop in
+ * the reverse order.
  *
  * Bad config exits 2 before anything is opened; a server that cannot
  * listen exits 1. The database may be down at start: the poller retries,
