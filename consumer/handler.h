@@ -2,8 +2,11 @@
  * handler.h - the consumer's effect handlers (the C API for custom ones).
  *
  * A handler applies one message's effect inside the consumer's open
- * transaction, after the dedup record for its (source, topic, key) has
- * been inserted in the same transaction (apply). The identity of a message
+ * transaction, once the dedup lookup found no record for its (source,
+ * topic, key) (apply); its record is inserted after apply, with apply's
+ * detail, in the same savepoint. When another transaction records the
+ * same message first (two deliveries at once), the message is rolled
+ * back to its savepoint, apply's effect with it. The identity of a message
  * is (m->source, m->topic, m->key): the producer database its relay names
  * (wire version 3; "" for older relays), and the pair outbox.enqueue's
  * uniqueness has: the same key on two topics, or from two databases, is

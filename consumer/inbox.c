@@ -3,14 +3,23 @@
  * together, or not at all (the contract is in inbox.h).
  *
  * Two paths give the same answers. The set path (built-in record handler
- * only) sends BEGIN and one statement that inserts every new dedup record
- * and effect row of the batch and answers the keys seen before from their
- * stored records. When that statement fails or cannot decide a message, the
- * transaction is rolled back and the per-message path runs: per message one pipelined round trip
- * (finish the previous message's savepoint, SAVEPOINT, dedup upsert), then
- * the handler's own statements. The dedup upsert returns the stored row of
- * a key seen before (fingerprint, first outcome, detail, time), so that a
- * duplicate is answered with what happened the first time.
+ * only) sends BEGIN and one call (inbox.apply_notifications) that inserts
+ * every new dedup record and effect row of the batch and answers the keys
+ * seen before from their stored records. When that call fails or cannot
+ * decide a message, the transaction is rolled back and the per-message
+ * path runs: per message one pipelined round trip (the previous message's
+ * dedup record, inbox.dedup_insert, written once with its handler's
+ * detail, and the end of its savepoint; SAVEPOINT; inbox.dedup_lookup),
+ * then the handler's own statements. The lookup returns the stored record
+ * of a key seen before (first outcome, detail, time, and whether the
+ * fingerprint matches), so that a duplicate is answered with what happened
+ * the first time. A key another transaction is writing is waited for by
+ * the insert, after the handler: when that one commits first, the message
+ * is rolled back to its savepoint (its effect undone) and answered from
+ * its record (record_failed).
+ *
+ * No SQL of the inbox is written here: the statements call the functions
+ * of sql/inbox/functions/ (docs/inbox-sql.md).
  *
  * Nothing here replies or logs per message: the server does both, after
  * this returns.
@@ -28,165 +37,73 @@
 #include "outbox/protocol.h"
 #include "outbox/sqlstate.h"
 
+#define OID_BOOL 16
 #define OID_BYTEA 17
 #define OID_INT8 20
+#define OID_TEXT 25
+#define OID_TIMESTAMPTZ 1184
 #define OID_BYTEA_ARRAY 1001
+#define OID_TEXT_ARRAY 1009
 #define OID_INT8_ARRAY 1016
+#define OID_TIMESTAMPTZ_ARRAY 1185
 #define PIPE_MAX 8 /* statements in one pipelined round trip */
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
-/* The dedup upsert. The record's identity is (source, topic, key) (inbox.h): a
- * conflicting pair is "updated" to itself, which locks it (waiting for an
- * uncommitted inserter, at most lock_timeout) and returns the committed
- * row: inserted (xmax = 0), fingerprint match, first outcome, detail, time
- * applied. The source '' and a named one are one identity (the legacy
- * identity, inbox.h): when a record of the other kind exists (('', topic,
- * key) for a named source, (S, topic, key) for any S for ''), nothing is
- * inserted and that row answers (l), so that a message an old relay sent
- * is not applied again when a relay of a named source redelivers it, nor
- * the other way round. The source gate (sql_gate) makes the other kind's
- * uncommitted records committed ones before this runs. Both probes use
- * the primary key (the COLLATE: see sql_set_dedup). */
-#define DEDUP_KEY "convert_from($1, 'UTF8') COLLATE \"default\""
-#define DEDUP_TOPIC "convert_from($2, 'UTF8') COLLATE \"default\""
-#define DEDUP_FP "encode(sha256($2 || '\\x00'::bytea || $3), 'hex')"
-static const char sql_dedup[] =
-    "WITH l AS (SELECT fingerprint, outcome, detail, processed_at FROM inbox.processed"
-    "   WHERE idempotency_key = " DEDUP_KEY " AND topic = " DEDUP_TOPIC
-    "   AND (source = '') <> ($7 = ''::bytea) LIMIT 1),"
-    " i AS (INSERT INTO inbox.processed AS p (idempotency_key, topic, message_id, fence,"
-    "   fingerprint, created_at, source)"
-    "  SELECT convert_from($1, 'UTF8'), convert_from($2, 'UTF8'), $4, $5, " DEDUP_FP ","
-    "   'epoch'::timestamptz + $6 * interval '1 microsecond', convert_from($7, 'UTF8')"
-    "  WHERE NOT EXISTS (SELECT 1 FROM l)"
-    "  ON CONFLICT (idempotency_key, topic, source) DO UPDATE SET fence = p.fence"
-    "  RETURNING p.xmax = 0,"
-    "   p.fingerprint IS NULL OR p.fingerprint = " DEDUP_FP ","
-    "   p.outcome, coalesce(p.detail, ''),"
-    "   to_char(p.processed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'))"
-    " SELECT * FROM i UNION ALL"
-    " SELECT false, l.fingerprint IS NULL OR l.fingerprint = " DEDUP_FP ","
-    "   l.outcome, coalesce(l.detail, ''),"
-    "   to_char(l.processed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
-    " FROM l";
-
-/* The set path: every dedup record and every effect row in one statement.
- * With dedup, one row per message in order: 'A' applied now, 'D' applied
- * before with the same fingerprint (stored outcome, detail, time follow),
- * 'M' applied before with another fingerprint, 'X' not decidable here (a
- * (topic, key) twice in the batch, or committed by another transaction
- * after this statement's snapshot): the per-message path must run. Rows
- * that already exist are not locked: a committed dedup record never
- * changes. convert_from() returns text with collation "C", which the
- * primary key (collation "default") cannot serve even where the two sort
- * alike: without the COLLATE every lookup by key would scan the whole
- * table (the topic gets it too, so that the probe uses both columns). The
- * source '' and a named one are one identity (sql_dedup): a message with
- * a record of the other kind is not inserted, and that record answers it
- * (x prefers the message's own source's record, then the other kind's).
- * Whether a message was inserted now is asked of d as an IN (a hashed
- * subplan), not by joining d: the generic plan expects 10 rows of the
- * unnest and 1 of d, and joined them by a nested loop that compared every
- * pair (249,500 comparisons for a 500-message frame, 33 ms of its 45).
- * The other kind's record is looked up by a LATERAL probe, which can only
- * run per message (by the primary key, sql_set_no_scans), never as a hash
- * of the whole table as an anti-join may. */
-static const char sql_set_dedup[] =
-    "WITH m AS MATERIALIZED (SELECT n, convert_from(k, 'UTF8') COLLATE \"default\" AS key,"
-    "   convert_from(t, 'UTF8') COLLATE \"default\" AS topic, p, i, f, c, o, s,"
-    "   encode(sha256(t || '\\x00'::bytea || p), 'hex') AS fp,"
-    "   convert_from($9, 'UTF8') COLLATE \"default\" AS source"
-    "  FROM unnest($1::bytea[], $2::bytea[], $3::bytea[], $4::int8[], $5::int8[],"
-    "    $6::int8[], $7::bytea[], $8::int8[]) WITH ORDINALITY AS u(k, t, p, i, f, c, o, s, n)),"
-    " fst AS (SELECT DISTINCT ON (key, topic) key, topic, n FROM m ORDER BY key, topic, n),"
-    " d AS (INSERT INTO inbox.processed (idempotency_key, topic, message_id, fence,"
-    "   fingerprint, created_at, source)"
-    "  SELECT m.key, m.topic, m.i, m.f, m.fp,"
-    "   'epoch'::timestamptz + m.c * interval '1 microsecond', m.source"
-    "  FROM m JOIN fst USING (key, topic, n)"
-    "  LEFT JOIN LATERAL (SELECT true AS hit FROM inbox.processed l"
-    "   WHERE l.idempotency_key = m.key AND l.topic = m.topic"
-    "   AND (l.source = '') <> (m.source = '') LIMIT 1) other ON true"
-    "  WHERE other.hit IS NULL"
-    "  ORDER BY m.key, m.topic"
-    "  ON CONFLICT (idempotency_key, topic, source) DO NOTHING"
-    "  RETURNING idempotency_key, topic),"
-    " e AS (INSERT INTO inbox.notifications (idempotency_key, topic, payload,"
-    "   message_id, ordering_key, ordering_seq, source)"
-    "  SELECT m.key, m.topic, convert_from(m.p, 'UTF8')::jsonb, m.i,"
-    "   convert_from(m.o, 'UTF8'), m.s, m.source"
-    "  FROM m JOIN fst USING (key, topic, n)"
-    "  JOIN d ON d.idempotency_key = m.key AND d.topic = m.topic RETURNING 1)"
-    " SELECT CASE WHEN di.ins AND fst.n = m.n THEN 'A'"
-    "   WHEN di.ins OR x.idempotency_key IS NULL THEN 'X'"
-    "   WHEN x.fingerprint IS NULL OR x.fingerprint = m.fp THEN 'D' ELSE 'M' END,"
-    "  x.outcome, coalesce(x.detail, ''),"
-    "  to_char(x.processed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),"
-    "  (SELECT count(*) FROM e)"
-    " FROM m JOIN fst USING (key, topic)"
-    " CROSS JOIN LATERAL (SELECT (m.key, m.topic) IN"
-    "   (SELECT idempotency_key, topic FROM d) AS ins) di"
-    " LEFT JOIN LATERAL (SELECT * FROM inbox.processed x"
-    "   WHERE x.idempotency_key = m.key AND x.topic = m.topic"
-    "   AND (x.source = m.source OR (x.source = '') <> (m.source = ''))"
-    "   AND NOT di.ins ORDER BY x.source = m.source DESC LIMIT 1) x ON true"
-    " ORDER BY m.n";
-static const char sql_set_nodedup[] =
-    "WITH m AS MATERIALIZED (SELECT convert_from(k, 'UTF8') AS key,"
-    "   convert_from(t, 'UTF8') AS topic, p, i, o, s"
-    "  FROM unnest($1::bytea[], $2::bytea[], $3::bytea[], $4::int8[], $5::int8[],"
-    "    $6::int8[], $7::bytea[], $8::int8[]) AS u(k, t, p, i, f, c, o, s)),"
-    " e AS (INSERT INTO inbox.notifications (idempotency_key, topic, payload,"
-    "   message_id, ordering_key, ordering_seq, source)"
-    "  SELECT key, topic, convert_from(p, 'UTF8')::jsonb, i, convert_from(o, 'UTF8'), s,"
-    "   convert_from($9, 'UTF8')"
-    "  FROM m RETURNING 1)"
-    " SELECT count(*) FROM e";
-
-/* The set statement's plan is made once per connection and kept (it is
- * prepared), often while inbox.processed is empty: a fresh inbox, or one
- * analysed when it was. Priced on an empty table, a sequential scan of it
- * is cheapest for each lookup by key, and the plan kept it while the table
- * grew: every message of a frame read the whole table (4,000,000 rows
- * compared for one 1,000-message frame into 4,000 records, 2.2 s; a
- * 50,000-message drain took 5-9 s instead of 1.2). Planned inside this,
- * the lookups are primary-key probes whatever the statistics say. The set
- * path's transaction runs no statement of a handler. */
-static const char sql_set_no_scans[] = "SET LOCAL enable_seqscan = off";
+/* Every statement below calls a function of the inbox's SQL contract
+ * (sql/inbox/functions/, docs/inbox-sql.md), where the dedup logic, the
+ * legacy identity rule (inbox.dedup_record) and the reasons for each
+ * plan live. Keys, topics and sources go as text in binary form (their
+ * bytes as sent: a key that is not UTF-8 is a data error, class 22, as
+ * it was when the statements decoded bytea), payloads as bytea (the
+ * fingerprint is over their bytes), results in binary form (the time a
+ * duplicate quotes is formatted here: time_text). */
 
 /* The source gate (sql/inbox/009_source_gate.sql), the first statement of
  * every dedup transaction: a frame of a named source and one of the source
  * '' wait for each other's open transactions, frames of one kind never. */
-static const char sql_gate_named[] = "LOCK TABLE inbox.source_gate IN ROW EXCLUSIVE MODE";
-static const char sql_gate_empty[] = "LOCK TABLE inbox.source_gate IN SHARE MODE";
+static const char sql_gate[] = "SELECT inbox.take_source_gate($1)";
+static const Oid gate_types[1] = { OID_TEXT };
 #define GATE_BUSY "the source gate (inbox.source_gate) stayed locked past --lock-timeout:" \
 	" a frame of the other source kind (the empty source or a named one) is applying"
 
-/* The gate statement for req, or NULL when none is taken (no dedup, or the
- * broken mode). */
-static const char *
-gate_sql(const struct inbox_options *opt, const struct ob_wire_request *req)
+/* The per-message path: what the inbox knows of a message before its
+ * effect (verdict, outcome, detail, processed_at), and its record after. */
+static const char sql_lookup[] = "SELECT verdict, outcome, detail, processed_at"
+    " FROM inbox.dedup_lookup(source => $1, topic => $2, idempotency_key => $3, payload => $4)";
+static const Oid lookup_types[4] = { OID_TEXT, OID_TEXT, OID_TEXT, OID_BYTEA };
+static const char sql_insert[] = "SELECT inbox.dedup_insert(source => $1, topic => $2,"
+    " idempotency_key => $3, payload => $4, message_id => $5, fence => $6, created_at => $7,"
+    " detail => $8)";
+static const Oid insert_types[8] = { OID_TEXT, OID_TEXT, OID_TEXT, OID_BYTEA, OID_INT8,
+	OID_INT8, OID_TIMESTAMPTZ, OID_TEXT };
+
+/* The set path: one call for the whole frame (the built-in record
+ * handler), prepared on each connection (inbox_conn_setup) under this
+ * name: planning it took longer than running it (0.4 ms a batch, at 200
+ * messages/s in batches of one or two). dedup is a parameter, so a switch
+ * at run time (live_dedup) uses the same statement. */
+#define SET_STMT_NAME "inbox_set"
+static const char sql_set[] = "SELECT verdict, outcome, detail, processed_at"
+    " FROM inbox.apply_notifications(source => $1, idempotency_keys => $2, topics => $3,"
+    " payloads => $4, message_ids => $5, fences => $6, created_ats => $7,"
+    " ordering_keys => $8, ordering_seqs => $9, dedup => $10)";
+#define SET_NPARAMS 10 /* the frame's source, 8 arrays (inbox_set_args), dedup */
+#define SET_NARRAYS 8
+static const Oid set_types[SET_NPARAMS] = { OID_TEXT, OID_TEXT_ARRAY, OID_TEXT_ARRAY,
+	OID_BYTEA_ARRAY, OID_INT8_ARRAY, OID_INT8_ARRAY, OID_TIMESTAMPTZ_ARRAY, OID_TEXT_ARRAY,
+	OID_INT8_ARRAY, OID_BOOL };
+
+/* Whether a dedup transaction takes the source gate (not without dedup,
+ * nor in the broken mode). */
+static bool
+takes_gate(const struct inbox_options *opt)
 {
-	if (!opt->dedup || (opt->faults != NULL && opt->faults->no_source_gate))
-		return NULL;
-	return req->source_len > 0 ? sql_gate_named : sql_gate_empty;
+	return opt->dedup && !(opt->faults != NULL && opt->faults->no_source_gate);
 }
 
-/* The set statement is prepared on each connection (inbox_conn_setup) under
- * this name: planning it took longer than running it (0.4 ms a batch, at
- * 200 messages/s in batches of one or two). */
-#define SET_STMT_NAME "inbox_set"
-/* With live_dedup both are prepared: this one holds the other mode's. */
-#define SET_STMT_NAME_OTHER "inbox_set_other"
-#define SET_NPARAMS 9 /* 8 arrays (inbox_set_args), then the frame's source */
-#define SET_NARRAYS 8
-static const Oid set_types[SET_NPARAMS] = { OID_BYTEA_ARRAY, OID_BYTEA_ARRAY,
-	OID_BYTEA_ARRAY, OID_INT8_ARRAY, OID_INT8_ARRAY, OID_INT8_ARRAY, OID_BYTEA_ARRAY,
-	OID_INT8_ARRAY, OID_BYTEA };
-
 /* One statement of a pipelined round trip: sql, or the prepared statement
- * named prepared. */
+ * named prepared; binary: results in binary form. */
 struct stmt {
 	const char *sql;
 	int nparams;
@@ -195,11 +112,11 @@ struct stmt {
 	const int *lens;
 	const int *formats;
 	const char *prepared;
+	int binary;
 };
 
 /* The database's clock, Unix microseconds. */
-static const char sql_clock[] =
-    "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::int8";
+static const char sql_clock[] = "SELECT inbox.clock_us()";
 
 /* Read the database's clock into c (one round trip). OB_OK or OB_EDB. */
 static int
@@ -256,22 +173,16 @@ inbox_conn_setup(PGconn *conn, const struct inbox_options *opt,
 	clock->read_at_us = 0;
 	if ((rc = clock_read(conn, clock, err, errlen)) != OB_OK)
 		return rc;
-	/* A custom plan, the arrays' lengths known, is priced below the
+	/* Prepared statements and PL/pgSQL plans generic: a custom plan of
+	 * the set path, the arrays' lengths known, is priced below the
 	 * generic one, so the plan cache made one on every execution (1,238
-	 * plans in 1,643); the generic plan probes the same primary key. Only
-	 * prepared statements and plpgsql heed this: the handlers' one-shot
+	 * plans in 1,643; apply_notifications.sql also says so itself); the
+	 * generic plans probe the same primary key. The handlers' one-shot
 	 * statements are planned as before. */
 	if ((rc = ob_pg_exec(conn, "SET plan_cache_mode = force_generic_plan",
 	         "set plan_cache_mode", err, errlen)) != OB_OK)
 		return rc;
-	PGresult *res = PQprepare(conn, SET_STMT_NAME, opt->dedup ? sql_set_dedup : sql_set_nodedup,
-	    SET_NPARAMS, set_types);
-	rc = ob_pg_check(res, PGRES_COMMAND_OK, "prepare the set statement", err, errlen);
-	PQclear(res);
-	if (rc != OB_OK || opt->live_dedup == NULL)
-		return rc;
-	res = PQprepare(conn, SET_STMT_NAME_OTHER, opt->dedup ? sql_set_nodedup : sql_set_dedup,
-	    SET_NPARAMS, set_types);
+	PGresult *res = PQprepare(conn, SET_STMT_NAME, sql_set, SET_NPARAMS, set_types);
 	rc = ob_pg_check(res, PGRES_COMMAND_OK, "prepare the set statement", err, errlen);
 	PQclear(res);
 	return rc;
@@ -309,9 +220,9 @@ pipe_run(PGconn *conn, const struct stmt *s, int n, PGresult **res, char *err,
 	for (int i = 0; i < n && rc == OB_OK; i++) {
 		int sent = s[i].prepared != NULL
 		    ? PQsendQueryPrepared(conn, s[i].prepared, s[i].nparams, s[i].values, s[i].lens,
-		          s[i].formats, 0)
+		          s[i].formats, s[i].binary)
 		    : PQsendQueryParams(conn, s[i].sql, s[i].nparams, s[i].types, s[i].values,
-		          s[i].lens, s[i].formats, 0);
+		          s[i].lens, s[i].formats, s[i].binary);
 		if (sent != 1)
 			rc = OB_EDB;
 	}
@@ -378,24 +289,67 @@ commit(PGconn *conn, const struct inbox_options *opt, char *err, size_t errlen)
 	return rc;
 }
 
-/* A duplicate's answer: what happened the first time. */
+/* A result's timestamptz in binary form (microseconds since 2000-01-01)
+ * as "YYYY-MM-DDTHH:MM:SS.mmmZ" (UTC, milliseconds cut, not rounded). */
 static void
-duplicate_of(struct inbox_batch *b, uint32_t i, const char *outcome, const char *when,
-    const char *detail)
+time_text(const char *v, int len, char *out, size_t outlen)
 {
-	snprintf(b->details[i], INBOX_DETAIL_MAX, "already %s at %s%s%s", outcome, when,
-	    detail[0] ? ": " : "", detail);
+	if (len != 8) {
+		snprintf(out, outlen, "?");
+		return;
+	}
+	uint64_t raw = 0;
+	for (int k = 0; k < 8; k++)
+		raw = raw << 8 | (uint8_t)v[k];
+	int64_t us = (int64_t)raw + INBOX_PG_EPOCH_US;
+	int64_t s = us / 1000000, frac = us % 1000000;
+	if (frac < 0) {
+		frac += 1000000;
+		s--;
+	}
+	time_t t = (time_t)s;
+	struct tm tm;
+	char day[32];
+	if (gmtime_r(&t, &tm) == NULL || strftime(day, sizeof(day), "%Y-%m-%dT%H:%M:%S", &tm) == 0) {
+		snprintf(out, outlen, "?");
+		return;
+	}
+	snprintf(out, outlen, "%s.%03dZ", day, (int)(frac / 1000));
+}
+
+/* The answer for a message a record answers (row of res: verdict,
+ * outcome, detail, processed_at, binary): DUPLICATE with what happened the
+ * first time, or REJECT for a key reused with another payload. */
+static void
+answer_from_record(struct inbox_batch *b, uint32_t i, const PGresult *res, int row)
+{
+	if (strcmp(PQgetvalue(res, row, 0), "mismatch") == 0) {
+		set_result(b, i, OB_WIRE_REJECT, INBOX_WHY_MISMATCH, INBOX_REASON_MISMATCH);
+		return;
+	}
+	char when[48];
+	time_text(PQgetvalue(res, row, 3), PQgetlength(res, row, 3), when, sizeof(when));
+	const char *detail = PQgetvalue(res, row, 2);
+	snprintf(b->details[i], INBOX_DETAIL_MAX, "already %s at %s%s%s", PQgetvalue(res, row, 1),
+	    when, detail[0] ? ": " : "", detail);
 	set_result(b, i, OB_WIRE_DUPLICATE, INBOX_WHY_DUPLICATE, b->details[i]);
+}
+
+/* A statement's result is a success (a command, or rows) or err says why. */
+static int
+check_ok(const PGresult *res, const char *what, char *err, size_t errlen)
+{
+	ExecStatusType want = PQresultStatus(res) == PGRES_TUPLES_OK ? PGRES_TUPLES_OK
+	                                                             : PGRES_COMMAND_OK;
+	return ob_pg_check(res, want, what, err, errlen);
 }
 
 /* The set path. OB_OK: committed, every pending message answered.
  * OB_EINVAL: not taken (rolled back; *locked when a key was in flight): the
- * per-message path must run. OB_EDB: the database failed. base_dedup: the
- * mode SET_STMT_NAME was prepared for (inbox_conn_setup). */
+ * per-message path must run. OB_EDB: the database failed. */
 static int
-apply_set(PGconn *conn, const struct inbox_options *opt, bool base_dedup,
-    const struct ob_wire_request *req, struct inbox_batch *b, uint32_t pending,
-    bool *locked, char *err, size_t errlen)
+apply_set(PGconn *conn, const struct inbox_options *opt, const struct ob_wire_request *req,
+    struct inbox_batch *b, uint32_t pending, bool *locked, char *err, size_t errlen)
 {
 	if (inbox_set_args(req, b) != OB_OK) {
 		snprintf(err, errlen, "out of memory building the batch");
@@ -403,33 +357,35 @@ apply_set(PGconn *conn, const struct inbox_options *opt, bool base_dedup,
 	}
 	const char *values[SET_NPARAMS];
 	int lens[SET_NPARAMS], formats[SET_NPARAMS];
+	/* the frame's source: one value ("" is a value, never NULL) */
+	values[0] = req->source != NULL ? req->source : "";
+	lens[0] = req->source_len;
+	formats[0] = 1;
 	for (int i = 0; i < SET_NARRAYS; i++) {
-		values[i] = b->args[i].data;
-		lens[i] = (int)b->args[i].len;
-		formats[i] = 1;
+		values[1 + i] = b->args[i].data;
+		lens[1 + i] = (int)b->args[i].len;
+		formats[1 + i] = 1;
 	}
-	/* the frame's source: one value (a bytea, never NULL: "" is a value) */
-	values[SET_NARRAYS] = req->source != NULL ? req->source : "";
-	lens[SET_NARRAYS] = req->source_len;
-	formats[SET_NARRAYS] = 1;
-	/* BEGIN, the planner setting, the source gate (when taken), the set
-	 * statement */
-	struct stmt s[4] = { { "BEGIN", 0, NULL, NULL, NULL, NULL, NULL },
-		{ sql_set_no_scans, 0, NULL, NULL, NULL, NULL, NULL } };
-	int n = 2;
-	const char *gate = gate_sql(opt, req);
-	int gate_at = n;
-	if (gate != NULL)
-		s[n++] = (struct stmt){ gate, 0, NULL, NULL, NULL, NULL, NULL };
+	const char dedup = opt->dedup ? 1 : 0;
+	values[SET_NPARAMS - 1] = &dedup;
+	lens[SET_NPARAMS - 1] = 1;
+	formats[SET_NPARAMS - 1] = 1;
+	/* BEGIN, the source gate (when taken), the set statement */
+	struct stmt s[3] = { { "BEGIN", 0, NULL, NULL, NULL, NULL, NULL, 0 } };
+	int n = 1;
+	int gate_at = -1;
+	if (takes_gate(opt)) {
+		gate_at = n;
+		s[n++] = (struct stmt){ sql_gate, 1, gate_types, values, lens, formats, NULL, 0 };
+	}
 	int set_at = n;
-	s[n++] = (struct stmt){ NULL, SET_NPARAMS, set_types, values, lens, formats,
-		opt->dedup == base_dedup ? SET_STMT_NAME : SET_STMT_NAME_OTHER };
-	PGresult *res[4];
+	s[n++] = (struct stmt){ NULL, SET_NPARAMS, set_types, values, lens, formats, SET_STMT_NAME,
+		1 };
+	PGresult *res[3];
 	int rc = pipe_run(conn, s, n, res, err, errlen);
 	if (rc != OB_OK)
 		return rc;
-	if (ob_pg_check(res[0], PGRES_COMMAND_OK, "begin", err, errlen) != OB_OK ||
-	    ob_pg_check(res[1], PGRES_COMMAND_OK, "set enable_seqscan", err, errlen) != OB_OK) {
+	if (ob_pg_check(res[0], PGRES_COMMAND_OK, "begin", err, errlen) != OB_OK) {
 		clear_all(res, n);
 		ob_pg_rollback(conn);
 		return OB_EDB;
@@ -437,15 +393,13 @@ apply_set(PGconn *conn, const struct inbox_options *opt, bool base_dedup,
 	const PGresult *set = res[set_at];
 	bool taken = PQresultStatus(set) == PGRES_TUPLES_OK;
 	if (!taken) { /* the gate's lock wait ran out, or one of the statement's */
-		bool gate_failed = gate != NULL && PQresultStatus(res[gate_at]) != PGRES_COMMAND_OK;
+		bool gate_failed = gate_at >= 0 && PQresultStatus(res[gate_at]) != PGRES_TUPLES_OK;
 		*locked = is_lock_error(ob_pg_sqlstate(gate_failed ? res[gate_at] : set));
-	} else if (!opt->dedup)
-		taken = ob_pg_int64(set, 0, 0) == (int64_t)pending;
-	else if (PQntuples(set) != (int)pending)
+	} else if (PQntuples(set) != (int)pending)
 		taken = false;
 	else {
 		for (int j = 0; j < (int)pending && taken; j++)
-			taken = PQgetvalue(set, j, 0)[0] != 'X';
+			taken = strcmp(PQgetvalue(set, j, 0), "undecided") != 0;
 	}
 	if (!taken) {
 		clear_all(res, n);
@@ -456,14 +410,10 @@ apply_set(PGconn *conn, const struct inbox_options *opt, bool base_dedup,
 	for (uint32_t i = 0; i < req->count; i++) {
 		if (b->done[i])
 			continue;
-		char code = opt->dedup ? PQgetvalue(set, j, 0)[0] : 'A';
-		if (code == 'A')
+		if (strcmp(PQgetvalue(set, j, 0), "applied") == 0)
 			set_result(b, i, OB_WIRE_APPLIED, INBOX_WHY_NONE, "");
-		else if (code == 'M')
-			set_result(b, i, OB_WIRE_REJECT, INBOX_WHY_MISMATCH, INBOX_REASON_MISMATCH);
 		else
-			duplicate_of(b, i, PQgetvalue(set, j, 1), PQgetvalue(set, j, 3),
-			    PQgetvalue(set, j, 2));
+			answer_from_record(b, i, set, j);
 		j++;
 	}
 	clear_all(res, n);
@@ -472,47 +422,62 @@ apply_set(PGconn *conn, const struct inbox_options *opt, bool base_dedup,
 	return OB_OK;
 }
 
+/* One message's parameters for the per-message statements (its identity
+ * and payload; the record's other columns and the handler's detail). */
+struct msg_params {
+	const char *values[8];
+	int lens[8];
+	int formats[8];
+	char id[24], fence[24];
+	char created[8]; /* timestamptz, binary */
+};
+
+static void
+msg_params_of(struct msg_params *p, const struct ob_wire_msg *m, const char *detail)
+{
+	snprintf(p->id, sizeof(p->id), "%" PRIu64, m->id);
+	snprintf(p->fence, sizeof(p->fence), "%" PRIu64, m->fence);
+	uint64_t t = (uint64_t)(m->created_at_us - INBOX_PG_EPOCH_US);
+	for (int k = 0; k < 8; k++)
+		p->created[k] = (char)(t >> (56 - 8 * k));
+	const char *v[8] = { m->source != NULL ? m->source : "", m->topic, m->key,
+		m->payload != NULL ? m->payload : "", /* an empty payload is still a value */
+		p->id, p->fence, p->created, detail != NULL && detail[0] ? detail : NULL };
+	int l[8] = { m->source_len, m->topic_len, m->key_len, (int)m->payload_len, 0, 0, 8, 0 };
+	int f[8] = { 1, 1, 1, 1, 0, 0, 1, 0 };
+	memcpy(p->values, v, sizeof(v));
+	memcpy(p->lens, l, sizeof(l));
+	memcpy(p->formats, f, sizeof(f));
+}
+
 /* What the previous message left to do in the next round trip. */
 struct carry {
 	bool open;        /* a message savepoint is open */
 	bool keep;        /* release it (APPLIED/DUPLICATE), else roll it back */
-	uint32_t detail_of; /* message whose handler detail goes into its record */
-	bool store_detail;
+	bool record;      /* write its dedup record first (dedup on, its verdict was new) */
+	uint32_t of;      /* that message */
+	struct msg_params p; /* its record's parameters */
 };
 
-/* Statements that close the previous message's savepoint; appended to s. */
+/* Statements that close the previous message's savepoint; appended to s.
+ * *insert_at: the index (in s) of its record's insert, or -1. */
 static int
-carry_stmts(const struct carry *c, struct stmt *s, const char **dparams,
-    const struct inbox_batch *b, const struct ob_wire_request *req, int *dlens,
-    int *dformats)
+carry_stmts(struct carry *c, struct stmt *s, const struct inbox_batch *b,
+    const struct ob_wire_request *req, int *insert_at)
 {
 	int n = 0;
+	*insert_at = -1;
 	if (!c->open)
 		return 0;
-	if (c->keep && c->store_detail) {
-		const struct ob_wire_msg *m = &req->msgs[c->detail_of];
-		dparams[0] = m->key;
-		dlens[0] = m->key_len;
-		dformats[0] = 1;
-		dparams[1] = b->details[c->detail_of];
-		dlens[1] = 0;
-		dformats[1] = 0;
-		dparams[2] = m->topic;
-		dlens[2] = m->topic_len;
-		dformats[2] = 1;
-		dparams[3] = m->source != NULL ? m->source : "";
-		dlens[3] = m->source_len;
-		dformats[3] = 1;
-		static const Oid t[4] = { OID_BYTEA, 0, OID_BYTEA, OID_BYTEA };
-		s[n++] = (struct stmt){ "UPDATE inbox.processed SET detail = $2"
-			" WHERE idempotency_key = convert_from($1, 'UTF8') COLLATE \"default\""
-			" AND topic = convert_from($3, 'UTF8') COLLATE \"default\""
-			" AND source = convert_from($4, 'UTF8') COLLATE \"default\"", 4, t, dparams,
-			dlens, dformats, NULL };
+	if (c->keep && c->record) {
+		msg_params_of(&c->p, &req->msgs[c->of], b->details[c->of]);
+		*insert_at = n;
+		s[n++] = (struct stmt){ sql_insert, 8, insert_types, c->p.values, c->p.lens,
+			c->p.formats, NULL, 0 };
 	}
 	if (!c->keep)
-		s[n++] = (struct stmt){ "ROLLBACK TO SAVEPOINT msg", 0, NULL, NULL, NULL, NULL, NULL };
-	s[n++] = (struct stmt){ "RELEASE SAVEPOINT msg", 0, NULL, NULL, NULL, NULL, NULL };
+		s[n++] = (struct stmt){ "ROLLBACK TO SAVEPOINT msg", 0, NULL, NULL, NULL, NULL, NULL, 0 };
+	s[n++] = (struct stmt){ "RELEASE SAVEPOINT msg", 0, NULL, NULL, NULL, NULL, NULL, 0 };
 	return n;
 }
 
@@ -521,39 +486,90 @@ static int
 carry_check(PGresult **res, int ncarry, char *err, size_t errlen)
 {
 	for (int i = 0; i < ncarry; i++)
-		if (ob_pg_check(res[i], PGRES_COMMAND_OK, "end of message", err, errlen) != OB_OK)
+		if (check_ok(res[i], "end of message", err, errlen) != OB_OK)
 			return OB_EDB;
 	return OB_OK;
 }
 
-/* The answer for a (topic, key) found in inbox.processed. */
-static void
-existing_key(struct inbox_batch *b, uint32_t i, const PGresult *res)
+/* Roll message i back to its savepoint after a statement of it failed
+ * with sqlstate (the transaction goes on without it), and answer it: a
+ * lock wait that ran out is RETRY, and the first one makes every later
+ * wait of the transaction short (INBOX_LOCK_TIMEOUT_AFTER_MS, *locked);
+ * bad data is REJECT, anything else RETRY. d: the failure's text. */
+static int
+drop_message(PGconn *conn, struct inbox_batch *b, uint32_t i, const char *sqlstate,
+    const char *d, bool *locked, char *err, size_t errlen)
 {
-	bool same = PQgetvalue(res, 0, 1)[0] == 't';
-	if (!same) {
-		set_result(b, i, OB_WIRE_REJECT, INBOX_WHY_MISMATCH, INBOX_REASON_MISMATCH);
-		return;
+	bool lock = is_lock_error(sqlstate);
+	bool first_wait = lock && !*locked;
+	/* at the top level, so that no savepoint undoes the SET */
+	int rc = ob_pg_exec(conn, first_wait ? "ROLLBACK TO SAVEPOINT msg; RELEASE SAVEPOINT msg;"
+	    " SET LOCAL lock_timeout = " STR(INBOX_LOCK_TIMEOUT_AFTER_MS)
+	    : "ROLLBACK TO SAVEPOINT msg; RELEASE SAVEPOINT msg", "roll back a message", err, errlen);
+	if (rc != OB_OK)
+		return rc;
+	if (first_wait)
+		*locked = true;
+	if (lock)
+		set_result(b, i, OB_WIRE_RETRY, INBOX_WHY_LOCKED,
+		    "key is being applied by another transaction");
+	else if (inbox_status_for_sqlstate(sqlstate) == OB_WIRE_REJECT)
+		set_result(b, i, OB_WIRE_REJECT, INBOX_WHY_BAD_DATA, d);
+	else
+		set_result(b, i, OB_WIRE_RETRY, INBOX_WHY_DB, d);
+	return OB_OK;
+}
+
+/* The previous message's record insert failed (res): roll it back and
+ * answer it. Another transaction's record of its identity committed since
+ * its lookup (unique_violation): its answer is asked again, a duplicate or
+ * a reused key. */
+static int
+record_failed(PGconn *conn, const struct ob_wire_request *req, struct inbox_batch *b,
+    struct carry *c, const PGresult *res, bool *locked, char *err, size_t errlen)
+{
+	const char *st = ob_pg_sqlstate(res);
+	char d[INBOX_DETAIL_MAX];
+	ob_pg_check(res, PGRES_TUPLES_OK, "dedup record", d, sizeof(d));
+	if (!ob_sqlstate_is(st, OB_SQLSTATE_UNIQUE_VIOLATION))
+		return drop_message(conn, b, c->of, st, d, locked, err, errlen);
+	int rc = ob_pg_exec(conn, "ROLLBACK TO SAVEPOINT msg; RELEASE SAVEPOINT msg",
+	    "roll back a message", err, errlen);
+	if (rc != OB_OK)
+		return rc;
+	struct msg_params p;
+	msg_params_of(&p, &req->msgs[c->of], NULL);
+	PGresult *again = PQexecParams(conn, sql_lookup, 4, lookup_types, p.values, p.lens,
+	    p.formats, 1);
+	if (ob_pg_check(again, PGRES_TUPLES_OK, "dedup lookup", err, errlen) != OB_OK) {
+		PQclear(again);
+		return OB_EDB;
 	}
-	duplicate_of(b, i, PQgetvalue(res, 0, 2), PQgetvalue(res, 0, 4), PQgetvalue(res, 0, 3));
+	if (PQntuples(again) == 1 && strcmp(PQgetvalue(again, 0, 0), "new") != 0)
+		answer_from_record(b, c->of, again, 0);
+	else /* gone again meanwhile (a purge): the next delivery decides */
+		set_result(b, c->of, OB_WIRE_RETRY, INBOX_WHY_DB, d);
+	PQclear(again);
+	return OB_OK;
 }
 
 /* The per-message path, inside a transaction that is open on return (or
  * OB_EDB: the transaction is lost; OB_ETIMEDOUT: the source gate was not
- * taken, rolled back, every pending message answered RETRY). */
+ * taken, rolled back, every pending message answered RETRY). Per message
+ * one round trip: the previous message's record (written once, with its
+ * handler's detail, in its savepoint) and the end of its savepoint, this
+ * one's savepoint and lookup; then the handler. */
 static int
 apply_each(PGconn *conn, const struct inbox_options *opt,
     const struct ob_wire_request *req, struct inbox_batch *b, bool locked,
     char *err, size_t errlen)
 {
 	const struct inbox_handler *h = opt->handler;
-	struct carry carry = { false, false, 0, false };
+	static struct carry none; /* all false */
+	struct carry carry = none;
 	bool began = false;
-	char id[24], fence[24], created[24];
-	const char *dparams[4];
-	int dlens[4], dformats[4];
-	static const Oid dtypes[7] = { OID_BYTEA, OID_BYTEA, OID_BYTEA, OID_INT8, OID_INT8,
-		OID_INT8, OID_BYTEA };
+	const char *source = req->source != NULL ? req->source : "";
+	int source_len = req->source_len, one_binary = 1;
 
 	for (uint32_t i = 0; i < req->count; i++) {
 		if (b->done[i])
@@ -563,40 +579,35 @@ apply_each(PGconn *conn, const struct inbox_options *opt,
 		PGresult *res[PIPE_MAX];
 		int n = 0;
 		if (!began)
-			s[n++] = (struct stmt){ "BEGIN", 0, NULL, NULL, NULL, NULL, NULL };
+			s[n++] = (struct stmt){ "BEGIN", 0, NULL, NULL, NULL, NULL, NULL, 0 };
 		if (!began && locked)
 			s[n++] = (struct stmt){ "SET LOCAL lock_timeout = "
-				STR(INBOX_LOCK_TIMEOUT_AFTER_MS), 0, NULL, NULL, NULL, NULL, NULL };
+				STR(INBOX_LOCK_TIMEOUT_AFTER_MS), 0, NULL, NULL, NULL, NULL, NULL, 0 };
 		int gate_at = -1;
-		const char *gate = began ? NULL : gate_sql(opt, req);
-		if (gate != NULL) {
+		if (!began && takes_gate(opt)) {
 			gate_at = n;
-			s[n++] = (struct stmt){ gate, 0, NULL, NULL, NULL, NULL, NULL };
+			s[n++] = (struct stmt){ sql_gate, 1, gate_types, &source, &source_len,
+				&one_binary, NULL, 0 };
 		}
-		int first_carry = n;
-		int ncarry = carry_stmts(&carry, s + n, dparams, b, req, dlens, dformats);
+		int first_carry = n, insert_at;
+		int ncarry = carry_stmts(&carry, s + n, b, req, &insert_at);
+		if (insert_at >= 0)
+			insert_at += first_carry;
 		n += ncarry;
-		s[n++] = (struct stmt){ "SAVEPOINT msg", 0, NULL, NULL, NULL, NULL, NULL };
-		int dedup_at = -1;
-		snprintf(id, sizeof(id), "%" PRIu64, m->id);
-		snprintf(fence, sizeof(fence), "%" PRIu64, m->fence);
-		snprintf(created, sizeof(created), "%" PRId64, m->created_at_us);
-		const char *values[7] = { m->key, m->topic, m->payload, id, fence, created,
-			m->source != NULL ? m->source : "" };
-		int lens[7] = { m->key_len, m->topic_len, (int)m->payload_len, 0, 0, 0,
-			m->source_len };
-		int formats[7] = { 1, 1, 1, 0, 0, 0, 1 };
-		if (values[2] == NULL)
-			values[2] = ""; /* an empty payload is still a value */
+		s[n++] = (struct stmt){ "SAVEPOINT msg", 0, NULL, NULL, NULL, NULL, NULL, 0 };
+		int lookup_at = -1;
+		struct msg_params p;
 		if (opt->dedup) {
-			dedup_at = n;
-			s[n++] = (struct stmt){ sql_dedup, 7, dtypes, values, lens, formats, NULL };
+			msg_params_of(&p, m, NULL);
+			lookup_at = n;
+			s[n++] = (struct stmt){ sql_lookup, 4, lookup_types, p.values, p.lens, p.formats,
+				NULL, 1 };
 		}
 		int rc = pipe_run(conn, s, n, res, err, errlen);
 		if (rc != OB_OK)
 			return rc;
 		began = true;
-		if (gate_at >= 0 && PQresultStatus(res[gate_at]) != PGRES_COMMAND_OK &&
+		if (gate_at >= 0 && PQresultStatus(res[gate_at]) != PGRES_TUPLES_OK &&
 		    is_lock_error(ob_pg_sqlstate(res[gate_at]))) {
 			clear_all(res, n);
 			ob_pg_rollback(conn);
@@ -606,10 +617,21 @@ apply_each(PGconn *conn, const struct inbox_options *opt,
 			return OB_ETIMEDOUT;
 		}
 		for (int k = 0; k < first_carry; k++) {
-			if (ob_pg_check(res[k], PGRES_COMMAND_OK, "begin", err, errlen) != OB_OK) {
+			if (check_ok(res[k], "begin", err, errlen) != OB_OK) {
 				clear_all(res, n);
 				return OB_EDB;
 			}
+		}
+		if (insert_at >= 0 && PQresultStatus(res[insert_at]) != PGRES_TUPLES_OK) {
+			/* The previous message is not recorded: rolled back and
+			 * answered; this one's statements did not run: again. */
+			rc = record_failed(conn, req, b, &carry, res[insert_at], &locked, err, errlen);
+			clear_all(res, n);
+			if (rc != OB_OK)
+				return rc;
+			carry = none;
+			i--;
+			continue;
 		}
 		if (carry_check(res + first_carry, ncarry, err, errlen) != OB_OK ||
 		    ob_pg_check(res[first_carry + ncarry], PGRES_COMMAND_OK, "savepoint", err,
@@ -617,44 +639,28 @@ apply_each(PGconn *conn, const struct inbox_options *opt,
 			clear_all(res, n);
 			return OB_EDB;
 		}
-		carry = (struct carry){ true, false, i, false };
-		int status;
-		if (dedup_at >= 0 && PQresultStatus(res[dedup_at]) != PGRES_TUPLES_OK) {
-			const char *st = ob_pg_sqlstate(res[dedup_at]);
-			char *d = b->details[i];
-			ob_pg_check(res[dedup_at], PGRES_TUPLES_OK, "dedup record", d, INBOX_DETAIL_MAX);
-			if (is_lock_error(st)) {
-				set_result(b, i, OB_WIRE_RETRY, INBOX_WHY_LOCKED,
-				    "key is being applied by another transaction");
-				if (!locked) {
-					/* After one full wait, wait briefly for the rest. */
-					locked = true;
-					clear_all(res, n);
-					/* at the top level, so that no savepoint undoes it */
-					rc = ob_pg_exec(conn, "ROLLBACK TO SAVEPOINT msg;"
-					    " RELEASE SAVEPOINT msg; SET LOCAL lock_timeout = "
-					    STR(INBOX_LOCK_TIMEOUT_AFTER_MS), "lock timeout", err, errlen);
-					if (rc != OB_OK)
-						return rc;
-					carry.open = false;
-					continue;
-				}
-			} else if (inbox_status_for_sqlstate(st) == OB_WIRE_REJECT)
-				set_result(b, i, OB_WIRE_REJECT, INBOX_WHY_BAD_DATA, d);
-			else
-				set_result(b, i, OB_WIRE_RETRY, INBOX_WHY_DB, d);
+		carry = none;
+		carry.open = true;
+		carry.of = i;
+		if (lookup_at >= 0 && PQresultStatus(res[lookup_at]) != PGRES_TUPLES_OK) {
+			char d[INBOX_DETAIL_MAX];
+			ob_pg_check(res[lookup_at], PGRES_TUPLES_OK, "dedup record", d, sizeof(d));
+			rc = drop_message(conn, b, i, ob_pg_sqlstate(res[lookup_at]), d, &locked, err,
+			    errlen);
 			clear_all(res, n);
+			if (rc != OB_OK)
+				return rc;
+			carry.open = false;
 			continue;
 		}
-		bool fresh = dedup_at < 0 || PQgetvalue(res[dedup_at], 0, 0)[0] == 't';
-		if (!fresh) {
-			existing_key(b, i, res[dedup_at]);
+		if (lookup_at >= 0 && strcmp(PQgetvalue(res[lookup_at], 0, 0), "new") != 0) {
+			answer_from_record(b, i, res[lookup_at], 0);
 			clear_all(res, n);
 			continue;
 		}
 		clear_all(res, n);
 		b->details[i][0] = '\0';
-		status = h->apply(conn, m, h->arg, &b->calls[i], b->details[i], INBOX_DETAIL_MAX);
+		int status = h->apply(conn, m, h->arg, &b->calls[i], b->details[i], INBOX_DETAIL_MAX);
 		if (status != OB_WIRE_APPLIED && status != OB_WIRE_DUPLICATE &&
 		    status != OB_WIRE_RETRY && status != OB_WIRE_REJECT) {
 			snprintf(b->details[i], INBOX_DETAIL_MAX, "handler %s returned status %d",
@@ -665,22 +671,26 @@ apply_each(PGconn *conn, const struct inbox_options *opt,
 		    : status == OB_WIRE_DUPLICATE ? INBOX_WHY_DUPLICATE : INBOX_WHY_HANDLER,
 		    b->details[i]);
 		carry.keep = status == OB_WIRE_APPLIED || status == OB_WIRE_DUPLICATE;
-		carry.store_detail = opt->dedup && b->details[i][0] != '\0';
+		carry.record = opt->dedup;
 		if (ob_pg_broken(conn)) {
 			snprintf(err, errlen, "connection lost in handler %s", h->name);
 			return OB_EDB;
 		}
 	}
-	/* Close the last message's savepoint; the COMMIT follows. */
+	/* Record the last message and close its savepoint; the COMMIT follows. */
 	struct stmt s[PIPE_MAX];
 	PGresult *res[PIPE_MAX];
-	int n = carry_stmts(&carry, s, dparams, b, req, dlens, dformats);
+	int insert_at;
+	int n = carry_stmts(&carry, s, b, req, &insert_at);
 	if (!began)
-		s[n++] = (struct stmt){ "BEGIN", 0, NULL, NULL, NULL, NULL, NULL };
+		s[n++] = (struct stmt){ "BEGIN", 0, NULL, NULL, NULL, NULL, NULL, 0 };
 	int rc = pipe_run(conn, s, n, res, err, errlen);
 	if (rc != OB_OK)
 		return rc;
-	rc = carry_check(res, n, err, errlen);
+	if (insert_at >= 0 && PQresultStatus(res[insert_at]) != PGRES_TUPLES_OK)
+		rc = record_failed(conn, req, b, &carry, res[insert_at], &locked, err, errlen);
+	else
+		rc = carry_check(res, n, err, errlen);
 	clear_all(res, n);
 	return rc;
 }
@@ -702,7 +712,6 @@ inbox_apply_batch(PGconn *conn, const struct inbox_options *opt,
     const struct ob_wire_request *req, struct inbox_batch *b, char *err,
     size_t errlen)
 {
-	bool base_dedup = opt->dedup;
 	struct inbox_options live;
 	if (opt->live_dedup != NULL) {
 		/* One read per batch: a switch at run time never splits one. */
@@ -748,7 +757,7 @@ inbox_apply_batch(PGconn *conn, const struct inbox_options *opt,
 	if (pending == 0)
 		goto out;
 	if (h == &inbox_handler_record) {
-		rc = apply_set(conn, opt, base_dedup, req, b, pending, &locked, err, errlen);
+		rc = apply_set(conn, opt, req, b, pending, &locked, err, errlen);
 		if (rc == OB_OK)
 			goto out;
 		if (rc != OB_EINVAL)

@@ -21,8 +21,9 @@
  * other kind's open transactions before it looks for their records.
  *
  * For a request of N messages: BEGIN; per message a savepoint, the dedup
- * record (inbox.processed: topic, key, fingerprint, outcome, detail), the
- * handler's effect; one COMMIT. A (topic, key) already processed with the
+ * lookup, the handler's effect, the dedup record (inbox.processed: topic,
+ * key, fingerprint, outcome, detail: written once, after the effect);
+ * one COMMIT. A (topic, key) already processed with the
  * same fingerprint gets DUPLICATE with the stored outcome and applies
  * nothing; with another fingerprint (another payload) it gets REJECT
  * ("idempotency key reused with a different payload") and applies nothing.
@@ -41,7 +42,8 @@
  *
  * Concurrency: a key being applied by another, uncommitted transaction
  * (another consumer, or a relay takeover) makes the dedup insert wait, at
- * most --lock-timeout; then that message is answered RETRY. After one such
+ * most --lock-timeout; then that message is rolled back and answered RETRY
+ * (and when the other one committed, DUPLICATE or REJECT as above). After one such
  * wait, the rest of the batch waits at most INBOX_LOCK_TIMEOUT_AFTER_MS per
  * key, so a batch of contested keys cannot outlast the relay's timeout.
  * The source gate waits at most --lock-timeout too; then every message of
@@ -70,6 +72,9 @@
  * dedup insert or key claim (its batch's work before it: lock waits, the
  * webhook calls of the messages before it), which must stay below it. */
 #define INBOX_RETENTION_MARGIN_MS (INT64_C(60) * 60 * 1000)
+/* PostgreSQL's epoch (2000-01-01) in Unix microseconds: a timestamptz in
+ * binary form counts from it. */
+#define INBOX_PG_EPOCH_US INT64_C(946684800000000)
 /* How often a serving thread reads the database's clock again. */
 #define INBOX_CLOCK_REFRESH_MS 60000
 #define INBOX_REASON_MISMATCH "idempotency key reused with a different payload"

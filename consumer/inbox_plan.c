@@ -14,6 +14,8 @@
 /* Binary array element types (pg_type OIDs). */
 #define OID_BYTEA 17
 #define OID_INT8 20
+#define OID_TEXT 25
+#define OID_TIMESTAMPTZ 1184
 
 static const char *const why_names[INBOX_WHY_COUNT] = {
 	[INBOX_WHY_NONE] = "none",
@@ -132,13 +134,16 @@ inbox_set_args(const struct ob_wire_request *req, struct inbox_batch *b)
 	uint32_t n = 0;
 	for (uint32_t i = 0; i < req->count; i++)
 		n += b->done[i] ? 0 : 1;
-	int rc = array_start(&b->args[0], OID_BYTEA, n, false);
-	rc |= array_start(&b->args[1], OID_BYTEA, n, false);
+	/* keys, topics and ordering keys are text (their bytes: a text
+	 * element in binary form), created_at a timestamptz (microseconds
+	 * since PostgreSQL's epoch): inbox.apply_notifications's arguments */
+	int rc = array_start(&b->args[0], OID_TEXT, n, false);
+	rc |= array_start(&b->args[1], OID_TEXT, n, false);
 	rc |= array_start(&b->args[2], OID_BYTEA, n, false);
 	rc |= array_start(&b->args[3], OID_INT8, n, false);
 	rc |= array_start(&b->args[4], OID_INT8, n, false);
-	rc |= array_start(&b->args[5], OID_INT8, n, false);
-	rc |= array_start(&b->args[6], OID_BYTEA, n, true);
+	rc |= array_start(&b->args[5], OID_TIMESTAMPTZ, n, false);
+	rc |= array_start(&b->args[6], OID_TEXT, n, true);
 	rc |= array_start(&b->args[7], OID_INT8, n, true);
 	for (uint32_t i = 0; i < req->count; i++) {
 		const struct ob_wire_msg *m = &req->msgs[i];
@@ -150,7 +155,7 @@ inbox_set_args(const struct ob_wire_request *req, struct inbox_batch *b)
 		rc |= array_bytes(&b->args[2], m->payload, m->payload_len, false);
 		rc |= array_int8(&b->args[3], m->id, false);
 		rc |= array_int8(&b->args[4], m->fence, false);
-		rc |= array_int8(&b->args[5], (uint64_t)m->created_at_us, false);
+		rc |= array_int8(&b->args[5], (uint64_t)(m->created_at_us - INBOX_PG_EPOCH_US), false);
 		rc |= array_bytes(&b->args[6], m->ordering_key, m->ordering_key_len, !ordered);
 		rc |= array_int8(&b->args[7], m->ordering_seq, !ordered);
 	}

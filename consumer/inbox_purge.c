@@ -35,28 +35,18 @@ static int
 purge_round(PGconn *conn, int64_t retention_ms, int batch, int64_t *n, char *err,
     size_t errlen)
 {
-	char r[24], b[16], rm[24];
+	char r[24], b[16], m[24];
 	snprintf(r, sizeof(r), "%" PRId64, retention_ms);
 	snprintf(b, sizeof(b), "%d", batch);
-	snprintf(rm, sizeof(rm), "%" PRId64, retention_ms + INBOX_RETENTION_MARGIN_MS);
-	const char *params[3] = { r, b, rm };
-	/* = ANY(ARRAY(...)), not IN (...): planned for LIMIT rows, the IN
-	 * form hash-joined a scan of the whole table for every batch. By the
-	 * row's ctid, not its key: a record is (topic, key), and the same key
-	 * of another topic may be younger. The rows are locked (FOR UPDATE)
-	 * by the subquery, so none moves before the DELETE reads it; a TID
-	 * scan fetches exactly them. */
+	snprintf(m, sizeof(m), "%" PRId64, (int64_t)INBOX_RETENTION_MARGIN_MS);
+	const char *params[3] = { r, m, b };
+	/* what it deletes, and how it finds it: sql/inbox/functions/purge.sql */
 	PGresult *res = PQexecParams(conn,
-	    "DELETE FROM inbox.processed WHERE ctid = ANY(ARRAY("
-	    "  SELECT ctid FROM inbox.processed"
-	    "   WHERE processed_at < now() - $1::bigint * interval '1 millisecond'"
-	    "     AND (created_at IS NULL"
-	    "       OR created_at < now() - $3::bigint * interval '1 millisecond')"
-	    "   ORDER BY processed_at LIMIT $2::int FOR UPDATE SKIP LOCKED))",
-	    3, NULL, params, NULL, NULL, 0);
-	int rc = ob_pg_check(res, PGRES_COMMAND_OK, "purge dedup records", err, errlen);
+	    "SELECT inbox.purge(retention_ms => $1, margin_ms => $2, max_rows => $3)",
+	    3, (const Oid[]){ 20, 20, 23 }, params, NULL, NULL, 0);
+	int rc = ob_pg_check(res, PGRES_TUPLES_OK, "purge dedup records", err, errlen);
 	if (rc == OB_OK)
-		*n = strtoll(PQcmdTuples(res), NULL, 10);
+		*n = ob_pg_int64(res, 0, 0);
 	PQclear(res);
 	return rc;
 }

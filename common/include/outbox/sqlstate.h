@@ -28,6 +28,9 @@
 /* A key another transaction is applying: lock_timeout, or a deadlock. */
 #define OB_SQLSTATE_LOCK_NOT_AVAILABLE "55P03"
 #define OB_SQLSTATE_DEADLOCK_DETECTED "40P01"
+/* inbox.dedup_insert: another transaction recorded the message since its
+ * lookup (sql/inbox/functions/dedup_insert.sql). */
+#define OB_SQLSTATE_UNIQUE_VIOLATION "23505"
 /* A payload over outbox.max_payload_bytes(). */
 #define OB_SQLSTATE_PROGRAM_LIMIT_EXCEEDED "54000"
 /* Classes: the input was bad (data exception, integrity violation). */

@@ -5,12 +5,14 @@
 -- run that applies the files. It starts from nothing: a privilege is added
 -- or removed here, nowhere else.
 --
--- PUBLIC has nothing here. outbox_consumer writes the dedup record and the
--- built-in effect (consumer/inbox.c, consumer/handler_record.c), the
--- webhook handler's key claims (common/keyclaim.c), and deletes expired
--- records and claims (consumer/inbox_purge.c), and locks the source gate
--- (UPDATE is what LOCK TABLE needs; the table never holds a row: 009);
--- nothing outside schema inbox.
+-- PUBLIC has nothing here. outbox_consumer calls the inbox's functions
+-- (docs/inbox-sql.md: the dedup record and the built-in effect, the source
+-- gate, the purge, the clock), which are not SECURITY DEFINER: it needs
+-- the table privileges they use too: the dedup records (insert, delete),
+-- the built-in effect (insert), the source gate's lock (UPDATE is what
+-- LOCK TABLE needs; the table never holds a row: 009). It also writes the
+-- webhook handler's key claims (common/keyclaim.c) and deletes expired
+-- ones; nothing outside schema inbox.
 -- outbox_viewer (outboxctl web, docs/web.md) reads the dedup records and
 -- writes nothing.
 
@@ -20,7 +22,9 @@ REVOKE ALL ON ALL SEQUENCES IN SCHEMA inbox FROM PUBLIC, outbox_consumer, outbox
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA inbox FROM PUBLIC, outbox_consumer, outbox_viewer;
 
 GRANT USAGE ON SCHEMA inbox TO outbox_consumer;
-GRANT EXECUTE ON FUNCTION inbox.check_protocol TO outbox_consumer;
+GRANT EXECUTE ON FUNCTION inbox.check_protocol, inbox.clock_us, inbox.fingerprint,
+    inbox.dedup_record, inbox.take_source_gate, inbox.dedup_lookup, inbox.dedup_insert,
+    inbox.add_notification, inbox.apply_notifications, inbox.purge TO outbox_consumer;
 GRANT SELECT ON inbox.protocols TO outbox_consumer;
 GRANT SELECT, INSERT, UPDATE, DELETE ON inbox.processed, inbox.webhook_calls TO outbox_consumer;
 GRANT SELECT, INSERT ON inbox.notifications TO outbox_consumer;
