@@ -491,11 +491,26 @@ carry_check(PGresult **res, int ncarry, char *err, size_t errlen)
 	return OB_OK;
 }
 
+/* The answer for message i whose statement failed with sqlstate (d: the
+ * failure's text): a lock wait that ran out is RETRY, bad data REJECT,
+ * anything else RETRY. */
+static void
+answer_failure(struct inbox_batch *b, uint32_t i, const char *sqlstate, const char *d)
+{
+	if (is_lock_error(sqlstate))
+		set_result(b, i, OB_WIRE_RETRY, INBOX_WHY_LOCKED,
+		    "key is being applied by another transaction");
+	else if (inbox_status_for_sqlstate(sqlstate) == OB_WIRE_REJECT)
+		set_result(b, i, OB_WIRE_REJECT, INBOX_WHY_BAD_DATA, d);
+	else
+		set_result(b, i, OB_WIRE_RETRY, INBOX_WHY_DB, d);
+}
+
 /* Roll message i back to its savepoint after a statement of it failed
  * with sqlstate (the transaction goes on without it), and answer it: a
  * lock wait that ran out is RETRY, and the first one makes every later
- * wait of the transaction short (INBOX_LOCK_TIMEOUT_AFTER_MS, *locked);
- * bad data is REJECT, anything else RETRY. d: the failure's text. */
+ * wait of the transaction short (INBOX_LOCK_TIMEOUT_AFTER_MS, *locked).
+ * d: the failure's text. */
 static int
 drop_message(PGconn *conn, struct inbox_batch *b, uint32_t i, const char *sqlstate,
     const char *d, bool *locked, char *err, size_t errlen)
@@ -510,20 +525,15 @@ drop_message(PGconn *conn, struct inbox_batch *b, uint32_t i, const char *sqlsta
 		return rc;
 	if (first_wait)
 		*locked = true;
-	if (lock)
-		set_result(b, i, OB_WIRE_RETRY, INBOX_WHY_LOCKED,
-		    "key is being applied by another transaction");
-	else if (inbox_status_for_sqlstate(sqlstate) == OB_WIRE_REJECT)
-		set_result(b, i, OB_WIRE_REJECT, INBOX_WHY_BAD_DATA, d);
-	else
-		set_result(b, i, OB_WIRE_RETRY, INBOX_WHY_DB, d);
+	answer_failure(b, i, sqlstate, d);
 	return OB_OK;
 }
 
 /* The previous message's record insert failed (res): roll it back and
  * answer it. Another transaction's record of its identity committed since
  * its lookup (unique_violation): its answer is asked again, a duplicate or
- * a reused key. */
+ * a reused key; a unique violation without such a record is bad data, as
+ * any other (an index an operator added). */
 static int
 record_failed(PGconn *conn, const struct ob_wire_request *req, struct inbox_batch *b,
     struct carry *c, const PGresult *res, bool *locked, char *err, size_t errlen)
@@ -547,8 +557,8 @@ record_failed(PGconn *conn, const struct ob_wire_request *req, struct inbox_batc
 	}
 	if (PQntuples(again) == 1 && strcmp(PQgetvalue(again, 0, 0), "new") != 0)
 		answer_from_record(b, c->of, again, 0);
-	else /* gone again meanwhile (a purge): the next delivery decides */
-		set_result(b, c->of, OB_WIRE_RETRY, INBOX_WHY_DB, d);
+	else /* another unique index of the table refused it (bad data) */
+		answer_failure(b, c->of, st, d);
 	PQclear(again);
 	return OB_OK;
 }
