@@ -227,7 +227,11 @@ END_TEST
  * a kept plan that scans reads the whole table for every message of every
  * frame (a 50,000-message drain took 5-9 s instead of 1.2, bench/peers).
  * Frames of fresh keys, then one frame of keys seen (answered from their
- * records), must probe the primary key only. */
+ * records), must probe the primary key only. The first and the last frame
+ * hold one key twice, so they go message by message: the per-message
+ * lookup (inbox.dedup_lookup, whose plan PL/pgSQL keeps for the session)
+ * is planned on the empty table too, and must still probe the key when
+ * the table holds the other frames' records. */
 #define EMPTY_FRAMES 8
 #define EMPTY_FRAME 500
 START_TEST(test_set_path_from_an_empty_inbox_never_scans)
@@ -251,25 +255,29 @@ START_TEST(test_set_path_from_an_empty_inbox_never_scans)
 	/* the last round repeats the first one's keys: every one a duplicate */
 	for (int f = 0; f <= EMPTY_FRAMES; f++) {
 		int keyf = f < EMPTY_FRAMES ? f : 0;
+		bool twice = f == 0 || f == EMPTY_FRAMES; /* the last key is the first again */
 		for (int i = 0; i < EMPTY_FRAME; i++) {
-			snprintf(keys[i], sizeof(keys[i]), "e-%d-%d", keyf, i);
+			snprintf(keys[i], sizeof(keys[i]), "e-%d-%d", keyf,
+			    twice && i == EMPTY_FRAME - 1 ? 0 : i);
 			m[i] = ts_consumer_msg((uint64_t)(f * EMPTY_FRAME + i + 1), "new", keys[i],
 			    "{\"n\": 1}");
 		}
 		struct ts_consumer_reply r;
 		ts_consumer_call(&c, m, EMPTY_FRAME, &r);
-		int want = f < EMPTY_FRAMES ? OB_WIRE_APPLIED : OB_WIRE_DUPLICATE;
-		for (int i = 0; i < EMPTY_FRAME; i++)
+		for (int i = 0; i < EMPTY_FRAME; i++) {
+			int want = f < EMPTY_FRAMES && !(twice && i == EMPTY_FRAME - 1) ? OB_WIRE_APPLIED
+			                                                              : OB_WIRE_DUPLICATE;
 			ck_assert_msg(r.rep.results[i].status == want, "frame %d message %d: status %d",
 			    f, i, r.rep.results[i].status);
+		}
 		ts_consumer_reply_fini(&r);
 	}
 	ts_consumer_close(&c);
 	ts_stop(cpid, SIGTERM);
-	scan_watch_check(conn, &watch, "inbox.notifications", EMPTY_FRAMES * EMPTY_FRAME,
+	scan_watch_check(conn, &watch, "inbox.notifications", EMPTY_FRAMES * EMPTY_FRAME - 1,
 	    "the set path from an empty inbox");
 	ck_assert_int_eq(ts_query_int(conn, "SELECT count(*) FROM inbox.processed"),
-	    EMPTY_FRAMES * EMPTY_FRAME);
+	    EMPTY_FRAMES * EMPTY_FRAME - 1);
 	PQfinish(conn);
 }
 END_TEST
