@@ -5,9 +5,11 @@
 # outbox_relaylib) deciding a failed attempt. A test tool, never linked
 # into a program.
 set(OUTBOX_CHECK_SOURCES check/main.c check/session.c check/model.c check/gen.c
-  check/shrink.c check/slot_drive.c)
+  check/shrink.c check/slot_drive.c check/inbox_drive.c)
 add_executable(outbox-check ${OUTBOX_CHECK_SOURCES})
 target_link_libraries(outbox-check PRIVATE outbox_relaylib outbox_common PkgConfig::PQ)
+# the inbox driver takes the consumer's retention margin from consumer/inbox.h
+target_include_directories(outbox-check PRIVATE ${CMAKE_SOURCE_DIR}/consumer)
 # the operator's restore step, from this source tree (--simulate overrides)
 target_compile_definitions(outbox-check PRIVATE
   OUTBOX_CHECK_SIMULATE="${CMAKE_SOURCE_DIR}/tests/data/sql/simulate_restore.sql")
@@ -34,6 +36,7 @@ add_executable(outbox-check-shared-outcomes ${CMAKE_CURRENT_BINARY_DIR}/slot_sha
   ${OUTBOX_CHECK_SOURCES})
 target_link_libraries(outbox-check-shared-outcomes PRIVATE outbox_relaylib outbox_common
   PkgConfig::PQ)
+target_include_directories(outbox-check-shared-outcomes PRIVATE ${CMAKE_SOURCE_DIR}/consumer)
 target_compile_definitions(outbox-check-shared-outcomes PRIVATE
   OUTBOX_CHECK_SIMULATE="${CMAKE_SOURCE_DIR}/tests/data/sql/simulate_restore.sql")
 # The checker in the suite (tests/check/run.sh): its own PostgreSQL with
@@ -43,7 +46,8 @@ target_compile_definitions(outbox-check-shared-outcomes PRIVATE
 # its fix reverted, found by the default generator within 25 seeds; and the
 # relay's pipeline slots driven through a simulated transport (--drive
 # slots): no violation as they are, a violation with the shared-outcomes
-# defect put back (outbox-check-shared-outcomes).
+# defect put back (outbox-check-shared-outcomes); and the inbox's driver
+# (--inbox) on the inbox's functions and on three broken variants.
 add_test(NAME check_protocol COMMAND ${CMAKE_SOURCE_DIR}/tests/check/run.sh
   ${CMAKE_BINARY_DIR}/bin)
 set_tests_properties(check_protocol PROPERTIES LABELS "integration" TIMEOUT 900)

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "inbox_drive.h"
 #include "outbox/migrate.h"
 #include "slot_drive.h"
 
@@ -64,6 +65,7 @@ usage(FILE *f)
 	    "  --min-branches P    with --coverage: fail below P %% of branches (all together)\n"
 	    "  --shrink-ms MS      time for shrinking a violation (default %d)\n"
 	    "  --script PATH       where the replay script goes (default outbox-check-SEED.sql)\n"
+	    "  --inbox N           instead: N seeds of the inbox's driver (tests/check/inbox_drive.c)\n"
 	    "  --quiet             no line per seed\n"
 	    "  --drive slots       drive the relay's pipeline slots (relay/slot.h) through a simulated\n"
 	    "                      transport instead (tests/check/slot_drive.c)\n"
@@ -205,7 +207,7 @@ setup(struct chk_db *db, const char *server_ci, const char *dbname, const char *
 	}
 	char err[1024];
 	struct ob_migrate_report rep;
-	if (ob_migrate(db->mon, "outbox", &rep, err, sizeof(err)) != 0) {
+	if (ob_migrate(db->mon, "all", &rep, err, sizeof(err)) != 0) {
 		fprintf(stderr, "outbox-check: migrate: %s\n", err);
 		return false;
 	}
@@ -307,7 +309,7 @@ main(int argc, char **argv)
 	const char *dbname = "outbox_check", *drive = NULL;
 	char simulate[1024] = "";
 	uint64_t seed = 1;
-	int seeds = 1, steps = DEFAULT_STEPS;
+	int seeds = 1, steps = DEFAULT_STEPS, inbox = 0;
 	int64_t shrink_ms = DEFAULT_SHRINK_MS;
 	bool coverage = false, repeat = false, quiet = false;
 	double min_stmts = 0, min_branches = 0;
@@ -325,7 +327,8 @@ main(int argc, char **argv)
 		{ "min-branches", required_argument, 0, 'b' },
 		{ "shrink-ms", required_argument, 0, 'k' }, { "script", required_argument, 0, 'o' },
 		{ "quiet", no_argument, 0, 'q' }, { "help", no_argument, 0, 'h' },
-		{ "drive", required_argument, 0, 'D' }, { 0, 0, 0, 0 },
+		{ "drive", required_argument, 0, 'D' }, { "inbox", required_argument, 0, 'I' },
+		{ 0, 0, 0, 0 },
 	};
 	int o;
 	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -346,6 +349,7 @@ main(int argc, char **argv)
 		case 'o': script = optarg; break;
 		case 'q': quiet = true; break;
 		case 'D': drive = optarg; break;
+		case 'I': inbox = (int)strtol(optarg, &end, 10); break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -371,6 +375,11 @@ main(int argc, char **argv)
 	}
 	if (!setup(&db, server, dbname, functions, coverage))
 		return 2;
+	if (inbox > 0) {
+		int rc = chk_inbox_run(&db, seed, inbox, steps, quiet);
+		PQfinish(db.mon);
+		return rc;
+	}
 	if (drive != NULL) {
 		int rc = chk_slot_drive(&db, seed, seeds, steps, quiet);
 		PQfinish(db.mon);

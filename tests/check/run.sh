@@ -16,6 +16,13 @@
 #  4. the relay's pipeline slots driven through a simulated transport
 #     (--drive slots): no violation in CHECK_SLOT_SEEDS seeds, and the
 #     shared-outcomes defect put back found within CHECK_REVERTED_SEEDS.
+#  5. the inbox's driver (outbox-check --inbox, tests/check/inbox_drive.c)
+#     over CHECK_INBOX_SEEDS seeds on the inbox's functions as they are (no
+#     violation), then on three broken variants, each of which it must
+#     catch within CHECK_REVERTED_SEEDS seeds: the legacy identity rule
+#     without its other kind (inbox.dedup_record), the purge by the time
+#     applied alone (inbox.purge without its message's created_at
+#     horizon), the empty source's gate not taken (inbox.take_source_gate).
 # The server is stopped and removed however the run ends.
 set -euo pipefail
 bin=${1:?usage: run.sh BIN_DIR}
@@ -24,6 +31,8 @@ src=$(cd "$here/../.." && pwd)
 seeds=${CHECK_SEEDS:-40}
 steps=${CHECK_STEPS:-250}
 reverted_seeds=${CHECK_REVERTED_SEEDS:-25}
+inbox_seeds=${CHECK_INBOX_SEEDS:-40}
+inbox_steps=${CHECK_INBOX_STEPS:-150}
 export OUTBOX_TEST_DATA=$src/tests/data
 
 work=$(mktemp -d /tmp/outbox-check.XXXXXX)
@@ -144,5 +153,40 @@ if [ "$code" -ne 1 ]; then
 	echo "$out" | tail -5
 	failed=1
 fi
+
+# 5. the inbox's driver: the functions as they are, then broken variants
+say "outbox-check --inbox: seeds 1..$inbox_seeds x $inbox_steps steps"
+"$bin/outbox-check" --db "$db" --inbox "$inbox_seeds" --steps "$inbox_steps" --quiet
+ifns=$src/sql/inbox/functions
+break_inbox() { # NAME FILE PERL-EXPRESSION: DIR/FILE is FILE broken
+	local dir=$work/$1 file=$2
+	mkdir -p "$dir"
+	cp "$ifns/$file" "$dir/$file"
+	perl -0pi -e "$3" "$dir/$file"
+	if cmp -s "$dir/$file" "$ifns/$file"; then
+		say "the break $1 no longer changes $file: update tests/check/run.sh"
+		failed=1
+	fi
+}
+# i1: a named source no longer inherits the records of '', nor '' theirs
+break_inbox i1 dedup_record.sql 's/ OR \(p\.source = \x27\x27\) <> \(dedup_record\.source = \x27\x27\)//'
+# i2: a record purged once applied long enough ago, whatever its message's time
+break_inbox i2 purge.sql 's/\s*AND \(p\.created_at IS NULL\s+OR p\.created_at < now\(\) - \(retention_ms \+ margin_ms\) \* interval \x271 millisecond\x27\)//'
+# i3: the empty source takes no gate
+break_inbox i3 take_source_gate.sql 's/LOCK TABLE inbox\.source_gate IN SHARE MODE;/NULL;/'
+for d in i1 i2 i3; do
+	say "outbox-check --inbox with $d (--functions $d)"
+	set +e
+	out=$("$bin/outbox-check" --db "$db" --functions "$work/$d" --inbox "$reverted_seeds" \
+		--steps "$inbox_steps" --quiet 2>&1)
+	code=$?
+	set -e
+	echo "$out" | grep -E "VIOLATION|violated at step" || true
+	if [ "$code" -ne 1 ]; then
+		say "$d: the inbox driver did not find the broken variant (exit $code):"
+		echo "$out" | tail -5
+		failed=1
+	fi
+done
 [ "$failed" -eq 0 ] || exit 1
-say "every reverted defect found"
+say "every reverted defect and every broken inbox variant found"
