@@ -104,6 +104,21 @@ revert d5 claim.sql 's/            CONTINUE WHEN pg_snapshot_xmax\(st\.snap_lo\)
 revert d5 claim.sql 's/           AND NOT COALESCE\(pg_snapshot_xmax\(x\.snap_hi\)\n.*?, false\)\n//s'
 
 failed=0
+# expect_violation NAME ARGS...: outbox-check ARGS must find a violation
+# (exit 1); its output in $out
+expect_violation() {
+	local name=$1 code
+	shift
+	set +e
+	out=$("$bin/outbox-check" --db "$db" "$@" 2>&1)
+	code=$?
+	set -e
+	if [ "$code" -ne 1 ]; then
+		say "$name: the checker did not find it (exit $code):"
+		echo "$out" | tail -5
+		failed=1
+	fi
+}
 for d in d1 d3 d4 d5; do
 	for f in "$work/$d"/*.sql; do
 		[ -f "$fns/$(basename "$f")" ] || continue
@@ -113,21 +128,13 @@ for d in d1 d3 d4 d5; do
 		fi
 	done
 	say "outbox-check with $d's fix reverted (--functions $d)"
-	set +e
-	out=$("$bin/outbox-check" --db "$db" --functions "$work/$d" --seed 1 --seeds "$reverted_seeds" \
-		--steps "$steps" --quiet --shrink-ms 10000 --script "$work/$d.replay.sql" 2>&1)
-	code=$?
-	set -e
+	expect_violation "$d" --functions "$work/$d" --seed 1 --seeds "$reverted_seeds" \
+		--steps "$steps" --quiet --shrink-ms 10000 --script "$work/$d.replay.sql"
 	# the failing step, the shrunk history (its first steps; all of it is in
 	# the replay script), the drain that follows it
 	echo "$out" | grep -E "violated at step|shrunk to" || true
 	echo "$out" | grep -E "^ +[0-9]+ s[0-9]" | head -12 || true
 	echo "$out" | grep -E "then the fair drain" || true
-	if [ "$code" -ne 1 ]; then
-		say "$d: the checker did not find the reverted defect (exit $code):"
-		echo "$out" | tail -5
-		failed=1
-	fi
 done
 
 # 4. the relay's pipeline slots (relay/slot.h) driven through a simulated
@@ -176,17 +183,9 @@ break_inbox i2 purge.sql 's/\s*AND \(p\.created_at IS NULL\s+OR p\.created_at < 
 break_inbox i3 take_source_gate.sql 's/LOCK TABLE inbox\.source_gate IN SHARE MODE;/NULL;/'
 for d in i1 i2 i3; do
 	say "outbox-check --inbox with $d (--functions $d)"
-	set +e
-	out=$("$bin/outbox-check" --db "$db" --functions "$work/$d" --inbox "$reverted_seeds" \
-		--steps "$inbox_steps" --quiet 2>&1)
-	code=$?
-	set -e
+	expect_violation "$d" --functions "$work/$d" --inbox "$reverted_seeds" \
+		--steps "$inbox_steps" --quiet
 	echo "$out" | grep -E "VIOLATION|violated at step" || true
-	if [ "$code" -ne 1 ]; then
-		say "$d: the inbox driver did not find the broken variant (exit $code):"
-		echo "$out" | tail -5
-		failed=1
-	fi
 done
 [ "$failed" -eq 0 ] || exit 1
 say "every reverted defect and every broken inbox variant found"
