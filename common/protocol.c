@@ -91,6 +91,14 @@ static const struct need admin_needs[] = {
 static const struct need consumer_needs[] = {
 	{ "schema", "inbox", "", "USAGE" },
 	{ "function", "inbox", "check_protocol", "EXECUTE" },
+	/* the inbox's SQL contract (docs/inbox-sql.md), which it calls */
+	{ "function", "inbox", "clock_us", "EXECUTE" },
+	{ "function", "inbox", "take_source_gate", "EXECUTE" },
+	{ "function", "inbox", "dedup_lookup", "EXECUTE" },
+	{ "function", "inbox", "dedup_insert", "EXECUTE" },
+	{ "function", "inbox", "apply_notifications", "EXECUTE" },
+	{ "function", "inbox", "add_notification", "EXECUTE" },
+	{ "function", "inbox", "purge", "EXECUTE" },
 	{ "table", "inbox", "protocols", "SELECT" },
 	{ "table", "inbox", "processed", "SELECT,INSERT,UPDATE,DELETE" },
 	{ "table", "inbox", "notifications", "SELECT,INSERT" },

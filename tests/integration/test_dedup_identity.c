@@ -288,7 +288,7 @@ migrate_with_records(enum prebuilt prebuilt)
 	 * swapped the key again: its own takeover is test_source_identity's */
 	(void)index_oid;
 	ck_assert_int_eq(ts_query_int(conn, "SELECT min_version * 10 + max_version"
-	    " FROM inbox.protocols WHERE component = 'consumer'"), 34);
+	    " FROM inbox.protocols WHERE component = 'consumer'"), 35); /* 3..5 since 010 */
 
 	/* The migrated records go on deduplicating. */
 	ts_ipc_url(tags[prebuilt], url, sizeof(url));
@@ -351,13 +351,13 @@ one_line(const char *s)
 START_TEST(test_protocol_refusals)
 {
 	char db[TS_CONNINFO_MAX], url[256], out[4096], err[512];
-	/* This consumer (protocol 4) against a schema of before 005. */
+	/* This consumer (protocol 5) against a schema of before 005. */
 	ts_db_create_at("ident_old", "inbox", INBOX_BEFORE_IDENTITY, db, sizeof(db));
 	ts_ipc_url("identold", url, sizeof(url));
 	char *consumer[] = { "outbox-consumer", "--db", db, "--listen", url, NULL };
 	ck_assert_int_eq(ts_run(consumer, NULL, out, sizeof(out), 30 * T_SEC), 2);
 	ck_assert_msg(strstr(out, "inbox schema serves consumer protocol 1..1, this program"
-	    " speaks 4: run outboxctl migrate") != NULL, "%s", out);
+	    " speaks 5: run outboxctl migrate") != NULL, "%s", out);
 	ck_assert_msg(one_line(out), "%s", out);
 
 	/* A consumer of protocol 1 (identity: the key alone) against 005: it
@@ -366,15 +366,18 @@ START_TEST(test_protocol_refusals)
 	PGconn *conn = ts_connect(db);
 	ck_assert_int_eq(ob_protocol_check(conn, "inbox", "consumer", 1, err, sizeof(err)),
 	    OB_EPROTO);
-	ck_assert_str_eq(err, "inbox schema serves consumer protocol 3..4, this program speaks 1:"
+	ck_assert_str_eq(err, "inbox schema serves consumer protocol 3..5, this program speaks 1:"
 	    " upgrade the program");
 	ck_assert_int_eq(ob_protocol_check(conn, "inbox", "consumer", 2, err, sizeof(err)),
 	    OB_EPROTO);
-	ck_assert_str_eq(err, "inbox schema serves consumer protocol 3..4, this program speaks 2:"
+	ck_assert_str_eq(err, "inbox schema serves consumer protocol 3..5, this program speaks 2:"
 	    " upgrade the program");
 	/* protocol 3 (no source gate) still runs: the gate only matters while
-	 * relays of the empty source and named ones overlap (009) */
+	 * relays of the empty source and named ones overlap (009); protocol 4
+	 * (its own statements, the same records) too (010) */
 	ck_assert_int_eq(ob_protocol_check(conn, "inbox", "consumer", 3, err, sizeof(err)),
+	    OB_OK);
+	ck_assert_int_eq(ob_protocol_check(conn, "inbox", "consumer", 4, err, sizeof(err)),
 	    OB_OK);
 	ck_assert_int_eq(ob_protocol_check(conn, "inbox", "consumer", OB_PROTOCOL_CONSUMER, err,
 	    sizeof(err)), OB_OK);

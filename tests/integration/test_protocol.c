@@ -115,11 +115,11 @@ START_TEST(test_consumer_and_producer_refuse)
 	PGconn *c = ts_connect(db);
 	char url[256];
 	ts_ipc_url("protoc", url, sizeof(url));
-	serve_only(c, "inbox", "consumer", 5, 5);
+	serve_only(c, "inbox", "consumer", 6, 6);
 	char *consumer[] = { "outbox-consumer", "--db", db, "--listen", url, NULL };
 	ck_assert_int_ne(run(consumer, out, sizeof(out)), 0);
-	ck_assert_msg(strstr(out, "inbox schema serves consumer protocol 5..5, this program"
-	    " speaks 4: upgrade the program") != NULL, "%s", out);
+	ck_assert_msg(strstr(out, "inbox schema serves consumer protocol 6..6, this program"
+	    " speaks 5: upgrade the program") != NULL, "%s", out);
 	ck_assert_int_eq(count_lines(out), 1);
 
 	serve_only(c, "outbox", "producer", 3, 3);

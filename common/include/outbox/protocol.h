@@ -18,12 +18,14 @@
 #define OB_PROTOCOL_ADMIN 2
 /* viewer 1: the web view's reads (sql/outbox/016_viewer.sql, inbox 007). */
 #define OB_PROTOCOL_VIEWER 1
-/* consumer 4: every dedup transaction locks inbox.source_gate, so that the
+/* consumer 5: every statement calls the inbox's SQL contract
+ * (sql/inbox/functions/, docs/inbox-sql.md; a schema of 010 has it);
+ * consumer 4: every dedup transaction locks inbox.source_gate, so that the
  * empty source and a named one of one key never apply at once
  * (sql/inbox/009_source_gate.sql); consumer 3: the dedup record's identity
  * is (source, topic, idempotency_key) (008); consumer 2 keyed it by
  * (topic, key) (005), consumer 1 by the key. */
-#define OB_PROTOCOL_CONSUMER 4
+#define OB_PROTOCOL_CONSUMER 5
 
 /* Ask schema ("outbox" or "inbox") whether it serves component at
  * version, after checking that the session's role holds the privileges

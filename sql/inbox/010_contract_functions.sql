@@ -1,0 +1,12 @@
+-- 010_contract_functions.sql: consumer protocol 5 calls the inbox's SQL
+-- contract (sql/inbox/functions/: inbox.dedup_lookup, inbox.dedup_insert,
+-- inbox.apply_notifications, inbox.take_source_gate, inbox.purge, ...;
+-- docs/inbox-sql.md) instead of sending statements of its own. The
+-- functions are schema files, applied by every migrate run after this
+-- one; this migration only says that a schema that has them serves
+-- consumer 5, so that a consumer of protocol 5 started on a schema
+-- migrated by an older outboxctl is refused at start ("run outboxctl
+-- migrate") instead of answering every message retry (a function it calls
+-- missing). Nothing in the tables changes: consumers of protocols 3 and 4
+-- (their own statements, the same records) keep working beside it.
+UPDATE inbox.protocols SET min_version = 3, max_version = 5 WHERE component = 'consumer';
