@@ -1,6 +1,6 @@
 /*
  * inbox_purge.c - retention of the dedup records: delete those older than
- * --dedup-retention, a bounded batch per statement (each its own short
+ * --dedup-retention, a bounded batch per call of inbox.purge (each its own short
  * transaction, so a purge never holds many locks or a long snapshot), and
  * the webhook key claims of the same age through the key-claim GC.
  *
@@ -8,10 +8,10 @@
  * retention, so a late redelivery of a purged key is never applied blindly.
  * That holds only if both sides ask one clock about one time: the message's
  * created_at (the time it carries on the wire, stamped by the producer's
- * database), against the inbox database's clock (now() here; inbox_plan an
- * estimate of it that is never behind it). A record is deleted only when
- * its message is older than the retention plus INBOX_RETENTION_MARGIN_MS
- * by that clock, so every later delivery of it is rejected by the check,
+ * database), against the inbox database's clock (now() in inbox.purge;
+ * inbox_plan an estimate of it that is never behind it). A record is
+ * deleted only when its message is older than the retention plus
+ * INBOX_RETENTION_MARGIN_MS by that clock, so every later delivery of it is rejected by the check,
  * whatever the producer's clock or the consumer host's said. Its
  * processed_at (the inbox database's clock when it was applied) must be
  * older than the retention too: that keeps the scan on the BRIN index of
