@@ -40,7 +40,8 @@ fresh; echo 'static const char stray[] = "INSERT INTO outbox.audit (x) VALUES (1
 expect "table with no owner" "ctl/status_cmd.c: INSERT INTO outbox.audit, a table with no owner"
 
 # an owner line naming a file that is gone
-fresh; rm "$scratch/t/consumer/inbox_purge.c"
-expect "owner file missing" "the owner consumer/inbox_purge.c of inbox.processed does not exist"
+fresh; rm "$scratch/t/sql/inbox/functions/purge.sql"
+expect "owner file missing" \
+	"the owner sql/inbox/functions/purge.sql of inbox.processed does not exist"
 
 negative_end table_writers_negative
