@@ -1,7 +1,8 @@
 /*
  * ctl_util.c - shared plumbing of the outboxctl subcommands: argv
- * reordering on top of the config tables, connecting, and the two output
- * forms (aligned tables for people, JSON via jansson for scripts).
+ * reordering on top of the config tables, connecting, the run of a
+ * subcommand from its flags to its exit code, and the two output forms
+ * (aligned tables for people, JSON via jansson for scripts).
  *
  * Never: decide what a command means; print anything but the result on
  * stdout (errors go to stderr as one line); print a stored value raw:
@@ -108,39 +109,58 @@ ctl_parse(const struct ctl_cmd *cmd, void *cfg, int argc, char **argv,
 	return -1;
 }
 
+/* Each database (enum ctl_db): the row of a subcommand's table that names
+ * it (ctl_rows.h), the schema it must have and the protocol this build
+ * needs of that schema. */
+static const struct {
+	const char *row, *schema, *component;
+	int version;
+} dbs[] = {
+	[CTL_DB_OUTBOX] = { "db", "outbox", "admin", OB_PROTOCOL_ADMIN },
+	[CTL_DB_INBOX] = { "inbox-db", "inbox", "consumer", OB_PROTOCOL_CONSUMER },
+};
+
+int
+ctl_open(enum ctl_db db, const char *conninfo, PGconn **out, char *err, size_t errlen)
+{
+	PGconn *conn = NULL;
+	int rc;
+
+	if ((rc = ob_pg_connect(conninfo, "outboxctl", &conn, err, errlen)) != OB_OK)
+		return rc;
+	/* timestamps in UTC, ISO 8601; what it reports done is on disk,
+	 * whatever the server's default; a schema built for another
+	 * outboxctl: one line, nothing read */
+	if ((rc = ob_pg_exec(conn, "SET TimeZone = 'UTC'; SET DateStyle = 'ISO'", "set session",
+	         err, errlen)) != OB_OK ||
+	    (rc = ob_pg_durable_commits(conn, err, errlen)) != OB_OK ||
+	    (rc = ob_protocol_check(conn, dbs[db].schema, dbs[db].component,
+	         dbs[db].version, err, errlen)) != OB_OK) {
+		PQfinish(conn);
+		return rc;
+	}
+	*out = conn;
+	return OB_OK;
+}
+
 PGconn *
 ctl_connect(const struct ctl_cmd *cmd, const char *conninfo)
 {
 	PGconn *conn = NULL;
 	char err[1024];
 
-	if (ob_pg_connect(conninfo, "outboxctl", &conn, err, sizeof err) != OB_OK) {
+	if (ctl_open(cmd->db, conninfo, &conn, err, sizeof err) != OB_OK) {
 		fprintf(stderr, "outboxctl %s: %s\n", cmd->name, err);
-		return NULL;
-	}
-	/* timestamps in UTC, ISO 8601; what it reports done is on disk,
-	 * whatever the server's default */
-	if (ob_pg_exec(conn, "SET TimeZone = 'UTC'; SET DateStyle = 'ISO'",
-	    "set session", err, sizeof err) != OB_OK ||
-	    ob_pg_durable_commits(conn, err, sizeof err) != OB_OK) {
-		fprintf(stderr, "outboxctl %s: %s\n", cmd->name, err);
-		PQfinish(conn);
-		return NULL;
-	}
-	/* a schema built for another outboxctl: one line, nothing read */
-	if (ob_protocol_check(conn, "outbox", "admin", OB_PROTOCOL_ADMIN, err, sizeof err) !=
-	    OB_OK) {
-		fprintf(stderr, "outboxctl %s: %s\n", cmd->name, err);
-		PQfinish(conn);
 		return NULL;
 	}
 	return conn;
 }
 
 bool
-ctl_no_arguments(const struct ctl_cmd *cmd, char *const *pos, int npos, const char *hint)
+ctl_no_arguments(const struct ctl_cmd *cmd, char *const *pos, int npos)
 {
 	char shown[CTL_SHOWN_MAX];
+	const char *hint = cmd->arg_hint;
 
 	if (npos == 0)
 		return true;
@@ -149,23 +169,60 @@ ctl_no_arguments(const struct ctl_cmd *cmd, char *const *pos, int npos, const ch
 	return false;
 }
 
-int
-ctl_start(const struct ctl_cmd *cmd, void *cfg, char *const *db, int argc, char **argv,
-    const char *hint, PGconn **conn)
+/* The value of the row of cmd->table that names cmd->db: set, the row
+ * being required (ctl_rows.h). */
+static const char *
+conninfo(const struct ctl_cmd *cmd, const void *cfg)
 {
+	const struct ob_cfg_opt *row = ob_cfg_find(cmd->table, dbs[cmd->db].row);
+
+	return *(char *const *)(const void *)((const char *)cfg + row->offset);
+}
+
+int
+ctl_run(const struct ctl_cmd *cmd, size_t cfg_size, int argc, char **argv, ctl_check *check,
+    ctl_body *body)
+{
+	void *cfg = calloc(1, cfg_size);
 	char **pos = NULL;
 	int npos, code;
+	PGconn *conn = NULL;
 
-	*conn = NULL;
-	if ((code = ctl_parse(cmd, cfg, argc, argv, &pos, &npos)) >= 0)
-		return code;
-	bool none = ctl_no_arguments(cmd, pos, npos, hint);
-	free(pos);
-	if (!none)
-		return CTL_EXIT_USAGE;
-	if ((*conn = ctl_connect(cmd, *db)) == NULL)
+	if (cfg == NULL) {
+		fprintf(stderr, "outboxctl %s: out of memory\n", cmd->name);
 		return CTL_EXIT_FAIL;
-	return -1;
+	}
+	if ((code = ctl_parse(cmd, cfg, argc, argv, &pos, &npos)) >= 0)
+		goto out;
+	code = CTL_EXIT_USAGE;
+	if (check != NULL ? !check(cmd, cfg, pos, npos) : !ctl_no_arguments(cmd, pos, npos))
+		goto out;
+	code = CTL_EXIT_FAIL;
+	if ((conn = ctl_connect(cmd, conninfo(cmd, cfg))) == NULL)
+		goto out;
+	code = body(cmd, conn, cfg, pos, npos);
+out:
+	if (conn != NULL)
+		PQfinish(conn);
+	free(pos);
+	ob_cfg_free(cmd->table, cfg);
+	free(cfg);
+	return code;
+}
+
+PGresult *
+ctl_query(const struct ctl_cmd *cmd, PGconn *conn, const char *sql, int n,
+    const char *const *params)
+{
+	char err[1024];
+	PGresult *res = PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
+
+	if (ob_pg_check(res, PGRES_TUPLES_OK, cmd->name, err, sizeof err) != OB_OK) {
+		fprintf(stderr, "outboxctl %s: %s\n", cmd->name, err);
+		PQclear(res);
+		return NULL;
+	}
+	return res;
 }
 
 int
@@ -264,12 +321,12 @@ is_seconds(const char *name)
 	return n > k && strcmp(name + n - k, SECONDS_SUFFIX) == 0;
 }
 
-/* A text value as a JSON string. jansson refuses text that is not UTF-8
- * (a SQL_ASCII database can hold it): that one goes escaped, so the field
- * is still there and the JSON still valid. */
-static json_t *
-text_cell(const char *v)
+/* jansson refuses text that is not UTF-8: that one goes escaped. */
+json_t *
+ctl_json_text(const char *v)
 {
+	if (v == NULL)
+		return json_null();
 	json_t *j = json_string(v);
 	if (j != NULL)
 		return j;
@@ -307,10 +364,10 @@ ctl_json_cell(const PGresult *res, int row, int col)
 	case OID_JSON:
 	case OID_JSONB: {
 		json_t *j = json_loads(v, JSON_DECODE_ANY, NULL);
-		return j != NULL ? j : text_cell(v);
+		return j != NULL ? j : ctl_json_text(v);
 	}
 	default:
-		return text_cell(v);
+		return ctl_json_text(v);
 	}
 }
 
@@ -324,10 +381,10 @@ row_object(const PGresult *res, int row)
 	return o;
 }
 
-static void
-json_print(json_t *j)
+void
+ctl_print_json(json_t *j, size_t flags)
 {
-	json_dumpf(j, stdout, CTL_JSON_FLAGS | JSON_ENCODE_ANY);
+	json_dumpf(j, stdout, flags);
 	fputc('\n', stdout);
 	json_decref(j);
 }
@@ -384,7 +441,7 @@ ctl_print_table(const PGresult *res, bool json, const char *const *hide)
 		json_t *a = json_array();
 		for (int r = 0; r < rows; r++)
 			json_array_append_new(a, row_object(res, r));
-		json_print(a);
+		ctl_print_json(a, CTL_JSON_FLAGS | JSON_ENCODE_ANY);
 		return;
 	}
 	if ((width = calloc((size_t)cols, sizeof *width)) == NULL)
@@ -422,7 +479,7 @@ ctl_print_record(const PGresult *res, int row, bool json)
 	size_t w = 0;
 
 	if (json) {
-		json_print(row_object(res, row));
+		ctl_print_json(row_object(res, row), CTL_JSON_FLAGS | JSON_ENCODE_ANY);
 		return;
 	}
 	for (int c = 0; c < cols; c++)

@@ -1,6 +1,7 @@
 /*
  * ctl_util.h - what every outboxctl subcommand shares: flag parsing that
- * allows flags after positional arguments, connecting, id parsing, and
+ * allows flags after positional arguments, connecting, the run of a
+ * subcommand (parse, check, connect, its work, release), id parsing, and
  * printing query results as a human table, a vertical record, or JSON.
  */
 #ifndef OUTBOX_CTL_UTIL_H
@@ -8,15 +9,26 @@
 
 #include <libpq-fe.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "outbox/config.h"
+
+/* The database a subcommand works on, and so the protocol this build
+ * needs its schema to serve. */
+enum ctl_db {
+	CTL_DB_OUTBOX, /* the producer's: outbox schema, admin protocol */
+	CTL_DB_INBOX,  /* the consumer's: inbox schema, consumer protocol (its
+	                * tables are the consumer's) */
+};
 
 struct ctl_cmd {
 	const char *name;        /* "dead requeue": used in messages */
 	const char *synopsis;
 	const char *description;
 	const struct ob_cfg_opt *table;
+	enum ctl_db db;          /* what ctl_run connects to: its row of table */
+	const char *arg_hint;    /* said after "unexpected argument 'X'", or NULL */
 };
 
 /* Parse argv (argv[0] = the subcommand name) into cfg by cmd->table. Flags
@@ -29,24 +41,43 @@ int ctl_parse(const struct ctl_cmd *cmd, void *cfg, int argc, char **argv,
     char ***pos, int *npos);
 
 /* A subcommand that takes no positional argument: true when npos is 0,
- * else false after "outboxctl NAME: unexpected argument 'X'" (then hint
- * when not NULL), X the first of pos shown as ctl_shown shows it. */
-bool ctl_no_arguments(const struct ctl_cmd *cmd, char *const *pos, int npos, const char *hint);
+ * else false after "outboxctl NAME: unexpected argument 'X'" (then
+ * cmd->arg_hint when not NULL), X the first of pos shown as ctl_shown
+ * shows it. */
+bool ctl_no_arguments(const struct ctl_cmd *cmd, char *const *pos, int npos);
 
-/* Connect, set UTC/ISO timestamps and check that the schema serves this
- * build's admin protocol (outbox.check_protocol 'admin', OB_PROTOCOL_ADMIN);
- * or print "outboxctl NAME: reason" (one line) and return NULL. Returns
- * owned, release with PQfinish. */
+/* Connect (application name outboxctl), set UTC/ISO timestamps and
+ * durable commits, and check that db's schema serves this build's
+ * protocol (ob_protocol_check). OB_OK with *out owned (release with
+ * PQfinish), else the error code with one line in err and *out untouched. */
+int ctl_open(enum ctl_db db, const char *conninfo, PGconn **out, char *err, size_t errlen);
+
+/* ctl_open to cmd->db, or "outboxctl NAME: reason" (one line) and NULL.
+ * Returns owned, release with PQfinish. */
 PGconn *ctl_connect(const struct ctl_cmd *cmd, const char *conninfo);
 
-/* The start of a subcommand that takes no positional argument: ctl_parse,
- * then any positional argument refused ("unexpected argument 'X'", then
- * hint when not NULL), then ctl_connect to the string *db points at (a
- * field of cfg, read after parsing). Returns -1 with *conn set to go on,
- * else the exit code (help 0, usage 2, failure 1) with *conn NULL. cfg
- * must always be released with ob_cfg_free. */
-int ctl_start(const struct ctl_cmd *cmd, void *cfg, char *const *db, int argc, char **argv,
-    const char *hint, PGconn **conn);
+/* What a subcommand checks before it connects: false after one line on
+ * stderr when its flags and positional arguments cannot go together. */
+typedef bool ctl_check(const struct ctl_cmd *cmd, const void *cfg, char *const *pos, int npos);
+
+/* A subcommand's work once connected: the exit code (CTL_EXIT_*). conn
+ * and cfg are borrowed (ctl_run releases them). */
+typedef int ctl_body(const struct ctl_cmd *cmd, PGconn *conn, void *cfg, char **pos, int npos);
+
+/* A subcommand from start to end: its config (cfg_size bytes, the struct
+ * cmd->table describes) allocated and filled by ctl_parse, check (NULL: no
+ * positional argument, ctl_no_arguments), ctl_connect to cmd->db with the
+ * value of that database's row of the table (--db, --inbox-db: the table
+ * must have it, required, as ctl_rows.h makes them), body; then
+ * the connection closed and the config released. Returns the exit code:
+ * help 0, usage 2, a failed connection 1, else body's. */
+int ctl_run(const struct ctl_cmd *cmd, size_t cfg_size, int argc, char **argv, ctl_check *check,
+    ctl_body *body);
+
+/* Run sql with params[0..n) on conn for rows: the result (owned, release
+ * with PQclear), or NULL after "outboxctl NAME: reason" (one line). */
+PGresult *ctl_query(const struct ctl_cmd *cmd, PGconn *conn, const char *sql, int n,
+    const char *const *params);
 
 /* A command group ("outboxctl dead list|show|requeue"): argv[0] is the
  * group's name, argv[1] names one of cmds[0..n) (each named "GROUP SUB"),
@@ -94,5 +125,14 @@ void ctl_print_record(const PGresult *res, int row, bool json);
 
 /* JSON value of one cell (new reference), by the conventions above. */
 struct json_t *ctl_json_cell(const PGresult *res, int row, int col);
+
+/* s as a JSON string (new reference); NULL is null. Text that is not
+ * UTF-8 (a SQL_ASCII database can hold it) goes escaped (ob_term_escape),
+ * so the field is still there and the JSON still valid. */
+struct json_t *ctl_json_text(const char *s);
+
+/* Print j on stdout (json_dumpf with flags), then a newline; takes
+ * ownership of j. */
+void ctl_print_json(struct json_t *j, size_t flags);
 
 #endif

@@ -4,34 +4,29 @@
  * of the message (the table: sql/outbox/012_streams.sql); the status of a message that
  * is not dead comes from the outbox.messages view.
  *
- * Requeue (all or nothing; the dedup-retention rule, refused unless
- * --force) is requeue.c's, shared with the web view: this file parses the
- * arguments and prints the outcome.
+ * The list is list_cmd.c's, as every list's. Requeue (all or nothing; the
+ * dedup-retention rule, refused unless --force) is requeue.c's, shared
+ * with the web view: this file checks the arguments and prints the
+ * outcome.
  */
-#include <inttypes.h>
 #include <jansson.h>
 #include <stddef.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "ctl.h"
 #include "ctl_rows.h"
 #include "ctl_util.h"
+#include "list_cmd.h"
 #include "outbox/err.h"
-#include "outbox/pg.h"
 #include "queries.h"
 #include "requeue.h"
 
-#define DEAD_LIST_LIMIT_DEFAULT "100"
-#define DEAD_LIST_LIMIT_MAX 100000
 #define DEDUP_RETENTION_DEFAULT "7d"
 #define DEDUP_RETENTION_MAX (3650LL * 86400 * 1000)
 
 struct dead_config {
 	char *db;
 	char *topic;
-	int64_t limit;
 	int64_t retention_ms;
 	bool all;
 	bool force;
@@ -39,14 +34,6 @@ struct dead_config {
 };
 
 #define OB_CFG_STRUCT struct dead_config
-
-static const struct ob_cfg_opt ctl_dead_list_options[] = {
-	CTL_OPT_DB(db),
-	CTL_OPT_TOPIC(topic, "only this topic"),
-	CTL_OPT_LIMIT(limit, DEAD_LIST_LIMIT_DEFAULT, DEAD_LIST_LIMIT_MAX),
-	CTL_OPT_JSON(json, "a table"),
-	OB_CFG_END,
-};
 
 static const struct ob_cfg_opt ctl_dead_show_options[] = {
 	CTL_OPT_DB(db),
@@ -68,14 +55,16 @@ static const struct ob_cfg_opt ctl_dead_requeue_options[] = {
 	OB_CFG_END,
 };
 
-static const struct ctl_cmd list_cmd = {
-	"dead list", "outboxctl dead list --db CONNINFO [--topic T] [--limit N] [--json]",
-	"List dead-lettered messages, oldest first.", ctl_dead_list_options,
+static const struct ctl_list list = {
+	{ "dead list", "outboxctl dead list --db CONNINFO [--topic T] [--limit N] [--json]",
+	    "List dead-lettered messages, oldest first.", ctl_list_outbox_options, CTL_DB_OUTBOX,
+	    NULL },
+	ctl_dead_list_sql, "no dead messages",
 };
 static const struct ctl_cmd show_cmd = {
 	"dead show", "outboxctl dead show --db CONNINFO [--json] ID",
 	"Show one dead message: payload, attempts, last error, timestamps.",
-	ctl_dead_show_options,
+	ctl_dead_show_options, CTL_DB_OUTBOX, NULL,
 };
 static const struct ctl_cmd requeue_cmd = {
 	"dead requeue",
@@ -85,34 +74,10 @@ static const struct ctl_cmd requeue_cmd = {
 	" message again. All or nothing: an unknown id, a message that is not dead,"
 	" or one created longer ago than the consumer's dedup retention (unless"
 	" --force) changes nothing.",
-	ctl_dead_requeue_options,
+	ctl_dead_requeue_options, CTL_DB_OUTBOX, NULL,
 };
 
 #define MSG_TS(col) "to_char(" col ", 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') AS " col
-
-static int
-dead_list(PGconn *conn, struct dead_config *cfg)
-{
-	char limit[32], err[1024];
-	const char *params[2] = { cfg->topic, limit };
-	PGresult *res;
-
-	snprintf(limit, sizeof limit, "%" PRId64, cfg->limit);
-	res = PQexecParams(conn, ctl_dead_list_sql, 2, NULL, params, NULL, NULL, 0);
-	if (ob_pg_check(res, PGRES_TUPLES_OK, "dead list", err, sizeof err) != 0) {
-		fprintf(stderr, "outboxctl dead list: %s\n", err);
-		PQclear(res);
-		return CTL_EXIT_FAIL;
-	}
-	char shown[CTL_SHOWN_MAX];
-	if (!cfg->json && PQntuples(res) == 0)
-		printf("no dead messages%s%s\n", cfg->topic ? " in topic " : "",
-		    cfg->topic ? ctl_shown(cfg->topic, shown, sizeof shown) : "");
-	else
-		ctl_print_table(res, cfg->json, NULL);
-	PQclear(res);
-	return CTL_EXIT_OK;
-}
 
 /* One dead letter; available_at, lease_until and lease_owner are what the
  * outbox.messages view shows for one (when it died; no lease). */
@@ -126,47 +91,43 @@ dead_list(PGconn *conn, struct dead_config *cfg)
 	" FROM outbox.dead WHERE id = $1::bigint"
 
 static int
-dead_show(PGconn *conn, struct dead_config *cfg, const char *idtext)
+dead_show(const struct ctl_cmd *cmd, PGconn *conn, void *arg, char **pos, int npos)
 {
-	char err[1024], shown[CTL_SHOWN_MAX];
-	const char *params[1] = { idtext };
+	const struct dead_config *cfg = arg;
+	char shown[CTL_SHOWN_MAX];
+	const char *params[1] = { pos[0] };
 	PGresult *res;
-	int code = CTL_EXIT_FAIL;
 
 	/* a readable payload for people; --json embeds it as JSON */
-	res = PQexecParams(conn, cfg->json ? SHOW_SQL("payload") : SHOW_SQL("jsonb_pretty(payload)"),
-	    1, NULL, params, NULL, NULL, 0);
-	if (ob_pg_check(res, PGRES_TUPLES_OK, "dead show", err, sizeof err) != 0) {
-		fprintf(stderr, "outboxctl dead show: %s\n", err);
-		goto out;
-	}
+	res = ctl_query(cmd, conn,
+	    cfg->json ? SHOW_SQL("payload") : SHOW_SQL("jsonb_pretty(payload)"), 1, params);
+	if (res == NULL)
+		return CTL_EXIT_FAIL;
 	if (PQntuples(res) == 1) {
 		ctl_print_record(res, 0, cfg->json);
-		code = CTL_EXIT_OK;
-		goto out;
+		PQclear(res);
+		return CTL_EXIT_OK;
 	}
 	/* not dead: say what it is */
 	PQclear(res);
-	res = PQexecParams(conn, "SELECT status FROM outbox.messages WHERE id = $1::bigint LIMIT 1",
-	    1, NULL, params, NULL, NULL, 0);
-	if (ob_pg_check(res, PGRES_TUPLES_OK, "dead show", err, sizeof err) != 0)
-		fprintf(stderr, "outboxctl dead show: %s\n", err);
-	else if (PQntuples(res) == 0)
-		fprintf(stderr, "outboxctl dead show: no message with id %s\n", idtext);
-	else
+	res = ctl_query(cmd, conn,
+	    "SELECT status FROM outbox.messages WHERE id = $1::bigint LIMIT 1", 1, params);
+	if (res != NULL && PQntuples(res) == 0)
+		fprintf(stderr, "outboxctl dead show: no message with id %s\n", pos[0]);
+	else if (res != NULL)
 		fprintf(stderr, "outboxctl dead show: message %s is %s, not dead"
-		    " (see outboxctl inspect)\n", idtext,
+		    " (see outboxctl inspect)\n", pos[0],
 		    ctl_shown(PQgetvalue(res, 0, 0), shown, sizeof shown));
-out:
 	PQclear(res);
-	return code;
+	return CTL_EXIT_FAIL;
 }
 
 /* outboxctl dead requeue: the checks and the change are requeue.c's; this
  * prints what happened, one line per refusal. */
 static int
-dead_requeue(PGconn *conn, struct dead_config *cfg, char **ids, int nids)
+dead_requeue(const struct ctl_cmd *cmd, PGconn *conn, void *arg, char **ids, int nids)
 {
+	const struct dead_config *cfg = arg;
 	struct ctl_requeue_req req = { ids, nids, cfg->all, cfg->topic, cfg->retention_ms,
 		cfg->force };
 	struct ctl_requeue_result r;
@@ -189,10 +150,7 @@ dead_requeue(PGconn *conn, struct dead_config *cfg, char **ids, int nids)
 		    cfg->topic ? " in topic " : "",
 		    cfg->topic ? ctl_shown(cfg->topic, shown, sizeof shown) : "");
 	} else if (cfg->json) {
-		json_t *j = json_pack("{si}", "requeued", r.nrequeued);
-		json_dumpf(j, stdout, 0);
-		fputc('\n', stdout);
-		json_decref(j);
+		ctl_print_json(json_pack("{si}", "requeued", r.nrequeued), 0);
 	} else {
 		printf("dead requeue: %d message%s requeued\n", r.nrequeued,
 		    r.nrequeued == 1 ? "" : "s");
@@ -201,64 +159,63 @@ dead_requeue(PGconn *conn, struct dead_config *cfg, char **ids, int nids)
 	return code;
 }
 
-static int
-dead_run(const struct ctl_cmd *cmd, int argc, char **argv)
+/* Every positional argument is a message id. */
+static bool
+ids_check(const struct ctl_cmd *cmd, char *const *pos, int npos)
 {
-	struct dead_config cfg;
-	char **pos = NULL;
-	int npos, code;
-	PGconn *conn = NULL;
+	char shown[CTL_SHOWN_MAX];
 	int64_t id;
 
-	memset(&cfg, 0, sizeof cfg);
-	if ((code = ctl_parse(cmd, &cfg, argc, argv, &pos, &npos)) >= 0)
-		goto out;
-	code = CTL_EXIT_USAGE;
-	char shown[CTL_SHOWN_MAX];
-	if (cmd == &list_cmd && !ctl_no_arguments(cmd, pos, npos, NULL))
-		goto out;
-	if (cmd == &show_cmd && npos != 1) {
-		fprintf(stderr, "outboxctl dead show: want exactly one ID\n");
-		goto out;
-	}
-	if (cmd == &requeue_cmd) {
-		if (cfg.all == (npos > 0)) {
-			fprintf(stderr, "outboxctl dead requeue: give message IDs or --all\n");
-			goto out;
-		}
-		if (!cfg.all && cfg.topic != NULL) {
-			fprintf(stderr, "outboxctl dead requeue: --topic goes with --all\n");
-			goto out;
-		}
-	}
 	for (int i = 0; i < npos; i++) {
 		if (!ctl_parse_id(pos[i], &id)) {
 			fprintf(stderr, "outboxctl %s: bad id '%s': want a positive integer\n",
 			    cmd->name, ctl_shown(pos[i], shown, sizeof shown));
-			goto out;
+			return false;
 		}
 	}
-	code = CTL_EXIT_FAIL;
-	if ((conn = ctl_connect(cmd, cfg.db)) == NULL)
-		goto out;
-	if (cmd == &list_cmd)
-		code = dead_list(conn, &cfg);
-	else if (cmd == &show_cmd)
-		code = dead_show(conn, &cfg, pos[0]);
-	else
-		code = dead_requeue(conn, &cfg, pos, npos);
-out:
-	if (conn != NULL)
-		PQfinish(conn);
-	free(pos);
-	ob_cfg_free(cmd->table, &cfg);
-	return code;
+	return true;
+}
+
+static bool
+show_check(const struct ctl_cmd *cmd, const void *arg, char *const *pos, int npos)
+{
+	if (npos != 1) {
+		fprintf(stderr, "outboxctl dead show: want exactly one ID\n");
+		return false;
+	}
+	return ids_check(cmd, pos, npos);
+}
+
+static bool
+requeue_check(const struct ctl_cmd *cmd, const void *arg, char *const *pos, int npos)
+{
+	const struct dead_config *cfg = arg;
+
+	if (cfg->all == (npos > 0)) {
+		fprintf(stderr, "outboxctl dead requeue: give message IDs or --all\n");
+		return false;
+	}
+	if (!cfg->all && cfg->topic != NULL) {
+		fprintf(stderr, "outboxctl dead requeue: --topic goes with --all\n");
+		return false;
+	}
+	return ids_check(cmd, pos, npos);
+}
+
+static int
+dead_run(const struct ctl_cmd *cmd, int argc, char **argv)
+{
+	if (cmd == &list.cmd)
+		return ctl_list_run(&list, argc, argv);
+	if (cmd == &show_cmd)
+		return ctl_run(cmd, sizeof(struct dead_config), argc, argv, show_check, dead_show);
+	return ctl_run(cmd, sizeof(struct dead_config), argc, argv, requeue_check, dead_requeue);
 }
 
 int
 ctl_dead(int argc, char **argv)
 {
-	static const struct ctl_cmd *const cmds[] = { &list_cmd, &show_cmd, &requeue_cmd };
+	static const struct ctl_cmd *const cmds[] = { &list.cmd, &show_cmd, &requeue_cmd };
 
 	return ctl_dispatch("dead", cmds, sizeof cmds / sizeof cmds[0], dead_run, argc, argv);
 }

@@ -9,13 +9,10 @@
  */
 #include <stddef.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "ctl.h"
 #include "ctl_rows.h"
 #include "ctl_util.h"
-#include "outbox/pg.h"
 
 struct inspect_config {
 	char *db;
@@ -36,11 +33,11 @@ static const struct ob_cfg_opt ctl_inspect_options[] = {
 	OB_CFG_END,
 };
 
-static const struct ctl_cmd cmd = {
+static const struct ctl_cmd inspect_cmd = {
 	"inspect", "outboxctl inspect --db CONNINFO --key K [--topic T] [--json]",
 	"Show where the message with idempotency key K is: state, attempts, fence,"
 	" lease owner and expiry, due time, batch, last error.",
-	ctl_inspect_options,
+	ctl_inspect_options, CTL_DB_OUTBOX, "(use --key)",
 };
 
 #define TS(col) "to_char(" col ", 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') AS " col
@@ -53,33 +50,24 @@ static const char inspect_sql[] =
     " FROM outbox.messages m WHERE idempotency_key = $1 AND ($2::text IS NULL OR topic = $2)"
     " ORDER BY topic";
 
-int
-ctl_inspect(int argc, char **argv)
+static int
+inspect(const struct ctl_cmd *cmd, PGconn *conn, void *arg, char **pos, int npos)
 {
-	struct inspect_config cfg;
-	char err[1024];
-	int code;
-	PGconn *conn = NULL;
-	PGresult *res = NULL;
+	const struct inspect_config *cfg = arg;
+	const char *params[2] = { cfg->key, cfg->topic };
+	PGresult *res;
 
-	memset(&cfg, 0, sizeof cfg);
-	if ((code = ctl_start(&cmd, &cfg, &cfg.db, argc, argv, "(use --key)", &conn)) >= 0)
-		goto out;
-	code = CTL_EXIT_FAIL;
-	const char *params[2] = { cfg.key, cfg.topic };
-	res = PQexecParams(conn, inspect_sql, 2, NULL, params, NULL, NULL, 0);
-	if (ob_pg_check(res, PGRES_TUPLES_OK, "inspect", err, sizeof err) != 0) {
-		fprintf(stderr, "outboxctl inspect: %s\n", err);
-		goto out;
-	}
+	if ((res = ctl_query(cmd, conn, inspect_sql, 2, params)) == NULL)
+		return CTL_EXIT_FAIL;
 	if (PQntuples(res) == 0) {
 		char key[CTL_SHOWN_MAX], topic[CTL_SHOWN_MAX];
 		fprintf(stderr, "outboxctl inspect: no message with key '%s'%s%s\n",
-		    ctl_shown(cfg.key, key, sizeof key), cfg.topic ? " in topic " : "",
-		    cfg.topic ? ctl_shown(cfg.topic, topic, sizeof topic) : "");
-		goto out;
+		    ctl_shown(cfg->key, key, sizeof key), cfg->topic ? " in topic " : "",
+		    cfg->topic ? ctl_shown(cfg->topic, topic, sizeof topic) : "");
+		PQclear(res);
+		return CTL_EXIT_FAIL;
 	}
-	if (cfg.json) {
+	if (cfg->json) {
 		ctl_print_table(res, true, NULL);
 	} else {
 		for (int r = 0; r < PQntuples(res); r++) {
@@ -88,11 +76,12 @@ ctl_inspect(int argc, char **argv)
 			ctl_print_record(res, r, false);
 		}
 	}
-	code = CTL_EXIT_OK;
-out:
 	PQclear(res);
-	if (conn != NULL)
-		PQfinish(conn);
-	ob_cfg_free(ctl_inspect_options, &cfg);
-	return code;
+	return CTL_EXIT_OK;
+}
+
+int
+ctl_inspect(int argc, char **argv)
+{
+	return ctl_run(&inspect_cmd, sizeof(struct inspect_config), argc, argv, NULL, inspect);
 }

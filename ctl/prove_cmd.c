@@ -26,8 +26,6 @@
 #include "ctl_rows.h"
 #include "ctl_util.h"
 #include "outbox/err.h"
-#include "outbox/pg.h"
-#include "outbox/protocol.h"
 #include "outbox/term.h"
 #include "outbox/wire.h"
 #include "prove.h"
@@ -93,7 +91,7 @@ static const struct ctl_cmd cmd = {
 	" 1: lost, duplicated, out_of_order, phantom or delivered_not_applied (or pending,"
 	" with --drained); 2: a bad argument or a database error. docs/operations.md,"
 	" \"Proving a run\".",
-	ctl_prove_options,
+	ctl_prove_options, CTL_DB_OUTBOX, NULL, /* --inbox-db: opened as CTL_DB_INBOX */
 };
 
 /* --- --since ---------------------------------------------------------- */
@@ -187,30 +185,6 @@ parse_age(const char *s, int64_t *ms)
 	if (n < 2 || !isdigit((unsigned char)s[0]) || !isalpha((unsigned char)s[n - 1]))
 		return false;
 	return ob_cfg_parse_duration(s, ms) == OB_OK;
-}
-
-/* --- connecting ------------------------------------------------------- */
-
-/* The inbox: UTC/ISO timestamps, and a schema that serves this build's
- * consumer (the dedup identity with its source, inbox 008), as outboxctl
- * webhook connects. One line on stderr and NULL on failure. */
-static PGconn *
-connect_inbox(const char *conninfo)
-{
-	PGconn *conn = NULL;
-	char err[1024];
-
-	if (ob_pg_connect(conninfo, "outboxctl", &conn, err, sizeof err) != OB_OK ||
-	    ob_pg_exec(conn, "SET TimeZone = 'UTC'; SET DateStyle = 'ISO'", "set session", err,
-	        sizeof err) != OB_OK ||
-	    ob_protocol_check(conn, "inbox", "consumer", OB_PROTOCOL_CONSUMER, err, sizeof err) !=
-	        OB_OK) {
-		fprintf(stderr, "outboxctl prove: inbox: %s\n", err);
-		if (conn != NULL)
-			PQfinish(conn);
-		return NULL;
-	}
-	return conn;
 }
 
 /* --- printing ---------------------------------------------------------- */
@@ -333,26 +307,6 @@ print_text(const struct prove_result *r, const struct prove_config *cfg, const c
 	printf("\n");
 }
 
-/* A text as a JSON string; text that is not UTF-8 (a SQL_ASCII database)
- * goes escaped, so the field is there and the JSON valid. */
-static json_t *
-jstr(const char *s)
-{
-	if (s == NULL)
-		return json_null();
-	json_t *j = json_string(s);
-	if (j != NULL)
-		return j;
-	size_t need = ob_term_escape(NULL, 0, s, 0);
-	char *e = malloc(need + 1);
-	if (e == NULL)
-		return json_null();
-	(void)ob_term_escape(e, need + 1, s, 0);
-	j = json_string(e);
-	free(e);
-	return j != NULL ? j : json_null();
-}
-
 static void
 print_json(const struct prove_result *r, const struct prove_config *cfg, const char *since,
     const char *source)
@@ -360,8 +314,8 @@ print_json(const struct prove_result *r, const struct prove_config *cfg, const c
 	json_t *root = json_object(), *classes = json_object(), *violations = json_array();
 	json_t *notes = json_array();
 
-	json_object_set_new(root, "since", jstr(since));
-	json_object_set_new(root, "source", jstr(source));
+	json_object_set_new(root, "since", ctl_json_text(since));
+	json_object_set_new(root, "source", ctl_json_text(source));
 	json_object_set_new(root, "drained", json_boolean(cfg->drained));
 	json_object_set_new(root, "max_ids", json_integer(cfg->max_ids));
 	for (int c = 0; c < PROVE_CLASS_COUNT; c++) {
@@ -378,15 +332,15 @@ print_json(const struct prove_result *r, const struct prove_config *cfg, const c
 				json_object_set_new(m, c == PROVE_TAKEOVERS ? "batch" : "id",
 				    json_integer(it->id));
 			}
-			json_object_set_new(m, "topic", jstr(it->topic));
+			json_object_set_new(m, "topic", ctl_json_text(it->topic));
 			if (c != PROVE_TAKEOVERS)
-				json_object_set_new(m, "key", jstr(it->key));
+				json_object_set_new(m, "key", ctl_json_text(it->key));
 			if (c == PROVE_DEAD)
 				json_object_set_new(m, "reason",
 				    json_string(prove_reason_name((enum prove_reason)it->reason)));
 			if (it->detail != NULL)
 				json_object_set_new(m, c == PROVE_DEAD ? "last_error" : "detail",
-				    jstr(it->detail));
+				    ctl_json_text(it->detail));
 			json_array_append_new(msgs, m);
 		}
 		if (c != PROVE_PARKED)
@@ -433,9 +387,7 @@ print_json(const struct prove_result *r, const struct prove_config *cfg, const c
 	json_object_set_new(root, "other_source_records", json_integer(r->other_source_records));
 	json_object_set_new(root, "notes", notes);
 	json_object_set_new(root, "classes", classes);
-	json_dumpf(root, stdout, CTL_JSON_FLAGS);
-	fputc('\n', stdout);
-	json_decref(root);
+	ctl_print_json(root, CTL_JSON_FLAGS);
 }
 
 /* --- the command -------------------------------------------------------- */
@@ -460,7 +412,7 @@ ctl_prove(int argc, char **argv)
 		goto out;
 	}
 	code = PROVE_EXIT_ERROR;
-	if (!ctl_no_arguments(&cmd, pos, npos, NULL))
+	if (!ctl_no_arguments(&cmd, pos, npos))
 		goto out;
 	if (!parse_iso(cfg.since, since, sizeof since) && !parse_age(cfg.since, &ago_ms)) {
 		fprintf(stderr, "outboxctl prove: --since '%s': want an ISO 8601 time"
@@ -481,9 +433,13 @@ ctl_prove(int argc, char **argv)
 		}
 		snprintf(source, sizeof source, "%s", cfg.source);
 	}
-	if ((outbox = ctl_connect(&cmd, cfg.db)) == NULL || (inbox = connect_inbox(cfg.inbox_db)) ==
-	    NULL)
+	if ((outbox = ctl_connect(&cmd, cfg.db)) == NULL)
 		goto out;
+	/* the inbox: the dedup identity with its source (inbox 008) */
+	if (ctl_open(CTL_DB_INBOX, cfg.inbox_db, &inbox, err, sizeof err) != OB_OK) {
+		fprintf(stderr, "outboxctl prove: inbox: %s\n", err);
+		goto out;
+	}
 	if (cfg.derived_source && ob_source_derive(outbox, source, err, sizeof err) != OB_OK) {
 		fprintf(stderr, "outboxctl prove: %s\n", err);
 		goto out;

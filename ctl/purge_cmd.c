@@ -67,14 +67,14 @@ static const struct ob_cfg_opt ctl_purge_options[] = {
 	OB_CFG_END,
 };
 
-static const struct ctl_cmd cmd = {
+static const struct ctl_cmd purge_cmd = {
 	"purge", "outboxctl purge --db CONNINFO --older-than DURATION [--dry-run] [--json]",
 	"Delete delivered messages a whole slot at a time: close the current slot,"
 	" then truncate each closed slot once it has been closed longer than"
 	" DURATION (so every message in it is older) and every message in it is"
 	" done; say why a slot cannot go yet. Pending messages, retries and dead"
 	" letters are never deleted.",
-	ctl_purge_options,
+	ctl_purge_options, CTL_DB_OUTBOX, NULL,
 };
 
 /* The closed slots old enough to go, oldest first, with whether every
@@ -234,35 +234,29 @@ purge_run(PGconn *conn, int64_t older_ms, const char *older, struct purge_result
 	return OB_OK;
 }
 
-int
-ctl_purge(int argc, char **argv)
+static int
+purge(const struct ctl_cmd *cmd, PGconn *conn, void *arg, char **pos, int npos)
 {
-	struct purge_config cfg;
+	const struct purge_config *cfg = arg;
 	struct purge_result pr;
 	char err[1024], older[32], age[64];
-	int code;
-	PGconn *conn = NULL;
 
 	memset(&pr, 0, sizeof pr);
 	pr.closed = -1;
 	pr.read_again = -1;
-	memset(&cfg, 0, sizeof cfg);
-	if ((code = ctl_start(&cmd, &cfg, &cfg.db, argc, argv, NULL, &conn)) >= 0)
-		goto out;
-	code = CTL_EXIT_FAIL;
-	snprintf(older, sizeof older, "%" PRId64, cfg.older_ms);
-	ctl_fmt_age((double)cfg.older_ms / 1000.0, age, sizeof age);
-	if (cfg.dry_run ? purge_dry_run(conn, older, &pr, err, sizeof err) != OB_OK
-	                : purge_run(conn, cfg.older_ms, older, &pr, err, sizeof err) != OB_OK) {
+	snprintf(older, sizeof older, "%" PRId64, cfg->older_ms);
+	ctl_fmt_age((double)cfg->older_ms / 1000.0, age, sizeof age);
+	if (cfg->dry_run ? purge_dry_run(conn, older, &pr, err, sizeof err) != OB_OK
+	                 : purge_run(conn, cfg->older_ms, older, &pr, err, sizeof err) != OB_OK) {
 		fprintf(stderr, "outboxctl purge: %s (%" PRId64 " deleted before)\n", err,
 		    pr.deleted);
-		goto out;
+		return CTL_EXIT_FAIL;
 	}
-	if (cfg.json) {
-		json_t *j = json_pack("{sIsIsf}", cfg.dry_run ? "would_delete" : "deleted",
+	if (cfg->json) {
+		json_t *j = json_pack("{sIsIsf}", cfg->dry_run ? "would_delete" : "deleted",
 		    (json_int_t)pr.deleted, "slots", (json_int_t)pr.slots, "older_than_seconds",
-		    (double)cfg.older_ms / 1000.0);
-		if (!cfg.dry_run) {
+		    (double)cfg->older_ms / 1000.0);
+		if (!cfg->dry_run) {
 			json_object_set_new(j, "truncated_rows", json_integer((json_int_t)pr.rows));
 			json_object_set_new(j, "closed_slot",
 			    pr.closed >= 0 ? json_integer(pr.closed) : json_null());
@@ -271,31 +265,30 @@ ctl_purge(int argc, char **argv)
 		}
 		json_object_set_new(j, "waiting",
 		    pr.waiting[0] != '\0' ? json_string(pr.waiting) : json_null());
-		json_dumpf(j, stdout, JSON_PRESERVE_ORDER);
-		fputc('\n', stdout);
-		json_decref(j);
-	} else {
-		if (cfg.dry_run)
-			printf("purge: %" PRId64 " delivered message%s older than %s would be deleted",
-			    pr.deleted, pr.deleted == 1 ? "" : "s", age);
-		else
-			printf("purge: %" PRId64 " delivered message%s older than %s deleted",
-			    pr.deleted, pr.deleted == 1 ? "" : "s", age);
-		printf(" (%" PRId64 " slot%s)\n", pr.slots, pr.slots == 1 ? "" : "s");
-		if (pr.closed >= 0)
-			printf("purge: slot %d closed: what it holds can go once it has been closed"
-			    " for %s\n", pr.closed, age);
-		if (pr.read_again >= 0)
-			printf("purge: the outbox was restored from another cluster; adopted: %" PRId64
-			    " message%s will be delivered again\n", pr.read_again,
-			    pr.read_again == 1 ? "" : "s");
-		if (pr.waiting[0] != '\0')
-			printf("purge: not yet: %s\n", pr.waiting);
+		ctl_print_json(j, JSON_PRESERVE_ORDER);
+		return CTL_EXIT_OK;
 	}
-	code = CTL_EXIT_OK;
-out:
-	if (conn != NULL)
-		PQfinish(conn);
-	ob_cfg_free(ctl_purge_options, &cfg);
-	return code;
+	if (cfg->dry_run)
+		printf("purge: %" PRId64 " delivered message%s older than %s would be deleted",
+		    pr.deleted, pr.deleted == 1 ? "" : "s", age);
+	else
+		printf("purge: %" PRId64 " delivered message%s older than %s deleted",
+		    pr.deleted, pr.deleted == 1 ? "" : "s", age);
+	printf(" (%" PRId64 " slot%s)\n", pr.slots, pr.slots == 1 ? "" : "s");
+	if (pr.closed >= 0)
+		printf("purge: slot %d closed: what it holds can go once it has been closed"
+		    " for %s\n", pr.closed, age);
+	if (pr.read_again >= 0)
+		printf("purge: the outbox was restored from another cluster; adopted: %" PRId64
+		    " message%s will be delivered again\n", pr.read_again,
+		    pr.read_again == 1 ? "" : "s");
+	if (pr.waiting[0] != '\0')
+		printf("purge: not yet: %s\n", pr.waiting);
+	return CTL_EXIT_OK;
+}
+
+int
+ctl_purge(int argc, char **argv)
+{
+	return ctl_run(&purge_cmd, sizeof(struct purge_config), argc, argv, NULL, purge);
 }

@@ -25,13 +25,10 @@
 #include <jansson.h>
 #include <stddef.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "ctl.h"
 #include "ctl_rows.h"
 #include "ctl_util.h"
-#include "outbox/pg.h"
 #include "queries.h"
 
 struct status_config {
@@ -49,7 +46,7 @@ static const struct ob_cfg_opt ctl_status_options[] = {
 	OB_CFG_END,
 };
 
-static const struct ctl_cmd cmd = {
+static const struct ctl_cmd status_cmd = {
 	"status", "outboxctl status --db CONNINFO [--topic T] [--json]",
 	"Per topic: pending (not yet delivered: including leased and retrying),"
 	" leased (in a batch under a live lease), delivered (still retained), dead,"
@@ -59,7 +56,7 @@ static const struct ctl_cmd cmd = {
 	" key); unclaimed (the pending messages of a topic no running relay has"
 	" claimed from for a minute while one of them was claimable: no relay"
 	" routes it, or none runs). The last row is the total over all topics.",
-	ctl_status_options,
+	ctl_status_options, CTL_DB_OUTBOX, NULL,
 };
 
 /* retrying and unclaimed come last: scripts that read the table by
@@ -73,55 +70,50 @@ static const char json_sql[] = "SELECT topic, is_total, " STATUS_COLS
 static const char table_sql[] = "SELECT CASE WHEN is_total THEN '(total)' ELSE topic END"
     " AS topic, " STATUS_COLS " FROM (%s) s ORDER BY is_total, s.topic";
 
+/* {"topics": [...], "total": {...}} from the rows of json_sql */
+static void
+print_json(const PGresult *res)
+{
+	json_t *topics = json_array(), *total = NULL, *root = json_object();
+
+	for (int r = 0; r < PQntuples(res); r++) {
+		json_t *o = json_object();
+		for (int c = 0; c < PQnfields(res); c++)
+			if (c != 1)
+				json_object_set_new(o, PQfname(res, c), ctl_json_cell(res, r, c));
+		if (PQgetvalue(res, r, 1)[0] == 't') {
+			json_object_del(o, "topic");
+			total = o;
+		} else {
+			json_array_append_new(topics, o);
+		}
+	}
+	json_object_set_new(root, "topics", topics);
+	json_object_set_new(root, "total", total ? total : json_null());
+	ctl_print_json(root, CTL_JSON_FLAGS);
+}
+
+static int
+status(const struct ctl_cmd *cmd, PGconn *conn, void *arg, char **pos, int npos)
+{
+	const struct status_config *cfg = arg;
+	const char *params[1] = { cfg->topic };
+	char sql[4096];
+	PGresult *res;
+
+	snprintf(sql, sizeof sql, cfg->json ? json_sql : table_sql, ctl_status_sql);
+	if ((res = ctl_query(cmd, conn, sql, 1, params)) == NULL)
+		return CTL_EXIT_FAIL;
+	if (cfg->json)
+		print_json(res);
+	else
+		ctl_print_table(res, false, NULL);
+	PQclear(res);
+	return CTL_EXIT_OK;
+}
+
 int
 ctl_status(int argc, char **argv)
 {
-	struct status_config cfg;
-	char err[1024];
-	int code;
-	PGconn *conn = NULL;
-	PGresult *res = NULL;
-
-	memset(&cfg, 0, sizeof cfg);
-	if ((code = ctl_start(&cmd, &cfg, &cfg.db, argc, argv, NULL, &conn)) >= 0)
-		goto out;
-	code = CTL_EXIT_FAIL;
-	const char *params[1] = { cfg.topic };
-	char sql[4096];
-	snprintf(sql, sizeof sql, cfg.json ? json_sql : table_sql, ctl_status_sql);
-	res = PQexecParams(conn, sql, 1, NULL, params, NULL, NULL, 0);
-	if (ob_pg_check(res, PGRES_TUPLES_OK, "status", err, sizeof err) != 0) {
-		fprintf(stderr, "outboxctl status: %s\n", err);
-		goto out;
-	}
-	if (cfg.json) {
-		/* {"topics": [...], "total": {...}} */
-		json_t *topics = json_array(), *total = NULL, *root = json_object();
-		for (int r = 0; r < PQntuples(res); r++) {
-			json_t *o = json_object();
-			for (int c = 0; c < PQnfields(res); c++)
-				if (c != 1)
-					json_object_set_new(o, PQfname(res, c), ctl_json_cell(res, r, c));
-			if (PQgetvalue(res, r, 1)[0] == 't') {
-				json_object_del(o, "topic");
-				total = o;
-			} else {
-				json_array_append_new(topics, o);
-			}
-		}
-		json_object_set_new(root, "topics", topics);
-		json_object_set_new(root, "total", total ? total : json_null());
-		json_dumpf(root, stdout, CTL_JSON_FLAGS);
-		fputc('\n', stdout);
-		json_decref(root);
-	} else {
-		ctl_print_table(res, false, NULL);
-	}
-	code = CTL_EXIT_OK;
-out:
-	PQclear(res);
-	if (conn != NULL)
-		PQfinish(conn);
-	ob_cfg_free(ctl_status_options, &cfg);
-	return code;
+	return ctl_run(&status_cmd, sizeof(struct status_config), argc, argv, NULL, status);
 }

@@ -119,7 +119,7 @@ static const struct ctl_cmd cmd = {
 	" claims, dead letters (requeue with the token), blocked keys, the consumer's dedup"
 	" records, a throughput and lag chart. One page and a JSON API (docs/web.md); one"
 	" poller per server, read-only.",
-	ctl_web_options,
+	ctl_web_options, CTL_DB_OUTBOX, NULL, /* the poller and the server connect on their own */
 };
 
 /* The names the shared start-up prints and reads (outbox/program.h); the
@@ -161,7 +161,7 @@ ctl_web(int argc, char **argv)
 	if ((code = ctl_parse(&cmd, &cfg, argc, argv, &pos, &npos)) >= 0)
 		goto out;
 	code = CTL_EXIT_USAGE;
-	if (!ctl_no_arguments(&cmd, pos, npos, NULL))
+	if (!ctl_no_arguments(&cmd, pos, npos))
 		goto out;
 	if (strncmp(cfg.http, "http://", 7) != 0) {
 		fprintf(stderr, "outboxctl web: --http '%s': want http://HOST:PORT\n",

@@ -17,26 +17,22 @@
  * that topic, is parked) in one transaction before it changes; the change
  * itself is common/keyclaim.c's (the one writer of inbox.webhook_calls).
  */
-#include <inttypes.h>
 #include <jansson.h>
 #include <stddef.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "ctl.h"
 #include "ctl_rows.h"
 #include "ctl_util.h"
+#include "list_cmd.h"
 #include "outbox/err.h"
 #include "outbox/keyclaim.h"
 #include "outbox/pg.h"
-#include "outbox/protocol.h"
 #include "outbox/wire.h"
 #include "outbox/webhook_key.h" /* the claim key's bound */
 
 #define WEBHOOK_TABLE "inbox.webhook_calls"
-#define WEBHOOK_LIST_LIMIT_DEFAULT "100"
-#define WEBHOOK_LIST_LIMIT_MAX 100000
 /* --key is a claim key: SOURCE/TOPIC/KEY for a named source, longer than
  * a message key may be (common/include/outbox/webhook_key.h) */
 #define WEBHOOK_CLAIM_KEY_MAX ((int)OB_WEBHOOK_KEY_MAX - 1)
@@ -48,19 +44,10 @@ struct webhook_ctl_config {
 	char *topic;
 	char *key;
 	char *as;
-	int64_t limit;
 	bool json;
 };
 
 #define OB_CFG_STRUCT struct webhook_ctl_config
-
-static const struct ob_cfg_opt ctl_webhook_list_options[] = {
-	CTL_OPT_INBOX_DB(db),
-	CTL_OPT_TOPIC(topic, "only this topic"),
-	CTL_OPT_LIMIT(limit, WEBHOOK_LIST_LIMIT_DEFAULT, WEBHOOK_LIST_LIMIT_MAX),
-	CTL_OPT_JSON(json, "a table"),
-	OB_CFG_END,
-};
 
 static const struct ob_cfg_opt ctl_webhook_resolve_options[] = {
 	CTL_OPT_INBOX_DB(db),
@@ -75,11 +62,20 @@ static const struct ob_cfg_opt ctl_webhook_resolve_options[] = {
 	OB_CFG_END,
 };
 
-static const struct ctl_cmd list_cmd = {
-	"webhook list", "outboxctl webhook list --inbox-db CONNINFO [--topic T] [--limit N] [--json]",
-	"List the consumer's parked webhook calls (at-most-once topics whose outcome is"
-	" unknown), oldest first: topic, key, when, the error, the fence.",
-	ctl_webhook_list_options,
+#define TS(col) "to_char(" col ", 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') AS " col
+
+static const struct ctl_list list = {
+	{ "webhook list",
+	    "outboxctl webhook list --inbox-db CONNINFO [--topic T] [--limit N] [--json]",
+	    "List the consumer's parked webhook calls (at-most-once topics whose outcome is"
+	    " unknown), oldest first: topic, key, when, the error, the fence.",
+	    ctl_list_inbox_options, CTL_DB_INBOX, NULL },
+	"SELECT topic, idempotency_key AS key, " TS("parked_at") ","
+	" round(extract(epoch FROM now() - parked_at)::numeric, 3) AS age_seconds,"
+	" fence, left(parked_error, 160) AS error"
+	" FROM " WEBHOOK_TABLE " WHERE state = 'unknown' AND ($1::text IS NULL OR topic = $1)"
+	" ORDER BY parked_at, idempotency_key LIMIT $2::bigint",
+	"no parked webhook calls",
 };
 static const struct ctl_cmd resolve_cmd = {
 	"webhook resolve",
@@ -89,44 +85,15 @@ static const struct ctl_cmd resolve_cmd = {
 	" (it was not: the claim is released, and the next delivery, after outboxctl dead"
 	" requeue ID in the outbox, sends it once more). A key that is unknown, of another"
 	" topic, or not parked changes nothing.",
-	ctl_webhook_resolve_options,
+	ctl_webhook_resolve_options, CTL_DB_INBOX, NULL,
 };
-
-#define TS(col) "to_char(" col ", 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') AS " col
-
-static int
-webhook_list(PGconn *conn, struct webhook_ctl_config *cfg)
-{
-	char limit[32], err[1024], shown[CTL_SHOWN_MAX];
-	const char *params[2] = { cfg->topic, limit };
-
-	snprintf(limit, sizeof limit, "%" PRId64, cfg->limit);
-	PGresult *res = PQexecParams(conn,
-	    "SELECT topic, idempotency_key AS key, " TS("parked_at") ","
-	    " round(extract(epoch FROM now() - parked_at)::numeric, 3) AS age_seconds,"
-	    " fence, left(parked_error, 160) AS error"
-	    " FROM " WEBHOOK_TABLE " WHERE state = 'unknown' AND ($1::text IS NULL OR topic = $1)"
-	    " ORDER BY parked_at, idempotency_key LIMIT $2::bigint",
-	    2, NULL, params, NULL, NULL, 0);
-	if (ob_pg_check(res, PGRES_TUPLES_OK, "webhook list", err, sizeof err) != 0) {
-		fprintf(stderr, "outboxctl webhook list: %s\n", err);
-		PQclear(res);
-		return CTL_EXIT_FAIL;
-	}
-	if (!cfg->json && PQntuples(res) == 0)
-		printf("no parked webhook calls%s%s\n", cfg->topic ? " in topic " : "",
-		    cfg->topic ? ctl_shown(cfg->topic, shown, sizeof shown) : "");
-	else
-		ctl_print_table(res, cfg->json, NULL);
-	PQclear(res);
-	return CTL_EXIT_OK;
-}
 
 /* Lock the key's claim, check it is a parked call of the topic, then
  * resolve it, in one transaction. */
 static int
-webhook_resolve(PGconn *conn, struct webhook_ctl_config *cfg)
+webhook_resolve(const struct ctl_cmd *cmd, PGconn *conn, void *arg, char **pos, int npos)
 {
+	const struct webhook_ctl_config *cfg = arg;
 	char err[1024], sk[CTL_SHOWN_MAX], st[CTL_SHOWN_MAX], sv[CTL_SHOWN_MAX];
 	bool sent = strcmp(cfg->as, "sent") == 0;
 	const char *params[1] = { cfg->key };
@@ -138,12 +105,10 @@ webhook_resolve(PGconn *conn, struct webhook_ctl_config *cfg)
 		fprintf(stderr, "outboxctl webhook resolve: %s\n", err);
 		return CTL_EXIT_FAIL;
 	}
-	res = PQexecParams(conn, "SELECT state, topic FROM " WEBHOOK_TABLE
-	    " WHERE idempotency_key = $1 FOR UPDATE", 1, NULL, params, NULL, NULL, 0);
-	if (ob_pg_check(res, PGRES_TUPLES_OK, "webhook resolve", err, sizeof err) != 0) {
-		fprintf(stderr, "outboxctl webhook resolve: %s\n", err);
+	res = ctl_query(cmd, conn, "SELECT state, topic FROM " WEBHOOK_TABLE
+	    " WHERE idempotency_key = $1 FOR UPDATE", 1, params);
+	if (res == NULL)
 		goto fail;
-	}
 	if (PQntuples(res) == 0) {
 		fprintf(stderr, "outboxctl webhook resolve: no webhook call with key '%s'\n", sk);
 		goto fail;
@@ -171,13 +136,10 @@ webhook_resolve(PGconn *conn, struct webhook_ctl_config *cfg)
 		fprintf(stderr, "outboxctl webhook resolve: %s\n", err);
 		goto fail;
 	}
-	if (cfg->json) {
-		json_t *j = json_pack("{ssssss}", "topic", cfg->topic, "key", cfg->key, "resolved",
-		    cfg->as);
-		json_dumpf(j, stdout, JSON_ENSURE_ASCII);
-		fputc('\n', stdout);
-		json_decref(j);
-	} else if (sent)
+	if (cfg->json)
+		ctl_print_json(json_pack("{ssssss}", "topic", cfg->topic, "key", cfg->key, "resolved",
+		    cfg->as), JSON_ENSURE_ASCII);
+	else if (sent)
 		printf("webhook resolve: topic '%s' key '%s' resolved as sent: a redelivery is"
 		    " answered duplicate, nothing is sent\n", st, sk);
 	else
@@ -191,68 +153,37 @@ fail:
 	return CTL_EXIT_FAIL;
 }
 
-/* Connect to the inbox database: UTC/ISO timestamps, and a schema that
- * serves this build's consumer (the table is the consumer's). */
-static PGconn *
-connect_inbox(const struct ctl_cmd *cmd, const char *conninfo)
+/* The key and the topic fit a claim (before connecting: a usage error). */
+static bool
+resolve_check(const struct ctl_cmd *cmd, const void *arg, char *const *pos, int npos)
 {
-	PGconn *conn = NULL;
-	char err[1024];
+	const struct webhook_ctl_config *cfg = arg;
+	size_t kl = strlen(cfg->key), tl = strlen(cfg->topic);
+	bool bad_key = kl == 0 || kl > (size_t)WEBHOOK_CLAIM_KEY_MAX;
 
-	if (ob_pg_connect(conninfo, "outboxctl", &conn, err, sizeof err) != OB_OK ||
-	    ob_pg_exec(conn, "SET TimeZone = 'UTC'; SET DateStyle = 'ISO'", "set session", err,
-	        sizeof err) != OB_OK ||
-	    ob_pg_durable_commits(conn, err, sizeof err) != OB_OK ||
-	    ob_protocol_check(conn, "inbox", "consumer", OB_PROTOCOL_CONSUMER, err, sizeof err) !=
-	        OB_OK) {
-		fprintf(stderr, "outboxctl %s: %s\n", cmd->name, err);
-		if (conn != NULL)
-			PQfinish(conn);
-		return NULL;
+	if (!ctl_no_arguments(cmd, pos, npos))
+		return false;
+	if (bad_key || tl == 0 || tl > OB_WIRE_MAX_TOPIC) {
+		fprintf(stderr, "outboxctl webhook resolve: --%s: want 1..%d bytes\n",
+		    bad_key ? "key" : "topic", bad_key ? WEBHOOK_CLAIM_KEY_MAX : OB_WIRE_MAX_TOPIC);
+		return false;
 	}
-	return conn;
+	return true;
 }
 
 static int
 webhook_run(const struct ctl_cmd *cmd, int argc, char **argv)
 {
-	struct webhook_ctl_config cfg;
-	char **pos = NULL;
-	int npos, code;
-	PGconn *conn = NULL;
-
-	memset(&cfg, 0, sizeof cfg);
-	if ((code = ctl_parse(cmd, &cfg, argc, argv, &pos, &npos)) >= 0)
-		goto out;
-	code = CTL_EXIT_USAGE;
-	if (!ctl_no_arguments(cmd, pos, npos, NULL))
-		goto out;
-	if (cmd == &resolve_cmd) {
-		size_t kl = strlen(cfg.key), tl = strlen(cfg.topic);
-		bool bad_key = kl == 0 || kl > (size_t)WEBHOOK_CLAIM_KEY_MAX;
-		if (bad_key || tl == 0 || tl > OB_WIRE_MAX_TOPIC) {
-			fprintf(stderr, "outboxctl webhook resolve: --%s: want 1..%d bytes\n",
-			    bad_key ? "key" : "topic",
-			    bad_key ? WEBHOOK_CLAIM_KEY_MAX : OB_WIRE_MAX_TOPIC);
-			goto out;
-		}
-	}
-	code = CTL_EXIT_FAIL;
-	if ((conn = connect_inbox(cmd, cfg.db)) == NULL)
-		goto out;
-	code = cmd == &list_cmd ? webhook_list(conn, &cfg) : webhook_resolve(conn, &cfg);
-out:
-	if (conn != NULL)
-		PQfinish(conn);
-	free(pos);
-	ob_cfg_free(cmd->table, &cfg);
-	return code;
+	if (cmd == &list.cmd)
+		return ctl_list_run(&list, argc, argv);
+	return ctl_run(cmd, sizeof(struct webhook_ctl_config), argc, argv, resolve_check,
+	    webhook_resolve);
 }
 
 int
 ctl_webhook(int argc, char **argv)
 {
-	static const struct ctl_cmd *const cmds[] = { &list_cmd, &resolve_cmd };
+	static const struct ctl_cmd *const cmds[] = { &list.cmd, &resolve_cmd };
 
 	return ctl_dispatch("webhook", cmds, sizeof cmds / sizeof cmds[0], webhook_run, argc, argv);
 }
