@@ -88,6 +88,10 @@ PGresult *ctl_query(const struct ctl_cmd *cmd, PGconn *conn, const char *sql, in
 int ctl_dispatch(const char *group, const struct ctl_cmd *const *cmds, size_t n,
     int (*run)(const struct ctl_cmd *cmd, int argc, char **argv), int argc, char **argv);
 
+/* SQL: the timestamp column col as every output shows one, ISO 8601 in
+ * UTC with milliseconds (the session is UTC: ctl_open), named col. */
+#define CTL_SQL_TS(col) "to_char(" col ", 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') AS " col
+
 /* A text shown in a message line is cut to this (escapes included). */
 #define CTL_SHOWN_MAX 512
 

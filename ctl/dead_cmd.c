@@ -77,13 +77,11 @@ static const struct ctl_cmd requeue_cmd = {
 	ctl_dead_requeue_options, CTL_DB_OUTBOX, NULL,
 };
 
-#define MSG_TS(col) "to_char(" col ", 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') AS " col
-
 /* One dead letter; available_at, lease_until and lease_owner are what the
  * outbox.messages view shows for one (when it died; no lease). */
 #define SHOW_SQL(payload) \
 	"SELECT id, topic, idempotency_key AS key, 'dead' AS status, attempts, fence," \
-	" ordering_key, last_error, " MSG_TS("created_at") ", " MSG_TS("died_at") "," \
+	" ordering_key, last_error, " CTL_SQL_TS("created_at") ", " CTL_SQL_TS("died_at") "," \
 	" to_char(died_at, 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') AS available_at," \
 	" NULL::text AS lease_until, NULL::text AS lease_owner," \
 	" round(extract(epoch FROM now() - created_at)::numeric, 3) AS age_seconds," \

@@ -40,13 +40,12 @@ static const struct ctl_cmd inspect_cmd = {
 	ctl_inspect_options, CTL_DB_OUTBOX, "(use --key)",
 };
 
-#define TS(col) "to_char(" col ", 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') AS " col
-
 /* The state is outbox.message_state's (sql/outbox/functions/message_state.sql). */
 static const char inspect_sql[] =
     "SELECT id, topic, idempotency_key AS key, outbox.message_state(m) AS state,"
-    " attempts, fence, lease_owner, " TS("lease_until") ", " TS("available_at") ","
-    " " TS("created_at") ", batch_id, ordering_key, last_error"
+    " attempts, fence, lease_owner, " CTL_SQL_TS("lease_until") ","
+    " " CTL_SQL_TS("available_at") ", " CTL_SQL_TS("created_at") ","
+    " batch_id, ordering_key, last_error"
     " FROM outbox.messages m WHERE idempotency_key = $1 AND ($2::text IS NULL OR topic = $2)"
     " ORDER BY topic";
 

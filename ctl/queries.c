@@ -3,7 +3,7 @@
  */
 #include "queries.h"
 
-#define MSG_TS(col) "to_char(" col ", 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') AS " col
+#include "ctl_util.h" /* CTL_SQL_TS */
 
 /* unclaimed: the pending messages of a topic no relay is claiming from.
  * A relay claims only the topics it routes (--unrouted wait, the
@@ -42,7 +42,7 @@ const char ctl_status_sql[] =
     " GROUP BY GROUPING SETS ((topic), ())";
 
 const char ctl_dead_list_sql[] =
-    "SELECT id, topic, idempotency_key AS key, attempts, " MSG_TS("created_at") ","
+    "SELECT id, topic, idempotency_key AS key, attempts, " CTL_SQL_TS("created_at") ","
     " round(extract(epoch FROM now() - created_at)::numeric, 3) AS age_seconds,"
     " left(last_error, 80) AS last_error"
     " FROM outbox.dead WHERE $1::text IS NULL OR topic = $1"

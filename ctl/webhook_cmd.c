@@ -62,15 +62,13 @@ static const struct ob_cfg_opt ctl_webhook_resolve_options[] = {
 	OB_CFG_END,
 };
 
-#define TS(col) "to_char(" col ", 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') AS " col
-
 static const struct ctl_list list = {
 	{ "webhook list",
 	    "outboxctl webhook list --inbox-db CONNINFO [--topic T] [--limit N] [--json]",
 	    "List the consumer's parked webhook calls (at-most-once topics whose outcome is"
 	    " unknown), oldest first: topic, key, when, the error, the fence.",
 	    ctl_list_inbox_options, CTL_DB_INBOX, NULL },
-	"SELECT topic, idempotency_key AS key, " TS("parked_at") ","
+	"SELECT topic, idempotency_key AS key, " CTL_SQL_TS("parked_at") ","
 	" round(extract(epoch FROM now() - parked_at)::numeric, 3) AS age_seconds,"
 	" fence, left(parked_error, 160) AS error"
 	" FROM " WEBHOOK_TABLE " WHERE state = 'unknown' AND ($1::text IS NULL OR topic = $1)"
