@@ -215,6 +215,19 @@ read_payload(const char *arg, char **out, char *err, size_t errlen)
 	return OB_OK;
 }
 
+/* The call's one JSON observation on stdout, written out before the
+ * process ends; returns its exit code and releases res. */
+static int
+print_observation(struct client_result *res)
+{
+	int code = res->exit_code;
+
+	printf("%s\n", res->observation != NULL ? res->observation : "{}");
+	fflush(stdout);
+	client_result_fini(res);
+	return code;
+}
+
 /* submit and send: the flags into one call of client.c, its observation
  * on stdout. */
 static int
@@ -261,10 +274,7 @@ run_call(const struct ob_cfg_program *prog, const struct ob_cfg_opt *options,
 	}
 	struct client_result res;
 	client_submit(&o, &res);
-	printf("%s\n", res.observation != NULL ? res.observation : "{}");
-	fflush(stdout);
-	code = res.exit_code;
-	client_result_fini(&res);
+	code = print_observation(&res);
 out:
 	explicit_bzero(token, sizeof(token));
 	free(payload);
@@ -336,9 +346,7 @@ producer_cmd_lookup(int argc, char **argv)
 	struct client_result res;
 	client_lookup(strcmp(cfg.kind, "message") == 0 ? CLIENT_MESSAGE : CLIENT_REPORT, cfg.url,
 	    bearer, cfg.key, cfg.timeout_ms, &res);
-	printf("%s\n", res.observation != NULL ? res.observation : "{}");
-	code = res.exit_code;
-	client_result_fini(&res);
+	code = print_observation(&res);
 	ob_cfg_free(lookup_options, &cfg);
 	return code;
 }
