@@ -289,15 +289,15 @@ main(int argc, char **argv)
 
 	if (code >= 0)
 		return code;
+	code = 2;
 	if (cfg.path[0] != '/' || strcmp(cfg.path, "/stats") == 0) {
 		fprintf(stderr, "outbox-notify-sink: --path must start with '/' and not be /stats\n");
-		ob_cfg_free(sink_options, &cfg);
-		return 2;
+		goto out;
 	}
+	code = 1;
 	if (ob_sig_init("outbox-notify-sink", err, sizeof err) != OB_OK) {
 		fprintf(stderr, "outbox-notify-sink: %s\n", err);
-		ob_cfg_free(sink_options, &cfg);
-		return 1;
+		goto out;
 	}
 	s.fail_left = cfg.fail_first;
 	s.lose_left = cfg.lose_first;
@@ -318,8 +318,7 @@ main(int argc, char **argv)
 	};
 	if (ob_httpd_start(&hc, &srv, err, sizeof err) != OB_OK) {
 		fprintf(stderr, "outbox-notify-sink: %s\n", err);
-		ob_cfg_free(sink_options, &cfg);
-		return 1;
+		goto out;
 	}
 	/* the URL with the port bound, whatever --http's host was */
 	const char *host = strstr(cfg.http, "://") ? strstr(cfg.http, "://") + 3 : cfg.http;
@@ -342,6 +341,7 @@ main(int argc, char **argv)
 	ob_info("sink.stopped", "requests=%ld effects=%ld keys=%ld", s.requests, s.effects,
 	    s.nkeys);
 	tdestroy(s.keys, key_free);
+out:
 	ob_cfg_free(sink_options, &cfg);
 	return code;
 }
