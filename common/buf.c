@@ -6,6 +6,7 @@
  * completely or leaves len and the bytes before it untouched (OB_ENOMEM):
  * callers building a frame or a query may give up without cleaning up.
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,32 +136,40 @@ ob_buf_put_u8(struct ob_buf *b, uint8_t v)
 	return ob_buf_append(b, &v, 1);
 }
 
+/* v's low n bytes, most significant first (the wire's byte order). */
+static int
+put_be(struct ob_buf *b, uint64_t v, size_t n)
+{
+	uint8_t p[8];
+
+	for (size_t i = 0; i < n; i++)
+		p[i] = (uint8_t)(v >> (8 * (n - 1 - i)));
+	return ob_buf_append(b, p, n);
+}
+
 int
 ob_buf_put_u16(struct ob_buf *b, uint16_t v)
 {
-	uint8_t p[2] = { (uint8_t)(v >> 8), (uint8_t)v };
-
-	return ob_buf_append(b, p, sizeof(p));
+	return put_be(b, v, 2);
 }
 
 int
 ob_buf_put_u32(struct ob_buf *b, uint32_t v)
 {
-	uint8_t p[4];
-
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (24 - 8 * i));
-	return ob_buf_append(b, p, sizeof(p));
+	return put_be(b, v, 4);
 }
 
 int
 ob_buf_put_u64(struct ob_buf *b, uint64_t v)
 {
-	uint8_t p[8];
+	return put_be(b, v, 8);
+}
 
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (56 - 8 * i));
-	return ob_buf_append(b, p, sizeof(p));
+/* '"' and '\\' are the two bytes a PostgreSQL array element escapes. */
+static bool
+array_escaped(char c)
+{
+	return c == '"' || c == '\\';
 }
 
 int
@@ -171,7 +180,7 @@ ob_buf_put_pg_array_text(struct ob_buf *b, const char *s, size_t n)
 	int rv;
 
 	for (size_t i = 0; i < n; i++)
-		if (s[i] == '"' || s[i] == '\\')
+		if (array_escaped(s[i]))
 			esc++;
 	/* Size it all up front so a failure leaves the buffer as it was. */
 	if (n > SIZE_MAX - 2 - esc)
@@ -182,7 +191,7 @@ ob_buf_put_pg_array_text(struct ob_buf *b, const char *s, size_t n)
 	w = b->data + b->len;
 	*w++ = '"';
 	for (size_t i = 0; i < n; i++) {
-		if (s[i] == '"' || s[i] == '\\')
+		if (array_escaped(s[i]))
 			*w++ = '\\';
 		*w++ = s[i];
 	}
