@@ -48,28 +48,34 @@ ob_log_init(const char *program, enum ob_log_level level,
 	log_pid = getpid();
 }
 
+/* The index of s in names[0..n), or -1. */
+static int
+name_index(const char *s, const char *const *names, int n)
+{
+	for (int i = 0; s != NULL && i < n; i++)
+		if (strcmp(s, names[i]) == 0)
+			return i;
+	return -1;
+}
+
 int
 ob_log_level_parse(const char *s, enum ob_log_level *out)
 {
-	for (int i = OB_LOG_DEBUG; i <= OB_LOG_ERROR; i++) {
-		if (s != NULL && strcmp(s, level_names[i]) == 0) {
-			*out = (enum ob_log_level)i;
-			return OB_OK;
-		}
-	}
-	return OB_EINVAL;
+	int i = name_index(s, level_names, OB_LOG_ERROR + 1);
+	if (i < 0)
+		return OB_EINVAL;
+	*out = (enum ob_log_level)i;
+	return OB_OK;
 }
 
 int
 ob_log_format_parse(const char *s, enum ob_log_format *out)
 {
-	for (int i = OB_LOG_TEXT; i <= OB_LOG_JSON; i++) {
-		if (s != NULL && strcmp(s, format_names[i]) == 0) {
-			*out = (enum ob_log_format)i;
-			return OB_OK;
-		}
-	}
-	return OB_EINVAL;
+	int i = name_index(s, format_names, OB_LOG_JSON + 1);
+	if (i < 0)
+		return OB_EINVAL;
+	*out = (enum ob_log_format)i;
+	return OB_OK;
 }
 
 void
@@ -78,20 +84,23 @@ ob_log_set_pid(void)
 	log_pid = getpid();
 }
 
-/* Escape sequence for one byte inside a ob_log_q "..." value; 0 = as is. */
+/* One byte of a quoted value as written: its escape (\" \\ \n \r \t, other
+ * control bytes \xNN in key=value text, \u00NN in JSON) or the byte itself.
+ * Returns the length put in seq; more than 1 only for an escape. */
 static size_t
-q_escape(unsigned char c, char seq[5])
+escape_byte(unsigned char c, bool json, char seq[8])
 {
 	switch (c) {
-	case '"': return (size_t)snprintf(seq, 5, "\\\"");
-	case '\\': return (size_t)snprintf(seq, 5, "\\\\");
-	case '\n': return (size_t)snprintf(seq, 5, "\\n");
-	case '\r': return (size_t)snprintf(seq, 5, "\\r");
-	case '\t': return (size_t)snprintf(seq, 5, "\\t");
+	case '"': return (size_t)snprintf(seq, 8, "\\\"");
+	case '\\': return (size_t)snprintf(seq, 8, "\\\\");
+	case '\n': return (size_t)snprintf(seq, 8, "\\n");
+	case '\r': return (size_t)snprintf(seq, 8, "\\r");
+	case '\t': return (size_t)snprintf(seq, 8, "\\t");
 	}
 	if (c < 0x20 || c == 0x7f)
-		return (size_t)snprintf(seq, 5, "\\x%02x", c);
-	return 0;
+		return (size_t)snprintf(seq, 8, json ? "\\u%04x" : "\\x%02x", c);
+	seq[0] = (char)c;
+	return 1;
 }
 
 const char *
@@ -99,14 +108,14 @@ ob_log_q(const char *s, char *buf, unsigned buflen)
 {
 	size_t need = 2, len = 0, lim;
 	bool plain = true, cut;
-	char seq[5];
+	char seq[8];
 
 	if (s == NULL)
 		s = "";
 	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		size_t k = q_escape(*p, seq);
-		need += k ? k : 1;
-		if (k || *p == ' ' || *p == '=')
+		size_t k = escape_byte(*p, false, seq);
+		need += k;
+		if (k > 1 || *p == ' ' || *p == '=')
 			plain = false;
 	}
 	if (plain && *s != '\0')
@@ -119,11 +128,7 @@ ob_log_q(const char *s, char *buf, unsigned buflen)
 	lim = !cut ? buflen - 2 : buflen >= 6 ? buflen - 5 : 1;
 	buf[len++] = '"';
 	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		size_t k = q_escape(*p, seq);
-		if (k == 0) {
-			seq[0] = (char)*p;
-			k = 1;
-		}
+		size_t k = escape_byte(*p, false, seq);
 		if (len + k > lim)
 			break;
 		memcpy(buf + len, seq, k);
@@ -182,25 +187,9 @@ static bool
 j_str(struct jw *w, const char *s, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)s[i];
 		char seq[8];
-		size_t k;
+		size_t k = escape_byte((unsigned char)s[i], true, seq);
 
-		switch (c) {
-		case '"': k = (size_t)snprintf(seq, sizeof seq, "\\\""); break;
-		case '\\': k = (size_t)snprintf(seq, sizeof seq, "\\\\"); break;
-		case '\n': k = (size_t)snprintf(seq, sizeof seq, "\\n"); break;
-		case '\r': k = (size_t)snprintf(seq, sizeof seq, "\\r"); break;
-		case '\t': k = (size_t)snprintf(seq, sizeof seq, "\\t"); break;
-		default:
-			if (c < 0x20 || c == 0x7f) {
-				k = (size_t)snprintf(seq, sizeof seq,
-				    "\\u%04x", c);
-			} else {
-				seq[0] = (char)c;
-				k = 1;
-			}
-		}
 		if (!j_raw(w, seq, k))
 			return false;
 	}
