@@ -319,6 +319,22 @@ ob_keyclaim_has(PGconn *conn, const char *table, const char *key, const void *fp
 	return rc;
 }
 
+/* A write conditioned on fence that must hit exactly one row: none means
+ * the key was taken over meanwhile (OB_EFENCED, what names the step). */
+static int
+fenced_write(PGconn *conn, const char *sql, int nparams, const char *const *params,
+    const char *what, int64_t fence, char *err, size_t errlen)
+{
+	int64_t rows = 0;
+	int rc = ob_pg_command(conn, sql, nparams, params, what, &rows, err, errlen);
+	if (rc == OB_OK && rows != 1) {
+		snprintf(err, errlen, "%s: fenced out (token %" PRId64 " no longer holds the key)",
+		    what, fence);
+		rc = OB_EFENCED;
+	}
+	return rc;
+}
+
 int
 ob_keyclaim_complete(PGconn *conn, const char *table, const char *key,
     int64_t fence, int status, const char *body, char *err, size_t errlen)
@@ -331,14 +347,7 @@ ob_keyclaim_complete(PGconn *conn, const char *table, const char *key,
 	snprintf(f, sizeof(f), "%" PRId64, fence);
 	snprintf(s, sizeof(s), "%d", status);
 	const char *params[4] = { key, f, s, body };
-	int64_t rows = 0;
-	int rc = ob_pg_command(conn, sql, 4, params, "complete key", &rows, err, errlen);
-	if (rc == OB_OK && rows != 1) {
-		snprintf(err, errlen, "complete key: fenced out (token %" PRId64 " no longer holds the key)",
-		    fence);
-		rc = OB_EFENCED;
-	}
-	return rc;
+	return fenced_write(conn, sql, 4, params, "complete key", fence, err, errlen);
 }
 
 int
@@ -410,14 +419,7 @@ ob_keyclaim_park(PGconn *conn, const char *table, const char *key, int64_t fence
 	    " WHERE idempotency_key = $1 AND fence = $2::bigint AND state = 'started'", table);
 	snprintf(f, sizeof(f), "%" PRId64, fence);
 	const char *params[4] = { key, f, topic, error };
-	int64_t rows = 0;
-	int rc = ob_pg_command(conn, sql, 4, params, "park key", &rows, err, errlen);
-	if (rc == OB_OK && rows != 1) {
-		snprintf(err, errlen, "park key: fenced out (token %" PRId64 " no longer holds the key)",
-		    fence);
-		rc = OB_EFENCED;
-	}
-	return rc;
+	return fenced_write(conn, sql, 4, params, "park key", fence, err, errlen);
 }
 
 int
