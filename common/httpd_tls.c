@@ -223,11 +223,29 @@ io_result(struct ob_httpd_tls_conn *c, int ret, int saved_errno, char *why, size
 	return io;
 }
 
-enum ob_httpd_tls_io
-ob_httpd_tls_handshake(struct ob_httpd_tls_conn *c, char *why, size_t whylen)
+/* Before each SSL_* call: the queue and errno start empty, so that what
+ * io_result reads afterwards is this call's. */
+static void
+io_begin(void)
 {
 	ERR_clear_error();
 	errno = 0;
+}
+
+/* After SSL_read_ex / SSL_write_ex: *done gets the bytes moved on success. */
+static enum ob_httpd_tls_io
+io_end(struct ob_httpd_tls_conn *c, int ret, size_t n, size_t *done)
+{
+	if (ret != 1)
+		return io_result(c, ret, errno, NULL, 0);
+	*done = n;
+	return OB_HTTPD_TLS_OK;
+}
+
+enum ob_httpd_tls_io
+ob_httpd_tls_handshake(struct ob_httpd_tls_conn *c, char *why, size_t whylen)
+{
+	io_begin();
 	int ret = SSL_do_handshake(c->ssl);
 	if (ret == 1)
 		return OB_HTTPD_TLS_OK;
@@ -237,29 +255,19 @@ ob_httpd_tls_handshake(struct ob_httpd_tls_conn *c, char *why, size_t whylen)
 enum ob_httpd_tls_io
 ob_httpd_tls_read(struct ob_httpd_tls_conn *c, void *buf, size_t len, size_t *got)
 {
-	ERR_clear_error();
-	errno = 0;
 	size_t n = 0;
+	io_begin();
 	int ret = SSL_read_ex(c->ssl, buf, len, &n);
-	if (ret == 1) {
-		*got = n;
-		return OB_HTTPD_TLS_OK;
-	}
-	return io_result(c, ret, errno, NULL, 0);
+	return io_end(c, ret, n, got);
 }
 
 enum ob_httpd_tls_io
 ob_httpd_tls_write(struct ob_httpd_tls_conn *c, const void *buf, size_t len, size_t *put)
 {
-	ERR_clear_error();
-	errno = 0;
 	size_t n = 0;
+	io_begin();
 	int ret = SSL_write_ex(c->ssl, buf, len, &n);
-	if (ret == 1) {
-		*put = n;
-		return OB_HTTPD_TLS_OK;
-	}
-	return io_result(c, ret, errno, NULL, 0);
+	return io_end(c, ret, n, put);
 }
 
 bool
