@@ -72,6 +72,8 @@ conn_set_state(struct conn *c, enum conn_state st)
 		httpd_ep_set(c, EPOLLIN | EPOLLRDHUP);
 		break;
 	case CONN_HANDLER:
+	case CONN_CLOSED:
+		/* a handler has it, or it is done: no deadline, no events */
 		c->deadline_ns = 0;
 		httpd_ep_set(c, 0);
 		break;
@@ -82,10 +84,6 @@ conn_set_state(struct conn *c, enum conn_state st)
 	case CONN_LINGER:
 		c->deadline_ns = now + OB_HTTPD_LINGER_MS * NS_PER_MS;
 		httpd_ep_set(c, EPOLLIN | EPOLLRDHUP);
-		break;
-	case CONN_CLOSED:
-		c->deadline_ns = 0;
-		httpd_ep_set(c, 0);
 		break;
 	}
 }
