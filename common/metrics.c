@@ -152,6 +152,15 @@ valid_name(const char *s, bool colon_ok)
 	return true;
 }
 
+/* The text format's escape of c: backslash and newline in HELP text and
+ * label values, the double quote in label values only (quotes). NULL when
+ * c stands as it is; an escape is two bytes. */
+static const char *
+text_escape(char c, bool quotes)
+{
+	return c == '\\' ? "\\\\" : c == '\n' ? "\\n" : quotes && c == '"' ? "\\\"" : NULL;
+}
+
 /* Render the label set into out (a="x",b="y"); false when invalid or too
  * long. */
 static bool
@@ -176,8 +185,7 @@ render_labels(const char *const *labels, char *out, size_t outlen)
 			return false;
 		n += (size_t)w;
 		for (const char *p = v; *p != '\0'; p++) {
-			const char *esc = *p == '\\' ? "\\\\" : *p == '"' ? "\\\"" :
-			    *p == '\n' ? "\\n" : NULL;
+			const char *esc = text_escape(*p, true);
 			size_t need = esc ? 2 : 1;
 			if (n + need + 1 >= outlen)
 				return false;
@@ -202,9 +210,10 @@ copy_help(char *dst, const char *help)
 	size_t n = 0;
 
 	for (const char *p = help ? help : ""; *p != '\0' && n + 3 < OB_METRICS_HELP_MAX; p++) {
-		if (*p == '\\' || *p == '\n') {
-			dst[n++] = '\\';
-			dst[n++] = *p == '\n' ? 'n' : '\\';
+		const char *esc = text_escape(*p, false);
+		if (esc != NULL) {
+			memcpy(dst + n, esc, 2);
+			n += 2;
 		} else {
 			dst[n++] = *p;
 		}
@@ -475,46 +484,56 @@ put_labels(struct ob_buf *out, const char *labels, const char *extra)
 	return ob_buf_printf(out, "{%s%s%s}", labels, a && b ? "," : "", b ? extra : "");
 }
 
+/* One sample line: name<suffix>{labels[,extra]} value */
+static int
+put_sample(struct ob_buf *out, const struct ob_metric *s, const char *suffix,
+    const char *extra, const char *value)
+{
+	int rc;
+
+	if ((rc = ob_buf_printf(out, "%s%s", s->name, suffix)) != OB_OK ||
+	    (rc = put_labels(out, s->labels, extra)) != OB_OK)
+		return rc;
+	return ob_buf_printf(out, " %s\n", value);
+}
+
+/* A counter's value (or a bucket's cumulative count) as text. */
+static void
+fmt_count(char *out, size_t outlen, uint64_t n)
+{
+	snprintf(out, outlen, "%llu", (unsigned long long)n);
+}
+
 static int
 render_series(const struct ob_metric *s, struct ob_buf *out)
 {
-	char num[64], le[80];
+	char num[64], count[24], le[80];
 	uint64_t cum = 0;
 	int rc;
 
 	if (s->type == OB_METRIC_COUNTER) {
-		if ((rc = ob_buf_puts(out, s->name)) != OB_OK ||
-		    (rc = put_labels(out, s->labels, NULL)) != OB_OK)
-			return rc;
-		return ob_buf_printf(out, " %llu\n", (unsigned long long)
-		    atomic_load_explicit(&s->value, memory_order_relaxed));
+		fmt_count(count, sizeof count, atomic_load_explicit(&s->value, memory_order_relaxed));
+		return put_sample(out, s, "", NULL, count);
 	}
 	if (s->type == OB_METRIC_GAUGE) {
 		fmt_double(num, sizeof num,
 		    bits_dbl(atomic_load_explicit(&s->value, memory_order_relaxed)));
-		if ((rc = ob_buf_puts(out, s->name)) != OB_OK ||
-		    (rc = put_labels(out, s->labels, NULL)) != OB_OK)
-			return rc;
-		return ob_buf_printf(out, " %s\n", num);
+		return put_sample(out, s, "", NULL, num);
 	}
 	for (size_t i = 0; i <= s->nbounds; i++) {
 		cum += atomic_load_explicit(&s->buckets[i], memory_order_relaxed);
 		if (i < s->nbounds)
 			fmt_double(num, sizeof num, s->bounds[i]);
 		snprintf(le, sizeof le, "le=\"%s\"", i < s->nbounds ? num : "+Inf");
-		if ((rc = ob_buf_printf(out, "%s_bucket", s->name)) != OB_OK ||
-		    (rc = put_labels(out, s->labels, le)) != OB_OK ||
-		    (rc = ob_buf_printf(out, " %llu\n", (unsigned long long)cum)) != OB_OK)
+		fmt_count(count, sizeof count, cum);
+		if ((rc = put_sample(out, s, "_bucket", le, count)) != OB_OK)
 			return rc;
 	}
 	fmt_double(num, sizeof num,
 	    bits_dbl(atomic_load_explicit(&s->sum_bits, memory_order_relaxed)));
-	if ((rc = ob_buf_printf(out, "%s_sum", s->name)) != OB_OK ||
-	    (rc = put_labels(out, s->labels, NULL)) != OB_OK ||
-	    (rc = ob_buf_printf(out, " %s\n%s_count", num, s->name)) != OB_OK ||
-	    (rc = put_labels(out, s->labels, NULL)) != OB_OK)
+	if ((rc = put_sample(out, s, "_sum", NULL, num)) != OB_OK)
 		return rc;
-	return ob_buf_printf(out, " %llu\n", (unsigned long long)cum);
+	return put_sample(out, s, "_count", NULL, count); /* the +Inf bucket's */
 }
 
 int
