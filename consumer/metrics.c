@@ -172,15 +172,8 @@ static struct consumer_topic_metrics *
 topic_metrics(struct consumer_metrics *cm, struct consumer_topic_cache *c,
     const char *topic, uint16_t len)
 {
-	bool fresh;
-	unsigned slot = ob_topic_cache_slot(&c->slots, topic, len, &fresh);
-	struct consumer_topic_metrics *e = &c->e[slot];
-	if (!fresh)
-		return e;
-	const char *labels[] = { "topic", c->slots.topic[slot], NULL };
-	ob_metrics_register_rows(cm->reg, e, topic_rows,
-	    sizeof(topic_rows) / sizeof(topic_rows[0]), labels);
-	return e;
+	return ob_topic_cache_rows(cm->reg, &c->slots, c->e, sizeof(c->e[0]), topic_rows,
+	    sizeof(topic_rows) / sizeof(topic_rows[0]), topic, len);
 }
 
 void

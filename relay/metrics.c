@@ -110,15 +110,8 @@ struct relay_topic_metrics *
 relay_metrics_topic(struct relay_metrics *rm, struct relay_topic_cache *c,
     const char *topic, size_t len)
 {
-	bool fresh;
-	unsigned slot = ob_topic_cache_slot(&c->slots, topic, len, &fresh);
-	struct relay_topic_metrics *e = &c->e[slot];
-	if (!fresh)
-		return e;
-	const char *labels[] = { "topic", c->slots.topic[slot], NULL };
-	ob_metrics_register_rows(rm->reg, e, topic_rows,
-	    sizeof(topic_rows) / sizeof(topic_rows[0]), labels);
-	return e;
+	return ob_topic_cache_rows(rm->reg, &c->slots, c->e, sizeof(c->e[0]), topic_rows,
+	    sizeof(topic_rows) / sizeof(topic_rows[0]), topic, len);
 }
 
 struct ob_metric *

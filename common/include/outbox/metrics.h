@@ -146,6 +146,16 @@ struct ob_metric_row {
 void ob_metrics_register_rows(struct ob_metrics *m, void *owner,
     const struct ob_metric_row *rows, size_t n, const char *const *labels);
 
+/* The entry of entries (the caller's array indexed by c's slots,
+ * entry_size bytes each) that holds topic's series (topic: len bytes, cut
+ * as ob_topic_cache_slot cuts it). When the slot was just given to the
+ * topic, rows (n) are registered into the entry first, labelled topic=T
+ * (may block briefly, as a registration does). Borrows everything and
+ * returns a pointer into entries; one thread per cache, as for the slots. */
+void *ob_topic_cache_rows(struct ob_metrics *m, struct ob_topic_cache *c, void *entries,
+    size_t entry_size, const struct ob_metric_row *rows, size_t n, const char *topic,
+    size_t len);
+
 /* One counter per value of one label (a family such as "by reason"):
  * out[i] is the series labelled label=values[i]. */
 void ob_metrics_counters_by(struct ob_metrics *m, const char *name, const char *help,
