@@ -56,6 +56,18 @@ is_reason(int why)
 	return why != INBOX_WHY_NONE && why != INBOX_WHY_DUPLICATE;
 }
 
+/* The series of outbox_consumer_bad_frames_total labelled with error rc:
+ * one per request error registered at start, any other looked up when it
+ * happens (consumer_metrics_bad_frame). */
+static struct ob_metric *
+bad_frames_counter(struct ob_metrics *r, int rc)
+{
+	const char *labels[] = { "reason", ob_err_name(rc), NULL };
+	return ob_metrics_counter(r, "outbox_consumer_bad_frames_total",
+	    "Request frames refused as a whole by the decoder, by wire error"
+	    " (error reply, nothing written)", labels);
+}
+
 static void
 register_webhook(struct ob_metrics *r, struct webhook_metrics *w)
 {
@@ -106,10 +118,7 @@ consumer_metrics_new(bool webhook, struct consumer_metrics **out)
 	for (int e = OB_EWIRE_TRUNC; e < OB_ERR_COUNT; e++) {
 		if (e == OB_EWIRE_STATUS || e == OB_EWIRE_DETAIL)
 			continue; /* reply-only errors: a request never has them */
-		const char *labels[] = { "reason", ob_err_name(e), NULL };
-		cm->bad_frames[e] = ob_metrics_counter(r, "outbox_consumer_bad_frames_total",
-		    "Request frames refused as a whole by the decoder, by wire error"
-		    " (error reply, nothing written)", labels);
+		cm->bad_frames[e] = bad_frames_counter(r, e);
 	}
 	for (int w = 0; w < INBOX_WHY_COUNT; w++) {
 		if (!is_reason(w))
@@ -162,10 +171,7 @@ consumer_metrics_bad_frame(struct consumer_metrics *cm, int rc)
 		return;
 	}
 	/* Not a wire error (out of memory): looked up, rare. */
-	const char *labels[] = { "reason", ob_err_name(rc), NULL };
-	ob_metric_inc(ob_metrics_counter(cm->reg, "outbox_consumer_bad_frames_total",
-	    "Request frames refused as a whole by the decoder, by wire error"
-	    " (error reply, nothing written)", labels));
+	ob_metric_inc(bad_frames_counter(cm->reg, rc));
 }
 
 static struct consumer_topic_metrics *
