@@ -17,6 +17,8 @@
 #   ours              outboxctl migrate; outbox.enqueue() in chunks; outbox-consumer
 #                     (record handler: inbox.processed + inbox.notifications) and
 #                     outbox-relay over ipc://; timed from the relay's start.
+#   ours-default      the same, relay and consumer started with no tuning flag at
+#                     all (--db, --route / --listen only): what a user meets.
 #   graphile-worker   runMigrations; graphile_worker.add_jobs() in chunks; a
 #                     worker pool (node/gw.js); timed from just before run().
 #   pgq               CREATE EXTENSION pgq; a queue + consumer; pgq.insert_event()
@@ -32,7 +34,7 @@
 #   PEERS_GW_CONCURRENCY (24) PEERS_GW_LOCAL_QUEUE (500) PEERS_GW_COMPLETE_DELAY (0)
 #   PEERS_PGQ_BATCH (500) PEERS_CHUNK (10000: enqueue statement size)
 #   PEERS_POLL_MS (10) PEERS_DRAIN_TIMEOUT (900 s) PEERS_START_TIMEOUT (30 s)
-#   PEERS_SYSTEMS ("ours graphile-worker pgq": a subset for debugging; "ours4"
+#   PEERS_SYSTEMS ("ours ours-default graphile-worker pgq": a subset for debugging; "ours4"
 #                 is ours on the 4-slot layout before outbox 017, for an A/B
 #                 of what the slots cost the drain: bench/sql/four_slots.sql)
 #   PEERS_RELAY_ARGS, PEERS_CONSUMER_ARGS (extra outbox-relay / outbox-consumer flags, word-split) OUTBOX_BIN_DIR (build/bin)
@@ -43,47 +45,36 @@ cd "$(dirname "$0")/../.."
 # ---- limits ------------------------------------------------------------------
 N=${1:-${PEERS_N:-50000}}
 ROUNDS=${2:-${PEERS_ROUNDS:-7}}
-WORKERS=${PEERS_WORKERS:-2}
-BATCH=${PEERS_BATCH:-100}
-INFLIGHT=${PEERS_INFLIGHT:-4}
-CONSUMER_THREADS=${PEERS_CONSUMER_THREADS:-4}
 GW_CONCURRENCY=${PEERS_GW_CONCURRENCY:-24}
 GW_LOCAL_QUEUE=${PEERS_GW_LOCAL_QUEUE:-500}
 GW_COMPLETE_DELAY=${PEERS_GW_COMPLETE_DELAY:-0}
 PGQ_BATCH=${PEERS_PGQ_BATCH:-500}
-CHUNK=${PEERS_CHUNK:-10000}
 POLL_MS=${PEERS_POLL_MS:-10}
 DRAIN_TIMEOUT=${PEERS_DRAIN_TIMEOUT:-900}
-START_TIMEOUT=${PEERS_START_TIMEOUT:-30}
-SYSTEMS=${PEERS_SYSTEMS:-ours graphile-worker pgq}
+SYSTEMS=${PEERS_SYSTEMS:-ours ours-default graphile-worker pgq}
 BIN=${OUTBOX_BIN_DIR:-build/bin}
 
 need_int N 1 100000000 "N (argument 1 or PEERS_N)"
 need_int ROUNDS 1 1000 "ROUNDS (argument 2 or PEERS_ROUNDS)"
-need_int WORKERS 1 64 PEERS_WORKERS
-need_int BATCH 1 1000 PEERS_BATCH
-need_int INFLIGHT 1 256 PEERS_INFLIGHT
-need_int CONSUMER_THREADS 1 256 PEERS_CONSUMER_THREADS
+ours_knobs
 need_int GW_CONCURRENCY 1 1000 PEERS_GW_CONCURRENCY
 need_int GW_LOCAL_QUEUE -1 100000 PEERS_GW_LOCAL_QUEUE
 need_int GW_COMPLETE_DELAY -1 60000 PEERS_GW_COMPLETE_DELAY
 need_int PGQ_BATCH 1 1000000 PEERS_PGQ_BATCH
-need_int CHUNK 1 1000000 PEERS_CHUNK
 need_int POLL_MS 1 10000 PEERS_POLL_MS
 need_int DRAIN_TIMEOUT 1 86400 PEERS_DRAIN_TIMEOUT
-need_int START_TIMEOUT 1 3600 PEERS_START_TIMEOUT
 ((GW_LOCAL_QUEUE != 0)) || { echo "peers: PEERS_GW_LOCAL_QUEUE must be -1 (off) or >= 1" >&2; exit 2; }
 read -r -a SYS <<<"$SYSTEMS"
 ((${#SYS[@]} > 0)) || { echo "peers: PEERS_SYSTEMS is empty" >&2; exit 2; }
 for s in "${SYS[@]}"; do
-	case $s in ours | ours4 | graphile-worker | pgq) ;; *) echo "peers: unknown system '$s' in PEERS_SYSTEMS (ours ours4 graphile-worker pgq)" >&2; exit 2 ;; esac
+	case $s in ours | ours-default | ours4 | graphile-worker | pgq) ;; *) echo "peers: unknown system '$s' in PEERS_SYSTEMS (ours ours-default ours4 graphile-worker pgq)" >&2; exit 2 ;; esac
 done
 POLL_S=$(awk -v m="$POLL_MS" 'BEGIN { printf "%.3f", m / 1000 }')
 has() { [[ " ${SYS[*]} " == *" $1 "* ]]; }
 
 # ---- prerequisites (installed only when missing) ----------------------------
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
-if has ours || has ours4; then ours_check_bins; fi
+if has ours || has ours-default || has ours4; then ours_check_bins; fi
 if has graphile-worker; then
 	if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
 		echo "peers: node and npm are needed for graphile-worker (apt-get install nodejs npm)" >&2; exit 2
@@ -103,8 +94,7 @@ if has pgq; then
 	fi
 fi
 
-PEERS_WORK=$(mktemp -d /tmp/outbox-peers.XXXXXX)
-chmod 755 "$PEERS_WORK"
+peers_workdir drain
 peers_traps
 CSV=$PEERS_WORK/peers.csv
 echo "round,position,system,n,seconds,rate_per_s,effects" >"$CSV"
@@ -113,15 +103,9 @@ echo "peers: PostgreSQL 15 with fsync=on, synchronous_commit=on, full_page_write
 peers_server_start
 echo "peers: N=$N per drain, $ROUNDS rounds, systems: ${SYS[*]}"
 echo "peers: ours: relay --workers $WORKERS --batch $BATCH --max-inflight $INFLIGHT, consumer --threads $CONSUMER_THREADS"
+echo "peers: ours-default: relay and consumer with no tuning flag (relay --workers 1 --batch 100 --max-inflight 4, consumer --threads 4, log level info)"
 echo "peers: graphile-worker: concurrency $GW_CONCURRENCY, localQueue.size $GW_LOCAL_QUEUE, completeJobBatchDelay/failJobBatchDelay $GW_COMPLETE_DELAY ms"
 echo "peers: pgq: a tick after every $PGQ_BATCH events enqueued (batches of $PGQ_BATCH), one transaction per batch"
-
-# The ~200-byte payload (208 bytes as JSON text for 5-digit g), as in bench/relay.
-PAYLOAD="jsonb_build_object('title', 'benchmark report ' || g, 'module', 'editor',
-	'severity', 'high', 'steps', repeat('s', 120))"
-
-# chunks FROM TO SIZE: "s e" lines covering FROM..TO.
-chunks() { local s; for ((s = $1; s <= $2; s += $3)); do echo "$s $((s + $3 - 1 < $2 ? s + $3 - 1 : $2))"; done; }
 
 # check_effects SYSTEM DB EFFECTS KEYCOL DEDUP: exactly N effect rows, N
 # distinct keys, N dedup records; sets EFFECTS and PAYLOAD_B.
@@ -138,19 +122,18 @@ check_effects() {
 }
 
 # ---- ours --------------------------------------------------------------------
-# run_ours DB [four]: "four" drops the slots outbox 017 added first.
+# run_ours DB [four|default]: "four" drops the slots outbox 017 added
+# first; "default" starts the relay and consumer with no tuning flag.
 run_ours() {
-	local db=$1 s e
+	local db=$1 mode=tuned
 	ours_migrate "$db"
 	if [ "${2:-}" = four ]; then qf "$db" bench/sql/four_slots.sql; fi
-	while read -r s e; do
-		q "$db" "SELECT count(outbox.enqueue('bench.topic', 'k-' || g, $PAYLOAD))
-		         FROM generate_series($s, $e) g" >/dev/null
-	done < <(chunks 1 "$N" "$CHUNK")
+	[ "${2:-}" != default ] || mode=default
+	ours_fill "$db" "$N"
 	settle "$db"
-	ours_consumer "$db" "$db"
+	ours_consumer "$db" "$db" "$mode"
 	T0=$EPOCHREALTIME
-	ours_relay "$db" "$db"
+	ours_relay "$db" "$db" "$mode"
 	wait_rows "$db" inbox.notifications idempotency_key "$N" "$DRAIN_TIMEOUT" "k-$N" "$OURS_CPID" "$OURS_RPID"
 	T1=$WAIT_T1
 	stop_tracked "$OURS_RPID"
@@ -222,7 +205,7 @@ run_pgq() {
 
 # ---- rounds --------------------------------------------------------------------
 declare -A RATES=()
-label() { case $1 in ours) echo ours ;; ours4) echo "ours (4 slots)" ;; graphile-worker) echo graphile-worker ;; pgq) echo PgQ ;; esac; }
+label() { case $1 in ours) echo ours ;; ours-default) echo "ours (defaults)" ;; ours4) echo "ours (4 slots)" ;; graphile-worker) echo graphile-worker ;; pgq) echo PgQ ;; esac; }
 for ((ROUND = 1; ROUND <= ROUNDS; ROUND++)); do
 	order=()
 	for ((i = 0; i < ${#SYS[@]}; i++)); do order+=("${SYS[(i + ROUND - 1) % ${#SYS[@]}]}"); done
@@ -234,7 +217,7 @@ for ((ROUND = 1; ROUND <= ROUNDS; ROUND++)); do
 		pos=$((pos + 1))
 		db="p${ROUND}_${sys//-/_}"
 		fresh_db "$db"
-		case $sys in ours) run_ours "$db" ;; ours4) run_ours "$db" four ;; graphile-worker) run_gw "$db" ;; pgq) run_pgq "$db" ;; esac
+		case $sys in ours) run_ours "$db" ;; ours-default) run_ours "$db" default ;; ours4) run_ours "$db" four ;; graphile-worker) run_gw "$db" ;; pgq) run_pgq "$db" ;; esac
 		secs=$(awk -v a="$T0" -v b="$T1" 'BEGIN { printf "%.3f", b - a }')
 		rate=$(awk -v n="$N" -v s="$secs" 'BEGIN { printf "%.0f", (s > 0) ? n / s : 0 }')
 		RATES[$sys]+=" $rate"
@@ -261,7 +244,7 @@ for sys in "${SYS[@]}"; do
 done
 line="peers:"
 sep=" "
-unit() { case $1 in ours | ours4) echo msgs/s ;; graphile-worker) echo jobs/s ;; pgq) echo events/s ;; esac; }
+unit() { case $1 in ours | ours-default | ours4) echo msgs/s ;; graphile-worker) echo jobs/s ;; pgq) echo events/s ;; esac; }
 for sys in "${SYS[@]}"; do
 	if [ "$sys" = ours ]; then w="ours median"; else w=$(label "$sys"); fi
 	line+="$sep$w $(fmt_int "${MED[$sys]}") $(unit "$sys")"; sep="; "
@@ -270,5 +253,18 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { r = a / b; printf (r < 1 ? "%.2f" : "
 if has ours && has pgq; then line+="; ours/PgQ $(ratio "${MED[ours]}" "${MED[pgq]}")"; fi
 if has ours && has graphile-worker; then line+="; ours/graphile-worker $(ratio "${MED[ours]}" "${MED[graphile-worker]}")"; fi
 if has ours && has ours4; then line+="; ours/ours (4 slots) $(ratio "${MED[ours]}" "${MED[ours4]}")"; fi
+if has ours-default && has pgq; then line+="; ours (defaults)/PgQ $(ratio "${MED[ours-default]}" "${MED[pgq]}")"; fi
 echo "$line"
+if has ours-default && has pgq; then
+	figure drain_default_vs_pgq "$(div2 "${MED[ours-default]}" "${MED[pgq]}")" '>=' "$T_DRAIN_VS_PGQ" x \
+		"drain of N=$N, relay and consumer at default flags, median msgs/s / PgQ's median events/s ($ROUNDS rounds)"
+fi
+if has ours && has pgq; then
+	figure drain_tuned_vs_pgq "$(div2 "${MED[ours]}" "${MED[pgq]}")" - - x \
+		"the same, tuned (--workers $WORKERS --batch $BATCH --max-inflight $INFLIGHT)"
+fi
+if has ours-default && has graphile-worker; then
+	figure drain_default_vs_graphile_worker "$(div2 "${MED[ours-default]}" "${MED[graphile-worker]}")" - - x \
+		"drain at default flags / graphile-worker's median jobs/s"
+fi
 echo "peers: raw per-round numbers: $CSV"

@@ -38,7 +38,10 @@
 # PEERS_COST_* and PEERS_SIZE_INTERVAL above; PEERS_WORKERS (2) PEERS_BATCH
 # (100) PEERS_INFLIGHT (4) PEERS_CONSUMER_THREADS (4) PEERS_SUSTAIN_THREADS and
 # PEERS_COST_THREADS (pgbench -j, 2) PEERS_START_TIMEOUT (30)
-# PEERS_RELAY_ARGS (extra relay flags) OUTBOX_BIN_DIR (build/bin).
+# PEERS_RELAY_ARGS (extra relay flags) OUTBOX_BIN_DIR (build/bin)
+# PEERS_OURS (tuned: the knobs above; default: relay and consumer with no
+# tuning flag at all). With both extras, two figure lines (lib.sh figure):
+# app_p99_vs_plain and app_p99_vs_unrelayed, the issue's targets beside them.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . bench/peers/lib.sh
@@ -64,12 +67,8 @@ COST_THREADS=${PEERS_COST_THREADS:-2}
 COST_PAIRS=${PEERS_COST_PAIRS:-1}
 COST_RATE=${PEERS_COST_RATE:-0}
 COST_EXTRA=${PEERS_COST_EXTRA:-}
-WORKERS=${PEERS_WORKERS:-2}
-BATCH=${PEERS_BATCH:-100}
-INFLIGHT=${PEERS_INFLIGHT:-4}
-CONSUMER_THREADS=${PEERS_CONSUMER_THREADS:-4}
-START_TIMEOUT=${PEERS_START_TIMEOUT:-30}
 BIN=${OUTBOX_BIN_DIR:-build/bin}
+OURS_MODE=${PEERS_OURS:-tuned}
 
 case $MODE in all | sustain | cost) ;; *) echo "usage: $0 [all|sustain|cost]" >&2; exit 2 ;; esac
 need_int SUSTAIN_SECONDS 1 86400 PEERS_SUSTAIN_SECONDS
@@ -89,11 +88,8 @@ need_int COST_CLIENTS 1 256 PEERS_COST_CLIENTS
 need_int COST_THREADS 1 64 PEERS_COST_THREADS
 need_int COST_PAIRS 1 100 PEERS_COST_PAIRS
 need_int COST_RATE 0 10000000 PEERS_COST_RATE
-need_int WORKERS 1 64 PEERS_WORKERS
-need_int BATCH 1 1000 PEERS_BATCH
-need_int INFLIGHT 1 256 PEERS_INFLIGHT
-need_int CONSUMER_THREADS 1 256 PEERS_CONSUMER_THREADS
-need_int START_TIMEOUT 1 3600 PEERS_START_TIMEOUT
+ours_knobs
+need_mode OURS_MODE PEERS_OURS
 read -r -a RATE_LIST <<<"$RATES"
 for ((i = 0; i < ${#RATE_LIST[@]}; i++)); do
 	PEERS_RATE=${RATE_LIST[i]}
@@ -108,21 +104,18 @@ done
 ((COST_THREADS <= COST_CLIENTS)) || COST_THREADS=$COST_CLIENTS
 POLL_S=0.1
 ours_check_bins
-pgbin=$(pg_config --bindir 2>/dev/null || echo /usr/lib/postgresql/15/bin)
-PGBENCH=$pgbin/pgbench; [ -x "$PGBENCH" ] || PGBENCH=$(command -v pgbench) ||
-	{ echo "peers: pgbench not found (apt-get install postgresql-15)" >&2; exit 2; }
+pgbench_find
 
-PEERS_WORK=$(mktemp -d /tmp/outbox-peers-sustained.XXXXXX)
-chmod 755 "$PEERS_WORK"
+peers_workdir sustained
 peers_traps
 
 echo "peers: PostgreSQL 15 with fsync=on, synchronous_commit=on, track_commit_timestamp=on in $PEERS_WORK/pg"
 peers_server_start "track_commit_timestamp = on"
-echo "peers: ours: relay --workers $WORKERS --batch $BATCH --max-inflight $INFLIGHT, consumer --threads $CONSUMER_THREADS"
-
-# A ~200-byte JSON payload, as a literal.
-STEPS=$(printf 's%.0s' $(seq 120))
-PAYLOAD_LIT="'{\"title\": \"sustained probe\", \"module\": \"editor\", \"severity\": \"high\", \"steps\": \"$STEPS\"}'::jsonb"
+if [ "$OURS_MODE" = default ]; then
+	echo "peers: ours: relay and consumer at their default flags (PEERS_OURS=default)"
+else
+	echo "peers: ours: relay --workers $WORKERS --batch $BATCH --max-inflight $INFLIGHT, consumer --threads $CONSUMER_THREADS"
+fi
 
 # The outbox schema's size: pg_total_relation_size of each table counts its
 # indexes and TOAST; partitions are tables ('r') of their own; a partitioned
@@ -145,9 +138,6 @@ size_sampler() {
 	psql -d "$db" -AtqX -f "$PEERS_WORK/$db.sizes.sql" &
 	SAMPLER_PID=$!; track "$SAMPLER_PID"
 }
-# pgb_processed FILE: "number of transactions actually processed: N[/M]".
-pgb_processed() { awk -F': ' '/^number of transactions actually processed/ { split($2, a, "/"); print a[1] + 0; exit }' "$1"; }
-pgb_failed() { awk -F': ' '/^number of failed transactions/ { print $2 + 0; exit }' "$1"; }
 
 # ---- sustain -------------------------------------------------------------------
 # sustain_step RATE: sets STEP_PASS (0/1) and prints one line.
@@ -159,9 +149,7 @@ sustain_step() {
 	ours_consumer "$db" "$db"
 	ours_relay "$db" "$db"
 	nap 1
-	cat >"$PEERS_WORK/$db.sql" <<SQL
-SELECT outbox.enqueue('bench.topic', 'l-' || txid_current()::text || '-' || :client_id || '-' || random(), $PAYLOAD_LIT);
-SQL
+	live_script "$PEERS_WORK/$db.sql"
 	q "$db" CHECKPOINT >/dev/null
 	echo "peers: sustain step: ${rate}/s offered for ${SUSTAIN_SECONDS}s ($SUSTAIN_CLIENTS clients)"
 	size_sampler "$db" "${rate}/s" $(((SUSTAIN_SECONDS + GRACE) / SIZE_INTERVAL + 1))
@@ -182,26 +170,7 @@ SQL
 	size_end=$(q "$db" "$OUTBOX_SIZE_SQL")
 	stop_tracked "$OURS_RPID"
 	stop_tracked "$OURS_CPID"
-	r=$(q "$db" "
-	  WITH m AS (
-	    SELECT pg_xact_commit_timestamp(((split_part(idempotency_key, '-', 2))::bigint % 4294967296)::text::xid) AS pc,
-	           extract(epoch FROM pg_xact_commit_timestamp(xmin)
-	                   - pg_xact_commit_timestamp(((split_part(idempotency_key, '-', 2))::bigint % 4294967296)::text::xid)) * 1000 AS ms
-	      FROM inbox.notifications WHERE idempotency_key LIKE 'l-%'),
-	  w AS (
-	    SELECT floor(extract(epoch FROM pc - (SELECT min(pc) FROM m)) / $WINDOW_S) AS win,
-	           percentile_cont(0.99) WITHIN GROUP (ORDER BY ms) AS p99
-	      FROM m GROUP BY 1 HAVING count(*) >= 100)
-	  SELECT count(*),
-	         (SELECT count(DISTINCT idempotency_key) FROM inbox.notifications WHERE idempotency_key LIKE 'l-%'),
-	         round(percentile_cont(0.5) WITHIN GROUP (ORDER BY ms)::numeric, 1),
-	         round(percentile_cont(0.99) WITHIN GROUP (ORDER BY ms)::numeric, 1),
-	         round(percentile_cont(0.999) WITHIN GROUP (ORDER BY ms)::numeric, 1),
-	         round(max(ms)::numeric, 1),
-	         coalesce((SELECT round(max(p99)::numeric, 1) FROM w), 0),
-	         (SELECT count(*) FROM w)
-	    FROM m")
-	IFS='|' read -r n d p50 p99 p999 pmax wp99 nwin <<<"$r"
+	read -r n d p50 p99 p999 pmax wp99 nwin <<<"$(commit_latency "$db" "$WINDOW_S")"
 	achieved=$(awk -v n="$processed" -v s="$SUSTAIN_SECONDS" 'BEGIN { printf "%.0f", n / s }')
 	# pgbench -R draws exponential gaps: the count is Poisson, so allow 3
 	# sigma (sqrt of the mean) below the percentage (it matters only in
@@ -307,21 +276,7 @@ cost_run() {
 			peers_die "cost: $n effects ($d distinct) for $processed enqueues"
 		fi
 	fi
-	# Per-transaction log: client_id transaction_no time script_no epoch
-	# epoch_us [schedule_lag], in us. Under -R, pgbench measures `time` from
-	# the scheduled start: minus schedule_lag it is the transaction's own
-	# BEGIN..COMMIT time.
-	r=$(cat "$logp".* | awk '{ print (NF >= 7) ? $3 - $7 : $3 }' | sort -n | awk -v secs="$COST_SECONDS" '
-		{ a[NR] = $1 }
-		END {
-			if (NR == 0) exit 1
-			i50 = int(NR * 0.50); if (i50 < 1) i50 = 1
-			i99 = int(NR * 0.99); if (i99 < 1) i99 = 1
-			i999 = int(NR * 0.999); if (i999 < 1) i999 = 1
-			printf "%.2f %.2f %.2f %.0f %d\n", a[i50] / 1000, a[i99] / 1000, a[i999] / 1000, NR / secs, NR
-		}')
-	read -r C_P50 C_P99 C_P999 C_TPS C_N <<<"$r"
-	rm -f "$logp".*
+	read -r C_P50 C_P99 C_P999 C_TPS C_N _ <<<"$(pgb_latency "$logp" "$COST_SECONDS")"
 	local label="$kind outbox.enqueue"
 	case $kind in plain) label="plain second row" ;; unrelayed) label="outbox.enqueue, no relay or consumer" ;; esac
 	echo "peers: cost [$label] $(fmt_int "$C_N") transactions, $(fmt_int "$C_TPS")/s:" \
@@ -339,8 +294,10 @@ run_cost() {
 	local pair w50=() w99=() o50=() o99=() wt=() ot=() extra
 	declare -A x99=()
 	for ((pair = 1; pair <= COST_PAIRS; pair++)); do
-		local order=(without with $COST_EXTRA)
-		((pair % 2)) || order=(with without $COST_EXTRA)
+		# Pair p runs the cases rotated by p - 1: none always goes first.
+		# shellcheck disable=SC2206 # a list of words
+		local cases=(without with $COST_EXTRA) order=() i
+		for ((i = 0; i < ${#cases[@]}; i++)); do order+=("${cases[(i + pair - 1) % ${#cases[@]}]}"); done
 		for k in "${order[@]}"; do
 			cost_run "$k" "$pair"
 			case $k in
@@ -362,7 +319,23 @@ run_cost() {
 		awk -v k="$extra" -v a="$mo99" -v b="$(median ${x99[$extra]})" 'BEGIN {
 			printf "peers: cost [%s]: p99 %.2f -> %.2f ms (x%.2f) against without\n", k, a, b, b / a }'
 	done
+	# The issue's two figures: "with" against the floor and against enqueue
+	# alone (every case's median p99 over the pairs).
+	# shellcheck disable=SC2086 # lists of numbers
+	if [ -n "${x99[plain]:-}" ]; then
+		figure app_p99_vs_plain "$(div2 "$mw99" "$(median ${x99[plain]})")" '<=' "$T_APP_VS_PLAIN" x \
+			"p99 commit of the business transaction + enqueue, relay and consumer running, / the same writing the message to a plain table ($(rate_label))"
+	fi
+	# shellcheck disable=SC2086
+	if [ -n "${x99[unrelayed]:-}" ]; then
+		figure app_p99_vs_unrelayed "$(div2 "$mw99" "$(median ${x99[unrelayed]})")" '<=' "$T_APP_VS_UNRELAYED" x \
+			"p99 commit with relay and consumer running / enqueue with them stopped ($(rate_label))"
+	fi
 	echo "peers: cost per-run numbers: $COST_CSV"
+}
+
+rate_label() {
+	if ((COST_RATE == 0)); then echo "$COST_CLIENTS clients, unthrottled"; else echo "$COST_CLIENTS clients at ${COST_RATE}/s"; fi
 }
 
 SUSTAIN_LINE=""; COST_LINE=""
