@@ -99,8 +99,8 @@ peers_traps
 CSV=$PEERS_WORK/peers.csv
 echo "round,position,system,n,seconds,rate_per_s,effects" >"$CSV"
 
-echo "peers: PostgreSQL 15 with fsync=on, synchronous_commit=on, full_page_writes=on in $PEERS_WORK/pg"
 peers_server_start
+echo "peers: PostgreSQL 15 with fsync=on, synchronous_commit=on, full_page_writes=on in $PEERS_PGDIR"
 echo "peers: N=$N per drain, $ROUNDS rounds, systems: ${SYS[*]}"
 echo "peers: ours: relay --workers $WORKERS --batch $BATCH --max-inflight $INFLIGHT, consumer --threads $CONSUMER_THREADS"
 echo "peers: ours-default: relay and consumer with no tuning flag (relay --workers 1 --batch 100 --max-inflight 4, consumer --threads 4, log level info)"

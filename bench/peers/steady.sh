@@ -187,15 +187,17 @@ for ((round = 1; round <= STEADY_ROUNDS; round++)); do
 	done
 done
 
-mst=$(median "${st_c[@]}"); mdr=$(median "${dr_c[@]}")
+# med2 X...: the median, 2 decimals.
+med2() { median "$@" | awk '{ printf "%.2f", $1 }'; }
+mst=$(med2 "${st_c[@]}"); mdr=$(med2 "${dr_c[@]}")
 echo "peers: steady: delivery CPU per message, median: $mst us at ${STEADY_RATE}/s, $mdr us in the drain;" \
-	"latency at ${STEADY_RATE}/s p50 $(median "${p50s[@]}"), p99 $(median "${p99s[@]}"), p99.9 $(median "${p999s[@]}") ms (medians of the rounds)"
+	"latency at ${STEADY_RATE}/s p50 $(med2 "${p50s[@]}"), p99 $(med2 "${p99s[@]}"), p99.9 $(med2 "${p999s[@]}") ms (medians of the rounds)"
 figure steady_cpu_vs_drain "$(div2 "$mst" "$mdr")" '<=' "$T_STEADY_VS_DRAIN" x \
 	"database CPU of the relay's and consumer's sessions per delivered message at ${STEADY_RATE}/s / in a drain of $STEADY_N ($STEADY_ROUNDS rounds, medians)"
-figure p50_ms_at_rate "$(median "${p50s[@]}")" - - ms "producer commit -> consumer commit p50 at ${STEADY_RATE}/s"
-figure p99_ms_at_rate "$(median "${p99s[@]}")" '<=' "$T_P99_MS" ms "producer commit -> consumer commit p99 at ${STEADY_RATE}/s (median of $STEADY_ROUNDS rounds of ${STEADY_SECONDS}s)"
-figure p999_ms_at_rate "$(median "${p999s[@]}")" - - ms "producer commit -> consumer commit p99.9 at ${STEADY_RATE}/s"
-figure claims_per_msg_low "$(median "${low_c[@]}")" '<=' "$T_CLAIMS_PER_MSG" x \
+figure p50_ms_at_rate "$(med2 "${p50s[@]}")" - - ms "producer commit -> consumer commit p50 at ${STEADY_RATE}/s"
+figure p99_ms_at_rate "$(med2 "${p99s[@]}")" '<=' "$T_P99_MS" ms "producer commit -> consumer commit p99 at ${STEADY_RATE}/s (median of $STEADY_ROUNDS rounds of ${STEADY_SECONDS}s)"
+figure p999_ms_at_rate "$(med2 "${p999s[@]}")" - - ms "producer commit -> consumer commit p99.9 at ${STEADY_RATE}/s"
+figure claims_per_msg_low "$(median "${low_c[@]}" | awk '{ printf "%.3f", $1 }')" '<=' "$T_CLAIMS_PER_MSG" x \
 	"outbox.claim calls per delivered message at ${LOW_RATE}/s (pg_stat_statements, empty claims included)"
 figure idle_pct_core "$IDLE_PCT" '<=' "$T_IDLE_PCT_CORE" "%core" \
 	"$IDLE_WORKERS idle relay workers: relay processes + server over its idle baseline, ${IDLE_SECONDS}s"

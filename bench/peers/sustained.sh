@@ -109,8 +109,8 @@ pgbench_find
 peers_workdir sustained
 peers_traps
 
-echo "peers: PostgreSQL 15 with fsync=on, synchronous_commit=on, track_commit_timestamp=on in $PEERS_WORK/pg"
 peers_server_start "track_commit_timestamp = on"
+echo "peers: PostgreSQL 15 with fsync=on, synchronous_commit=on, track_commit_timestamp=on in $PEERS_PGDIR"
 if [ "$OURS_MODE" = default ]; then
 	echo "peers: ours: relay and consumer at their default flags (PEERS_OURS=default)"
 else
