@@ -7,19 +7,17 @@
  * reason: "expired" and "unknown CA" are both "tls_auth" here. The log line
  * says what the class covers (ob_bus_refusal_hint).
  */
-#include <errno.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <nng/nng.h>
 
 #include "outbox/clock.h"
 #include "outbox/err.h"
 #include "outbox/log.h"
+#include "outbox/ticker.h"
 #include "listen_watch.h"
 #include "metrics.h"
 #include "server.h"
@@ -31,11 +29,7 @@ struct consumer_listen_watch {
 	struct consumer_counters *counters;
 	struct consumer_metrics *metrics;
 	struct ob_bus_watch watch;
-	pthread_t thread;
-	bool running;
-	pthread_mutex_t mtx;
-	pthread_cond_t cv;
-	bool stopping;
+	struct ob_ticker ticker; /* look, every CONSUMER_REFUSAL_POLL_MS */
 	bool no_stats_logged;
 };
 
@@ -48,10 +42,12 @@ consumer_refusal_count(struct consumer_counters *c, struct consumer_metrics *m,
 		ob_metric_add(m->handshake_refused[r], n);
 }
 
-/* One look at the counters. */
+/* One look at the counters of watch arg: the ticker's work, and the last
+ * look when it stops. */
 static void
-look(struct consumer_listen_watch *w)
+look(void *arg)
 {
+	struct consumer_listen_watch *w = arg;
 	struct ob_bus_refusals now;
 	struct ob_bus_watch_news news;
 	char q[600], h[600];
@@ -82,24 +78,6 @@ look(struct consumer_listen_watch *w)
 	}
 }
 
-static void *
-watch_loop(void *arg)
-{
-	struct consumer_listen_watch *w = arg;
-	pthread_mutex_lock(&w->mtx);
-	while (!w->stopping) {
-		pthread_mutex_unlock(&w->mtx);
-		look(w);
-		struct timespec until = ob_wall_deadline(CONSUMER_REFUSAL_POLL_MS);
-		pthread_mutex_lock(&w->mtx);
-		while (!w->stopping &&
-		    pthread_cond_timedwait(&w->cv, &w->mtx, &until) != ETIMEDOUT)
-			;
-	}
-	pthread_mutex_unlock(&w->mtx);
-	return NULL;
-}
-
 int
 consumer_listen_watch_new(bool tls, const char *url, struct consumer_counters *c,
     struct consumer_metrics *m, struct consumer_listen_watch **out)
@@ -113,8 +91,6 @@ consumer_listen_watch_new(bool tls, const char *url, struct consumer_counters *c
 	w->counters = c;
 	w->metrics = m;
 	w->watch.every_ms = CONSUMER_REFUSAL_LOG_EVERY_MS;
-	pthread_mutex_init(&w->mtx, NULL);
-	pthread_cond_init(&w->cv, NULL);
 	*out = w;
 	return OB_OK;
 }
@@ -123,10 +99,7 @@ int
 consumer_listen_watch_start(struct consumer_listen_watch *w, nng_listener l)
 {
 	w->listener = l;
-	if (pthread_create(&w->thread, NULL, watch_loop, w) != 0)
-		return OB_ENOMEM;
-	w->running = true;
-	return OB_OK;
+	return ob_ticker_start(&w->ticker, CONSUMER_REFUSAL_POLL_MS, look, w);
 }
 
 void
@@ -134,16 +107,8 @@ consumer_listen_watch_stop(struct consumer_listen_watch *w)
 {
 	if (w == NULL)
 		return;
-	if (w->running) {
-		pthread_mutex_lock(&w->mtx);
-		w->stopping = true;
-		pthread_cond_broadcast(&w->cv);
-		pthread_mutex_unlock(&w->mtx);
-		pthread_join(w->thread, NULL);
-		look(w);
-	}
-	pthread_cond_destroy(&w->cv);
-	pthread_mutex_destroy(&w->mtx);
+	if (ob_ticker_stop(&w->ticker))
+		look(w); /* what was refused since the last look */
 	free(w->url);
 	free(w);
 }

@@ -26,12 +26,10 @@
  * the reloads test_bus_tls_reload makes under load (3 per run). It is the
  * price of a certificate change without a restart, paid only on SIGHUP.
  */
-#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/rep.h>
@@ -42,6 +40,7 @@
 #include "outbox/log.h"
 #include "outbox/pg.h"
 #include "outbox/protocol.h"
+#include "outbox/ticker.h"
 #include "outbox/url.h"
 #include "listen_watch.h"
 #include "metrics.h"
@@ -76,11 +75,10 @@ struct consumer_server {
 	int nthreads;
 	struct consumer_counters own_counters;
 	struct consumer_counters *counters; /* cfg.counters or &own_counters */
-	pthread_t purger;
-	bool purging;
+	struct ob_ticker purger;            /* retention, every purge_interval_ms */
+	PGconn *purge_conn;                 /* the purger's own */
 	pthread_mutex_t mtx;
-	pthread_cond_t cv;
-	bool stopping;
+	bool stopping;                      /* under mtx */
 };
 
 /* Readiness and the connections gauge follow what the thread last saw. */
@@ -292,58 +290,46 @@ serve(void *arg)
 	return NULL;
 }
 
-/* Retention: purge now, then every purge_interval_ms until stop. A purge
- * that fails is logged and tried again next time. */
-static void *
-purge_loop(void *arg)
+/* One retention pass: the purger's work, now and then every
+ * purge_interval_ms until stop. A purge that fails is logged and tried
+ * again next time. */
+static void
+purge_pass(void *arg)
 {
 	struct consumer_server *s = arg;
-	PGconn *conn = NULL;
 	char err[512], q[600];
-	pthread_mutex_lock(&s->mtx);
-	while (!s->stopping) {
-		pthread_mutex_unlock(&s->mtx);
-		if (conn != NULL && ob_pg_broken(conn)) {
-			PQfinish(conn);
-			conn = NULL;
-		}
-		int64_t n = 0;
-		int rc = OB_OK;
-		if (conn == NULL) {
-			/* a schema that refuses this consumer is not purged either */
-			rc = ob_pg_connect(s->cfg.db, "outbox-consumer-purge", &conn, err, sizeof(err));
-			if (rc == OB_OK)
-				rc = ob_protocol_check(conn, "inbox", "consumer", OB_PROTOCOL_CONSUMER,
-				    err, sizeof(err));
-			if (rc != OB_OK && conn != NULL) {
-				PQfinish(conn);
-				conn = NULL;
-			}
-		}
-		if (rc == OB_OK)
-			rc = inbox_purge(conn, s->cfg.inbox.retention_ms, s->cfg.purge_batch,
-			    CONSUMER_PURGE_MAX_ROUNDS, &n, err, sizeof(err));
-		if (rc != OB_OK) {
-			atomic_fetch_add(&s->counters->purge_failures, 1);
-			if (s->cfg.metrics != NULL)
-				ob_metric_inc(s->cfg.metrics->purge_failures);
-			ob_warn("consumer.purge.failed", "err=%s", ob_log_q(err, q, sizeof(q)));
-		} else if (n > 0) {
-			atomic_fetch_add(&s->counters->purged, (uint64_t)n);
-			if (s->cfg.metrics != NULL)
-				ob_metric_add(s->cfg.metrics->purged, (uint64_t)n);
-			ob_info("consumer.purge.done", "deleted=%lld", (long long)n);
-		}
-		struct timespec until = ob_wall_deadline(s->cfg.purge_interval_ms);
-		pthread_mutex_lock(&s->mtx);
-		while (!s->stopping &&
-		    pthread_cond_timedwait(&s->cv, &s->mtx, &until) != ETIMEDOUT)
-			;
+	if (s->purge_conn != NULL && ob_pg_broken(s->purge_conn)) {
+		PQfinish(s->purge_conn);
+		s->purge_conn = NULL;
 	}
-	pthread_mutex_unlock(&s->mtx);
-	if (conn != NULL)
-		PQfinish(conn);
-	return NULL;
+	int64_t n = 0;
+	int rc = OB_OK;
+	if (s->purge_conn == NULL) {
+		/* a schema that refuses this consumer is not purged either */
+		rc = ob_pg_connect(s->cfg.db, "outbox-consumer-purge", &s->purge_conn, err,
+		    sizeof(err));
+		if (rc == OB_OK)
+			rc = ob_protocol_check(s->purge_conn, "inbox", "consumer", OB_PROTOCOL_CONSUMER,
+			    err, sizeof(err));
+		if (rc != OB_OK && s->purge_conn != NULL) {
+			PQfinish(s->purge_conn);
+			s->purge_conn = NULL;
+		}
+	}
+	if (rc == OB_OK)
+		rc = inbox_purge(s->purge_conn, s->cfg.inbox.retention_ms, s->cfg.purge_batch,
+		    CONSUMER_PURGE_MAX_ROUNDS, &n, err, sizeof(err));
+	if (rc != OB_OK) {
+		atomic_fetch_add(&s->counters->purge_failures, 1);
+		if (s->cfg.metrics != NULL)
+			ob_metric_inc(s->cfg.metrics->purge_failures);
+		ob_warn("consumer.purge.failed", "err=%s", ob_log_q(err, q, sizeof(q)));
+	} else if (n > 0) {
+		atomic_fetch_add(&s->counters->purged, (uint64_t)n);
+		if (s->cfg.metrics != NULL)
+			ob_metric_add(s->cfg.metrics->purged, (uint64_t)n);
+		ob_info("consumer.purge.done", "deleted=%lld", (long long)n);
+	}
 }
 
 /* The URL l listens on, malloc'ed: listen with the bound TCP port when it
@@ -479,7 +465,6 @@ consumer_server_start(const struct consumer_server_config *cfg,
 	s->cfg = *cfg;
 	s->counters = cfg->counters != NULL ? cfg->counters : &s->own_counters;
 	pthread_mutex_init(&s->mtx, NULL);
-	pthread_cond_init(&s->cv, NULL);
 	int rc = OB_ENOMEM, rv;
 	s->threads = calloc((size_t)cfg->threads, sizeof(*s->threads));
 	if (s->threads == NULL)
@@ -544,9 +529,9 @@ consumer_server_start(const struct consumer_server_config *cfg,
 			goto fail_threads;
 		}
 	}
-	if (cfg->purge_interval_ms > 0 && cfg->inbox.retention_ms > 0 &&
-	    pthread_create(&s->purger, NULL, purge_loop, s) == 0)
-		s->purging = true;
+	/* no thread for the purge: the consumer serves all the same, unpurged */
+	if (cfg->purge_interval_ms > 0 && cfg->inbox.retention_ms > 0)
+		(void)ob_ticker_start(&s->purger, cfg->purge_interval_ms, purge_pass, s);
 	*out = s;
 	return OB_OK;
 
@@ -558,7 +543,6 @@ fail_threads:
 fail_free:
 	if (s->tls != NULL)
 		nng_tls_config_free(s->tls);
-	pthread_cond_destroy(&s->cv);
 	pthread_mutex_destroy(&s->mtx);
 	free(s->url);
 	free(s->threads);
@@ -592,17 +576,16 @@ consumer_server_stop(struct consumer_server *s)
 {
 	pthread_mutex_lock(&s->mtx);
 	s->stopping = true;
-	pthread_cond_broadcast(&s->cv);
 	pthread_mutex_unlock(&s->mtx);
-	if (s->purging)
-		pthread_join(s->purger, NULL);
+	ob_ticker_stop(&s->purger);
+	if (s->purge_conn != NULL)
+		PQfinish(s->purge_conn);
 	consumer_listen_watch_stop(s->watch);
 	/* no nng_close(s->sock): see the top of the file */
 	for (int i = 0; i < s->nthreads; i++)
 		pthread_join(s->threads[i].tid, NULL);
 	for (int i = 0; i < s->cfg.threads; i++)
 		thread_fini(&s->threads[i]);
-	pthread_cond_destroy(&s->cv);
 	pthread_mutex_destroy(&s->mtx);
 	/* the listener (left open, as the socket) keeps its own hold */
 	if (s->tls != NULL)
