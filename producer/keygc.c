@@ -4,38 +4,36 @@
  * at a time until a batch comes back short.
  * Its database connection is its own.
  */
-#include <errno.h>
 #include <inttypes.h>
-#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "api.h"
 #include "keygc.h"
 #include "metrics.h"
-#include "outbox/clock.h"
 #include "outbox/err.h"
 #include "outbox/keyclaim.h"
 #include "outbox/log.h"
 #include "outbox/pg.h"
+#include "outbox/ticker.h"
 
 struct keygc {
 	char *db;
 	int64_t retention_ms, interval_ms;
 	int batch;
 	struct producer_metrics *pm;
-	pthread_t thread;
-	pthread_mutex_t mtx;
-	pthread_cond_t cv;
-	bool stopping;
+	struct ob_ticker ticker; /* gc_pass, every interval_ms */
+	PGconn *conn;            /* the ticker thread's own */
 };
 
+/* One pass over both key tables (the ticker's work). */
 static void
-gc_pass(struct keygc *g, PGconn **conn)
+gc_pass(void *arg)
 {
+	struct keygc *g = arg;
+	PGconn **conn = &g->conn;
 	char err[512];
 	int64_t total = 0, deleted;
 	if (*conn != NULL && ob_pg_broken(*conn)) {
@@ -62,10 +60,7 @@ gc_pass(struct keygc *g, PGconn **conn)
 			}
 			total += deleted;
 			producer_metrics_keys_collected(g->pm, deleted);
-			pthread_mutex_lock(&g->mtx);
-			bool stop = g->stopping;
-			pthread_mutex_unlock(&g->mtx);
-			if (stop)
+			if (ob_ticker_stopping(&g->ticker))
 				goto done;
 			if (deleted < g->batch)
 				break;
@@ -75,27 +70,6 @@ done:
 	if (total > 0)
 		ob_info("producer.keygc.deleted", "keys=%" PRId64 " retention_ms=%" PRId64, total,
 		    g->retention_ms);
-}
-
-static void *
-gc_main(void *arg)
-{
-	struct keygc *g = arg;
-	PGconn *conn = NULL;
-	pthread_mutex_lock(&g->mtx);
-	while (!g->stopping) {
-		pthread_mutex_unlock(&g->mtx);
-		gc_pass(g, &conn);
-		pthread_mutex_lock(&g->mtx);
-		struct timespec until = ob_wall_deadline(g->interval_ms);
-		while (!g->stopping &&
-		    pthread_cond_timedwait(&g->cv, &g->mtx, &until) != ETIMEDOUT)
-			;
-	}
-	pthread_mutex_unlock(&g->mtx);
-	if (conn != NULL)
-		PQfinish(conn);
-	return NULL;
 }
 
 int
@@ -112,11 +86,7 @@ keygc_start(const char *db, int64_t retention_ms, int64_t interval_ms, int batch
 	g->interval_ms = interval_ms;
 	g->batch = batch;
 	g->pm = pm;
-	pthread_mutex_init(&g->mtx, NULL);
-	pthread_cond_init(&g->cv, NULL);
-	if (pthread_create(&g->thread, NULL, gc_main, g) != 0) {
-		pthread_cond_destroy(&g->cv);
-		pthread_mutex_destroy(&g->mtx);
+	if (ob_ticker_start(&g->ticker, interval_ms, gc_pass, g) != OB_OK) {
 		free(g->db);
 		free(g);
 		snprintf(err, errlen, "cannot start the key GC thread");
@@ -129,13 +99,9 @@ keygc_start(const char *db, int64_t retention_ms, int64_t interval_ms, int batch
 void
 keygc_stop(struct keygc *g)
 {
-	pthread_mutex_lock(&g->mtx);
-	g->stopping = true;
-	pthread_cond_signal(&g->cv);
-	pthread_mutex_unlock(&g->mtx);
-	pthread_join(g->thread, NULL);
-	pthread_cond_destroy(&g->cv);
-	pthread_mutex_destroy(&g->mtx);
+	ob_ticker_stop(&g->ticker);
+	if (g->conn != NULL)
+		PQfinish(g->conn);
 	free(g->db);
 	free(g);
 }
