@@ -36,6 +36,7 @@
 #include "outbox/log.h"
 #include "outbox/pg.h"
 #include "outbox/protocol.h"
+#include "outbox/ticker.h"
 #include "queries.h"
 #include "web.h"
 
@@ -47,11 +48,8 @@ struct point {
 
 struct web_poll {
 	struct web_poll_config cfg;
-	pthread_t thread;
-	bool started;
+	struct ob_ticker ticker; /* poll_tick, every interval_ms */
 	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	bool stop;             /* under mu */
 	char *full, *redacted; /* the latest snapshot, under mu */
 	size_t full_len, redacted_len;
 	uint64_t count;        /* under mu */
@@ -401,41 +399,23 @@ drop_conns(struct web_poll *p)
 	p->db = p->inbox = NULL;
 }
 
-static void *
-poll_main(void *arg)
+/* One poll, its failure logged once per outage (the ticker's work). */
+static void
+poll_tick(void *arg)
 {
 	struct web_poll *p = arg;
 	char err[1024];
 
-	for (;;) {
-		if (poll_once(p, err, sizeof err) != OB_OK) {
-			if (!p->failing)
-				ob_warn("web.poll.failed", "err=%s", ob_log_q(err, (char[600]){ 0 }, 600));
-			p->failing = true;
-			/* a broken session, a timed-out statement: start afresh */
-			drop_conns(p);
-		} else if (p->failing) {
-			ob_info("web.poll.recovered", "polls=%" PRIu64, web_poll_count(p));
-			p->failing = false;
-		}
-		struct timespec dl;
-		clock_gettime(CLOCK_MONOTONIC, &dl);
-		dl.tv_sec += p->cfg.interval_ms / 1000;
-		dl.tv_nsec += (p->cfg.interval_ms % 1000) * 1000000;
-		if (dl.tv_nsec >= 1000000000) {
-			dl.tv_sec++;
-			dl.tv_nsec -= 1000000000;
-		}
-		pthread_mutex_lock(&p->mu);
-		while (!p->stop && pthread_cond_timedwait(&p->cv, &p->mu, &dl) == 0)
-			;
-		bool stop = p->stop;
-		pthread_mutex_unlock(&p->mu);
-		if (stop)
-			break;
+	if (poll_once(p, err, sizeof err) != OB_OK) {
+		if (!p->failing)
+			ob_warn("web.poll.failed", "err=%s", ob_log_q(err, (char[600]){ 0 }, 600));
+		p->failing = true;
+		/* a broken session, a timed-out statement: start afresh */
+		drop_conns(p);
+	} else if (p->failing) {
+		ob_info("web.poll.recovered", "polls=%" PRIu64, web_poll_count(p));
+		p->failing = false;
 	}
-	drop_conns(p);
-	return NULL;
 }
 
 int
@@ -443,7 +423,6 @@ web_poll_start(const struct web_poll_config *cfg, struct web_poll **out, char *e
     size_t errlen)
 {
 	struct web_poll *p = calloc(1, sizeof *p);
-	pthread_condattr_t ca;
 
 	if (p == NULL || (p->series = calloc((size_t)cfg->series_max, sizeof *p->series)) == NULL) {
 		free(p);
@@ -452,16 +431,11 @@ web_poll_start(const struct web_poll_config *cfg, struct web_poll **out, char *e
 	}
 	p->cfg = *cfg;
 	pthread_mutex_init(&p->mu, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&p->cv, &ca);
-	pthread_condattr_destroy(&ca);
-	if (pthread_create(&p->thread, NULL, poll_main, p) != 0) {
+	if (ob_ticker_start(&p->ticker, cfg->interval_ms, poll_tick, p) != OB_OK) {
 		snprintf(err, errlen, "cannot start the poller's thread");
 		web_poll_stop(p);
 		return OB_ENOMEM;
 	}
-	p->started = true;
 	*out = p;
 	return OB_OK;
 }
@@ -495,15 +469,9 @@ web_poll_stop(struct web_poll *p)
 {
 	if (p == NULL)
 		return;
-	if (p->started) {
-		pthread_mutex_lock(&p->mu);
-		p->stop = true;
-		pthread_cond_signal(&p->cv);
-		pthread_mutex_unlock(&p->mu);
-		pthread_join(p->thread, NULL);
-	}
+	ob_ticker_stop(&p->ticker);
+	drop_conns(p);
 	pthread_mutex_destroy(&p->mu);
-	pthread_cond_destroy(&p->cv);
 	free(p->full);
 	free(p->redacted);
 	free(p->series);
