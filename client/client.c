@@ -27,6 +27,7 @@
 #include "outbox/backoff.h"
 #include "outbox/clock.h"
 #include "outbox/err.h"
+#include "outbox/http_exchange.h"
 #include "outbox/idem_key.h"
 #include "outbox/url.h"
 
@@ -57,10 +58,8 @@ client_http_call(const char *base, const char *token, const char *method, const 
 	char urlbuf[2048], auth[300];
 	nng_url *url = NULL;
 	nng_http_client *cli = NULL;
-	nng_http_conn *conn = NULL;
 	nng_http_req *req = NULL;
 	nng_http_res *res = NULL;
-	nng_aio *aio = NULL;
 	int rv;
 	memset(out, 0, sizeof(*out));
 	out->outcome = CLIENT_HTTP_NOT_SENT;
@@ -69,21 +68,10 @@ client_http_call(const char *base, const char *token, const char *method, const 
 		snprintf(out->why, sizeof(out->why), "the bearer token is too long");
 		return;
 	}
-	int64_t start = ob_mono_ms();
-	if ((rv = ob_url_parse(&url, urlbuf)) != 0 || (rv = nng_http_client_alloc(&cli, url)) != 0 ||
-	    (rv = nng_aio_alloc(&aio, NULL, NULL)) != 0) {
+	if ((rv = ob_url_parse(&url, urlbuf)) != 0 || (rv = nng_http_client_alloc(&cli, url)) != 0) {
 		snprintf(out->why, sizeof(out->why), "bad URL %s: %s", base, nng_strerror(rv));
 		goto done;
 	}
-	nng_aio_set_timeout(aio, (nng_duration)timeout_ms);
-	nng_http_client_connect(cli, aio);
-	nng_aio_wait(aio);
-	if ((rv = nng_aio_result(aio)) != 0) {
-		out->timed_out = rv == NNG_ETIMEDOUT;
-		snprintf(out->why, sizeof(out->why), "connect: %s", nng_strerror(rv));
-		goto done;
-	}
-	conn = nng_aio_get_output(aio, 0);
 	if ((rv = nng_http_req_alloc(&req, url)) != 0 || (rv = nng_http_res_alloc(&res)) != 0 ||
 	    (rv = nng_http_req_set_method(req, method)) != 0 ||
 	    (key != NULL && (rv = nng_http_req_set_header(req, "Idempotency-Key", key)) != 0) ||
@@ -94,15 +82,13 @@ client_http_call(const char *base, const char *token, const char *method, const 
 		snprintf(out->why, sizeof(out->why), "request: %s", nng_strerror(rv));
 		goto done;
 	}
-	int64_t left = timeout_ms - (ob_mono_ms() - start);
-	nng_aio_set_timeout(aio, (nng_duration)(left > 1 ? left : 1));
-	/* From here on the request may reach the server. */
-	out->outcome = CLIENT_HTTP_LOST;
-	nng_http_conn_transact(conn, req, res, aio);
-	nng_aio_wait(aio);
-	if ((rv = nng_aio_result(aio)) != 0) {
+	bool connected;
+	if ((rv = ob_http_exchange(cli, req, res, timeout_ms, &connected)) != 0) {
+		/* once connected, the request may have reached the server */
+		out->outcome = connected ? CLIENT_HTTP_LOST : CLIENT_HTTP_NOT_SENT;
 		out->timed_out = rv == NNG_ETIMEDOUT;
-		snprintf(out->why, sizeof(out->why), "no answer: %s", nng_strerror(rv));
+		snprintf(out->why, sizeof(out->why), "%s: %s", connected ? "no answer" : "connect",
+		    nng_strerror(rv));
 		goto done;
 	}
 	out->outcome = CLIENT_HTTP_ANSWERED;
@@ -125,14 +111,10 @@ client_http_call(const char *base, const char *token, const char *method, const 
 		out->body[len] = '\0';
 	}
 done:
-	if (conn != NULL)
-		nng_http_conn_close(conn);
 	if (req != NULL)
 		nng_http_req_free(req);
 	if (res != NULL)
 		nng_http_res_free(res);
-	if (aio != NULL)
-		nng_aio_free(aio);
 	if (cli != NULL)
 		nng_http_client_free(cli);
 	if (url != NULL)

@@ -39,6 +39,7 @@
 #include "inbox.h"
 #include "outbox/clock.h"
 #include "outbox/err.h"
+#include "outbox/http_exchange.h"
 #include "outbox/keyclaim.h"
 #include "outbox/log.h"
 #include "outbox/pg.h"
@@ -154,7 +155,7 @@ post(struct webhook *w, const struct ob_wire_msg *m, const char *key,
 	}
 	COUNT(w, calls);
 	/* connect, then the exchange: c->connected tells an unknown outcome */
-	if ((rv = webhook_transact(w->client, req, res, w->cfg.timeout_ms, &c->connected)) != 0)
+	if ((rv = ob_http_exchange(w->client, req, res, w->cfg.timeout_ms, &c->connected)) != 0)
 		goto out;
 	c->status = nng_http_res_get_status(res);
 	const char *ra = nng_http_res_get_header(res, "Retry-After");

@@ -1,18 +1,13 @@
 /*
  * webhook_mode.c - the webhook handler's per-route mode (see
- * webhook_mode.h): the topic patterns of --webhook-at-most-once, and the
- * call split in two steps (connect, then the exchange) so that a failure
- * tells whether the request may have reached the downstream.
- *
- * nng's nng_http_client_transact does the same two steps in one and
- * reports only the error; the split costs nothing (it is one connection
- * per call either way).
+ * webhook_mode.h): the topic patterns of --webhook-at-most-once, and
+ * whether a failed call may have reached the downstream (the call itself,
+ * connect and exchange apart, is common/http_exchange.c's).
  */
 #include <fnmatch.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "outbox/clock.h"
 #include "outbox/err.h"
 #include "webhook_mode.h"
 
@@ -73,34 +68,6 @@ webhook_mode_at_most_once(const struct webhook_mode *m, const char *topic)
 		if (fnmatch(m->pat[i], topic, 0) == 0)
 			return true;
 	return false;
-}
-
-int
-webhook_transact(nng_http_client *client, nng_http_req *req, nng_http_res *res,
-    int64_t timeout_ms, bool *connected)
-{
-	nng_aio *aio;
-	nng_http_conn *conn = NULL;
-	int64_t deadline = ob_mono_ms() + timeout_ms;
-	int rv;
-	*connected = false;
-	if ((rv = nng_aio_alloc(&aio, NULL, NULL)) != 0)
-		return rv;
-	nng_aio_set_timeout(aio, (nng_duration)timeout_ms);
-	nng_http_client_connect(client, aio);
-	nng_aio_wait(aio);
-	if ((rv = nng_aio_result(aio)) == 0) {
-		conn = nng_aio_get_output(aio, 0);
-		*connected = true;
-		int64_t left = deadline - ob_mono_ms();
-		nng_aio_set_timeout(aio, (nng_duration)(left > 0 ? left : 1));
-		nng_http_conn_transact(conn, req, res, aio);
-		nng_aio_wait(aio);
-		rv = nng_aio_result(aio);
-		nng_http_conn_close(conn);
-	}
-	nng_aio_free(aio);
-	return rv;
 }
 
 bool

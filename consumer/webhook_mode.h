@@ -56,16 +56,10 @@ int webhook_mode_parse(char *const *items, size_t n, struct webhook_mode *out, c
 /* Whether topic (NUL-terminated) is called at most once. */
 bool webhook_mode_at_most_once(const struct webhook_mode *m, const char *topic);
 
-/* One request/response over a new connection to client's server, within
- * timeout_ms in all. Returns 0 or an nng error; *connected says whether the
- * connection was established before it failed (the request may then have
- * reached the server, in part or whole). Blocks. */
-int webhook_transact(nng_http_client *client, nng_http_req *req, nng_http_res *res,
-    int64_t timeout_ms, bool *connected);
-
 /* Whether a call that failed with rv (nng error) may have reached the
- * downstream: a failure after the connection was established, except a
- * TLS handshake refusal (nothing is sent before the handshake). */
+ * downstream: a failure after the connection was established
+ * (ob_http_exchange's *connected), except a TLS handshake refusal
+ * (nothing is sent before the handshake). */
 bool webhook_outcome_unknown(int rv, bool connected);
 
 #endif
