@@ -443,6 +443,21 @@ retry_after_wish(struct webhook *w, const char *key, const struct webhook_call *
 	call->retry_after_ms = (uint32_t)ms;
 }
 
+/* A status the downstream asks to be called again for (a 4xx that says
+ * later, a 5xx): RETRY for reason, its Retry-After passed on, the answer
+ * and then tail in detail. */
+static int
+retry_later(struct webhook *w, const char *key, const struct webhook_call *c,
+    struct inbox_handler_call *call, const char *reason, const char *tail, char *detail,
+    size_t detaillen)
+{
+	call->reason = reason;
+	retry_after_wish(w, key, c, call);
+	snprintf(detail, detaillen, "downstream answered %d%s%s%s", c->status,
+	    c->retry_after[0] ? ", Retry-After: " : "", c->retry_after, tail);
+	return OB_WIRE_RETRY;
+}
+
 /* The POST and what its outcome means. */
 static int
 call_downstream(struct webhook *w, const struct ob_wire_msg *m, const char *key,
@@ -492,11 +507,8 @@ call_downstream(struct webhook *w, const struct ob_wire_msg *m, const char *key,
 		 * is released (finish), so the retry calls again with it. */
 		COUNT(w, failed);
 		MCOUNT(w, calls_4xx);
-		call->reason = "http_4xx_retry";
-		retry_after_wish(w, key, c, call);
-		snprintf(detail, detaillen, "downstream answered %d%s%s: retry later", c->status,
-		    c->retry_after[0] ? ", Retry-After: " : "", c->retry_after);
-		return OB_WIRE_RETRY;
+		return retry_later(w, key, c, call, "http_4xx_retry", ": retry later", detail,
+		    detaillen);
 	}
 	if (c->status >= 400 && c->status < 500) {
 		COUNT(w, rejected);
@@ -511,11 +523,7 @@ call_downstream(struct webhook *w, const struct ob_wire_msg *m, const char *key,
 		MCOUNT(w, calls_5xx);
 	else
 		MCOUNT(w, calls_other);
-	call->reason = "http_5xx";
-	retry_after_wish(w, key, c, call);
-	snprintf(detail, detaillen, "downstream answered %d%s%s", c->status,
-	    c->retry_after[0] ? ", Retry-After: " : "", c->retry_after);
-	return OB_WIRE_RETRY;
+	return retry_later(w, key, c, call, "http_5xx", "", detail, detaillen);
 }
 
 static int
