@@ -2,9 +2,9 @@
  * api.c - the producer's HTTP API, one request at a time on the caller's
  * database connection (see api.h): the dispatch and the report endpoints.
  * POST and GET /v1/messages are api_messages.c's; what both use is in
- * modules that call neither: api_reply.c (the answers), api_claim.c (the
- * steps around a key claim), api_fault.c (the fault points) and
- * api_query.c (the query string).
+ * modules that call neither: api_reply.c (the answers), api_claim.c (a
+ * key claim and the final write under it), api_fault.c (the fault points)
+ * and api_query.c (the query string).
  *
  * The create path is where the three modes differ, and where the faults
  * fire. Atomic is the article's key_atomic: the claim commits on its own so
@@ -126,49 +126,21 @@ static const char create_atomic_sql[] =
     " AND EXISTS (SELECT 1 FROM b) RETURNING 1)"
     " SELECT b.id, b.mid, b.body, (SELECT count(*) FROM d) FROM b";
 
-static void
-create_atomic_write(PGconn *conn, const struct api_config *cfg, const struct api_key *key,
-    const struct report_input *in, const struct ob_key_claim *c, struct api_response *res)
-{
-	char err[512], fence[24];
-
-	api_note_takeover(cfg, key, c);
-	api_fault_crash(cfg, "producer.atomic.after_claim");
-	api_fault_slow(cfg);
-
-	snprintf(fence, sizeof(fence), "%" PRId64, c->fence);
-	const char *params[8] = { in->r.title, in->r.module, in->r.steps ? in->r.steps : "",
-		in->r.severity, key->stored, fence, cfg->fencing ? "false" : "true", key->sent };
-	PGresult *r = ob_pg_exec_prepared(conn, CREATE_ATOMIC_STMT, create_atomic_sql, 8, params,
-	    NULL, NULL);
-	if (ob_pg_check(r, PGRES_TUPLES_OK, "create", err, sizeof(err)) != OB_OK) {
-		api_write_failed(conn, PRODUCER_KEY_TABLE, key, c->fence, r, err, "create", res);
-		return;
-	}
-	if (PQntuples(r) == 0) {
-		/* Taken over while we were slow: nothing of ours was written. */
-		PQclear(r);
-		api_fenced_out(conn, cfg, PRODUCER_KEY_TABLE, key, c->fence, res);
-		return;
-	}
-	api_created(cfg, PQgetvalue(r, 0, 2), res);
-	PQclear(r);
-}
+static const struct api_final_write create_atomic_write = {
+	.table = PRODUCER_KEY_TABLE, .stmt = CREATE_ATOMIC_STMT, .sql = create_atomic_sql,
+	.nparams = 8, .fence_param = 5, .body_col = 2, .crash_at = "producer.atomic.after_claim",
+	.context = "create", .what = "create",
+};
 
 static void
 create_atomic(PGconn *conn, const struct api_config *cfg, const struct api_key *key,
     const struct report_input *in, struct api_response *res)
 {
-	char err[512];
-	struct ob_key_claim c;
-	if (ob_keyclaim_claim(conn, PRODUCER_KEY_TABLE, key->stored, in->canonical, in->canonical_len,
-	        cfg->lease_ms, &c, err, sizeof(err)) != OB_OK) {
-		api_unavailable(res, "claim", err);
-		return;
-	}
-	if (api_claim_verdict(&c, res))
-		create_atomic_write(conn, cfg, key, in, &c, res);
-	ob_keyclaim_result_fini(&c);
+	const char *params[8] = { in->r.title, in->r.module, in->r.steps ? in->r.steps : "",
+		in->r.severity, key->stored, NULL /* the claim's fence */,
+		cfg->fencing ? "false" : "true", key->sent };
+	api_claimed_create(conn, cfg, &create_atomic_write, key, in->canonical, in->canonical_len,
+	    params, res);
 }
 
 /* The report and its message in one transaction, outside any key claim

@@ -1,18 +1,20 @@
 /*
  * api_claim.c - the steps of an idempotent create around its key claim
  * (see api_claim.h), the same for every endpoint that claims a key: what
- * the claim's verdict answers, a takeover counted and logged, the answer
- * after being fenced out (the winner's), and the answer and the key's
- * release after a failed final write.
+ * the claim's verdict answers, a takeover counted and logged, the final
+ * write run, the answer after being fenced out (the winner's), and the
+ * answer and the key's release after a failed final write.
  *
  * Never: write a key table but through common/keyclaim.c, or build the
  * endpoint's own write (api.c and api_messages.c do).
  */
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "api_claim.h"
+#include "api_fault.h"
 #include "api_reply.h"
 #include "metrics.h"
 #include "outbox/err.h"
@@ -21,8 +23,11 @@
 #include "outbox/pg.h"
 #include "outbox/sqlstate.h"
 
-bool
-api_claim_verdict(struct ob_key_claim *c, struct api_response *res)
+/* The answer for a claim's verdict (replay, 422, 409); true when the
+ * request proceeds (the caller's write). A replay's stored body is moved
+ * from c into res. */
+static bool
+claim_verdict(struct ob_key_claim *c, struct api_response *res)
 {
 	switch (c->verdict) {
 	case OB_KEY_REPLAY:
@@ -45,8 +50,10 @@ api_claim_verdict(struct ob_key_claim *c, struct api_response *res)
 	return true;
 }
 
-void
-api_note_takeover(const struct api_config *cfg, const struct api_key *key,
+/* A claim that took the key over from a dead or slow holder: counted and
+ * logged (producer.key.takeover). Nothing when c is not a takeover. */
+static void
+note_takeover(const struct api_config *cfg, const struct api_key *key,
     const struct ob_key_claim *c)
 {
 	char q[300];
@@ -82,8 +89,11 @@ answer_winner(PGconn *conn, const char *table, const char *stored_key,
 	ob_keyclaim_result_fini(&winner);
 }
 
-void
-api_fenced_out(PGconn *conn, const struct api_config *cfg, const char *table,
+/* The final write matched nothing (taken over meanwhile): counted, logged
+ * (producer.key.fenced_out), answered with the winner's stored answer
+ * (replayed), or 409 while it is not done. Reads table on conn. */
+static void
+fenced_out(PGconn *conn, const struct api_config *cfg, const char *table,
     const struct api_key *key, int64_t fence, struct api_response *res)
 {
 	char q[300];
@@ -104,8 +114,13 @@ release_key(PGconn *conn, const char *table, const char *key, int64_t fence)
 		ob_warn("producer.key.release_failed", "fence=%" PRId64, fence);
 }
 
-void
-api_write_failed(PGconn *conn, const char *table, const struct api_key *key, int64_t fence,
+/* The fused final write failed (r, its error in err): answered by its
+ * SQLSTATE (413 payload too large, 422 key reused in the outbox, 400 for
+ * values the database refused, else 503 naming what), r cleared, and the
+ * request's key released (logged when it cannot be: the lease then runs
+ * out). */
+static void
+write_failed(PGconn *conn, const char *table, const struct api_key *key, int64_t fence,
     PGresult *r, const char *err, const char *what, struct api_response *res)
 {
 	/* What the client must change, by SQLSTATE (nothing was stored) ... */
@@ -122,4 +137,52 @@ api_write_failed(PGconn *conn, const char *table, const struct api_key *key, int
 		api_unavailable(res, what, err);
 	PQclear(r);
 	release_key(conn, table, key->stored, fence);
+}
+
+/* w under claim c (PROCEED), and its answer. */
+static void
+final_write(PGconn *conn, const struct api_config *cfg, const struct api_final_write *w,
+    const struct api_key *key, const struct ob_key_claim *c, const char *const *params,
+    struct api_response *res)
+{
+	char err[512], fence[24];
+	const char *p[API_FINAL_WRITE_PARAMS_MAX];
+
+	note_takeover(cfg, key, c);
+	api_fault_crash(cfg, w->crash_at);
+	api_fault_slow(cfg);
+
+	snprintf(fence, sizeof(fence), "%" PRId64, c->fence);
+	memcpy(p, params, (size_t)w->nparams * sizeof(*p));
+	p[w->fence_param] = fence;
+	PGresult *r = ob_pg_exec_prepared(conn, w->stmt, w->sql, w->nparams, p, NULL, NULL);
+	if (ob_pg_check(r, PGRES_TUPLES_OK, w->context, err, sizeof(err)) != OB_OK) {
+		write_failed(conn, w->table, key, c->fence, r, err, w->what, res);
+		return;
+	}
+	if (PQntuples(r) == 0) {
+		/* Taken over while we were slow: nothing of ours was written. */
+		PQclear(r);
+		fenced_out(conn, cfg, w->table, key, c->fence, res);
+		return;
+	}
+	api_created(cfg, PQgetvalue(r, 0, w->body_col), res);
+	PQclear(r);
+}
+
+void
+api_claimed_create(PGconn *conn, const struct api_config *cfg,
+    const struct api_final_write *w, const struct api_key *key, const char *canonical,
+    size_t len, const char *const *params, struct api_response *res)
+{
+	char err[512];
+	struct ob_key_claim c;
+	if (ob_keyclaim_claim(conn, w->table, key->stored, canonical, len, cfg->lease_ms, &c, err,
+	        sizeof(err)) != OB_OK) {
+		api_unavailable(res, "claim", err);
+		return;
+	}
+	if (claim_verdict(&c, res))
+		final_write(conn, cfg, w, key, &c, params, res);
+	ob_keyclaim_result_fini(&c);
 }

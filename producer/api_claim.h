@@ -1,8 +1,8 @@
 /*
- * api_claim.h - the steps of an idempotent create around its key claim,
- * shared by POST /v1/reports (atomic mode, api.c) and POST /v1/messages
- * (api_messages.c): the claim's verdict, a takeover noted, being fenced
- * out of the final write, the final write failing. The claim itself and
+ * api_claim.h - an idempotent create around its key claim, shared by
+ * POST /v1/reports (atomic mode, api.c) and POST /v1/messages
+ * (api_messages.c): the claim, its verdict, a takeover noted, the final
+ * write, being fenced out of it, it failing. The claim itself and
  * every write of a key table are common/keyclaim.c's.
  */
 #ifndef OUTBOX_PRODUCER_API_CLAIM_H
@@ -23,28 +23,32 @@ struct api_key {
 	const char *scope; /* "" = the default scope */
 };
 
-/* The answer for a claim's verdict (replay, 422, 409); true when the
- * request proceeds (the caller's write). A replay's stored body is moved
- * from c into res. */
-bool api_claim_verdict(struct ob_key_claim *c, struct api_response *res);
+/* An endpoint's fused final write: one prepared statement that checks the
+ * claim still holds, writes, and completes the key in one round trip. */
+struct api_final_write {
+	const char *table;    /* the endpoint's key table */
+	const char *stmt;     /* the prepared statement's name and text: one */
+	const char *sql;      /* row while the fence held, none when fenced out */
+	int nparams;          /* at most API_FINAL_WRITE_PARAMS_MAX */
+	int fence_param;      /* the index of the parameter that is the claim's fence */
+	int body_col;         /* the row's column with the 201 body */
+	const char *crash_at; /* the fault point right after the claim (--fault) */
+	const char *context;  /* names the statement in err ("create message") */
+	const char *what;     /* names it in a 503 ("create_message") */
+};
 
-/* A claim that took the key over from a dead or slow holder: counted and
- * logged (producer.key.takeover). Nothing when c is not a takeover. */
-void api_note_takeover(const struct api_config *cfg, const struct api_key *key,
-    const struct ob_key_claim *c);
+#define API_FINAL_WRITE_PARAMS_MAX 16
 
-/* The final write matched nothing (taken over meanwhile): counted, logged
- * (producer.key.fenced_out), answered with the winner's stored answer
- * (replayed), or 409 while it is not done. Reads table on conn. */
-void api_fenced_out(PGconn *conn, const struct api_config *cfg, const char *table,
-    const struct api_key *key, int64_t fence, struct api_response *res);
-
-/* The fused final write failed (r, its error in err): answered by its
- * SQLSTATE (413 payload too large, 422 key reused in the outbox, 400 for
- * values the database refused, else 503 naming what), r cleared, and the
- * request's key released (logged when it cannot be: the lease then runs
- * out). */
-void api_write_failed(PGconn *conn, const char *table, const struct api_key *key, int64_t fence,
-    PGresult *r, const char *err, const char *what, struct api_response *res);
+/* An idempotent create under key (its canonical request body, len bytes):
+ * claim the key in w's table, answer the claim's verdict (replay, 422,
+ * 409) or, when it proceeds, run w with params (params[w->fence_param] is
+ * filled in with the claim's fence) and answer: 201 with the stored body,
+ * the winner's answer when fenced out, the failure's otherwise (413, 422,
+ * 400 by SQLSTATE, else 503; the key then released). A takeover is counted
+ * and logged (producer.key.takeover), a fencing out too
+ * (producer.key.fenced_out). Blocks for the round trips on conn. */
+void api_claimed_create(PGconn *conn, const struct api_config *cfg,
+    const struct api_final_write *w, const struct api_key *key, const char *canonical,
+    size_t len, const char *const *params, struct api_response *res);
 
 #endif

@@ -26,7 +26,6 @@
 
 #include "api.h"
 #include "api_claim.h"
-#include "api_fault.h"
 #include "api_key.h"
 #include "api_messages.h"
 #include "api_reply.h"
@@ -59,36 +58,12 @@ static const char create_message_sql[] =
     " AND EXISTS (SELECT 1 FROM b) RETURNING 1)"
     " SELECT b.mid, b.body, (SELECT count(*) FROM d) FROM b";
 
-static void
-create_write(PGconn *conn, const struct api_config *cfg, const struct api_key *key,
-    const char *outbox_key, const struct message_input *in, const struct ob_key_claim *c,
-    struct api_response *res)
-{
-	char err[512], fence[24];
-
-	api_note_takeover(cfg, key, c);
-	api_fault_crash(cfg, "producer.messages.after_claim");
-	api_fault_slow(cfg);
-
-	snprintf(fence, sizeof(fence), "%" PRId64, c->fence);
-	const char *params[8] = { in->topic, in->payload, in->ordering_key, key->stored, fence,
-		cfg->fencing ? "false" : "true", outbox_key, key->sent };
-	PGresult *r = ob_pg_exec_prepared(conn, CREATE_MESSAGE_STMT, create_message_sql, 8, params,
-	    NULL, NULL);
-	if (ob_pg_check(r, PGRES_TUPLES_OK, "create message", err, sizeof(err)) != OB_OK) {
-		api_write_failed(conn, PRODUCER_MESSAGE_KEY_TABLE, key, c->fence, r, err,
-		    "create_message", res);
-		return;
-	}
-	if (PQntuples(r) == 0) {
-		/* Taken over while we were slow: nothing of ours was written. */
-		PQclear(r);
-		api_fenced_out(conn, cfg, PRODUCER_MESSAGE_KEY_TABLE, key, c->fence, res);
-		return;
-	}
-	api_created(cfg, PQgetvalue(r, 0, 1), res);
-	PQclear(r);
-}
+static const struct api_final_write create_message_write = {
+	.table = PRODUCER_MESSAGE_KEY_TABLE, .stmt = CREATE_MESSAGE_STMT,
+	.sql = create_message_sql, .nparams = 8, .fence_param = 4, .body_col = 1,
+	.crash_at = "producer.messages.after_claim", .context = "create message",
+	.what = "create_message",
+};
 
 void
 api_messages_create(PGconn *conn, const struct api_config *cfg, const struct api_request *req,
@@ -118,17 +93,11 @@ api_messages_create(PGconn *conn, const struct api_config *cfg, const struct api
 		message_input_fini(&in);
 		return;
 	}
-	struct ob_key_claim c;
-	if (ob_keyclaim_claim(conn, PRODUCER_MESSAGE_KEY_TABLE, stored, in.canonical, in.canonical_len,
-	        cfg->lease_ms, &c, err, sizeof(err)) != OB_OK) {
-		api_unavailable(res, "claim", err);
-		message_input_fini(&in);
-		return;
-	}
 	struct api_key k = { key, stored, scope };
-	if (api_claim_verdict(&c, res))
-		create_write(conn, cfg, &k, outbox_key, &in, &c, res);
-	ob_keyclaim_result_fini(&c);
+	const char *params[8] = { in.topic, in.payload, in.ordering_key, stored,
+		NULL /* the claim's fence */, cfg->fencing ? "false" : "true", outbox_key, key };
+	api_claimed_create(conn, cfg, &create_message_write, &k, in.canonical, in.canonical_len,
+	    params, res);
 	message_input_fini(&in);
 }
 
