@@ -283,14 +283,13 @@ lookup_by_key(PGconn *conn, const struct api_request *req, struct api_response *
 	if (!api_key_from_query(req, stored, res))
 		return;
 	const char *params[1] = { stored };
-	PGresult *r = PQexecParams(conn,
+	PGresult *r = ob_pg_rows(conn,
 	    "SELECT (SELECT " REPORT_JSON " FROM app.bug_reports WHERE idempotency_key = $1"
 	    "         ORDER BY id LIMIT 1),"
 	    "       (SELECT count(*) FROM app.bug_reports WHERE idempotency_key = $1),"
 	    "       (SELECT state FROM " PRODUCER_KEY_TABLE " WHERE idempotency_key = $1)",
-	    1, NULL, params, NULL, NULL, 0);
-	if (ob_pg_check(r, PGRES_TUPLES_OK, "lookup", err, sizeof(err)) != OB_OK) {
-		PQclear(r);
+	    1, params, "lookup", err, sizeof(err));
+	if (r == NULL) {
 		api_unavailable(res, "lookup", err);
 		return;
 	}
@@ -321,11 +320,10 @@ get_by_id(PGconn *conn, const char *id, const char *scope, struct api_response *
 		return;
 	}
 	const char *params[2] = { id, scope != NULL ? scope : "" };
-	PGresult *r = PQexecParams(conn, "SELECT " REPORT_JSON " FROM app.bug_reports"
+	PGresult *r = ob_pg_rows(conn, "SELECT " REPORT_JSON " FROM app.bug_reports"
 	    " WHERE id = $1 AND " PRODUCER_KEY_SCOPE_SQL("idempotency_key") " = $2",
-	    2, NULL, params, NULL, NULL, 0);
-	if (ob_pg_check(r, PGRES_TUPLES_OK, "get report", err, sizeof(err)) != OB_OK) {
-		PQclear(r);
+	    2, params, "get report", err, sizeof(err));
+	if (r == NULL) {
 		api_unavailable(res, "get", err);
 		return;
 	}

@@ -108,11 +108,10 @@ api_messages_lookup(PGconn *conn, const struct api_request *req, struct api_resp
 	if (!api_key_from_query(req, stored, res))
 		return;
 	const char *params[1] = { stored };
-	PGresult *r = PQexecParams(conn,
+	PGresult *r = ob_pg_rows(conn,
 	    "SELECT state, response_status, response_body FROM " PRODUCER_MESSAGE_KEY_TABLE
-	    " WHERE idempotency_key = $1", 1, NULL, params, NULL, NULL, 0);
-	if (ob_pg_check(r, PGRES_TUPLES_OK, "lookup message", err, sizeof(err)) != OB_OK) {
-		PQclear(r);
+	    " WHERE idempotency_key = $1", 1, params, "lookup message", err, sizeof(err));
+	if (r == NULL) {
 		api_unavailable(res, "lookup_message", err);
 		return;
 	}
