@@ -382,6 +382,21 @@ send_message(struct demo_run *r, const char *topic, char *key, size_t keylen)
 	return rc;
 }
 
+/* Steps 3 to 5 begin alike: one message on topic (its key into key), and
+ * relay A started with fault until the fault fires (or A exits, with
+ * or_exit: a fault that kills A). */
+static int
+message_to_faulty_a(struct demo_run *r, const char *topic, char *key, size_t keylen,
+    struct ob_proc *a, const char *const *fault, bool or_exit)
+{
+	int rc;
+	if ((rc = send_message(r, topic, key, keylen)) != OB_OK)
+		return rc;
+	if ((rc = relay_start(r, a, "A", topic, fault)) != OB_OK)
+		return rc;
+	return wait_log(r, a, "A", "fault.fired", or_exit, DEMO_WAIT_MS);
+}
+
 /* Steps 3 and 5: relay A dies after its frame was answered, B redelivers. */
 static int
 redelivery(struct demo_run *r, const char *topic, bool dedup)
@@ -401,12 +416,8 @@ redelivery(struct demo_run *r, const char *topic, bool dedup)
 	if (!dedup && (rc = admin(r, "consumer", r->conf->consumer_admin,
 	                   "{\"dedup\":\"off\"}")) != OB_OK)
 		return rc;
-	if ((rc = send_message(r, topic, key, sizeof(key))) != OB_OK)
-		goto out;
-	if ((rc = relay_start(r, &a, "A", topic, fault)) != OB_OK)
-		goto out;
 	/* A's worker kills itself once the consumer has answered its frame */
-	if ((rc = wait_log(r, &a, "A", "fault.fired", true, DEMO_WAIT_MS)) != OB_OK)
+	if ((rc = message_to_faulty_a(r, topic, key, sizeof(key), &a, fault, true)) != OB_OK)
 		goto out;
 	ob_proc_signal(&a, SIGKILL);
 	relay_stop(r, &a, "A");
@@ -469,11 +480,7 @@ step_fenced_out(struct demo_run *r)
 		DEMO_STALL_MS, NULL };
 	const char *topic = "demo.fencing";
 	int rc;
-	if ((rc = send_message(r, topic, key, sizeof(key))) != OB_OK)
-		return rc;
-	if ((rc = relay_start(r, &a, "A", topic, fault)) != OB_OK)
-		goto out;
-	if ((rc = wait_log(r, &a, "A", "fault.fired", false, DEMO_WAIT_MS)) != OB_OK)
+	if ((rc = message_to_faulty_a(r, topic, key, sizeof(key), &a, fault, false)) != OB_OK)
 		goto out;
 	int64_t fence_before = q_int(r, r->db, SQL_FENCE, key);
 	demo_log(r, "relay A claimed the message (fence %" PRId64 ") and stalls for %s ms,"
