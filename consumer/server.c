@@ -27,6 +27,7 @@
  * price of a certificate change without a restart, paid only on SIGHUP.
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,8 +78,7 @@ struct consumer_server {
 	struct consumer_counters *counters; /* cfg.counters or &own_counters */
 	struct ob_ticker purger;            /* retention, every purge_interval_ms */
 	PGconn *purge_conn;                 /* the purger's own */
-	pthread_mutex_t mtx;
-	bool stopping;                      /* under mtx */
+	_Atomic bool stopping;              /* the serving threads stop between requests */
 };
 
 /* Readiness and the connections gauge follow what the thread last saw. */
@@ -214,10 +214,7 @@ handle(struct serve_thread *t, const void *body, size_t len)
 static bool
 stop_asked(struct consumer_server *s)
 {
-	pthread_mutex_lock(&s->mtx);
-	bool stop = s->stopping;
-	pthread_mutex_unlock(&s->mtx);
-	return stop;
+	return atomic_load(&s->stopping);
 }
 
 /* Whether the request came over a TLS connection whose peer certificate
@@ -464,7 +461,6 @@ consumer_server_start(const struct consumer_server_config *cfg,
 		return OB_ENOMEM;
 	s->cfg = *cfg;
 	s->counters = cfg->counters != NULL ? cfg->counters : &s->own_counters;
-	pthread_mutex_init(&s->mtx, NULL);
 	int rc = OB_ENOMEM, rv;
 	s->threads = calloc((size_t)cfg->threads, sizeof(*s->threads));
 	if (s->threads == NULL)
@@ -543,7 +539,6 @@ fail_threads:
 fail_free:
 	if (s->tls != NULL)
 		nng_tls_config_free(s->tls);
-	pthread_mutex_destroy(&s->mtx);
 	free(s->url);
 	free(s->threads);
 	free(s);
@@ -574,9 +569,7 @@ consumer_server_counters(const struct consumer_server *s)
 void
 consumer_server_stop(struct consumer_server *s)
 {
-	pthread_mutex_lock(&s->mtx);
-	s->stopping = true;
-	pthread_mutex_unlock(&s->mtx);
+	atomic_store(&s->stopping, true);
 	ob_ticker_stop(&s->purger);
 	if (s->purge_conn != NULL)
 		PQfinish(s->purge_conn);
@@ -586,7 +579,6 @@ consumer_server_stop(struct consumer_server *s)
 		pthread_join(s->threads[i].tid, NULL);
 	for (int i = 0; i < s->cfg.threads; i++)
 		thread_fini(&s->threads[i]);
-	pthread_mutex_destroy(&s->mtx);
 	/* the listener (left open, as the socket) keeps its own hold */
 	if (s->tls != NULL)
 		nng_tls_config_free(s->tls);
