@@ -348,6 +348,18 @@ healthz(PGconn *conn, struct api_response *res)
 	res->body = strdup("{\"status\":\"ok\"}");
 }
 
+/* The collections created in under an Idempotency-Key: POST creates, GET
+ * (and HEAD) ?idempotency_key=K looks the key up. One row a collection. */
+static const struct keyed_collection {
+	const char *path;
+	void (*create)(PGconn *conn, const struct api_config *cfg, const struct api_request *req,
+	    struct api_response *res);
+	void (*lookup)(PGconn *conn, const struct api_request *req, struct api_response *res);
+} keyed_collections[] = {
+	{ "/v1/messages", api_messages_create, api_messages_lookup },
+	{ "/v1/reports", create, lookup_by_key },
+};
+
 void
 api_handle(PGconn *conn, const struct api_config *cfg, const struct api_request *req,
     struct api_response *res)
@@ -355,21 +367,19 @@ api_handle(PGconn *conn, const struct api_config *cfg, const struct api_request 
 	static const char prefix[] = "/v1/reports/";
 	memset(res, 0, sizeof(*res));
 	bool get = strcmp(req->method, "GET") == 0 || strcmp(req->method, "HEAD") == 0;
-	if (strcmp(req->path, "/v1/messages") == 0) {
+	for (size_t i = 0; i < sizeof(keyed_collections) / sizeof(keyed_collections[0]); i++) {
+		const struct keyed_collection *k = &keyed_collections[i];
+		if (strcmp(req->path, k->path) != 0)
+			continue;
 		if (strcmp(req->method, "POST") == 0)
-			api_messages_create(conn, cfg, req, res);
+			k->create(conn, cfg, req, res);
 		else if (get)
-			api_messages_lookup(conn, req, res);
+			k->lookup(conn, req, res);
 		else
 			api_error(res, 405, "method_not_allowed", "use POST or GET");
-	} else if (strcmp(req->path, "/v1/reports") == 0) {
-		if (strcmp(req->method, "POST") == 0)
-			create(conn, cfg, req, res);
-		else if (get)
-			lookup_by_key(conn, req, res);
-		else
-			api_error(res, 405, "method_not_allowed", "use POST or GET");
-	} else if (strncmp(req->path, prefix, sizeof(prefix) - 1) == 0) {
+		return;
+	}
+	if (strncmp(req->path, prefix, sizeof(prefix) - 1) == 0) {
 		if (get)
 			get_by_id(conn, req->path + sizeof(prefix) - 1, req->scope, res);
 		else
