@@ -92,6 +92,40 @@ rows(PGconn *conn, const char *table, const char *key)
 	return ts_query_int(conn, sql);
 }
 
+/* The purge of the inbox's SQL contract refuses arguments that would
+ * purge what must be kept (a negative retention purged every record),
+ * with 22023 and a message naming the argument, and deletes nothing. */
+START_TEST(test_purge_refuses_bad_arguments)
+{
+	char db[TS_CONNINFO_MAX];
+	ts_db_create("retclock_bad", "inbox", db, sizeof(db));
+	PGconn *conn = ts_connect(db);
+	ts_exec(conn, "INSERT INTO inbox.processed (idempotency_key, topic, message_id, fence,"
+	    " fingerprint, processed_at, created_at) VALUES ('kept', 't', 1, 1, 'x', "
+	    OLD_SQL ", " OLD_SQL ")");
+	static const struct { const char *call, *says; } cases[] = {
+		{ "inbox.purge(-1, 0, 10)", "retention_ms must be at least 60000 (one minute), got -1" },
+		{ "inbox.purge(NULL, 0, 10)", "retention_ms must be at least 60000 (one minute), got NULL" },
+		{ "inbox.purge(60000, -5, 10)", "margin_ms must be 0 or more, got -5" },
+		{ "inbox.purge(60000, 0, 0)", "max_rows must be 1 or more, got 0" },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char sql[128];
+		snprintf(sql, sizeof(sql), "SELECT %s", cases[i].call);
+		PGresult *r = PQexec(conn, sql);
+		ck_assert_int_eq(PQresultStatus(r), PGRES_FATAL_ERROR);
+		ck_assert_str_eq(PQresultErrorField(r, PG_DIAG_SQLSTATE), "22023");
+		ck_assert_msg(strstr(PQresultErrorMessage(r), cases[i].says) != NULL, "%s: %s",
+		    cases[i].call, PQresultErrorMessage(r));
+		PQclear(r);
+		ck_assert_int_eq(rows(conn, "inbox.processed", "kept"), 1);
+	}
+	/* the same record goes with a valid call: the refusal was the arguments */
+	ck_assert_int_eq(ts_query_int(conn, "SELECT inbox.purge(60000, 0, 10)"), 1);
+	PQfinish(conn);
+}
+END_TEST
+
 START_TEST(test_record_kept_while_its_message_is_young)
 {
 	char db[TS_CONNINFO_MAX], url[256], log[256], detail[512];
@@ -178,6 +212,7 @@ main(void)
 	Suite *s = suite_create("retention_clock");
 	TCase *tc = tcase_create("retention_clock");
 	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_purge_refuses_bad_arguments);
 	tcase_add_test(tc, test_record_kept_while_its_message_is_young);
 	tcase_add_test(tc, test_webhook_claim_kept_while_its_message_is_young);
 	suite_add_tcase(s, tc);

@@ -21,6 +21,11 @@
 -- subquery, so none moves before the DELETE reads it; a TID scan fetches
 -- exactly them. A custom plan per call (its values known), as the
 -- one-shot statement this was.
+--
+-- Bad arguments are refused (22023) before anything is deleted: a
+-- retention under a minute (the consumer's --dedup-retention minimum; a
+-- negative one would purge every record), a negative margin, a max_rows
+-- below 1, or any of them NULL.
 CREATE OR REPLACE FUNCTION inbox.purge(retention_ms bigint, margin_ms bigint, max_rows integer)
     RETURNS bigint
     LANGUAGE plpgsql
@@ -28,6 +33,18 @@ CREATE OR REPLACE FUNCTION inbox.purge(retention_ms bigint, margin_ms bigint, ma
 DECLARE
     n bigint;
 BEGIN
+    IF retention_ms IS NULL OR retention_ms < 60000 THEN
+        RAISE EXCEPTION 'inbox.purge: retention_ms must be at least 60000 (one minute), got %',
+            coalesce(retention_ms::text, 'NULL') USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF margin_ms IS NULL OR margin_ms < 0 THEN
+        RAISE EXCEPTION 'inbox.purge: margin_ms must be 0 or more, got %',
+            coalesce(margin_ms::text, 'NULL') USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF max_rows IS NULL OR max_rows < 1 THEN
+        RAISE EXCEPTION 'inbox.purge: max_rows must be 1 or more, got %',
+            coalesce(max_rows::text, 'NULL') USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     DELETE FROM inbox.processed WHERE ctid = ANY(ARRAY(
         SELECT p.ctid FROM inbox.processed p
          WHERE p.processed_at < now() - retention_ms * interval '1 millisecond'
