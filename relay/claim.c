@@ -13,7 +13,7 @@
 #include "standby_gate.h"
 
 /* outbox.claim(protocol, owner, lease_ms, max_n, include, exclude, others,
- * retries_first, ordering, skip_dead_heads): one batch's rows of type
+ * retries_first, ordering, skip_dead_heads, max_bytes): one batch's rows of type
  * outbox.claimed (sql/outbox/012_streams.sql). The gated form also returns
  * the WAL insert position after the claim (standby_gate.h): every row it
  * returned was committed below it.
@@ -43,7 +43,7 @@ enum { CLAIM_COLS(CLAIM_COL_ENUM) COL_LSN };
     " FROM outbox.claim(protocol => $1::int, owner => $2, lease_ms => $3::bigint,"  \
     " max_n => $4::int, include => $5::text[], exclude => $6::text[],"            \
     " others => $7::boolean, retries_first => $8::boolean, ordering => $9::boolean,"  \
-    " skip_dead_heads => $10::boolean)"                                           \
+    " skip_dead_heads => $10::boolean, max_bytes => $11::bigint)"                 \
     " WHERE pg_catalog.set_config('synchronous_commit', 'on', true) = 'on'"
 /* The gated form also returns the WAL insert position (COL_LSN), the
  * plain one NULL there. */
@@ -100,20 +100,22 @@ map_rows(PGresult *res, struct relay_batch *out, char *err, size_t errlen)
 
 int
 relay_claim_batch(PGconn *conn, const char *owner, int64_t lease_ms, uint32_t max,
-    const struct relay_topics *topics, bool retries_first, bool ordering,
+    int64_t max_bytes, const struct relay_topics *topics, bool retries_first, bool ordering,
     bool skip_dead_heads, bool want_lsn, struct relay_batch *out, char *err, size_t errlen)
 {
-	char proto[16], lease[24], limit[16];
+	char proto[16], lease[24], limit[16], bytes[24];
 	snprintf(proto, sizeof(proto), "%d", RELAY_PROTOCOL);
 	snprintf(lease, sizeof(lease), "%" PRId64, lease_ms);
 	snprintf(limit, sizeof(limit), "%" PRIu32, max);
-	const char *params[10] = { proto, owner, lease, limit,
+	snprintf(bytes, sizeof(bytes), "%" PRId64, max_bytes);
+	const char *params[11] = { proto, owner, lease, limit,
 		topics->include != NULL ? topics->include : "{}",
 		topics->exclude != NULL ? topics->exclude : "{}",
 		topics->others ? "true" : "false", retries_first ? "true" : "false",
-		ordering ? "true" : "false", skip_dead_heads ? "true" : "false" };
+		ordering ? "true" : "false", skip_dead_heads ? "true" : "false",
+		max_bytes > 0 ? bytes : NULL };
 	memset(out, 0, sizeof(*out));
-	PGresult *res = PQexecParams(conn, want_lsn ? claim_sql_lsn : claim_sql, 10, NULL, params,
+	PGresult *res = PQexecParams(conn, want_lsn ? claim_sql_lsn : claim_sql, 11, NULL, params,
 	    NULL, NULL, 0);
 	int rc = ob_pg_check(res, PGRES_TUPLES_OK, "claim", err, errlen);
 	if (rc != OB_OK) {
@@ -126,6 +128,15 @@ relay_claim_batch(PGconn *conn, const char *owner, int64_t lease_ms, uint32_t ma
 	if ((rc = map_rows(res, out, err, errlen)) != OB_OK)
 		relay_batch_fini(out);
 	return rc;
+}
+
+int64_t
+relay_batch_payload_bytes(const struct relay_batch *b)
+{
+	int64_t sum = 0;
+	for (uint32_t i = 0; i < b->n; i++)
+		sum += b->msgs[i].payload_len;
+	return sum;
 }
 
 void

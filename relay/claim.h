@@ -52,7 +52,9 @@ struct relay_topics {
 };
 
 /* Claim up to max messages of one batch for owner, leased for lease_ms.
- * retries_first: look at due retries before the streams; ordering false:
+ * max_bytes: the batch's byte budget (--batch-bytes; a new batch ends
+ * before the message that would take its payloads past it, a larger
+ * message goes alone; 0: none). retries_first: look at due retries before the streams; ordering false:
  * the BROKEN --no-ordering mode (keys not kept in order); skip_dead_heads:
  * --on-dead-head skip, for a message the claim dead-letters itself (a
  * poison message, alone after its batch lost its holder too often, sql/
@@ -63,8 +65,11 @@ struct relay_topics {
  * the server's message in err otherwise; OB_EPROTO when the schema does not
  * serve RELAY_PROTOCOL (SQLSTATE OB001: the message says what to upgrade). */
 int relay_claim_batch(PGconn *conn, const char *owner, int64_t lease_ms, uint32_t max,
-    const struct relay_topics *topics, bool retries_first, bool ordering,
+    int64_t max_bytes, const struct relay_topics *topics, bool retries_first, bool ordering,
     bool skip_dead_heads, bool want_lsn, struct relay_batch *out, char *err, size_t errlen);
+
+/* The sum of the batch's payload lengths (what --batch-bytes budgets). */
+int64_t relay_batch_payload_bytes(const struct relay_batch *b);
 
 void relay_batch_fini(struct relay_batch *b);
 

@@ -65,6 +65,11 @@ static const struct ob_cfg_opt relay_options[] = {
 	    " and releasing unsent claims before workers are SIGKILLed"),
 	OB_CFG_OPT("batch", "OUTBOX_BATCH", OB_CFG_INT, "100", 1, OB_WIRE_MAX_BATCH, NULL, false,
 	    batch, "messages per request frame"),
+	OB_CFG_OPT("batch-bytes", "OUTBOX_BATCH_BYTES", OB_CFG_SIZE, "1m", 1, RELAY_MAX_BATCH_BYTES,
+	    NULL, false, batch_bytes, "payload bytes per request frame: a batch ends before the"
+	    " message that would pass this (a larger message goes alone); with --batch,"
+	    " --max-inflight and --max-payload it bounds a worker's memory"
+	    " (docs/operations.md)"),
 	OB_CFG_OPT("max-inflight", "OUTBOX_MAX_INFLIGHT", OB_CFG_INT, "4", 1, 256, NULL, false,
 	    max_inflight, "batches (one request frame each) in flight per worker; to one"
 	    " destination at most this many, fewer while its frames fail"),

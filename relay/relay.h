@@ -36,6 +36,7 @@ struct relay_config {
 	char *tls_server_name;    /* ... the name they must carry; NULL = the URL's host */
 	int64_t workers;
 	int64_t batch;            /* messages per batch (one request frame) */
+	int64_t batch_bytes;      /* payload bytes per batch (a larger message goes alone) */
 	int64_t max_inflight;     /* batches in flight per worker */
 	int64_t lease_ms;
 	int64_t delivery_timeout_ms;
@@ -90,6 +91,10 @@ struct relay_config {
  * not serve this relay's protocol (outbox.check_protocol): a restart
  * cannot help, so the supervisor stops every worker instead. */
 #define RELAY_EXIT_PROTOCOL 3
+
+/* Largest --batch-bytes: a batch's payloads, held in a worker's memory
+ * once as claimed and once in its frame. */
+#define RELAY_MAX_BATCH_BYTES (256 * 1024 * 1024)
 
 /* Most worker processes one relay runs. */
 #define RELAY_MAX_WORKERS 64

@@ -481,8 +481,8 @@ claim_into(struct worker *w, struct relay_slot *s, const struct relay_topics *to
 	char err[1024], q[1100];
 	struct relay_slot_event ev = { .kind = RELAY_SLOT_EV_CLAIMED };
 	ev.t_claim_us = ob_mono_us();
-	int rc = relay_claim_batch(w->db.conn, w->owner, w->cfg->lease_ms, max, topics,
-	    w->retries_first, !w->cfg->no_ordering, w->record_mode.skip_dead_heads,
+	int rc = relay_claim_batch(w->db.conn, w->owner, w->cfg->lease_ms, max, w->cfg->batch_bytes,
+	    topics, w->retries_first, !w->cfg->no_ordering, w->record_mode.skip_dead_heads,
 	    w->gate.mode != RELAY_GATE_NONE, &s->f.batch, err, sizeof(err));
 	ev.t_claimed_us = ob_mono_us();
 	w->retries_first = !w->retries_first;
@@ -546,8 +546,10 @@ fill(struct worker *w)
 			w->claim_dry = true;
 			return true;
 		}
-		/* a cut short of --batch took all its stream had */
-		w->expect_dry = s->f.batch.n < (uint32_t)w->cfg->batch;
+		/* a cut short of --batch took all its stream had, unless the
+		 * byte budget ended it (then it holds over half the budget) */
+		w->expect_dry = s->f.batch.n < (uint32_t)w->cfg->batch &&
+		    relay_batch_payload_bytes(&s->f.batch) < w->cfg->batch_bytes / 2;
 		if (!start_slot(w, s, -1))
 			return false;
 	}

@@ -43,6 +43,7 @@
 
 #include "check.h"
 #include "outbox/clock.h"
+#include "outbox/protocol.h"
 #include "outbox/sqlstate.h"
 #include "retry_policy.h"
 
@@ -692,23 +693,38 @@ check_inflight(struct chk_run *run)
 	PQclear(r);
 }
 
+/* The byte budget of a claim (--batch-bytes): none in 2 of 5 claims, else
+ * 1..30 bytes against payloads of 8 ('{"v": 0}'), so batches of 1 to 3.
+ * Drawn from the seed and the step, not from the generator, so that the
+ * seeds' schedules stay what they were before the budget existed. */
+static int
+claim_budget(struct chk_run *run, int ri)
+{
+	uint32_t pct = chk_hash_pct(run->cfg->seed, "claim-bytes",
+	    run->db->s[relay_sess(run, ri)].name, (int)run->step_no);
+	return pct < 40 ? 0 : 1 + (int)(pct % 30);
+}
+
 static void
 relay_claim(struct chk_run *run, int ri, const struct chk_step *s)
 {
 	struct relay *rl = &run->rel[ri];
 	if (rl->n >= CHK_HOLDS_MAX)
 		return;
-	char sql[512];
+	int budget = claim_budget(run, ri);
+	char sql[640], bytes[16] = "NULL";
+	if (budget > 0)
+		snprintf(bytes, sizeof(bytes), "%d", budget);
 	snprintf(sql, sizeof(sql), "SELECT batch_id, kind, fence, attempt, takeover, id, topic,"
-	    " idempotency_key, created_us FROM outbox.claim(protocol => 3, owner => '%s',"
-	    " lease_ms => %d, max_n => %d, %s, retries_first => %s, ordering => true,"
-	    " skip_dead_heads => %s)",
+	    " idempotency_key, created_us, octet_length(payload) FROM outbox.claim(protocol => %d,"
+	    " owner => '%s', lease_ms => %d, max_n => %d, %s, retries_first => %s,"
+	    " ordering => true, skip_dead_heads => %s, max_bytes => %s)", OB_PROTOCOL_RELAY,
 	    run->db->s[relay_sess(run, ri)].name, s->c ? CHK_LEASE_LONG_MS : 0, s->a,
 	    /* the relays route ta and tb only (--unrouted wait: tc is not
 	     * claimed) until the drain, where a route for everything is added */
 	    run->draining ? "include => NULL, exclude => NULL, others => true"
 	                  : "include => '{ta,tb}', exclude => NULL, others => false",
-	    s->b ? "true" : "false", run->cfg->skip_dead ? "true" : "false");
+	    s->b ? "true" : "false", run->cfg->skip_dead ? "true" : "false", bytes);
 	PGresult *r = run_sql(run, relay_sess(run, ri), sql);
 	struct chk_sess *ss = &run->db->s[relay_sess(run, ri)];
 	if (r == NULL || ss->failed) {
@@ -733,8 +749,10 @@ relay_claim(struct chk_run *run, int ri, const struct chk_step *s)
 	bool takeover = PQgetvalue(r, 0, 4)[0] == 't';
 	char keys[512] = "";
 	size_t used = 0;
+	int64_t payload_bytes = 0;
 	for (int i = 0; i < rows && i < CHK_BATCH_MAX; i++) {
 		const char *topic = PQgetvalue(r, i, 6), *key = PQgetvalue(r, i, 7);
+		payload_bytes += atoll(PQgetvalue(r, i, 9));
 		struct msg *m = find_msg(run, topic, key);
 		used += (size_t)snprintf(keys + used, sizeof(keys) - used, " %s/%s", topic, key);
 		if (m == NULL) {
@@ -768,6 +786,18 @@ relay_claim(struct chk_run *run, int ri, const struct chk_step *s)
 	}
 	hfeed(run, "claim -> batch %" PRId64 " %c fence %" PRId64 "%s%s", h.batch, h.kind, h.fence,
 	    takeover ? " takeover" : "", keys);
+	/* a batch this claim cut keeps to its byte budget, a message larger
+	 * than it alone; one claimed again (released, taken over, a half of a
+	 * split) is what an earlier claim cut */
+	if (budget > 0 && rows > 1 && payload_bytes > budget) {
+		char q[160];
+		snprintf(q, sizeof(q), "SELECT count(*) FROM outbox.batches WHERE id = %" PRId64
+		    " AND claims = 1 AND takeovers = 0", h.batch);
+		if (mon_int(run, q) == 1)
+			violate(run, "batch-bytes", "batch %" PRId64 " of %d messages holds %" PRId64
+			    " payload bytes, over the claim's max_bytes %d", h.batch, rows,
+			    payload_bytes, budget);
+	}
 	/* S3: one sequence of fences, never backwards */
 	if (h.fence <= run->max_fence)
 		violate(run, "S3-fence", "batch %" PRId64 " claimed with fence %" PRId64 ", not above"

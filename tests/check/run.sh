@@ -12,7 +12,9 @@
 #     (the schema files copied and changed below, applied with --functions:
 #     the way to point the checker at any modified function file), and the
 #     checker must find each by itself, with its default generator, within
-#     CHECK_REVERTED_SEEDS seeds: it prints the step it failed at;
+#     CHECK_REVERTED_SEEDS seeds: it prints the step it failed at; and the
+#     same for the claim's byte budget ignored, in a stream's cut (bs) and
+#     in a batch of retries (br);
 #  4. the relay's pipeline slots driven through a simulated transport
 #     (--drive slots): no violation in CHECK_SLOT_SEEDS seeds, and the
 #     shared-outcomes defect put back found within CHECK_REVERTED_SEEDS.
@@ -103,6 +105,11 @@ revert d5 housekeep.sql 's/    IF outbox\.restored\(\) THEN\n.*?\n    END IF;\n/
 revert d5 claim.sql 's/            CONTINUE WHEN pg_snapshot_xmax\(st\.snap_lo\).*?pg_snapshot_xmax\(pg_current_snapshot\(\)\);\n//s'
 revert d5 claim.sql 's/           AND NOT COALESCE\(pg_snapshot_xmax\(x\.snap_hi\)\n.*?, false\)\n//s'
 
+# the byte budget (max_bytes, relay protocol 4) ignored by a stream's cut
+revert bs within_bytes.sql 's/WHEN max_bytes IS NULL THEN/WHEN true THEN/'
+# ... and by a batch of retries
+revert br claim.sql 's/WHERE p\.nth = 1 OR max_bytes IS NULL OR p\.upto <= max_bytes/WHERE true/'
+
 failed=0
 # expect_violation NAME EXE ARGS...: the checker EXE (outbox-check, or a
 # build of it with a defect put back) run with ARGS must find a violation
@@ -120,7 +127,7 @@ expect_violation() {
 		failed=1
 	fi
 }
-for d in d1 d3 d4 d5; do
+for d in d1 d3 d4 d5 bs br; do
 	for f in "$work/$d"/*.sql; do
 		[ -f "$fns/$(basename "$f")" ] || continue
 		if cmp -s "$f" "$fns/$(basename "$f")"; then

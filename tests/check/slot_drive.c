@@ -363,7 +363,8 @@ claim(struct sd_run *run)
 		return false;
 	char err[1024];
 	const struct relay_topics all = { NULL, NULL, true };
-	int rc = relay_claim_batch(run->relay, run->owner, SD_LEASE_MS, run->batch, &all,
+	/* no byte budget: the model's claims draw theirs (model.c claim_budget) */
+	int rc = relay_claim_batch(run->relay, run->owner, SD_LEASE_MS, run->batch, 0, &all,
 	    chk_below(&run->rng, 2) == 1, true, false, false, &s->f.batch, err, sizeof(err));
 	if (rc != OB_OK) {
 		fail(run, "outbox.claim", err);

@@ -11,7 +11,7 @@
  * (sql/outbox/013_wake_one.sql). A poison message among others ends dead
  * alone within a stated number of takeovers; a dump restored into a
  * younger cluster loses nothing (sql/outbox/018_ordering_next.sql,
- * outbox.adopt_restore).
+ * outbox.adopt_restore). A claim keeps to its byte budget (019).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -626,6 +626,61 @@ START_TEST(test_enqueue_wakes_one_waiter)
 }
 END_TEST
 
+/* Claim of topic 't' with a byte budget: the idempotency keys, in order
+ * ("k1,k2"), into keys; returns how many. */
+static int
+claim_bytes(PGconn *c, const char *max_bytes, char *keys, size_t klen)
+{
+	char sql[512];
+	snprintf(sql, sizeof(sql), "SELECT count(*), string_agg(idempotency_key, ',' ORDER BY id)"
+	    " FROM outbox.claim(protocol => 4, owner => 'test', lease_ms => 60000, max_n => 100,"
+	    " include => '{t}', exclude => NULL, others => false, retries_first => false,"
+	    " max_bytes => %s)", max_bytes);
+	PGresult *r = PQexec(c, sql);
+	ck_assert_int_eq(PQresultStatus(r), PGRES_TUPLES_OK);
+	int n = atoi(PQgetvalue(r, 0, 0));
+	snprintf(keys, klen, "%s", PQgetvalue(r, 0, 1));
+	PQclear(r);
+	return n;
+}
+
+/* A batch ends before the message that would take its payloads past the
+ * claim's max_bytes (--batch-bytes), in the payload's JSON text as the
+ * claim returns it; a message larger than the budget goes alone; the cut
+ * goes on where the last one ended; a budget under 1 is refused and claims
+ * nothing. */
+START_TEST(test_claim_keeps_to_its_byte_budget)
+{
+	char db[TS_CONNINFO_MAX], keys[256];
+	ts_db_create("streams_bytes", "outbox", db, sizeof(db));
+	PGconn *c = ts_connect(db);
+	/* payloads of 10 bytes ({"x": "a"}) and one of 109 */
+	ts_exec(c, "SELECT outbox.enqueue('t', 'k' || g, jsonb_build_object('x',"
+	    " CASE WHEN g = 5 THEN repeat('a', 100) ELSE 'a' END))"
+	    " FROM generate_series(1, 6) g");
+	ck_assert_int_eq(ts_query_int(c, "SELECT octet_length(payload::text) FROM outbox.events"
+	    " WHERE idempotency_key = 'k1'"), 10);
+	ck_assert_int_eq(claim_bytes(c, "25", keys, sizeof(keys)), 2);
+	ck_assert_str_eq(keys, "k1,k2");
+	ck_assert_int_eq(claim_bytes(c, "30", keys, sizeof(keys)), 2);
+	ck_assert_str_eq(keys, "k3,k4");
+	ck_assert_int_eq(claim_bytes(c, "25", keys, sizeof(keys)), 1);
+	ck_assert_str_eq(keys, "k5");
+	/* bad budgets: an error, and nothing claimed */
+	PGresult *r = PQexec(c, "SELECT * FROM outbox.claim(protocol => 4, owner => 'test',"
+	    " lease_ms => 60000, max_n => 100, include => '{t}', exclude => NULL, others => false,"
+	    " retries_first => false, max_bytes => 0)");
+	ck_assert_str_eq(PQresultErrorField(r, PG_DIAG_SQLSTATE), "22023");
+	ck_assert_ptr_nonnull(strstr(PQresultErrorMessage(r), "max_bytes must be at least 1"));
+	PQclear(r);
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM outbox.batches"), 3);
+	/* no budget (a relay of protocol 3): all that is left */
+	ck_assert_int_eq(claim_bytes(c, "NULL", keys, sizeof(keys)), 1);
+	ck_assert_str_eq(keys, "k6");
+	PQfinish(c);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -643,6 +698,7 @@ main(void)
 	tcase_add_test(tc, test_restore_leaves_a_new_stream_alone);
 	tcase_add_test(tc, test_restore_keeps_key_order);
 	tcase_add_test(tc, test_own_message_is_no_restore);
+	tcase_add_test(tc, test_claim_keeps_to_its_byte_budget);
 	suite_add_tcase(s, tc);
 	return ts_run_suite(s);
 }

@@ -11,9 +11,10 @@
 #include <libpq-fe.h>
 #include <stddef.h>
 
-/* The versions of this build. relay 3: outbox.claim takes skip_dead_heads
- * (sql/outbox/018_ordering_next.sql); relay 2: streams and batches (012). */
-#define OB_PROTOCOL_RELAY 3
+/* The versions of this build. relay 4: outbox.claim takes max_bytes, the
+ * byte budget of a batch (sql/outbox/019_claim_bytes.sql); relay 3: it takes
+ * skip_dead_heads (018); relay 2: streams and batches (012). */
+#define OB_PROTOCOL_RELAY 4
 #define OB_PROTOCOL_PRODUCER 2
 #define OB_PROTOCOL_ADMIN 2
 /* viewer 1: the web view's reads (sql/outbox/016_viewer.sql, inbox 007). */

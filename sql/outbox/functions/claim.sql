@@ -1,5 +1,5 @@
 -- outbox.claim (function), its current definition: outboxctl migrate re-applies
--- this file after the numbered migrations (sql/README.md). History: 012, 018.
+-- this file after the numbered migrations (sql/README.md). History: 012, 018, 019.
 --
 -- claim: up to max_n messages of ONE batch for owner, leased for lease_ms,
 -- from the topics the relay may send now (outbox.topic_claimable), in this
@@ -7,6 +7,9 @@
 -- outbox.fences, attempts + 1), then due retries and a cut of a stream,
 -- retries first when retries_first. No rows: nothing to do. Every claimed
 -- message of a batch carries the batch's id, fence and attempt.
+-- max_bytes (relay protocol 4, --batch-bytes) ends a new batch before the
+-- message that would take its payloads past that many bytes; a message
+-- larger than that goes alone (outbox.within_bytes). NULL: max_n only.
 -- A batch that lost its holder batch_split_after() times is halved, and a
 -- message left alone in one is dead-lettered (outbox.split_batch; its key
 -- blocked unless skip_dead_heads, --on-dead-head skip).
@@ -20,7 +23,8 @@
 CREATE OR REPLACE FUNCTION outbox.claim(protocol integer, owner text, lease_ms bigint, max_n integer,
                              include text[], exclude text[], others boolean,
                              retries_first boolean, ordering boolean DEFAULT true,
-                             skip_dead_heads boolean DEFAULT false)
+                             skip_dead_heads boolean DEFAULT false,
+                             max_bytes bigint DEFAULT NULL)
     RETURNS SETOF outbox.claimed
     LANGUAGE plpgsql AS $$
 #variable_conflict use_column
@@ -51,6 +55,10 @@ DECLARE
     bid     bigint;
 BEGIN
     PERFORM outbox.check_protocol('relay', protocol);
+    IF max_bytes < 1 THEN
+        RAISE EXCEPTION 'outbox.claim: max_bytes must be at least 1 (or NULL: no byte budget), not %',
+            max_bytes USING ERRCODE = '22023';
+    END IF;
     IF max_n < 1 THEN
         RETURN;
     END IF;
@@ -113,12 +121,19 @@ BEGIN
                AND outbox.retry_claimable(r, ordering)
              ORDER BY r.due_at, r.id LIMIT 1;
             CONTINUE WHEN rtopic IS NULL;
+            -- the first max_n due, cut to the byte budget (at least one)
             picked := ARRAY(
-                SELECT r.id FROM outbox.retries r
-                 WHERE r.topic = rtopic AND r.batch_id IS NULL AND r.due_at <= now()
-                   AND outbox.retry_claimable(r, ordering)
-                 ORDER BY r.due_at, r.id LIMIT max_n
-                 FOR UPDATE SKIP LOCKED);
+                SELECT p.id FROM (
+                    SELECT r.id, r.due_at, row_number() OVER w AS nth,
+                           sum(octet_length(r.payload::text)) OVER w AS upto
+                      FROM (SELECT r.id, r.due_at, r.payload FROM outbox.retries r
+                             WHERE r.topic = rtopic AND r.batch_id IS NULL AND r.due_at <= now()
+                               AND outbox.retry_claimable(r, ordering)
+                             ORDER BY r.due_at, r.id LIMIT max_n
+                             FOR UPDATE SKIP LOCKED) r
+                    WINDOW w AS (ORDER BY r.due_at, r.id)) p
+                 WHERE p.nth = 1 OR max_bytes IS NULL OR p.upto <= max_bytes
+                 ORDER BY p.due_at, p.id);
             -- a fence only for a claim that takes something
             CONTINUE WHEN cardinality(picked) = 0;
             INSERT INTO outbox.batches (kind, topic, size, fence, attempts, claims, owner,
@@ -177,6 +192,7 @@ BEGIN
             IF hi IS NOT NULL THEN
                 cand := ARRAY(SELECT e FROM outbox.stream_read(st.topic, st.lane, lo, hi,
                                                                ptxid, pid, max_n) e);
+                cand := cand[1:outbox.within_bytes(cand, max_bytes)];
             END IF;
             IF COALESCE(cardinality(cand), 0) = 0 THEN
                 -- the open window is used up: the next one
@@ -188,7 +204,8 @@ BEGIN
                 pid := NULL;
                 cand := ARRAY(SELECT e FROM outbox.stream_read(st.topic, st.lane, lo, hi,
                                                                NULL, NULL, max_n) e);
-                IF cardinality(cand) = 0 THEN
+                cand := cand[1:outbox.within_bytes(cand, max_bytes)];
+                IF COALESCE(cardinality(cand), 0) = 0 THEN
                     -- Everything hi shows is assigned: it becomes the floor.
                     UPDATE outbox.streams s SET snap_lo = hi, snap_hi = NULL,
                            pos_txid = NULL, pos_id = NULL

@@ -69,7 +69,8 @@ GRANT EXECUTE ON FUNCTION
     outbox.topic_claimable, outbox.event_streams, outbox.stream_has_work,
     outbox.event_slots, outbox.lock_holders, outbox.oldest_xmin_holder,
     outbox.slot_done, outbox.slot_has_after, outbox.all_streams, outbox.stream_backlog,
-    outbox.restored, outbox.adopt_restore, outbox.lane_of, outbox.ordering_lanes
+    outbox.restored, outbox.adopt_restore, outbox.lane_of, outbox.ordering_lanes,
+    outbox.within_bytes
     TO outbox_relay;
 GRANT SELECT ON outbox.protocols TO outbox_relay;
 -- read in commit order; a done slot emptied by housekeeping (its
