@@ -63,7 +63,7 @@ static const struct ob_cfg_opt relay_options[] = {
 	OB_CFG_OPT("shutdown-grace", "OUTBOX_SHUTDOWN_GRACE", OB_CFG_DURATION, "10s", 0, 3600000,
 	    NULL, false, shutdown_grace_ms, "on SIGTERM/SIGINT: time for in-flight deliveries"
 	    " and releasing unsent claims before workers are SIGKILLed"),
-	OB_CFG_OPT("batch", "OUTBOX_BATCH", OB_CFG_INT, "100", 1, OB_WIRE_MAX_BATCH, NULL, false,
+	OB_CFG_OPT("batch", "OUTBOX_BATCH", OB_CFG_INT, "500", 1, OB_WIRE_MAX_BATCH, NULL, false,
 	    batch, "messages per request frame"),
 	OB_CFG_OPT("batch-bytes", "OUTBOX_BATCH_BYTES", OB_CFG_SIZE, "1m", 1, RELAY_MAX_BATCH_BYTES,
 	    NULL, false, batch_bytes, "payload bytes per request frame: a batch ends before the"

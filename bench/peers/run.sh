@@ -103,7 +103,7 @@ peers_server_start
 echo "peers: PostgreSQL 15 with fsync=on, synchronous_commit=on, full_page_writes=on in $PEERS_PGDIR"
 echo "peers: N=$N per drain, $ROUNDS rounds, systems: ${SYS[*]}"
 echo "peers: ours: relay --workers $WORKERS --batch $BATCH --max-inflight $INFLIGHT, consumer --threads $CONSUMER_THREADS"
-echo "peers: ours-default: relay and consumer with no tuning flag (relay --workers 1 --batch 100 --max-inflight 4, consumer --threads 4, log level info)"
+echo "peers: ours-default: relay and consumer with no tuning flag (relay --workers 1 --batch 500 --batch-bytes 1m --max-inflight 4, consumer --threads 4, log level info)"
 echo "peers: graphile-worker: concurrency $GW_CONCURRENCY, localQueue.size $GW_LOCAL_QUEUE, completeJobBatchDelay/failJobBatchDelay $GW_COMPLETE_DELAY ms"
 echo "peers: pgq: a tick after every $PGQ_BATCH events enqueued (batches of $PGQ_BATCH), one transaction per batch"
 
