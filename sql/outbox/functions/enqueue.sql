@@ -1,20 +1,22 @@
 -- outbox.enqueue (function), its current definition: outboxctl migrate re-applies
--- this file after the numbered migrations (sql/README.md). History: 001, 005, 012, 018.
+-- this file after the numbered migrations (sql/README.md). History: 001, 005, 012, 018, 019.
 --
 -- enqueue: call inside the caller's business transaction. Idempotent per
 -- (topic, idempotency_key): a second call with the same payload (as jsonb:
 -- key order and whitespace do not count) returns the first id and adds
 -- nothing; with another payload it raises SQLSTATE OB002
--- (outbox.check_same_payload), which aborts the caller's transaction. The message goes to the current slot; a key already stored in
--- another slot is found first. If the slot switched between that look and
--- the insert, the other slots are looked at again (a new snapshot, taken
--- after the switch, which waited for every transaction inserting into the
--- old slot): a copy found there wins and this one is removed again.
+-- (outbox.check_same_payload), which aborts the caller's transaction. The
+-- message goes to the current slot; a key already stored in a slot that is
+-- not empty is found first. The lock on outbox.events (the parent alone)
+-- keeps the current slot from switching until commit; the slots are read
+-- and written through their own tables (outbox.slot_find, slot_insert):
+-- the relations of the slots used are locked, not every slot's (docs/
+-- relay.md, "Enqueue: into one slot's table").
 --
 -- SECURITY DEFINER (docs/security.md, "Database roles"): a producer's role
 -- may call this and nothing else of the outbox. It runs as its owner, who
--- writes the message log, the key's ordering_seqs row and (its trigger,
--- outbox.notify_enqueued) takes a waiting relay's announcement: none of
+-- writes the message log, the key's ordering_seqs row and
+-- (outbox.wake_one) takes a waiting relay's announcement: none of
 -- which a producer may write itself. Safe to run so because it takes no
 -- switch from its caller (only the message, checked above all else), every
 -- name in it is schema-qualified, and the search_path is pinned: a caller's
@@ -29,10 +31,9 @@ AS $$
 #variable_conflict use_variable
 DECLARE
     new_id     bigint;
-    other_id   bigint;
     seq        bigint;
-    seen_slot  smallint;
     into_slot  smallint;
+    kept       smallint[];
 BEGIN
     IF topic IS NULL OR octet_length(topic) NOT BETWEEN 1 AND 255 THEN
         RAISE EXCEPTION 'outbox.enqueue: topic must be 1..255 bytes'
@@ -56,17 +57,23 @@ BEGIN
             USING ERRCODE = '54000';
     END IF;
 
+    -- Until commit the current slot cannot switch: outbox.housekeep's
+    -- switch takes SHARE ROW EXCLUSIVE on outbox.events (this lock, on the
+    -- parent only, conflicts with it), and waits. So the slot read next is
+    -- where this message goes, and the slots read are all that may hold
+    -- the key (an empty one holds nothing; only the current one fills).
+    LOCK TABLE ONLY outbox.events IN ROW EXCLUSIVE MODE;
+    SELECT (SELECT s.slot FROM outbox.slots s WHERE s.state = 'current'),
+           ARRAY(SELECT s.slot FROM outbox.slots s WHERE s.state <> 'empty'
+                  ORDER BY s.state = 'current' DESC, s.slot)
+      INTO into_slot, kept;
     -- A retry or a dead letter outlives its slot: the key is still taken.
-    SELECT COALESCE(
-               (SELECT e.id FROM outbox.events e
-                 WHERE e.topic = enqueue.topic AND e.idempotency_key = enqueue.idempotency_key
-                 LIMIT 1),
-               (SELECT r.id FROM outbox.retries r
-                 WHERE r.topic = enqueue.topic AND r.idempotency_key = enqueue.idempotency_key),
-               (SELECT d.id FROM outbox.dead d
-                 WHERE d.topic = enqueue.topic AND d.idempotency_key = enqueue.idempotency_key)),
-           (SELECT s.slot FROM outbox.slots s WHERE s.state = 'current')
-      INTO new_id, seen_slot;
+    new_id := COALESCE(
+        outbox.slot_find(kept, topic, idempotency_key),
+        (SELECT r.id FROM outbox.retries r
+          WHERE r.topic = enqueue.topic AND r.idempotency_key = enqueue.idempotency_key),
+        (SELECT d.id FROM outbox.dead d
+          WHERE d.topic = enqueue.topic AND d.idempotency_key = enqueue.idempotency_key));
     IF new_id IS NOT NULL THEN
         PERFORM outbox.check_same_payload(topic, idempotency_key, payload);
         RETURN new_id;
@@ -80,14 +87,8 @@ BEGIN
         RETURNING k.last_seq INTO seq;
     END IF;
 
-    INSERT INTO outbox.events AS e (slot, id, txid, lane, topic, idempotency_key, payload,
-                                    ordering_key, ordering_seq)
-    VALUES ((SELECT s.slot FROM outbox.slots s WHERE s.state = 'current'),
-            nextval('outbox.event_ids'), pg_current_xact_id(), outbox.lane_of(ordering_key),
-            topic, idempotency_key, payload, ordering_key, seq)
-    ON CONFLICT ON CONSTRAINT events_key DO NOTHING
-    RETURNING e.id, e.slot INTO new_id, into_slot;
-
+    new_id := outbox.slot_insert(into_slot, outbox.lane_of(ordering_key), topic,
+                                 idempotency_key, payload, ordering_key, seq);
     IF new_id IS NULL THEN
         -- A concurrent transaction stored the key in this slot and
         -- committed first (ON CONFLICT waited for it). Our sequence number
@@ -96,25 +97,15 @@ BEGIN
         -- stop them.
         UPDATE outbox.ordering_seqs k SET last_seq = k.last_seq - 1
          WHERE seq IS NOT NULL AND k.topic = enqueue.topic AND k.ordering_key = enqueue.ordering_key;
-        SELECT e.id INTO new_id FROM outbox.events e
-         WHERE e.topic = enqueue.topic AND e.idempotency_key = enqueue.idempotency_key
-         LIMIT 1;
+        new_id := outbox.slot_find(ARRAY[into_slot], topic, idempotency_key);
         PERFORM outbox.check_same_payload(topic, idempotency_key, payload);
         RETURN new_id;
     END IF;
-    IF into_slot IS DISTINCT FROM seen_slot THEN
-        SELECT e.id INTO other_id FROM outbox.events e
-         WHERE e.topic = enqueue.topic AND e.idempotency_key = enqueue.idempotency_key
-           AND e.slot <> into_slot
-         LIMIT 1;
-        IF other_id IS NOT NULL THEN
-            DELETE FROM outbox.events e WHERE e.slot = into_slot AND e.id = new_id;
-            UPDATE outbox.ordering_seqs k SET last_seq = k.last_seq - 1 -- as above
-             WHERE seq IS NOT NULL AND k.topic = enqueue.topic
-               AND k.ordering_key = enqueue.ordering_key;
-            PERFORM outbox.check_same_payload(topic, idempotency_key, payload);
-            RETURN other_id;
-        END IF;
+    -- Wake a waiting relay worker (outbox.wake_one): what the trigger on
+    -- outbox.events does for an insert through it, and with its condition
+    -- (outbox.relays_waiting) read here, not called.
+    IF EXISTS (SELECT 1 FROM outbox.relay_waiters) THEN
+        PERFORM outbox.wake_one();
     END IF;
     RETURN new_id;
 END

@@ -16,7 +16,7 @@
 --   and nothing of the relays' state. outbox.enqueue is SECURITY DEFINER
 --   (functions/enqueue.sql): it writes what a producer may not (the
 --   message log, the ordering-key sequence rows, the waiting relay's
---   announcement that its trigger takes), as its owner, with a pinned
+--   announcement that it takes), as its owner, with a pinned
 --   search_path, and takes no switch from its caller.
 -- * outbox_relay claims, records and keeps house: the functions it calls,
 --   and the tables and sequences they read and write with the relay's own
