@@ -17,7 +17,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include <mbedtls/pk.h>
 #include <mbedtls/x509_crt.h>
@@ -26,6 +25,7 @@
 
 #include "outbox/bus_tls.h"
 #include "outbox/err.h"
+#include "outbox/pem_file.h"
 #include "outbox/url.h"
 
 bool
@@ -33,33 +33,6 @@ ob_bus_tls_url(const char *url)
 {
 	return url != NULL && (strncmp(url, "tls+tcp://", 10) == 0 ||
 	    strncmp(url, "tls+tcp4://", 11) == 0 || strncmp(url, "tls+tcp6://", 11) == 0);
-}
-
-/* A readable regular file, or one line saying why not. */
-static int
-check_file(const char *flag, const char *path, char *err, size_t errlen)
-{
-	struct stat st;
-	FILE *f;
-	if (stat(path, &st) != 0) {
-		snprintf(err, errlen, "--%s %s: %s", flag, path, strerror(errno));
-		return OB_EINVAL;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		snprintf(err, errlen, "--%s %s: not a regular file", flag, path);
-		return OB_EINVAL;
-	}
-	if (st.st_size > OB_BUS_TLS_FILE_MAX) {
-		snprintf(err, errlen, "--%s %s: larger than %d bytes, not a PEM file", flag, path,
-		    OB_BUS_TLS_FILE_MAX);
-		return OB_EINVAL;
-	}
-	if ((f = fopen(path, "r")) == NULL) {
-		snprintf(err, errlen, "--%s %s: %s", flag, path, strerror(errno));
-		return OB_EINVAL;
-	}
-	fclose(f);
-	return OB_OK;
 }
 
 int
@@ -90,9 +63,9 @@ ob_bus_tls_check(const char *const *urls, size_t n, const struct ob_bus_tls_file
 		return OB_EINVAL;
 	}
 	int rc;
-	if ((rc = check_file("tls-cert", f->cert, err, errlen)) != OB_OK ||
-	    (rc = check_file("tls-key", f->key, err, errlen)) != OB_OK ||
-	    (rc = check_file("tls-ca", f->ca, err, errlen)) != OB_OK)
+	if ((rc = ob_pem_file_check("--tls-cert", f->cert, err, errlen)) != OB_OK ||
+	    (rc = ob_pem_file_check("--tls-key", f->key, err, errlen)) != OB_OK ||
+	    (rc = ob_pem_file_check("--tls-ca", f->ca, err, errlen)) != OB_OK)
 		return rc;
 	if (f->server_name != NULL && f->server_name[0] == '\0') {
 		snprintf(err, errlen, "--tls-server-name: empty");
@@ -111,8 +84,8 @@ read_pem(const char *flag, const char *path, char *err, size_t errlen)
 		snprintf(err, errlen, "--%s %s: %s", flag, path, strerror(errno));
 		return NULL;
 	}
-	char *buf = malloc(OB_BUS_TLS_FILE_MAX + 1);
-	size_t len = buf != NULL ? fread(buf, 1, OB_BUS_TLS_FILE_MAX + 1, f) : 0;
+	char *buf = malloc(OB_PEM_FILE_MAX + 1);
+	size_t len = buf != NULL ? fread(buf, 1, OB_PEM_FILE_MAX + 1, f) : 0;
 	int rerr = ferror(f) ? errno : 0;
 	fclose(f);
 	if (buf == NULL) {
@@ -120,7 +93,7 @@ read_pem(const char *flag, const char *path, char *err, size_t errlen)
 		return NULL;
 	}
 	const char *why = rerr ? strerror(rerr)
-	    : len > OB_BUS_TLS_FILE_MAX ? "larger than 1 MiB, not a PEM file"
+	    : len > OB_PEM_FILE_MAX ? "larger than 1 MiB, not a PEM file"
 	    : len == 0 ? "empty"
 	    : memchr(buf, '\0', len) != NULL ? "binary (DER?): PEM text expected"
 	    : NULL;

@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -22,6 +21,7 @@
 
 #include "outbox/err.h"
 #include "outbox/httpd_tls.h"
+#include "outbox/pem_file.h"
 
 struct ob_httpd_tls {
 	SSL_CTX *ctx;
@@ -42,34 +42,6 @@ ssl_reason(const char *fallback)
 	return r != NULL ? r : fallback;
 }
 
-/* A readable regular file of sane size, or one line in err. */
-static int
-check_file(const char *flag, const char *path, char *err, size_t errlen)
-{
-	struct stat st;
-	if (path == NULL || path[0] == '\0') {
-		snprintf(err, errlen, "%s: no file given", flag);
-		return OB_EINVAL;
-	}
-	FILE *f = fopen(path, "r");
-	if (f == NULL) {
-		snprintf(err, errlen, "%s %s: %s", flag, path, strerror(errno));
-		return OB_EINVAL;
-	}
-	int rc = fstat(fileno(f), &st);
-	fclose(f);
-	if (rc != 0 || !S_ISREG(st.st_mode)) {
-		snprintf(err, errlen, "%s %s: not a regular file", flag, path);
-		return OB_EINVAL;
-	}
-	if (st.st_size > OB_HTTPD_TLS_FILE_MAX) {
-		snprintf(err, errlen, "%s %s: larger than %d bytes: not a PEM file", flag, path,
-		    OB_HTTPD_TLS_FILE_MAX);
-		return OB_EINVAL;
-	}
-	return OB_OK;
-}
-
 /* The key's passphrase callback: none is ever given (no prompt on a tty). */
 static int
 no_passphrase(char *buf, int size, int rwflag, void *u)
@@ -87,9 +59,9 @@ ob_httpd_tls_new(const struct ob_httpd_tls_files *f, struct ob_httpd_tls **out, 
 {
 	static const unsigned char sid_ctx[] = "outbox-httpd";
 	int rc;
-	if ((rc = check_file("--tls-cert", f->cert, err, errlen)) != OB_OK ||
-	    (rc = check_file("--tls-key", f->key, err, errlen)) != OB_OK ||
-	    (f->ca != NULL && (rc = check_file("--tls-ca", f->ca, err, errlen)) != OB_OK))
+	if ((rc = ob_pem_file_check("--tls-cert", f->cert, err, errlen)) != OB_OK ||
+	    (rc = ob_pem_file_check("--tls-key", f->key, err, errlen)) != OB_OK ||
+	    (f->ca != NULL && (rc = ob_pem_file_check("--tls-ca", f->ca, err, errlen)) != OB_OK))
 		return rc;
 	struct ob_httpd_tls *t = calloc(1, sizeof(*t));
 	if (t == NULL) {

@@ -31,10 +31,6 @@
 #include <nng/nng.h>
 #include <nng/supplemental/tls/tls.h>
 
-/* A certificate, key or CA file larger than this is refused (a PEM chain is
- * a few kB; this only stops a wrong path from being read whole). */
-#define OB_BUS_TLS_FILE_MAX (1024 * 1024)
-
 /* Handshake deadline of nng 1.5's TLS transport (tlstran_pipe_start: the
  * SP header exchange and the TLS handshake together), not settable: a
  * connection that does not finish by then is closed. Stated for docs and

@@ -24,10 +24,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* A certificate, key or CA file larger than this is refused (a PEM chain
- * is a few kB; this only stops a wrong path from being read whole). */
-#define OB_HTTPD_TLS_FILE_MAX (1024 * 1024)
-
 /* The files (borrowed). cert and key are required; ca NULL = no client
  * certificate asked for. */
 struct ob_httpd_tls_files {
@@ -38,12 +34,12 @@ struct ob_httpd_tls_files {
 
 struct ob_httpd_tls;
 
-/* Read and check the files and build the server context: each must be a
- * readable regular file of at most OB_HTTPD_TLS_FILE_MAX bytes that
- * OpenSSL parses, and the key must be the certificate's. OB_OK and *out
- * owned (ob_httpd_tls_free; it must outlive every server using it), or
- * OB_EINVAL (OB_ENOMEM) with one line in err naming the flag, the file and
- * why. Never prompts for a passphrase (an encrypted key is refused). */
+/* Read and check the files and build the server context: each must pass
+ * ob_pem_file_check (outbox/pem_file.h) and be a file OpenSSL parses, and
+ * the key must be the certificate's. OB_OK and *out owned
+ * (ob_httpd_tls_free; it must outlive every server using it), or OB_EINVAL
+ * (OB_ENOMEM) with one line in err naming the flag, the file and why.
+ * Never prompts for a passphrase (an encrypted key is refused). */
 int ob_httpd_tls_new(const struct ob_httpd_tls_files *f, struct ob_httpd_tls **out,
     char *err, size_t errlen);
 
