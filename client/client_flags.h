@@ -5,7 +5,7 @@
  * macro expands to rows of a config table (OB_CFG_OPT), so the including
  * file's OB_CFG_STRUCT must have the fields they name: CLIENT_RETRY_OPTIONS
  * attempts, backoff_base, backoff_cap, timeout_ms, max_retry_after and
- * ledger.
+ * ledger, which CLIENT_RETRY_FIELDS hands on to a struct client_opts.
  */
 #ifndef OUTBOX_CLIENT_CLIENT_FLAGS_H
 #define OUTBOX_CLIENT_CLIENT_FLAGS_H
@@ -24,6 +24,11 @@
 	    false, field, "send Authorization: Bearer with the one token in this file (the"      \
 	    " server's format); " scope "; never printed")
 
+/* --timeout-ms of one HTTP attempt; help: what it bounds in this command. */
+#define CLIENT_OPT_TIMEOUT_MS(field, help)                                               \
+	OB_CFG_OPT("timeout-ms", "OUTBOX_TIMEOUT_MS", OB_CFG_INT, "2000", 1, 600000, NULL,      \
+	    false, field, help)
+
 #define CLIENT_RETRY_OPTIONS                                                             \
 	OB_CFG_OPT("attempts", "OUTBOX_ATTEMPTS", OB_CFG_INT, "4", 1, CLIENT_MAX_ATTEMPTS, NULL, \
 	    false, attempts, "HTTP attempts of each call, the first included"),              \
@@ -32,12 +37,22 @@
 	    "Full Jitter base: sleep = random(0, min(cap, base * 2^attempt))"),               \
 	OB_CFG_OPT("backoff-cap", "OUTBOX_BACKOFF_CAP", OB_CFG_DURATION, "200ms", 1, 600000,    \
 	    NULL, false, backoff_cap, "Full Jitter cap"),                                     \
-	OB_CFG_OPT("timeout-ms", "OUTBOX_TIMEOUT_MS", OB_CFG_INT, "2000", 1, 600000, NULL,      \
-	    false, timeout_ms, "per-attempt timeout in milliseconds"),                        \
+	CLIENT_OPT_TIMEOUT_MS(timeout_ms, "per-attempt timeout in milliseconds"),              \
 	OB_CFG_OPT("max-retry-after", "OUTBOX_MAX_RETRY_AFTER", OB_CFG_DURATION, "5s", 0,       \
 	    3600000, NULL, false, max_retry_after,                                            \
 	    "longest Retry-After honoured between attempts"),                                 \
 	OB_CFG_OPT("ledger", "OUTBOX_LEDGER", OB_CFG_STRING, NULL, 0, 0, NULL, false, ledger,   \
 	    "append-only JSON-lines tool ledger (fsynced); an uncertain key is looked up first")
+
+/* The values of CLIENT_RETRY_OPTIONS' fields of cfg as designated
+ * initializers of the same-named members of struct client_opts (or of any
+ * struct that takes them: struct mcp_server). */
+#define CLIENT_RETRY_FIELDS(cfg)                                                         \
+	.attempts = (int)(cfg).attempts,                                                     \
+	.base_ms = (cfg).backoff_base,                                                       \
+	.cap_ms = (cfg).backoff_cap,                                                         \
+	.timeout_ms = (cfg).timeout_ms,                                                      \
+	.max_retry_after_ms = (cfg).max_retry_after,                                         \
+	.ledger = (cfg).ledger
 
 #endif

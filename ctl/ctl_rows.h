@@ -19,6 +19,11 @@
 	OB_CFG_OPT("inbox-db", "OUTBOX_INBOX_DB", OB_CFG_STRING, NULL, 0, 0, NULL, true, \
 	    field, "PostgreSQL connection string of the consumer's database (inbox schema)")
 
+/* --key, required: the one key a command is about; help: whose key. */
+#define CTL_OPT_KEY(field, help)                                                      \
+	OB_CFG_OPT("key", "OUTBOX_CTL_KEY", OB_CFG_STRING, NULL, 0, 0, NULL, true,     \
+	    field, help)
+
 /* --topic, optional; help: what it narrows, "only this topic". */
 #define CTL_OPT_TOPIC(field, help)                                                    \
 	OB_CFG_OPT("topic", "OUTBOX_CTL_TOPIC", OB_CFG_STRING, NULL, 0, 0, NULL, false,  \

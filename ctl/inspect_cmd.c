@@ -25,8 +25,7 @@ struct inspect_config {
 
 static const struct ob_cfg_opt ctl_inspect_options[] = {
 	CTL_OPT_DB(db),
-	OB_CFG_OPT("key", "OUTBOX_CTL_KEY", OB_CFG_STRING, NULL, 0, 0, NULL, true, key,
-	    "the message's idempotency key"),
+	CTL_OPT_KEY(key, "the message's idempotency key"),
 	CTL_OPT_TOPIC(topic,
 	    "its topic (a key is unique per topic; without it every topic is searched)"),
 	CTL_OPT_JSON(json, "text"),

@@ -5,7 +5,7 @@
 #include <stdio.h>
 
 #include "ctl.h"
-#include "outbox/config.h"
+#include "outbox/config_rows.h"
 #include "outbox/err.h"
 #include "outbox/migrate.h"
 #include "outbox/pg.h"
@@ -18,8 +18,7 @@ struct migrate_config {
 #define OB_CFG_STRUCT struct migrate_config
 
 static const struct ob_cfg_opt ctl_migrate_options[] = {
-	OB_CFG_OPT("db", "OUTBOX_DB", OB_CFG_STRING, NULL, 0, 0, NULL, true, db,
-	    "PostgreSQL connection string (keywords or URI)"),
+	OB_CFG_OPT_DB_HELP(db, "PostgreSQL connection string (keywords or URI)"),
 	OB_CFG_OPT("schema", "OUTBOX_SCHEMA", OB_CFG_ENUM, "all", 0, 0, "all|outbox|inbox", false,
 	    schema, "which migrations: producer side (outbox), consumer side (inbox), or both"),
 	OB_CFG_END,

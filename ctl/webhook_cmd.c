@@ -53,8 +53,7 @@ static const struct ob_cfg_opt ctl_webhook_resolve_options[] = {
 	CTL_OPT_INBOX_DB(db),
 	OB_CFG_OPT("topic", "OUTBOX_CTL_TOPIC", OB_CFG_STRING, NULL, 0, 0, NULL, true, topic,
 	    "the parked call's topic"),
-	OB_CFG_OPT("key", "OUTBOX_CTL_KEY", OB_CFG_STRING, NULL, 0, 0, NULL, true, key,
-	    "the parked call's idempotency key"),
+	CTL_OPT_KEY(key, "the parked call's idempotency key"),
 	OB_CFG_OPT("as", "OUTBOX_CTL_RESOLVE_AS", OB_CFG_ENUM, NULL, 0, 0, "sent|not-sent", true,
 	    as, "sent = the downstream applied it (redeliveries: duplicate); not-sent = it did"
 	    " not (the next delivery sends it once more)"),

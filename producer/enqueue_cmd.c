@@ -8,11 +8,11 @@
 #include <string.h>
 
 #include "enqueue.h"
-#include "outbox/config_rows.h"
 #include "outbox/err.h"
 #include "outbox/pg.h"
 #include "outbox/wire.h"
 #include "producer.h"
+#include "producer_rows.h"
 
 #define ENQUEUE_MAX_COUNT 10000000
 
@@ -39,14 +39,12 @@ static const struct ob_cfg_opt enqueue_options[] = {
 	    "steps to reproduce"),
 	OB_CFG_OPT("severity", "OUTBOX_SEVERITY", OB_CFG_ENUM, "medium", 0, 0,
 	    "low|medium|high|critical", false, severity, "report severity"),
-	OB_CFG_OPT("key", "OUTBOX_KEY", OB_CFG_STRING, NULL, 0, 0, NULL, false, key,
-	    "the report's idempotency key, stored with it (1..255 bytes; default: a random"
-	    " UUID per report; with --count N the keys are KEY-1..KEY-N); the outbox"
-	    " record's key is report-<report id>"),
+	PRODUCER_OPT_KEY(key, false, "the report's idempotency key, stored with it (1..255"
+	    " bytes; default: a random UUID per report; with --count N the keys are"
+	    " KEY-1..KEY-N); the outbox record's key is report-<report id>"),
 	OB_CFG_OPT("count", "OUTBOX_COUNT", OB_CFG_INT, "1", 1, ENQUEUE_MAX_COUNT, NULL, false,
 	    count, "how many reports to write, each in its own transaction"),
-	OB_CFG_OPT("quiet", "OUTBOX_QUIET", OB_CFG_BOOL, "false", 0, 0, NULL, false, quiet,
-	    "print only the summary line"),
+	PRODUCER_OPT_QUIET(quiet, "print only the summary line"),
 	OB_CFG_END,
 };
 

@@ -34,10 +34,10 @@
 #include "client.h"
 #include "outbox/backoff.h"
 #include "outbox/clock.h"
-#include "outbox/config.h"
 #include "outbox/err.h"
 #include "outbox/pg.h"
 #include "producer.h"
+#include "producer_rows.h"
 
 #define MATRIX_ROWS 5
 #define MATRIX_COLS 5
@@ -82,15 +82,12 @@ struct matrix_config {
 #define OB_CFG_STRUCT struct matrix_config
 
 static const struct ob_cfg_opt matrix_options[] = {
-	OB_CFG_OPT("db", "OUTBOX_DB", OB_CFG_STRING, NULL, 0, 0, NULL, true, db,
-	    "PostgreSQL connection string (outbox migrations applied); each cell's rows are"
+	OB_CFG_OPT_DB_HELP(db, "PostgreSQL connection string (outbox migrations applied); each cell's rows are"
 	    " tagged with the run id in their module"),
-	OB_CFG_OPT("run-id", "OUTBOX_RUN_ID", OB_CFG_STRING, NULL, 0, 0, NULL, false, run_id,
-	    "tag of this run (default: random)"),
+	PRODUCER_OPT_RUN_ID(run_id, "tag of this run (default: random)"),
 	OB_CFG_OPT("workdir", "OUTBOX_WORKDIR", OB_CFG_STRING, NULL, 0, 0, NULL, false, workdir,
 	    "directory for the servers' logs and ready files (default: a new temp dir)"),
-	OB_CFG_OPT("quiet", "OUTBOX_QUIET", OB_CFG_BOOL, "false", 0, 0, NULL, false, quiet,
-	    "print only the table"),
+	PRODUCER_OPT_QUIET(quiet, "print only the table"),
 	OB_CFG_END,
 };
 

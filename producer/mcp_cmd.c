@@ -23,11 +23,11 @@
 #include "auth.h"
 #include "client_flags.h"
 #include "mcp.h"
-#include "outbox/config_rows.h"
 #include "outbox/err.h"
 #include "outbox/log.h"
 #include "outbox/program.h"
 #include "producer.h"
+#include "producer_rows.h"
 
 #define MCP_MESSAGE_MIN 1024
 #define MCP_MESSAGE_MAX (64 * 1024 * 1024)
@@ -50,9 +50,9 @@ struct mcp_config {
 
 static const struct ob_cfg_opt mcp_options[] = {
 	CLIENT_OPT_URL(url),
-	OB_CFG_OPT("run-id", "OUTBOX_RUN_ID", OB_CFG_STRING, NULL, 0, 0, NULL, false, run_id,
-	    "the run the tool keys belong to (1..128 printable characters); default: derived"
-	    " from the host process (kept across restarts of this server by the same host)"),
+	PRODUCER_OPT_RUN_ID(run_id, "the run the tool keys belong to (1..128 printable"
+	    " characters); default: derived from the host process (kept across restarts of"
+	    " this server by the same host)"),
 	CLIENT_RETRY_OPTIONS,
 	OB_CFG_OPT("max-message", "OUTBOX_MCP_MAX_MESSAGE", OB_CFG_SIZE, "1m", MCP_MESSAGE_MIN,
 	    MCP_MESSAGE_MAX, NULL, false, max_message,
@@ -205,12 +205,7 @@ producer_cmd_mcp(int argc, char **argv)
 	code = 2;
 	struct mcp_server s = {
 		.url = cfg.url,
-		.attempts = (int)cfg.attempts,
-		.base_ms = cfg.backoff_base,
-		.cap_ms = cfg.backoff_cap,
-		.timeout_ms = cfg.timeout_ms,
-		.max_retry_after_ms = cfg.max_retry_after,
-		.ledger = cfg.ledger,
+		CLIENT_RETRY_FIELDS(cfg),
 	};
 	int rc = cfg.run_id != NULL ? check_run_id(cfg.run_id, err, sizeof(err))
 	                            : derive_run_id(s.run_id, sizeof(s.run_id), err, sizeof(err));

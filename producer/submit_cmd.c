@@ -18,9 +18,9 @@
 #include "auth.h"
 #include "client.h"
 #include "client_flags.h"
-#include "outbox/config.h"
 #include "outbox/err.h"
 #include "producer.h"
+#include "producer_rows.h"
 
 #define SUBMIT_MAX_ARGS 256
 #define SEND_MAX_PAYLOAD (1024 * 1024) /* bytes of --payload @FILE (the API's largest) */
@@ -52,7 +52,7 @@ struct submit_config {
 /* The flags submit and send share: where, the key, retries, the ledger. */
 #define CALL_OPTIONS \
 	CLIENT_OPT_URL(url), \
-	OB_CFG_OPT("key", "OUTBOX_KEY", OB_CFG_STRING, NULL, 0, 0, NULL, false, key, \
+	PRODUCER_OPT_KEY(key, false, \
 	    "the idempotency key of this logical call (1..255 printable ASCII)"), \
 	OB_CFG_OPT("key-from", "OUTBOX_KEY_FROM", OB_CFG_STRING, NULL, 0, 0, NULL, false, \
 	    key_from, "derive the key: 'tool-call RUN:TOOL_USE_ID', 'content' (a digest of" \
@@ -253,12 +253,7 @@ run_call(const struct ob_cfg_program *prog, const struct ob_cfg_opt *options,
 		.topic = cfg.topic,
 		.ordering_key = cfg.ordering_key,
 		.run = cfg.run,
-		.attempts = (int)cfg.attempts,
-		.base_ms = cfg.backoff_base,
-		.cap_ms = cfg.backoff_cap,
-		.timeout_ms = cfg.timeout_ms,
-		.max_retry_after_ms = cfg.max_retry_after,
-		.ledger = cfg.ledger,
+		CLIENT_RETRY_FIELDS(cfg),
 	};
 	if (parse_key_from(&cfg, &o, err, sizeof(err)) != OB_OK ||
 	    (target == CLIENT_MESSAGE &&
@@ -307,13 +302,11 @@ struct lookup_config {
 
 static const struct ob_cfg_opt lookup_options[] = {
 	CLIENT_OPT_URL(url),
-	OB_CFG_OPT("key", "OUTBOX_KEY", OB_CFG_STRING, NULL, 0, 0, NULL, true, key,
-	    "the idempotency key to look up"),
+	PRODUCER_OPT_KEY(key, true, "the idempotency key to look up"),
 	OB_CFG_OPT("kind", "OUTBOX_KIND", OB_CFG_ENUM, "report", 0, 0, "report|message", false,
 	    kind, "what the key made: a report (submit, /v1/reports) or a message (send,"
 	    " /v1/messages)"),
-	OB_CFG_OPT("timeout-ms", "OUTBOX_TIMEOUT_MS", OB_CFG_INT, "2000", 1, 600000, NULL, false,
-	    timeout_ms, "timeout in milliseconds"),
+	CLIENT_OPT_TIMEOUT_MS(timeout_ms, "timeout in milliseconds"),
 	CLIENT_OPT_TOKEN_FILE(api_token_file, "the key is looked up in that token's scope"),
 	OB_CFG_END,
 };

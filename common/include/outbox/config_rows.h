@@ -13,10 +13,14 @@
 #include "outbox/config.h"
 #include "outbox/fault.h"
 
+/* --db: required; help: the whole text, for a command whose --db is not
+ * one program's own database (outboxctl migrate takes either). */
+#define OB_CFG_OPT_DB_HELP(field, help)                                               \
+	OB_CFG_OPT("db", "OUTBOX_DB", OB_CFG_STRING, NULL, 0, 0, NULL, true, field, help)
+
 /* --db: required; whose: which database, "the consumer's database (inbox schema)". */
 #define OB_CFG_OPT_DB(field, whose)                                                   \
-	OB_CFG_OPT("db", "OUTBOX_DB", OB_CFG_STRING, NULL, 0, 0, NULL, true, field,   \
-	    "PostgreSQL connection string of " whose)
+	OB_CFG_OPT_DB_HELP(field, "PostgreSQL connection string of " whose)
 
 #define OB_CFG_OPT_LOG_LEVEL(field)                                                   \
 	OB_CFG_OPT("log-level", "OUTBOX_LOG_LEVEL", OB_CFG_ENUM, "info", 0, 0,        \
