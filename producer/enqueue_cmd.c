@@ -48,14 +48,12 @@ static const struct ob_cfg_opt enqueue_options[] = {
 	OB_CFG_END,
 };
 
-static const struct ob_cfg_program enqueue_program = {
-	.name = "outbox-producer enqueue",
-	.synopsis = "outbox-producer enqueue --db CONNINFO [--title T] [--key K] [--count N]",
-	.description = "Insert a bug report and its outbox record (topic report.created) in ONE"
-	    " transaction; any failure rolls both back. Prints report_id, message_id"
-	    " and key per report.",
-	.options = enqueue_options,
-};
+static const struct ob_cfg_program enqueue_program = PRODUCER_PROGRAM("enqueue",
+    "--db CONNINFO [--title T] [--key K] [--count N]",
+    "Insert a bug report and its outbox record (topic report.created) in ONE"
+    " transaction; any failure rolls both back. Prints report_id, message_id"
+    " and key per report.",
+    enqueue_options);
 
 int
 producer_cmd_enqueue(int argc, char **argv)

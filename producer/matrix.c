@@ -327,14 +327,12 @@ remove_flat_dir(const char *dir)
 	rmdir(dir);
 }
 
-static const struct ob_cfg_program matrix_program = {
-	.name = "outbox-producer matrix",
-	.synopsis = "outbox-producer matrix --db CONNINFO",
-	.description = "Reproduce the article's fault matrix: 5 server-mode/key-source rows x 5"
-	    " fault columns, each cell a real server + the real client, counting business rows"
-	    " in the database. Exit 0 when every cell equals the article's table.",
-	.options = matrix_options,
-};
+static const struct ob_cfg_program matrix_program = PRODUCER_PROGRAM("matrix",
+    "--db CONNINFO",
+    "Reproduce the article's fault matrix: 5 server-mode/key-source rows x 5"
+    " fault columns, each cell a real server + the real client, counting business rows"
+    " in the database. Exit 0 when every cell equals the article's table.",
+    matrix_options);
 
 int
 producer_cmd_matrix(int argc, char **argv)

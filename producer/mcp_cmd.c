@@ -63,17 +63,16 @@ static const struct ob_cfg_opt mcp_options[] = {
 	OB_CFG_END,
 };
 
-static const struct ob_program program = { .events = "mcp", .config = {
-	.name = "outbox-producer mcp",
-	.synopsis = "outbox-producer mcp [--url URL] [--run-id RUN] [options]",
-	.description = "An MCP tool server on stdio (JSON-RPC 2.0, one message per line) for"
-	    " agent hosts, with the tools submit_bug_report and lookup_by_key. Each call's"
-	    " idempotency key is made by this server from the run id and the call's"
-	    " normalized arguments (never by the model; a key in the request's"
-	    " _meta.idempotency_key wins), so a retried call is answered from the first"
-	    " result. Logs go to stderr.",
-	.options = mcp_options,
-} };
+static const struct ob_program program = { .events = "mcp",
+	.config = PRODUCER_PROGRAM("mcp",
+    "[--url URL] [--run-id RUN] [options]",
+    "An MCP tool server on stdio (JSON-RPC 2.0, one message per line) for"
+    " agent hosts, with the tools submit_bug_report and lookup_by_key. Each call's"
+    " idempotency key is made by this server from the run id and the call's"
+    " normalized arguments (never by the model; a key in the request's"
+    " _meta.idempotency_key wins), so a retried call is answered from the first"
+    " result. Logs go to stderr.",
+    mcp_options) };
 
 static int
 check_run_id(const char *s, char *err, size_t errlen)

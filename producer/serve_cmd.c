@@ -41,6 +41,7 @@
 #include "outbox/program.h"
 #include "outbox/reload.h"
 #include "producer.h"
+#include "producer_rows.h"
 
 struct serve_config {
 	char *db;
@@ -165,18 +166,16 @@ static const struct ob_cfg_opt serve_options[] = {
 	OB_CFG_END,
 };
 
-static const struct ob_program program = { .events = "producer", .config = {
-	.name = "outbox-producer serve",
-	.synopsis = "outbox-producer serve --db CONNINFO [--http http(s)://HOST:PORT] [options]",
-	.description =
+static const struct ob_program program = { .events = "producer",
+	.config = PRODUCER_PROGRAM("serve",
+    "--db CONNINFO [--http http(s)://HOST:PORT] [options]",
     "Serve the idempotent bug-report API: POST /v1/reports (Idempotency-Key required),"
     " GET /v1/reports?idempotency_key=K, GET /v1/reports/{id}, GET /healthz. In atomic mode"
     " the report, its outbox record (topic report.created) and the key's stored response"
     " commit in ONE transaction, only while the key still carries this request's fencing"
     " token. With --http https:// the API is served over TLS, and with --tls-ca only"
     " to clients holding a certificate from that CA (docs/security.md).",
-	.options = serve_options,
-} };
+    serve_options) };
 
 static bool
 ready_cb(void *arg)

@@ -144,30 +144,26 @@ parse_key_from(const struct submit_config *cfg, struct client_opts *o, char *err
 	return OB_OK;
 }
 
-static const struct ob_cfg_program submit_program = {
-	.name = "outbox-producer submit",
-	.synopsis = "outbox-producer submit --title T --module M (--key K | --key-from tool-call"
-	    " RUN:TOOL_USE_ID | --key-from content --run RUN) [options]",
-	.description = "Submit a bug report as an agent tool would: one key per logical call,"
-	    " reused on every retry (Full Jitter; Retry-After honoured). Prints ONE JSON"
-	    " observation {ok, code, content, metadata}. Exit 0 ok, 1 failed (nothing"
-	    " created), 2 usage, 3 SIDE_EFFECT_UNCERTAIN (may have been created: look the"
-	    " key up, do not resubmit).",
-	.options = submit_options,
-};
+static const struct ob_cfg_program submit_program = PRODUCER_PROGRAM("submit",
+    "--title T --module M (--key K | --key-from tool-call"
+    " RUN:TOOL_USE_ID | --key-from content --run RUN) [options]",
+    "Submit a bug report as an agent tool would: one key per logical call,"
+    " reused on every retry (Full Jitter; Retry-After honoured). Prints ONE JSON"
+    " observation {ok, code, content, metadata}. Exit 0 ok, 1 failed (nothing"
+    " created), 2 usage, 3 SIDE_EFFECT_UNCERTAIN (may have been created: look the"
+    " key up, do not resubmit).",
+    submit_options);
 
-static const struct ob_cfg_program send_program = {
-	.name = "outbox-producer send",
-	.synopsis = "outbox-producer send --topic T --payload JSON|@FILE [--ordering-key K]"
-	    " (--key K | --key-from tool-call RUN:TOOL_USE_ID | --key-from content --run RUN)"
-	    " [options]",
-	.description = "Send a message (POST /v1/messages) as an agent tool would, with the"
-	    " retries, ledger and observation of submit: one key per logical call, reused on"
-	    " every retry. Exit 0 ok (metadata.messageId), 1 failed (nothing sent), 2 usage,"
-	    " 3 SIDE_EFFECT_UNCERTAIN (may have been sent: `outbox-producer lookup --kind"
-	    " message --key K`, do not send again).",
-	.options = send_options,
-};
+static const struct ob_cfg_program send_program = PRODUCER_PROGRAM("send",
+    "--topic T --payload JSON|@FILE [--ordering-key K]"
+    " (--key K | --key-from tool-call RUN:TOOL_USE_ID | --key-from content --run RUN)"
+    " [options]",
+    "Send a message (POST /v1/messages) as an agent tool would, with the"
+    " retries, ledger and observation of submit: one key per logical call, reused on"
+    " every retry. Exit 0 ok (metadata.messageId), 1 failed (nothing sent), 2 usage,"
+    " 3 SIDE_EFFECT_UNCERTAIN (may have been sent: `outbox-producer lookup --kind"
+    " message --key K`, do not send again).",
+    send_options);
 
 /* --payload: the text itself, or @FILE's contents (at most
  * SEND_MAX_PAYLOAD bytes); a JSON object or array. Owned into *out. */
@@ -311,14 +307,12 @@ static const struct ob_cfg_opt lookup_options[] = {
 	OB_CFG_END,
 };
 
-static const struct ob_cfg_program lookup_program = {
-	.name = "outbox-producer lookup",
-	.synopsis = "outbox-producer lookup --key K [--kind report|message] [--url URL]",
-	.description = "Look a report or a message up by its idempotency key (the recovery"
-	    " step before resubmitting). Prints ONE JSON observation: OK with what the key"
-	    " made, or NOT_FOUND (exit 1).",
-	.options = lookup_options,
-};
+static const struct ob_cfg_program lookup_program = PRODUCER_PROGRAM("lookup",
+    "--key K [--kind report|message] [--url URL]",
+    "Look a report or a message up by its idempotency key (the recovery"
+    " step before resubmitting). Prints ONE JSON observation: OK with what the key"
+    " made, or NOT_FOUND (exit 1).",
+    lookup_options);
 
 int
 producer_cmd_lookup(int argc, char **argv)
