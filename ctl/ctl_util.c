@@ -210,6 +210,18 @@ out:
 	return code;
 }
 
+int
+ctl_read_end(PGconn *conn, PGresult *res, int rc, const char *side, char *err, size_t errlen)
+{
+	if (rc == OB_OK)
+		return ob_pg_commit(conn, err, errlen) == OB_OK ? OB_OK : OB_EDB;
+	if (rc == OB_ENOMEM)
+		snprintf(err, errlen, "%s: out of memory", side);
+	PQclear(res);
+	ob_pg_rollback(conn);
+	return rc;
+}
+
 PGresult *
 ctl_query(const struct ctl_cmd *cmd, PGconn *conn, const char *sql, int n,
     const char *const *params)

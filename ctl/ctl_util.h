@@ -74,6 +74,14 @@ typedef int ctl_body(const struct ctl_cmd *cmd, PGconn *conn, void *cfg, char **
 int ctl_run(const struct ctl_cmd *cmd, size_t cfg_size, int argc, char **argv, ctl_check *check,
     ctl_body *body);
 
+/* The end of a read in a read-only transaction (prove's and the web
+ * view's snapshots): rc OB_OK, committed (OB_EDB with the reason in err if
+ * COMMIT fails); else res (NULL is ok) freed, the transaction rolled back,
+ * and rc returned, "SIDE: out of memory" in err for OB_ENOMEM (other
+ * codes: err is already said). */
+int ctl_read_end(PGconn *conn, PGresult *res, int rc, const char *side, char *err,
+    size_t errlen);
+
 /* Run sql with params[0..n) on conn for rows: the result (owned, release
  * with PQclear), or NULL after "outboxctl NAME: reason" (one line). */
 PGresult *ctl_query(const struct ctl_cmd *cmd, PGconn *conn, const char *sql, int n,

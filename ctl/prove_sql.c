@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ctl_util.h"
 #include "outbox/buf.h"
 #include "outbox/err.h"
 #include "outbox/pg.h"
@@ -541,21 +542,6 @@ prove_result_free(struct prove_result *r)
 	memset(r, 0, sizeof *r);
 }
 
-/* The end of one side's read, in its read-only transaction: committed
- * (rc OB_OK), or res freed and rolled back with rc (out of memory said in
- * err for side). */
-static int
-read_end(PGconn *conn, PGresult *res, int rc, const char *side, char *err, size_t errlen)
-{
-	if (rc == OB_OK)
-		return ob_pg_commit(conn, err, errlen) == OB_OK ? OB_OK : OB_EDB;
-	if (rc == OB_ENOMEM)
-		snprintf(err, errlen, "%s: out of memory", side);
-	PQclear(res);
-	ob_pg_rollback(conn);
-	return rc;
-}
-
 /* Read the outbox's side: the window (into r and the arrays), the oldest
  * retained event, the takeovers. One transaction, one snapshot. */
 static int
@@ -597,9 +583,9 @@ read_outbox(PGconn *conn, const struct prove_query *q, struct prove_result *r,
 	if (PQntuples(res) > 0) /* the class counts takeovers, not batches */
 		r->classes[PROVE_TAKEOVERS].count = ob_pg_int64(res, 0, 1);
 	PQclear(res);
-	return read_end(conn, NULL, OB_OK, "outbox", err, errlen);
+	return ctl_read_end(conn, NULL, OB_OK, "outbox", err, errlen);
 fail:
-	return read_end(conn, res, rc, "outbox", err, errlen);
+	return ctl_read_end(conn, res, rc, "outbox", err, errlen);
 }
 
 /* Read the inbox's side: the classes of the window, the phantom
@@ -643,9 +629,9 @@ read_inbox(PGconn *conn, const struct prove_query *q, struct window_arrays *a,
 		PQclear(res);
 		res = NULL;
 	}
-	return read_end(conn, NULL, OB_OK, "inbox", err, errlen);
+	return ctl_read_end(conn, NULL, OB_OK, "inbox", err, errlen);
 fail:
-	return read_end(conn, res, rc, "inbox", err, errlen);
+	return ctl_read_end(conn, res, rc, "inbox", err, errlen);
 }
 
 /* The candidates the outbox does not hold at all, now: phantoms; those

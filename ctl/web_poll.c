@@ -218,14 +218,9 @@ read_outbox(struct web_poll *p, json_t *root, int64_t *delivered, double *lag, c
 		goto fail;
 	json_object_set_new(root, "blocked_keys", rows_json(res, NULL));
 	PQclear(res);
-	res = NULL;
-	if (ob_pg_commit(p->db, err, errlen) != OB_OK)
-		goto fail;
-	return OB_OK;
+	return ctl_read_end(p->db, NULL, OB_OK, "outbox", err, errlen);
 fail:
-	PQclear(res);
-	ob_pg_rollback(p->db);
-	return rc;
+	return ctl_read_end(p->db, res, rc, "outbox", err, errlen);
 }
 
 /* The consumer part ({"applied", "duplicates", "key_reuse_rejects",
@@ -268,17 +263,14 @@ read_inbox(struct web_poll *p, json_t **out, char *err, size_t errlen)
 	}
 	json_object_set_new(c, "dedup", rows_json(res, NULL));
 	PQclear(res);
-	if (ob_pg_commit(p->inbox, err, errlen) != OB_OK) {
+	if (ctl_read_end(p->inbox, NULL, OB_OK, "inbox", err, errlen) != OB_OK) {
 		json_decref(c);
-		ob_pg_rollback(p->inbox);
 		return OB_EDB;
 	}
 	*out = c;
 	return OB_OK;
 fail:
-	PQclear(res);
-	ob_pg_rollback(p->inbox);
-	return OB_EDB;
+	return ctl_read_end(p->inbox, res, OB_EDB, "inbox", err, errlen);
 }
 
 /* dumps j, with '<', '>' and '&' as \u escapes (they can only occur inside
