@@ -255,12 +255,9 @@ create(PGconn *conn, const struct api_config *cfg, const struct api_request *req
 	    !api_key_from_header(req, key, stored, res))
 		return;
 	struct report_input in;
-	int rc = report_parse_body(req->body != NULL ? req->body : "", req->body_len, &in, err,
-	    sizeof(err));
-	if (rc != OB_OK) {
-		api_error(res, rc == OB_EINVAL ? 400 : 500, "invalid_body", err);
+	if (!api_body_parsed(report_parse_body(req->body != NULL ? req->body : "", req->body_len,
+	        &in, err, sizeof(err)), err, res))
 		return;
-	}
 	struct api_key k = { key, stored, scope };
 	switch (mode) {
 	case PRODUCER_MODE_ATOMIC:
@@ -279,20 +276,14 @@ create(PGconn *conn, const struct api_config *cfg, const struct api_request *req
 static void
 lookup_by_key(PGconn *conn, const struct api_request *req, struct api_response *res)
 {
-	char stored[PRODUCER_KEY_MAX + 1], err[512];
-	if (!api_key_from_query(req, stored, res))
-		return;
-	const char *params[1] = { stored };
-	PGresult *r = ob_pg_rows(conn,
+	PGresult *r = api_key_lookup(conn, req,
 	    "SELECT (SELECT " REPORT_JSON " FROM app.bug_reports WHERE idempotency_key = $1"
 	    "         ORDER BY id LIMIT 1),"
 	    "       (SELECT count(*) FROM app.bug_reports WHERE idempotency_key = $1),"
 	    "       (SELECT state FROM " PRODUCER_KEY_TABLE " WHERE idempotency_key = $1)",
-	    1, params, "lookup", err, sizeof(err));
-	if (r == NULL) {
-		api_unavailable(res, "lookup", err);
+	    "lookup", "lookup", res);
+	if (r == NULL)
 		return;
-	}
 	if (!PQgetisnull(r, 0, 0)) {
 		res->status = 200;
 		res->body = strdup(PQgetvalue(r, 0, 0));

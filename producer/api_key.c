@@ -6,6 +6,7 @@
 #include "api_query.h"
 #include "api_reply.h"
 #include "outbox/err.h"
+#include "outbox/pg.h"
 
 bool
 api_key_from_header(const struct api_request *req, char *key, char *stored,
@@ -48,4 +49,18 @@ api_key_from_query(const struct api_request *req, char *stored, struct api_respo
 		return false;
 	}
 	return true;
+}
+
+PGresult *
+api_key_lookup(PGconn *conn, const struct api_request *req, const char *sql,
+    const char *context, const char *what, struct api_response *res)
+{
+	char stored[PRODUCER_KEY_MAX + 1], err[512];
+	if (!api_key_from_query(req, stored, res))
+		return NULL;
+	const char *params[1] = { stored };
+	PGresult *r = ob_pg_rows(conn, sql, 1, params, context, err, sizeof(err));
+	if (r == NULL)
+		api_unavailable(res, what, err);
+	return r;
 }

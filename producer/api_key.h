@@ -8,6 +8,7 @@
 #ifndef OUTBOX_PRODUCER_API_KEY_H
 #define OUTBOX_PRODUCER_API_KEY_H
 
+#include <libpq-fe.h>
 #include <stdbool.h>
 
 #include "api.h"
@@ -23,5 +24,13 @@ bool api_key_from_header(const struct api_request *req, char *key, char *stored,
 /* The idempotency_key query parameter's stored form into stored
  * (PRODUCER_KEY_MAX + 1 bytes); false with res answered 400 as above. */
 bool api_key_from_query(const struct api_request *req, char *stored, struct api_response *res);
+
+/* A lookup by key (GET ...?idempotency_key=K): sql run on conn with $1 the
+ * key's stored form (api_key_from_query). Its rows (owned, release with
+ * PQclear), or NULL with res answered: 400 as above, or 503 when the query
+ * fails (api_unavailable; context names the step for ob_pg_rows, what for
+ * api_unavailable). */
+PGresult *api_key_lookup(PGconn *conn, const struct api_request *req, const char *sql,
+    const char *context, const char *what, struct api_response *res);
 
 #endif

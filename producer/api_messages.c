@@ -80,12 +80,9 @@ api_messages_create(PGconn *conn, const struct api_config *cfg, const struct api
 		return;
 	}
 	struct message_input in;
-	int rc = message_parse_body(req->body != NULL ? req->body : "", req->body_len, &in, err,
-	    sizeof(err));
-	if (rc != OB_OK) {
-		api_error(res, rc == OB_EINVAL ? 400 : 500, "invalid_body", err);
+	if (!api_body_parsed(message_parse_body(req->body != NULL ? req->body : "", req->body_len,
+	        &in, err, sizeof(err)), err, res))
 		return;
-	}
 	/* Before the key is touched: a refused topic stores nothing. */
 	if (!producer_topic_allowed(req->topics, in.topic)) {
 		api_error(res, 403, "topic_not_allowed", "this token may not send to this topic (its"
@@ -104,17 +101,11 @@ api_messages_create(PGconn *conn, const struct api_config *cfg, const struct api
 void
 api_messages_lookup(PGconn *conn, const struct api_request *req, struct api_response *res)
 {
-	char stored[PRODUCER_KEY_MAX + 1], err[512];
-	if (!api_key_from_query(req, stored, res))
-		return;
-	const char *params[1] = { stored };
-	PGresult *r = ob_pg_rows(conn,
+	PGresult *r = api_key_lookup(conn, req,
 	    "SELECT state, response_status, response_body FROM " PRODUCER_MESSAGE_KEY_TABLE
-	    " WHERE idempotency_key = $1", 1, params, "lookup message", err, sizeof(err));
-	if (r == NULL) {
-		api_unavailable(res, "lookup_message", err);
+	    " WHERE idempotency_key = $1", "lookup message", "lookup_message", res);
+	if (r == NULL)
 		return;
-	}
 	if (PQntuples(r) == 1 && strcmp(PQgetvalue(r, 0, 0), "done") == 0 &&
 	    !PQgetisnull(r, 0, 2)) {
 		/* The 201's stored body: the message's id, key and topic. */

@@ -15,6 +15,7 @@
 #include "api.h"
 #include "api_fault.h"
 #include "api_reply.h"
+#include "outbox/err.h"
 #include "outbox/log.h"
 
 /* Retry-After of a 409: poll again this soon (rounded up to whole seconds). */
@@ -35,6 +36,15 @@ api_error(struct api_response *res, int status, const char *code, const char *me
 	res->body = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
 	json_decref(o);
 	res->status = status;
+}
+
+bool
+api_body_parsed(int rc, const char *err, struct api_response *res)
+{
+	if (rc == OB_OK)
+		return true;
+	api_error(res, rc == OB_EINVAL ? 400 : 500, "invalid_body", err);
+	return false;
 }
 
 void

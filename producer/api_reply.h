@@ -28,6 +28,12 @@ void api_response_fini(struct api_response *res);
 void api_error(struct api_response *res, int status, const char *code,
     const char *message);
 
+/* A create's body as its parser (report_parse_body, message_parse_body)
+ * returned rc: true when it parsed (OB_OK); else false with res answered
+ * "invalid_body", 400 for a bad body (OB_EINVAL), 500 otherwise (out of
+ * memory), err the parser's reason. */
+bool api_body_parsed(int rc, const char *err, struct api_response *res);
+
 /* 503 + Retry-After: 1, the database error logged (what names the step). */
 void api_unavailable(struct api_response *res, const char *what, const char *err);
 
