@@ -82,8 +82,8 @@ struct matrix_config {
 #define OB_CFG_STRUCT struct matrix_config
 
 static const struct ob_cfg_opt matrix_options[] = {
-	OB_CFG_OPT_DB_HELP(db, "PostgreSQL connection string (outbox migrations applied); each cell's rows are"
-	    " tagged with the run id in their module"),
+	OB_CFG_OPT_DB_HELP(db, "PostgreSQL connection string (outbox migrations applied); each"
+	    " cell's rows are tagged with the run id in their module"),
 	PRODUCER_OPT_RUN_ID(run_id, "tag of this run (default: random)"),
 	OB_CFG_OPT("workdir", "OUTBOX_WORKDIR", OB_CFG_STRING, NULL, 0, 0, NULL, false, workdir,
 	    "directory for the servers' logs and ready files (default: a new temp dir)"),
