@@ -1,8 +1,8 @@
 /*
  * pem_file.c - is the file a TLS flag names worth handing to a PEM parser
- * (pem_file.h)? Opened first and then looked at through the open file, so
- * that what is checked is what was opened. Never reads the contents or
- * logs; the one line goes into the caller's buffer.
+ * (pem_file.h)? Looked at (stat) before it is opened, so that a FIFO or a
+ * device named by mistake is refused rather than blocked on. Never reads
+ * the contents or logs; the one line goes into the caller's buffer.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -20,14 +20,11 @@ ob_pem_file_check(const char *flag, const char *path, char *err, size_t errlen)
 		snprintf(err, errlen, "%s: no file given", flag);
 		return OB_EINVAL;
 	}
-	FILE *f = fopen(path, "r");
-	if (f == NULL) {
+	if (stat(path, &st) != 0) {
 		snprintf(err, errlen, "%s %s: %s", flag, path, strerror(errno));
 		return OB_EINVAL;
 	}
-	int rc = fstat(fileno(f), &st);
-	fclose(f);
-	if (rc != 0 || !S_ISREG(st.st_mode)) {
+	if (!S_ISREG(st.st_mode)) {
 		snprintf(err, errlen, "%s %s: not a regular file", flag, path);
 		return OB_EINVAL;
 	}
@@ -36,5 +33,11 @@ ob_pem_file_check(const char *flag, const char *path, char *err, size_t errlen)
 		    OB_PEM_FILE_MAX);
 		return OB_EINVAL;
 	}
+	FILE *f = fopen(path, "r");
+	if (f == NULL) {
+		snprintf(err, errlen, "%s %s: %s", flag, path, strerror(errno));
+		return OB_EINVAL;
+	}
+	fclose(f);
 	return OB_OK;
 }
