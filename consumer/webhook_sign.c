@@ -1,7 +1,6 @@
 /*
  * webhook_sign.c - signed webhook calls (see webhook_sign.h).
  */
-#include <errno.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -13,6 +12,7 @@
 #include <openssl/params.h>
 
 #include "outbox/err.h"
+#include "outbox/secret_file.h"
 #include "webhook_sign.h"
 
 struct webhook_secrets {
@@ -24,52 +24,40 @@ struct webhook_secrets {
 int
 webhook_secrets_load(const char *path, struct webhook_secrets **out, char *err, size_t errlen)
 {
-	FILE *f = fopen(path, "r");
-	if (f == NULL) {
-		snprintf(err, errlen, "--webhook-secret-file %s: %s", path, strerror(errno));
+	struct ob_secret_file sf;
+	if (ob_secret_file_open(&sf, "--webhook-secret-file", path, WEBHOOK_SECRET_MAX, "\r\n", err,
+	        errlen) != OB_OK)
 		return OB_EINVAL;
-	}
 	struct webhook_secrets *s = calloc(1, sizeof(*s));
 	if (s == NULL) {
-		fclose(f);
+		ob_secret_file_close(&sf, NULL, 0);
 		snprintf(err, errlen, "out of memory");
 		return OB_ENOMEM;
 	}
 	char line[WEBHOOK_SECRET_MAX + 3];
-	int lineno = 0, rc = OB_OK;
-	while (rc == OB_OK && fgets(line, sizeof(line), f) != NULL) {
-		lineno++;
-		size_t n = strlen(line);
-		bool whole = n > 0 && line[n - 1] == '\n';
-		if (!whole && !feof(f)) {
-			snprintf(err, errlen, "--webhook-secret-file %s line %d: longer than %d bytes",
-			    path, lineno, WEBHOOK_SECRET_MAX);
-			rc = OB_EINVAL;
-			break;
-		}
-		while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
-			line[--n] = '\0';
-		if (n == 0 || line[0] == '#')
-			continue;
+	int len = 0, rc = OB_OK;
+	while (rc == OB_OK && (len = ob_secret_file_next(&sf, line, sizeof(line), err, errlen)) > 0) {
+		size_t n = (size_t)len;
 		bool printable = true;
 		for (size_t i = 0; i < n; i++)
 			printable = printable && line[i] > 0x20 && line[i] < 0x7f;
 		if (n < WEBHOOK_SECRET_MIN || n > WEBHOOK_SECRET_MAX || !printable) {
 			snprintf(err, errlen, "--webhook-secret-file %s line %d: a secret is %d..%d"
-			    " printable characters without spaces", path, lineno, WEBHOOK_SECRET_MIN,
+			    " printable characters without spaces", path, sf.lineno, WEBHOOK_SECRET_MIN,
 			    WEBHOOK_SECRET_MAX);
 			rc = OB_EINVAL;
 		} else if (s->n == WEBHOOK_SECRETS_MAX) {
 			snprintf(err, errlen, "--webhook-secret-file %s line %d: more than %d secrets",
-			    path, lineno, WEBHOOK_SECRETS_MAX);
+			    path, sf.lineno, WEBHOOK_SECRETS_MAX);
 			rc = OB_EINVAL;
 		} else {
 			memcpy(s->sec[s->n], line, n + 1);
 			s->len[s->n++] = n;
 		}
 	}
-	explicit_bzero(line, sizeof(line));
-	fclose(f);
+	if (rc == OB_OK && len < 0)
+		rc = OB_EINVAL;
+	ob_secret_file_close(&sf, line, sizeof(line));
 	if (rc == OB_OK && s->n == 0) {
 		snprintf(err, errlen, "--webhook-secret-file %s: no secret in it", path);
 		rc = OB_EINVAL;

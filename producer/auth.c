@@ -13,7 +13,6 @@
  * Never: log, print or keep a copy of a token beyond this struct (wiped
  * on free).
  */
-#include <errno.h>
 #include <fnmatch.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -24,6 +23,7 @@
 
 #include "auth.h"
 #include "outbox/err.h"
+#include "outbox/secret_file.h"
 
 struct producer_tokens {
 	int n;
@@ -85,32 +85,20 @@ producer_tokens_load(const char *path, struct producer_tokens **out, char *err,
 {
 	static const char prefix[] = PRODUCER_SCOPE_PREFIX;
 	char line[PRODUCER_TOKEN_LINE_MAX + 2]; /* + '\n' + NUL */
-	int lineno = 0, rc = OB_EINVAL;
-	FILE *f = fopen(path, "r");
-	if (f == NULL) {
-		snprintf(err, errlen, "--api-token-file %s: %s", path, strerror(errno));
+	int len, rc = OB_EINVAL;
+	struct ob_secret_file sf;
+	if (ob_secret_file_open(&sf, "--api-token-file", path, PRODUCER_TOKEN_LINE_MAX, "\r\n \t",
+	        err, errlen) != OB_OK)
 		return OB_EINVAL;
-	}
 	struct producer_tokens *t = calloc(1, sizeof(*t));
 	if (t == NULL) {
-		fclose(f);
+		ob_secret_file_close(&sf, NULL, 0);
 		snprintf(err, errlen, "out of memory");
 		return OB_ENOMEM;
 	}
 	t->nscopes = 1; /* the default scope, "" */
-	while (fgets(line, sizeof(line), f) != NULL) {
-		lineno++;
-		size_t n = strlen(line);
-		if (n == sizeof(line) - 1 && line[n - 1] != '\n') {
-			snprintf(err, errlen, "--api-token-file %s line %d: longer than %d characters",
-			    path, lineno, PRODUCER_TOKEN_LINE_MAX);
-			goto out;
-		}
-		while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r' || line[n - 1] == ' ' ||
-		    line[n - 1] == '\t'))
-			line[--n] = '\0';
-		if (n == 0 || line[0] == '#')
-			continue;
+	while ((len = ob_secret_file_next(&sf, line, sizeof(line), err, errlen)) > 0) {
+		int lineno = sf.lineno;
 		/* `scope=NAME TOKEN` or `TOKEN` */
 		const char *tok = line, *name = "";
 		size_t nlen = 0;
@@ -185,10 +173,8 @@ producer_tokens_load(const char *path, struct producer_tokens **out, char *err,
 		t->line[t->n] = lineno;
 		t->n++;
 	}
-	if (ferror(f)) {
-		snprintf(err, errlen, "--api-token-file %s: %s", path, strerror(errno));
+	if (len < 0)
 		goto out;
-	}
 	if (t->n == 0) {
 		snprintf(err, errlen, "--api-token-file %s: no token in it", path);
 		goto out;
@@ -197,8 +183,7 @@ producer_tokens_load(const char *path, struct producer_tokens **out, char *err,
 	t = NULL;
 	rc = OB_OK;
 out:
-	wipe(line, sizeof(line));
-	fclose(f);
+	ob_secret_file_close(&sf, line, sizeof(line));
 	producer_tokens_free(t);
 	return rc;
 }
