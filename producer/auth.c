@@ -70,15 +70,6 @@ scope_index(struct producer_tokens *t, const char *name, size_t n)
 	return (unsigned)t->nscopes++;
 }
 
-/* Wipe memory the compiler must not optimise away. */
-static void
-wipe(void *p, size_t n)
-{
-	volatile unsigned char *v = p;
-	while (n-- > 0)
-		*v++ = 0;
-}
-
 int
 producer_tokens_load(const char *path, struct producer_tokens **out, char *err,
     size_t errlen)
@@ -230,7 +221,7 @@ producer_tokens_check(const struct producer_tokens *t, const char *authorization
 		which |= t->scope_of[i] & (0u - m); /* this token's scope, if it matched */
 		tok_index |= (unsigned)i & (0u - m);
 	}
-	wipe(given, sizeof(given));
+	explicit_bzero(given, sizeof(given));
 	if (!match)
 		return PRODUCER_AUTH_INVALID;
 	if (scope != NULL)
@@ -295,6 +286,6 @@ producer_tokens_free(struct producer_tokens *t)
 {
 	if (t == NULL)
 		return;
-	wipe(t, sizeof(*t));
+	explicit_bzero(t, sizeof(*t));
 	free(t);
 }
