@@ -73,6 +73,11 @@ outbox_test(test_ordering SOURCES integration/test_ordering.c LABELS integration
 # --max-age/--max-attempts; a consumer of wire version 1 logged once.
 outbox_test(test_retry_after_e2e SOURCES integration/test_retry_after.c
   support/webhook_target.c LABELS integration PG TIMEOUT 300)
+# outbox.messages says what the per-row outbox.event_state says, in every
+# state a message can be in; counting the pending ones reads no delivered
+# message (issue 32 item 5).
+outbox_test(test_messages_view SOURCES integration/test_messages_view.c
+  LABELS integration PG TIMEOUT 300)
 # pg_stat_user_tables.seq_scan does not move during a drain.
 outbox_test(test_scans SOURCES integration/test_scans.c
   LABELS integration PG TIMEOUT 300)

@@ -93,9 +93,9 @@ GRANT EXECUTE ON FUNCTION
     outbox.check_protocol, outbox.topic_stats, outbox.message_state, outbox.requeue_dead,
     outbox.housekeep, outbox.slot_done, outbox.backlog_empty,
     -- what those and the view outbox.messages call
-    outbox.all_streams, outbox.event_streams, outbox.stream_backlog, outbox.batch_events,
-    outbox.stream_read, outbox.retry_claimable, outbox.event_state, outbox.batch_holds,
-    outbox.discover_streams, outbox.event_slots, outbox.lock_holders,
+    outbox.all_streams, outbox.event_streams, outbox.new_streams, outbox.stream_backlog,
+    outbox.batch_events, outbox.stream_read, outbox.retry_claimable, outbox.event_state,
+    outbox.batch_holds, outbox.discover_streams, outbox.event_slots, outbox.lock_holders,
     outbox.oldest_xmin_holder, outbox.slot_has_after, outbox.stream_has_work,
     outbox.restored, outbox.adopt_restore, outbox.lane_of, outbox.ordering_lanes
     TO outbox_admin;
@@ -117,9 +117,9 @@ GRANT USAGE ON SCHEMA outbox TO outbox_viewer;
 GRANT EXECUTE ON FUNCTION
     outbox.check_protocol, outbox.topic_stats, outbox.message_state,
     -- what those and the view outbox.messages call (none of them writes)
-    outbox.all_streams, outbox.event_streams, outbox.stream_backlog, outbox.batch_events,
-    outbox.stream_read, outbox.retry_claimable, outbox.event_state, outbox.batch_holds,
-    outbox.event_slots, outbox.lock_holders, outbox.oldest_xmin_holder,
+    outbox.all_streams, outbox.event_streams, outbox.new_streams, outbox.stream_backlog,
+    outbox.batch_events, outbox.stream_read, outbox.retry_claimable, outbox.event_state,
+    outbox.batch_holds, outbox.event_slots, outbox.lock_holders, outbox.oldest_xmin_holder,
     outbox.slot_has_after, outbox.stream_has_work, outbox.lane_of, outbox.ordering_lanes
     TO outbox_viewer;
 GRANT SELECT ON outbox.protocols, outbox.messages, outbox.events, outbox.slots,
