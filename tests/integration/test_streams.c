@@ -181,6 +181,47 @@ START_TEST(test_slot_switch_keeps_keys_unique)
 }
 END_TEST
 
+/* The window inside an enqueue between reading the current slot and
+ * inserting into it: held open here by a session that holds the row of
+ * the message's ordering key (outbox.ordering_seqs), which the enqueue
+ * takes in between. A switch in that window would let
+ * the enqueue write the slot it read, now closed, while a second enqueue
+ * of the same key writes the new one: two messages for one key. The
+ * enqueue's lock on outbox.events keeps the switch out until it commits
+ * (without that lock this pass switches). */
+START_TEST(test_switch_waits_for_an_enqueue_between_look_and_insert)
+{
+	char db[TS_CONNINFO_MAX];
+	ts_db_create("streams_window", "outbox", db, sizeof(db));
+	PGconn *app = ts_connect(db), *other = ts_connect(db), *keeper = ts_connect(db),
+	       *blocker = ts_connect(db), *watch = ts_connect(db);
+	ts_exec(other, "SELECT outbox.enqueue('t', 'before', '{}', 'OK')");
+	ts_exec(blocker, "BEGIN");
+	ts_exec(blocker, "SELECT 1 FROM outbox.ordering_seqs WHERE topic = 't'"
+	    " AND ordering_key = 'OK' FOR UPDATE");
+	ts_exec(app, "BEGIN");
+	ck_assert_int_eq(PQsendQuery(app, "SELECT outbox.enqueue('t', 'K', '{}', 'OK')"), 1);
+	ck_assert_msg(waits_for_lock(watch, app), "the enqueue did not reach its key's row");
+	PGresult *r = PQexec(keeper, "SELECT switched_to FROM outbox.housekeep("
+	    "3600000, 0, 600000, 200, true)");
+	ck_assert_int_eq(PQresultStatus(r), PGRES_TUPLES_OK);
+	ck_assert_msg(PQgetisnull(r, 0, 0), "switched to slot %s inside an enqueue",
+	    PQgetvalue(r, 0, 0));
+	PQclear(r);
+	ts_exec(blocker, "COMMIT");
+	int64_t first = result_int(app);
+	ts_exec(app, "COMMIT");
+	ck_assert_int_eq(ts_query_int(other, "SELECT outbox.enqueue('t', 'K', '{}', 'OK')"), first);
+	ck_assert_int_eq(ts_query_int(watch, "SELECT count(*) FROM outbox.events"
+	    " WHERE idempotency_key = 'K'"), 1);
+	PQfinish(app);
+	PQfinish(other);
+	PQfinish(keeper);
+	PQfinish(blocker);
+	PQfinish(watch);
+}
+END_TEST
+
 /* A closed, done, old slot is truncated, unless a transaction still holds
  * it (an application transaction that enqueued and sits idle): then the
  * pass skips it and names the holder; the held messages are never lost. */
@@ -689,6 +730,7 @@ main(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_stream_reads_a_late_commit);
 	tcase_add_test(tc, test_slot_switch_keeps_keys_unique);
+	tcase_add_test(tc, test_switch_waits_for_an_enqueue_between_look_and_insert);
 	tcase_add_test(tc, test_truncate_waits_for_a_holder);
 	tcase_add_test(tc, test_undiscovered_stream_is_kept);
 	tcase_add_test(tc, test_enqueue_wakes_one_waiter);
