@@ -1,5 +1,5 @@
 -- outbox.messages (view), its current definition: outboxctl migrate re-applies
--- this file after the numbered migrations (sql/README.md). History: 012.
+-- this file after the numbered migrations (sql/README.md). History: 012; by set, not per message, since migration 020.
 --
 -- The contract view: one row per message still known (delivered ones until
 -- their slot is truncated, dead ones until --dead-retention), with the
