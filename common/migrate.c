@@ -4,7 +4,8 @@
  *
  * Everything happens in one transaction that first takes an advisory lock:
  * a second concurrent run waits, then sees the versions the first recorded
- * and applies nothing. A failing migration or file rolls the whole run back.
+ * and applies nothing. A failing migration or file rolls the whole run back;
+ * a run that PostgreSQL aborted for a deadlock is run again.
  *
  * Which objects the files define is read from the catalog, not parsed from
  * the files: CREATE OR REPLACE writes a new catalog row even when nothing
@@ -19,9 +20,12 @@
  * its arguments is ambiguous while a stale overload is still beside it.
  */
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
+#include "outbox/backoff.h"
 #include "outbox/buf.h"
 #include "outbox/err.h"
 #include "outbox/migrate.h"
@@ -33,6 +37,15 @@
 
 /* Arbitrary constant naming "outbox relay migrations" for pg_advisory_xact_lock. */
 #define MIGRATE_LOCK_ID 0x6f62786d /* 'obxm' */
+
+/* The advisory lock is one database's: runs against two databases of one
+ * server can deadlock on what is shared, the roles (both create the
+ * same ones, each holding what the other's next CREATE ROLE waits for).
+ * PostgreSQL aborts one; it runs again after a jittered pause, finds the
+ * roles made, and applies. Attempts in all, and the pause's bounds. */
+#define MIGRATE_ATTEMPTS 5
+#define MIGRATE_RETRY_BASE_MS 20
+#define MIGRATE_RETRY_CAP_MS 1000
 
 static const char create_table_sql[] =
     "CREATE TABLE IF NOT EXISTS public.outbox_schema_migrations ("
@@ -236,16 +249,12 @@ apply_files(PGconn *conn, const char *set, bool migrated,
 	    2, params, "record schema files", NULL, err, errlen);
 }
 
-int
-ob_migrate(PGconn *conn, const char *set, struct ob_migrate_report *report,
+/* One run in one transaction; rolled back on any error. */
+static int
+migrate_once(PGconn *conn, const char *set, struct ob_migrate_report *report,
     char *err, size_t errlen)
 {
 	memset(report, 0, sizeof(*report));
-	if (strcmp(set, "all") != 0 && strcmp(set, "outbox") != 0 &&
-	    strcmp(set, "inbox") != 0) {
-		snprintf(err, errlen, "unknown schema set '%s' (outbox, inbox or all)", set);
-		return OB_EINVAL;
-	}
 	char lock_sql[80];
 	snprintf(lock_sql, sizeof(lock_sql), "SELECT pg_advisory_xact_lock(%d)",
 	    MIGRATE_LOCK_ID);
@@ -291,4 +300,27 @@ fail:
 	ob_pg_rollback(conn);
 	memset(report, 0, sizeof(*report));
 	return rc;
+}
+
+int
+ob_migrate(PGconn *conn, const char *set, struct ob_migrate_report *report,
+    char *err, size_t errlen)
+{
+	memset(report, 0, sizeof(*report));
+	if (strcmp(set, "all") != 0 && strcmp(set, "outbox") != 0 &&
+	    strcmp(set, "inbox") != 0) {
+		snprintf(err, errlen, "unknown schema set '%s' (outbox, inbox or all)", set);
+		return OB_EINVAL;
+	}
+	uint64_t rng = ob_rand_seed();
+	for (uint32_t attempt = 1;; attempt++) {
+		int rc = migrate_once(conn, set, report, err, errlen);
+		if (rc == OB_OK || attempt == MIGRATE_ATTEMPTS || ob_pg_broken(conn) ||
+		    !ob_sqlstate_is(ob_pg_failed_sqlstate(), OB_SQLSTATE_DEADLOCK_DETECTED))
+			return rc;
+		int64_t ms = ob_backoff_full_jitter(MIGRATE_RETRY_BASE_MS, MIGRATE_RETRY_CAP_MS,
+		    attempt, &rng);
+		struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+		nanosleep(&ts, NULL);
+	}
 }

@@ -90,12 +90,17 @@ ob_pg_connect(const char *conninfo, const char *appname, PGconn **out,
 	return OB_OK;
 }
 
+/* The SQLSTATE of the last result ob_pg_check refused in this thread
+ * (ob_pg_failed_sqlstate). */
+static _Thread_local char failed_sqlstate[6];
+
 int
 ob_pg_check(const PGresult *res, ExecStatusType want, const char *what,
     char *err, size_t errlen)
 {
 	if (res != NULL && PQresultStatus(res) == want)
 		return OB_OK;
+	snprintf(failed_sqlstate, sizeof(failed_sqlstate), "%s", ob_pg_sqlstate(res));
 	if (res == NULL) {
 		snprintf(err, errlen, "%s: no result (connection lost or out of memory)", what);
 		return OB_EDB;
@@ -180,6 +185,12 @@ ob_pg_sqlstate(const PGresult *res)
 {
 	const char *s = res != NULL ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
 	return s != NULL ? s : "";
+}
+
+const char *
+ob_pg_failed_sqlstate(void)
+{
+	return failed_sqlstate;
 }
 
 bool

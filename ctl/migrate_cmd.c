@@ -33,7 +33,8 @@ static const struct ob_cfg_program program = {
 	    " trigger) changed, re-apply those files and drop each function, view and trigger"
 	    " of the schema that no file defines. All in one transaction: on error nothing"
 	    " changes. Running it again applies nothing; concurrent runs apply each"
-	    " migration once.",
+	    " migration once, and a run that deadlocks with another database's on the"
+	    " shared roles is run again (5 attempts).",
 	.options = ctl_migrate_options,
 	.markdown = OB_CFG_MARKDOWN_ANY,
 };

@@ -17,20 +17,26 @@
  *   object, which privilege, which role, and which group to join;
  * - outbox.enqueue is SECURITY DEFINER with a pinned search_path, and no
  *   definer function takes a switch from its caller;
- * - the grants survive a forced re-apply of the schema files.
+ * - the grants survive a forced re-apply of the schema files;
+ * - migrations of two databases of one fresh server, run at once, both
+ *   create the shared roles: one of them deadlocks, and runs again.
  *
  * The test server trusts its unix socket (scripts/pg-tmp.sh): a login
  * role needs no password here.
  */
+#include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "outbox/err.h"
 #include "outbox/migrate.h"
 #include "testsupport.h"
 #include "ts_consumer.h"
+#include "ts_pgserver.h"
 #include "ts_producer.h"
 #include "ts_relay.h"
 
@@ -569,6 +575,96 @@ START_TEST(test_enqueue_is_the_only_definer)
 }
 END_TEST
 
+/* A server of its own (made by main, so that the teardown finds it after
+ * a failure): the roles exist once per server, and only a fresh one has
+ * none yet. */
+static char fresh_base[64], fresh_dir[128];
+
+struct migrate_run {
+	char db[TS_CONNINFO_MAX];
+	int rc;
+	char err[1024];
+};
+
+static void *
+migrate_thread(void *arg)
+{
+	struct migrate_run *m = arg;
+	struct ob_migrate_report r;
+	PGconn *c = ts_connect(m->db);
+	m->rc = ob_migrate(c, "outbox", &r, m->err, sizeof(m->err));
+	PQfinish(c);
+	return NULL;
+}
+
+/* Two databases' migrations on a server that has no roles yet, in the
+ * interleaving that deadlocks: the other holds outbox_viewer (uncommitted,
+ * as 016_viewer makes it) while the migration of d1 has made the roles of
+ * 014 and waits for it; then the other asks for one of those. PostgreSQL
+ * aborts the migration (it waited first, so its deadlock_timeout ends
+ * first; the other's is set far out). It must run again and apply once the
+ * other commits; before, `outboxctl migrate` of two databases at once (CI's
+ * tests, two deployments) failed: "migration outbox/016_viewer: deadlock
+ * detected". */
+START_TEST(test_migrations_of_two_databases_retry_a_deadlock)
+{
+	char postgres[TS_CONNINFO_MAX], d2[TS_CONNINFO_MAX];
+	struct migrate_run m = { .rc = -1 };
+	ts_pgserver_start(fresh_dir, postgres, sizeof(postgres));
+	ts_pgserver_db_create(postgres, "d1", NULL, m.db, sizeof(m.db));
+	ts_pgserver_db_create(postgres, "d2", NULL, d2, sizeof(d2));
+	PGconn *watch = ts_connect(postgres);
+	ck_assert_int_eq(ts_query_int(watch, "SELECT count(*) FROM pg_roles"
+	    " WHERE rolname LIKE 'outbox\\_%'"), 0);
+	PGconn *other = ts_connect(d2);
+	ts_exec(other, "SET deadlock_timeout = '1min'");
+	ts_exec(other, "BEGIN");
+	ts_exec(other, "CREATE ROLE outbox_viewer NOLOGIN");
+
+	pthread_t t;
+	ck_assert_int_eq(pthread_create(&t, NULL, migrate_thread, &m), 0);
+	static const char d1_waits_sql[] = "SELECT count(*) FROM pg_stat_activity"
+	    " WHERE datname = 'd1' AND wait_event_type = 'Lock'";
+	ck_assert_int_eq(ts_wait_value(watch, d1_waits_sql, 1, 60000), 1);
+	/* made by the migration, not committed: this waits for it */
+	ck_assert_int_eq(PQsendQuery(other, "CREATE ROLE outbox_producer NOLOGIN"), 1);
+	/* the migration is the deadlock's victim: the other's statement ends */
+	PGresult *res;
+	bool ok = true;
+	while ((res = PQgetResult(other)) != NULL) {
+		ok = ok && PQresultStatus(res) == PGRES_COMMAND_OK;
+		PQclear(res);
+	}
+	ck_assert_msg(ok, "the other database's CREATE ROLE failed: %s", PQerrorMessage(other));
+	/* its run again waits for the other's roles (a run that gave up
+	 * does not); they commit */
+	ck_assert_int_eq(ts_wait_value(watch, "SELECT (count(*) = 0 OR count(*) FILTER"
+	    " (WHERE wait_event_type = 'Lock') = 1)::int FROM pg_stat_activity"
+	    " WHERE datname = 'd1'", 1, 60000), 1);
+	if (ts_query_int(watch, d1_waits_sql) == 0) {
+		ck_assert_int_eq(pthread_join(t, NULL), 0);
+		ck_abort_msg("migrate of d1 gave up: %s", m.err);
+	}
+	ts_exec(other, "COMMIT");
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	ck_assert_msg(m.rc == OB_OK, "migrate of d1: %s", m.err);
+	PGconn *c1 = ts_connect(m.db);
+	ck_assert_int_eq(ts_query_int(c1, "SELECT count(*) FROM outbox.protocols"
+	    " WHERE component = 'viewer'"), 1);
+	PQfinish(c1);
+	PQfinish(other);
+	PQfinish(watch);
+	ts_pgserver_stop_quiet(fresh_dir);
+}
+END_TEST
+
+static void
+fresh_server_stop(void)
+{
+	ts_pgserver_stop_quiet(fresh_dir);
+	rmdir(fresh_base);
+}
+
 static Suite *
 roles_suite(void)
 {
@@ -583,11 +679,22 @@ roles_suite(void)
 	tcase_add_test(tc, test_enqueue_is_the_only_definer);
 	tcase_add_test(tc, test_granted_functions_reach_only_granted_ones);
 	suite_add_tcase(s, tc);
+	TCase *fresh = tcase_create("fresh server");
+	tcase_set_timeout(fresh, 120);
+	tcase_add_unchecked_fixture(fresh, NULL, fresh_server_stop);
+	tcase_add_test(fresh, test_migrations_of_two_databases_retry_a_deadlock);
+	suite_add_tcase(s, fresh);
 	return s;
 }
 
 int
 main(void)
 {
+	snprintf(fresh_base, sizeof(fresh_base), "/tmp/obrol.XXXXXX");
+	if (mkdtemp(fresh_base) == NULL) {
+		perror("mkdtemp");
+		return EXIT_FAILURE;
+	}
+	snprintf(fresh_dir, sizeof(fresh_dir), "%s/pg", fresh_base);
 	return ts_run_suite(roles_suite());
 }

@@ -53,8 +53,10 @@ struct ob_migrate_report {
  * function, view and trigger in the set's schema that no file defined in
  * this run (RESTRICT: one still used fails the run), then the set's
  * functions/grants.sql (the roles' privileges). Blocks while another run
- * holds the lock. OB_OK, OB_EINVAL (unknown set) or OB_EDB with the server's
- * message and the file in err; on error nothing changed. Borrows conn. */
+ * holds the lock (of this database; a run that deadlocks with another
+ * database's on the shared roles is run again, up to 5 times in all).
+ * OB_OK, OB_EINVAL (unknown set) or OB_EDB with the server's message and
+ * the file in err; on error nothing changed. Borrows conn. */
 int ob_migrate(PGconn *conn, const char *set, struct ob_migrate_report *report,
     char *err, size_t errlen);
 
