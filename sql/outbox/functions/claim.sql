@@ -40,6 +40,8 @@ DECLARE
     ptxid   xid8;
     pid     bigint;
     cand    outbox.events[];
+    nread   integer;
+    ended   boolean;
     keys    text[];
     blocked text[];
     stop_at bigint;
@@ -192,6 +194,7 @@ BEGIN
             IF hi IS NOT NULL THEN
                 cand := ARRAY(SELECT e FROM outbox.stream_read(st.topic, st.lane, lo, hi,
                                                                ptxid, pid, max_n) e);
+                nread := cardinality(cand);
                 cand := cand[1:outbox.within_bytes(cand, max_bytes)];
             END IF;
             IF COALESCE(cardinality(cand), 0) = 0 THEN
@@ -204,6 +207,7 @@ BEGIN
                 pid := NULL;
                 cand := ARRAY(SELECT e FROM outbox.stream_read(st.topic, st.lane, lo, hi,
                                                                NULL, NULL, max_n) e);
+                nread := cardinality(cand);
                 cand := cand[1:outbox.within_bytes(cand, max_bytes)];
                 IF COALESCE(cardinality(cand), 0) = 0 THEN
                     -- Everything hi shows is assigned: it becomes the floor.
@@ -218,6 +222,7 @@ BEGIN
                 taken := cand;
                 parked := NULL;
                 last := cand[cardinality(cand)];
+                stop_at := NULL;
             ELSE
                 -- A lane: a key's messages wait behind a retry or dead letter
                 -- of the key (parked, in order), and a batch holds at most
@@ -314,6 +319,14 @@ BEGIN
                 ON CONFLICT (topic, ordering_key) DO UPDATE SET next_seq = EXCLUDED.next_seq;
             END IF;
 
+            -- The window read to its end (fewer than max_n, none left behind
+            -- by the byte budget or a key's second message): everything hi
+            -- shows is assigned, and it becomes the floor now, as an empty
+            -- read would make it. The next claim opens a new window at once
+            -- instead of reading this one again to find it empty, and
+            -- outbox.stream_has_work judges from hi: at a steady rate most
+            -- cuts end so.
+            ended := nread < max_n AND cardinality(cand) = nread AND stop_at IS NULL;
             bid := NULL;
             IF cardinality(taken) > 0 THEN
                 INSERT INTO outbox.batches (kind, topic, lane, snap_lo, snap_hi, from_txid, from_id,
@@ -326,7 +339,10 @@ BEGIN
                 bid := b.id;
             END IF;
             UPDATE outbox.streams s
-               SET snap_lo = lo, snap_hi = hi, pos_txid = last.txid, pos_id = last.id,
+               SET snap_lo = CASE WHEN ended THEN hi ELSE lo END,
+                   snap_hi = CASE WHEN ended THEN NULL ELSE hi END,
+                   pos_txid = CASE WHEN ended THEN NULL ELSE last.txid END,
+                   pos_id = CASE WHEN ended THEN NULL ELSE last.id END,
                    cut_at = now(), inflight = CASE WHEN st.lane > 0 AND ordering THEN bid END
              WHERE s.topic = st.topic AND s.lane = st.lane;
             IF bid IS NOT NULL THEN
