@@ -33,7 +33,7 @@
 	X(BATCH, "batch_id") X(KIND, "kind") X(FENCE, "fence") X(ATTEMPT, "attempt") \
 	X(TAKEOVER, "takeover") X(ID, "id") X(CREATED, "created_us") X(TOPIC, "topic") \
 	X(KEY, "idempotency_key") X(PAYLOAD, "payload") X(ORDKEY, "ordering_key")   \
-	X(ORDSEQ, "ordering_seq")
+	X(ORDSEQ, "ordering_seq") X(MORE, "more")
 #define CLAIM_COL_NAME(id, name) name ", "
 #define CLAIM_COL_ENUM(id, name) COL_##id,
 enum { CLAIM_COLS(CLAIM_COL_ENUM) COL_LSN };
@@ -69,6 +69,7 @@ map_rows(PGresult *res, struct relay_batch *out, char *err, size_t errlen)
 	out->fence = (uint64_t)ob_pg_int64(res, 0, COL_FENCE);
 	out->attempt = (uint32_t)ob_pg_int64(res, 0, COL_ATTEMPT);
 	out->takeover = PQgetvalue(res, 0, COL_TAKEOVER)[0] == 't';
+	out->more = PQgetvalue(res, 0, COL_MORE)[0] == 't';
 	/* the position is read after the claim's rows were made: the last
 	 * row's is the highest */
 	if (!PQgetisnull(res, rows - 1, COL_LSN) &&

@@ -36,6 +36,7 @@ struct relay_batch {
 	uint32_t attempt;        /* stream batch: the batch's; retries: per message */
 	enum relay_batch_kind kind;
 	bool takeover;           /* claimed over a holder's expired lease */
+	bool more;               /* a claim made now would find more (outbox.more_claimable) */
 	uint64_t lsn;            /* want_lsn: WAL insert position after the claim */
 	struct ob_wire_msg *msgs;
 	uint32_t n;

@@ -58,6 +58,13 @@
 /* Of --shutdown-grace, kept at least this long (a busy database) for
  * recording the frames cut at shutdown and exiting. */
 #define SHUTDOWN_RECORD_MS 1000
+/* A claim that said nothing more is claimable (outbox.more_claimable) cannot
+ * see an enqueue that looked for a waiting worker just before this worker's
+ * announcement committed and committed itself after the claim began: that
+ * one notifies no one. One more claim this long after (longer than such a
+ * commit, its WAL flush included, normally takes) finds it, instead of the
+ * --poll-ms wait; at any steady rate over 1 / RELOOK_MS news comes first. */
+#define RELOOK_MS 20
 #define FENCED_IDS_LOGGED 20   /* ids listed on a relay.record.fenced_out line */
 
 struct worker {
@@ -74,10 +81,11 @@ struct worker {
 	struct ob_buf inc, exc;  /* the claim's topic arrays */
 	bool retries_first;      /* alternates, so neither starves the other */
 	bool claim_dry;          /* the last claim found nothing: wait for news */
-	bool expect_dry;         /* the next claim likely finds nothing: announce first */
+	bool expect_dry;         /* the next claim likely ends in a wait: announce first */
 	bool record_freed;       /* a record may have made work claimable */
 	uint64_t rng;
 	int64_t announced_until_ms; /* announce_waiting's row stands until then */
+	int64_t relook_at_ms;       /* claim once more then (RELOOK_MS); 0: no */
 	struct relay_housekeeping housekeeping; /* worker 0 */
 	struct relay_stats_report report;       /* worker 0 */
 	struct relay_tally tally;
@@ -546,12 +554,17 @@ fill(struct worker *w)
 			w->claim_dry = true;
 			return true;
 		}
-		/* a cut short of --batch took all its stream had, unless the
-		 * byte budget ended it (then it holds over half the budget) */
-		w->expect_dry = s->f.batch.n < (uint32_t)w->cfg->batch &&
-		    relay_batch_payload_bytes(&s->f.batch) < w->cfg->batch_bytes / 2;
+		/* The claim says whether another would find anything now
+		 * (outbox.more_claimable). When not, what comes next is news:
+		 * wait for it (turn) rather than claim to find nothing. */
+		bool more = s->f.batch.more;
+		w->expect_dry = !more;
 		if (!start_slot(w, s, -1))
 			return false;
+		if (!more) {
+			w->claim_dry = true;
+			w->relook_at_ms = ob_mono_ms() + RELOOK_MS;
+		}
 	}
 	return true;
 }
@@ -653,11 +666,19 @@ turn(struct worker *w)
 		/* News or the poll may bring work; after a plain timeout the
 		 * poll's claim likely finds nothing. A finished frame is for the
 		 * next turn's record to judge (record_may_free). */
-		enum wait_end why = wait_for(w, w->slots.gated > 0 ? w->gate.poll_ms
-		                                                      : w->cfg->poll_ms);
+		int64_t ms = w->slots.gated > 0 ? w->gate.poll_ms : w->cfg->poll_ms;
+		if (w->relook_at_ms > 0 && w->relook_at_ms - ob_mono_ms() < ms) {
+			int64_t left = w->relook_at_ms - ob_mono_ms();
+			ms = left > 0 ? left : 0;
+		}
+		enum wait_end why = wait_for(w, ms);
 		if (why != WAIT_FRAME && w->slots.gated == 0) {
+			/* The claim that news, the look again or the poll brings
+			 * likely takes what there is and ends in a wait: announce
+			 * before it (unless the announcement stands). */
 			w->claim_dry = false;
-			w->expect_dry = why == WAIT_TIMEOUT;
+			w->expect_dry = true;
+			w->relook_at_ms = 0;
 		}
 	} else if (w->slots.used > 0) {
 		wait_for(w, w->slots.gated > 0 ? w->gate.poll_ms : 50);

@@ -31,6 +31,8 @@
  *       (CHK_MAX_AGE_MS) during outages;
  *   S5  every blocked key has a dead letter or a retry to act on;
  *   S6  nothing removed that is not done;
+ *   H1  a claim that says nothing more is claimable left no stream cut
+ *       behind (check_more);
  * and at the end of a fair schedule without faults: every committed
  * message applied once, or dead as S4 allows, or (--on-dead-head block)
  * waiting behind a dead head of its key.
@@ -705,6 +707,30 @@ claim_budget(struct chk_run *run, int ri)
 	return pct < 40 ? 0 : 1 + (int)(pct % 30);
 }
 
+/* H1: a claim that said nothing more is claimable (`more` false, relay
+ * protocol 5, outbox.more_claimable) left no stream with a cut to take:
+ * the same claim made now, on the monitor and rolled back, cuts nothing.
+ * Nothing commits between the two (steps are serial); a stream another
+ * session has locked is skipped by both. Retries and takeovers are left
+ * out: whether one is due depends on the clock, which moved between them. */
+static void
+check_more(struct chk_run *run, const char *claim_sql)
+{
+	char sql[900];
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM (%s) c WHERE c.kind = 's'"
+	    " AND NOT c.takeover", claim_sql);
+	PGconn *mon = run->db->mon;
+	PQclear(PQexec(mon, "BEGIN"));
+	PQclear(PQexec(mon, "SET LOCAL lock_timeout = '200ms'"));
+	PGresult *r = PQexec(mon, sql);
+	/* a lock held by a waiting session: no answer, not a violation */
+	if (PQresultStatus(r) == PGRES_TUPLES_OK && atoll(PQgetvalue(r, 0, 0)) > 0)
+		violate(run, "H1-more", "a claim said nothing more was claimable, and the same"
+		    " claim made after it cut %s messages of a stream", PQgetvalue(r, 0, 0));
+	PQclear(r);
+	PQclear(PQexec(mon, "ROLLBACK"));
+}
+
 static void
 relay_claim(struct chk_run *run, int ri, const struct chk_step *s)
 {
@@ -712,11 +738,12 @@ relay_claim(struct chk_run *run, int ri, const struct chk_step *s)
 	if (rl->n >= CHK_HOLDS_MAX)
 		return;
 	int budget = claim_budget(run, ri);
-	char sql[640], bytes[16] = "NULL";
+	char sql[700], bytes[16] = "NULL";
 	if (budget > 0)
 		snprintf(bytes, sizeof(bytes), "%d", budget);
 	snprintf(sql, sizeof(sql), "SELECT batch_id, kind, fence, attempt, takeover, id, topic,"
-	    " idempotency_key, created_us, octet_length(payload) FROM outbox.claim(protocol => %d,"
+	    " idempotency_key, created_us, octet_length(payload), more"
+	    " FROM outbox.claim(protocol => %d,"
 	    " owner => '%s', lease_ms => %d, max_n => %d, %s, retries_first => %s,"
 	    " ordering => true, skip_dead_heads => %s, max_bytes => %s)", OB_PROTOCOL_RELAY,
 	    run->db->s[relay_sess(run, ri)].name, s->c ? CHK_LEASE_LONG_MS : 0, s->a,
@@ -747,6 +774,7 @@ relay_claim(struct chk_run *run, int ri, const struct chk_step *s)
 	h.kind = PQgetvalue(r, 0, 1)[0];
 	h.fence = atoll(PQgetvalue(r, 0, 2));
 	bool takeover = PQgetvalue(r, 0, 4)[0] == 't';
+	bool more = PQgetvalue(r, 0, 10)[0] == 't';
 	char keys[512] = "";
 	size_t used = 0;
 	int64_t payload_bytes = 0;
@@ -811,6 +839,8 @@ relay_claim(struct chk_run *run, int ri, const struct chk_step *s)
 	rl->h[rl->n++] = h;
 	PQclear(r);
 	check_inflight(run);
+	if (!more)
+		check_more(run, sql);
 }
 
 static void

@@ -59,9 +59,9 @@ START_TEST(test_relay_refuses_at_start)
 	PGconn *c = ts_connect(db);
 	char *argv[] = { "outbox-relay", "--db", db, "--route", "*=ipc:///tmp/x", NULL };
 	/* a schema newer than this relay: upgrade the relay */
-	serve_only(c, "outbox", "relay", 5, 5);
+	serve_only(c, "outbox", "relay", 6, 6);
 	ck_assert_int_eq(run(argv, out, sizeof(out)), 2);
-	ck_assert_msg(strstr(out, "outbox schema serves relay protocol 5..5, this program speaks 4:"
+	ck_assert_msg(strstr(out, "outbox schema serves relay protocol 6..6, this program speaks 5:"
 	    " upgrade the program") != NULL, "%s", out);
 	ck_assert_int_eq(count_lines(out), 1);
 	/* older: run outboxctl migrate */
@@ -71,7 +71,7 @@ START_TEST(test_relay_refuses_at_start)
 	/* a schema from before versions existed (no outbox.check_protocol) */
 	ts_exec(c, "DROP FUNCTION outbox.check_protocol(text, integer)");
 	ck_assert_int_eq(run(argv, out, sizeof(out)), 2);
-	ck_assert_msg(strstr(out, "the outbox schema is older than this relay (protocol 4) needs:"
+	ck_assert_msg(strstr(out, "the outbox schema is older than this relay (protocol 5) needs:"
 	    " run outboxctl migrate") != NULL, "%s", out);
 	PQfinish(c);
 }
@@ -94,7 +94,7 @@ START_TEST(test_relay_stops_when_retired)
 	ck_assert_int_eq(ts_wait_value(c,
 	    "SELECT count(*) FROM outbox.messages WHERE status = 'delivered'", 5, 30 * T_SEC), 5);
 
-	serve_only(c, "outbox", "relay", 5, 5);
+	serve_only(c, "outbox", "relay", 6, 6);
 	ck_assert_int_eq(ts_query_int(c,
 	    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
 	    " WHERE application_name = 'outbox-relay' AND datname = current_database()"), 2);

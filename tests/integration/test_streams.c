@@ -722,6 +722,68 @@ START_TEST(test_claim_keeps_to_its_byte_budget)
 }
 END_TEST
 
+/* One claim of every topic, up to max_n messages: how many, their keys
+ * (comma separated, in order) and its `more` ("t" or "f"; "" for none). */
+static int
+claim_more(PGconn *c, int max_n, char *keys, size_t klen, char *more, size_t mlen)
+{
+	char sql[512];
+	snprintf(sql, sizeof(sql), "SELECT count(*), string_agg(idempotency_key, ',' ORDER BY id),"
+	    " left(bool_or(more)::text, 1) FROM outbox.claim(protocol => 5, owner => 'test',"
+	    " lease_ms => 60000, max_n => %d, include => '{}', exclude => '{}', others => true,"
+	    " retries_first => false)", max_n);
+	PGresult *r = PQexec(c, sql);
+	ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK, "%s", PQresultErrorMessage(r));
+	int n = atoi(PQgetvalue(r, 0, 0));
+	snprintf(keys, klen, "%s", PQgetvalue(r, 0, 1));
+	snprintf(more, mlen, "%s", PQgetvalue(r, 0, 2));
+	PQclear(r);
+	return n;
+}
+
+/* A claim says whether a claim made now would find anything (`more`,
+ * relay protocol 5): yes while its window has messages past the cut, while
+ * another stream has work, or when a stream had no row yet (made by the
+ * claim, as an empty claim's discovery would); no when it took everything.
+ * A relay that announced its wait waits on a no instead of claiming again
+ * (an empty claim per wakeup at a steady rate). */
+START_TEST(test_claim_says_whether_more_is_claimable)
+{
+	char db[TS_CONNINFO_MAX], keys[256], more[8];
+	ts_db_create("streams_more", "outbox", db, sizeof(db));
+	PGconn *c = ts_connect(db);
+	/* one window: the rest of it, then nothing */
+	ts_exec(c, "SELECT outbox.enqueue('t', 'k' || g, '{}') FROM generate_series(1, 3) g");
+	ck_assert_int_eq(claim_more(c, 2, keys, sizeof(keys), more, sizeof(more)), 2);
+	ck_assert_str_eq(keys, "k1,k2");
+	ck_assert_str_eq(more, "t");
+	ck_assert_int_eq(claim_more(c, 10, keys, sizeof(keys), more, sizeof(more)), 1);
+	ck_assert_str_eq(keys, "k3");
+	ck_assert_str_eq(more, "f");
+	ck_assert_int_eq(claim_more(c, 10, keys, sizeof(keys), more, sizeof(more)), 0);
+	/* a stream with no row yet beside one with work */
+	ts_exec(c, "SELECT outbox.enqueue('t', 'k4', '{}')");
+	ts_exec(c, "SELECT outbox.enqueue('u', 'u1', '{}')");
+	ck_assert_int_eq(claim_more(c, 10, keys, sizeof(keys), more, sizeof(more)), 1);
+	ck_assert_str_eq(keys, "k4");
+	ck_assert_str_eq(more, "t");
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM outbox.streams WHERE topic = 'u'"),
+	    1);
+	ck_assert_int_eq(claim_more(c, 10, keys, sizeof(keys), more, sizeof(more)), 1);
+	ck_assert_str_eq(keys, "u1");
+	ck_assert_str_eq(more, "f");
+	/* two known streams with work: the first says so of the second */
+	ts_exec(c, "SELECT outbox.enqueue('t', 'k5', '{}')");
+	ts_exec(c, "SELECT outbox.enqueue('u', 'u2', '{}')");
+	ck_assert_int_eq(claim_more(c, 10, keys, sizeof(keys), more, sizeof(more)), 1);
+	ck_assert_str_eq(more, "t");
+	ck_assert_int_eq(claim_more(c, 10, keys, sizeof(keys), more, sizeof(more)), 1);
+	ck_assert_str_eq(more, "f");
+	ck_assert_int_eq(claim_more(c, 10, keys, sizeof(keys), more, sizeof(more)), 0);
+	PQfinish(c);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -741,6 +803,7 @@ main(void)
 	tcase_add_test(tc, test_restore_keeps_key_order);
 	tcase_add_test(tc, test_own_message_is_no_restore);
 	tcase_add_test(tc, test_claim_keeps_to_its_byte_budget);
+	tcase_add_test(tc, test_claim_says_whether_more_is_claimable);
 	suite_add_tcase(s, tc);
 	return ts_run_suite(s);
 }

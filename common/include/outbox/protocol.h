@@ -11,10 +11,11 @@
 #include <libpq-fe.h>
 #include <stddef.h>
 
-/* The versions of this build. relay 4: outbox.claim takes max_bytes, the
- * byte budget of a batch (sql/outbox/019_claim_bytes.sql); relay 3: it takes
- * skip_dead_heads (018); relay 2: streams and batches (012). */
-#define OB_PROTOCOL_RELAY 4
+/* The versions of this build. relay 5: outbox.claim says whether another
+ * claim would find anything now (`more`, sql/outbox/021_claim_more.sql);
+ * relay 4: it takes max_bytes, the byte budget of a batch (019); relay 3:
+ * it takes skip_dead_heads (018); relay 2: streams and batches (012). */
+#define OB_PROTOCOL_RELAY 5
 #define OB_PROTOCOL_PRODUCER 2
 #define OB_PROTOCOL_ADMIN 2
 /* viewer 1: the web view's reads (sql/outbox/016_viewer.sql, inbox 007). */

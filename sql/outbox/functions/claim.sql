@@ -1,12 +1,15 @@
 -- outbox.claim (function), its current definition: outboxctl migrate re-applies
--- this file after the numbered migrations (sql/README.md). History: 012, 018, 019.
+-- this file after the numbered migrations (sql/README.md). History: 012, 018, 019, 021.
 --
 -- claim: up to max_n messages of ONE batch for owner, leased for lease_ms,
 -- from the topics the relay may send now (outbox.topic_claimable), in this
 -- order: a batch whose lease ran out (taken over: new fence from
 -- outbox.fences, attempts + 1), then due retries and a cut of a stream,
 -- retries first when retries_first. No rows: nothing to do. Every claimed
--- message of a batch carries the batch's id, fence and attempt.
+-- message of a batch carries the batch's id, fence and attempt, and `more`
+-- (relay protocol 5): whether a claim made now would find anything
+-- (outbox.more_claimable; always true after a takeover or retries, whose
+-- neighbours are not looked at).
 -- max_bytes (relay protocol 4, --batch-bytes) ends a new batch before the
 -- message that would take its payloads past that many bytes; a message
 -- larger than that goes alone (outbox.within_bytes). NULL: max_n only.
@@ -15,8 +18,8 @@
 -- blocked unless skip_dead_heads, --on-dead-head skip).
 -- Returns rows of type outbox.claimed (defined in 012_streams.sql: batch_id,
 -- kind, fence, attempt, takeover, id, created_us, topic, idempotency_key,
--- payload, ordering_key, ordering_seq); relay/claim.c names the columns and
--- the arguments it passes.
+-- payload, ordering_key, ordering_seq; `more` added by 021); relay/claim.c
+-- names the columns and the arguments it passes.
 -- ordering = false is the BROKEN --no-ordering mode: lanes are cut like
 -- lane 0 (several batches out, several messages of a key in one, nothing
 -- parked) and every retry of a key is claimable.
@@ -42,6 +45,7 @@ DECLARE
     cand    outbox.events[];
     nread   integer;
     ended   boolean;
+    left_more boolean;
     keys    text[];
     blocked text[];
     stop_at bigint;
@@ -100,13 +104,13 @@ BEGIN
                 RETURNING r.*)
             SELECT b.id, b.kind, b.fence, r.attempts, was IS NOT NULL, r.id,
                    (extract(epoch FROM r.created_at) * 1000000)::bigint, r.topic,
-                   r.idempotency_key, r.payload::text, r.ordering_key, r.ordering_seq
+                   r.idempotency_key, r.payload::text, r.ordering_key, r.ordering_seq, true
               FROM r ORDER BY r.ordering_seq NULLS FIRST, r.id;
         ELSE
             RETURN QUERY
             SELECT b.id, b.kind, b.fence, b.attempts, was IS NOT NULL, e.id,
                    (extract(epoch FROM e.created_at) * 1000000)::bigint, e.topic,
-                   e.idempotency_key, e.payload::text, e.ordering_key, e.ordering_seq
+                   e.idempotency_key, e.payload::text, e.ordering_key, e.ordering_seq, true
               FROM outbox.batch_events(b) e;
         END IF;
         RETURN;
@@ -151,7 +155,7 @@ BEGIN
                 RETURNING r.*)
             SELECT b.id, b.kind, b.fence, r.attempts, false, r.id,
                    (extract(epoch FROM r.created_at) * 1000000)::bigint, r.topic,
-                   r.idempotency_key, r.payload::text, r.ordering_key, r.ordering_seq
+                   r.idempotency_key, r.payload::text, r.ordering_key, r.ordering_seq, true
               FROM r ORDER BY r.id;
             RETURN;
         END IF;
@@ -346,10 +350,12 @@ BEGIN
                    cut_at = now(), inflight = CASE WHEN st.lane > 0 AND ordering THEN bid END
              WHERE s.topic = st.topic AND s.lane = st.lane;
             IF bid IS NOT NULL THEN
+                -- more: what this window left, or what the others hold
+                left_more := NOT ended OR outbox.more_claimable(include, exclude, others, ordering);
                 RETURN QUERY
                 SELECT b.id, b.kind, b.fence, 1, false, t.id,
                        (extract(epoch FROM t.created_at) * 1000000)::bigint, t.topic,
-                       t.idempotency_key, t.payload::text, t.ordering_key, t.ordering_seq
+                       t.idempotency_key, t.payload::text, t.ordering_key, t.ordering_seq, left_more
                   FROM unnest(taken) t;
                 RETURN;
             END IF;

@@ -70,7 +70,7 @@ GRANT EXECUTE ON FUNCTION
     outbox.event_slots, outbox.lock_holders, outbox.oldest_xmin_holder,
     outbox.slot_done, outbox.slot_has_after, outbox.all_streams, outbox.stream_backlog,
     outbox.restored, outbox.adopt_restore, outbox.lane_of, outbox.ordering_lanes,
-    outbox.within_bytes
+    outbox.within_bytes, outbox.more_claimable
     TO outbox_relay;
 GRANT SELECT ON outbox.protocols TO outbox_relay;
 -- read in commit order; a done slot emptied by housekeeping (its
