@@ -80,6 +80,10 @@ static const struct ob_cfg_opt relay_options[] = {
 	    "deadline for a request's round trip (send + consumer COMMIT + reply)"),
 	OB_CFG_OPT("poll-ms", "OUTBOX_POLL_MS", OB_CFG_DURATION, "1s", 10, 600000, NULL, false,
 	    poll_ms, "poll interval when idle (LISTEN/NOTIFY wakes the relay sooner)"),
+	OB_CFG_OPT("linger-ms", "OUTBOX_LINGER_MS", OB_CFG_DURATION, "0", 0, 1000, NULL, false,
+	    linger_ms, "after a wakeup, wait this long before claiming, so that a trickle"
+	    " leaves in fewer, fuller batches: less database CPU per message, this much more"
+	    " latency (docs/operations.md); 0: claim at once"),
 	OB_CFG_OPT("backoff-base-ms", "OUTBOX_BACKOFF_BASE_MS", OB_CFG_DURATION, "100ms", 1,
 	    3600000, NULL, false, backoff_base_ms, "Full Jitter backoff base"),
 	OB_CFG_OPT("backoff-cap-ms", "OUTBOX_BACKOFF_CAP_MS", OB_CFG_DURATION, "30s", 1,

@@ -41,6 +41,7 @@ struct relay_config {
 	int64_t lease_ms;
 	int64_t delivery_timeout_ms;
 	int64_t poll_ms;
+	int64_t linger_ms;        /* --linger-ms: a wakeup's claim waits this long */
 	int64_t backoff_base_ms;
 	int64_t backoff_cap_ms;
 	int64_t max_attempts;

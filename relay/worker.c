@@ -633,6 +633,17 @@ drop_inflight(struct worker *w)
 	}
 }
 
+/* --linger-ms after news: more messages commit meanwhile, and the claim
+ * takes them as one batch. News and finished frames during it are taken
+ * as they come (a frame is recorded in the next turn). */
+static void
+linger(struct worker *w)
+{
+	int64_t until = ob_mono_ms() + w->cfg->linger_ms, left;
+	while (!*w->stop && (left = until - ob_mono_ms()) > 0)
+		wait_for(w, left);
+}
+
 /* One turn of the loop: claim what fits, record what is back, wait. */
 static void
 turn(struct worker *w)
@@ -672,6 +683,8 @@ turn(struct worker *w)
 			ms = left > 0 ? left : 0;
 		}
 		enum wait_end why = wait_for(w, ms);
+		if (why == WAIT_NEWS && w->cfg->linger_ms > 0)
+			linger(w);
 		if (why != WAIT_FRAME && w->slots.gated == 0) {
 			/* The claim that news, the look again or the poll brings
 			 * likely takes what there is and ends in a wait: announce

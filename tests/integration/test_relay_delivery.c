@@ -7,7 +7,7 @@
  * routed to two consumers keeps flowing when one goes away; an outage
  * opens the circuit breaker, burns no attempts and sends a bounded number
  * of frames; a lost LISTEN connection
- * comes back; housekeeping truncates a slot only when all of it is done.
+ * comes back; --linger-ms gathers a trickle into one batch; housekeeping truncates a slot only when all of it is done.
  */
 #include <inttypes.h>
 #include <pthread.h>
@@ -260,6 +260,46 @@ START_TEST(test_listen_reconnects)
 }
 END_TEST
 
+/* --linger-ms: a worker woken by a notification waits that long before it
+ * claims, so a trickle of messages, each enqueued in its own transaction,
+ * leaves in one batch. */
+#define LINGER_TRICKLE 5
+#define LINGER_QUIET_MS 300 /* of the 1 s linger: no claim yet */
+START_TEST(test_linger_gathers_a_trickle)
+{
+	char db[TS_CONNINFO_MAX], url[256], route[300], sql[128];
+	ts_db_create("rlinger", "outbox", db, sizeof(db));
+	PGconn *conn = ts_connect(db);
+	struct ts_fake_consumer fc;
+	ts_fake_consumer_routed(&fc, "linger", "*", TS_FAKE_APPLIED, url,
+	    sizeof(url), route, sizeof(route));
+	struct relay_run r;
+	const char *routes[] = { route, NULL };
+	/* a linger far longer than the trickle takes; only a notification
+	 * can wake the relay */
+	const char *extra[] = { "--poll-ms", "10m", "--linger-ms", "1s", NULL };
+	relay_start(&r, db, routes, extra);
+	ck_assert_int_eq(ts_wait_value(conn, "SELECT count(*) FROM outbox.relay_waiters", 1,
+	    20 * T_SEC), 1);
+	for (int i = 0; i < LINGER_TRICKLE; i++) {
+		snprintf(sql, sizeof(sql), "SELECT outbox.enqueue('t', 'trickle-%d', '{}')", i);
+		ts_exec(conn, sql);
+		/* the first one woke it; its claim waits (at --linger-ms 0 a batch
+		 * is there within this, and the test fails) */
+		if (i == 0)
+			ck_assert_int_eq(ts_wait_value(conn, "SELECT count(*) FROM outbox.batches", 1,
+			    LINGER_QUIET_MS), 0);
+	}
+	ck_assert_int_eq(ts_wait_value(conn,
+	    "SELECT count(*) FROM outbox.messages WHERE status = 'delivered'", LINGER_TRICKLE,
+	    20 * T_SEC), LINGER_TRICKLE);
+	ck_assert_int_eq(ts_query_int(conn, "SELECT count(*) FROM outbox.batches"), 1);
+	ck_assert_int_eq(relay_stop(&r), 0);
+	ts_fake_consumer_stop(&fc);
+	PQfinish(conn);
+}
+END_TEST
+
 /* Housekeeping drops delivered messages a whole slot at a time: the slot
  * that took inserts is closed once current for retention / 8 (017), and
  * truncated once closed for the retention AND every message in it is done
@@ -349,6 +389,7 @@ relay_delivery_suite(void)
 	tcase_add_test(tc, test_two_consumers_one_goes_away);
 	tcase_add_test(tc, test_outage_breaker_bounds_attempts);
 	tcase_add_test(tc, test_listen_reconnects);
+	tcase_add_test(tc, test_linger_gathers_a_trickle);
 	tcase_add_test(tc, test_housekeeping_truncates_done_slots);
 	suite_add_tcase(s, tc);
 	return s;
