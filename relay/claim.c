@@ -116,8 +116,10 @@ relay_claim_batch(PGconn *conn, const char *owner, int64_t lease_ms, uint32_t ma
 		ordering ? "true" : "false", skip_dead_heads ? "true" : "false",
 		max_bytes > 0 ? bytes : NULL };
 	memset(out, 0, sizeof(*out));
-	PGresult *res = PQexecParams(conn, want_lsn ? claim_sql_lsn : claim_sql, 11, NULL, params,
-	    NULL, NULL, 0);
+	/* prepared once per connection: parsed and planned once, not per claim */
+	PGresult *res = want_lsn
+	    ? ob_pg_exec_prepared(conn, "relay_claim_lsn", claim_sql_lsn, 11, params, NULL, NULL)
+	    : ob_pg_exec_prepared(conn, "relay_claim", claim_sql, 11, params, NULL, NULL);
 	int rc = ob_pg_check(res, PGRES_TUPLES_OK, "claim", err, errlen);
 	if (rc != OB_OK) {
 		if (ob_sqlstate_is(ob_pg_sqlstate(res), OB_SQLSTATE_PROTOCOL))

@@ -99,7 +99,9 @@ relay_record_batch(PGconn *conn, const struct relay_batch *b,
 		release ? "release" : "done", delay, refund ? "true" : "false",
 		a[0].data, a[1].data, a[2].data, a[3].data,
 		mode->skip_dead_heads ? "true" : "false" };
-	PGresult *res = PQexecParams(conn, record_sql, 12, NULL, params, NULL, NULL, 0);
+	/* prepared once per connection: parsed and planned once, not per batch */
+	PGresult *res = ob_pg_exec_prepared(conn, "relay_record", record_sql, 12, params, NULL,
+	    NULL);
 	rc = ob_pg_check(res, PGRES_TUPLES_OK, "record outcomes", err, errlen);
 	if (rc == OB_OK && PQntuples(res) == 1)
 		*written = PQgetvalue(res, 0, 0)[0] == 't';
