@@ -209,6 +209,13 @@ START_TEST(test_view_matches_event_state)
 	ck_assert_int_eq(messages_where(c, "topic = 'moved' AND status = 'pending'"
 	    " AND attempts = 0"), 1);
 	ck_assert_int_eq(messages_where(c, "topic = 'new' AND status = 'pending'"), 2);
+	/* outboxctl status counts them alike, topic by topic (outbox.topic_stats,
+	 * whose waiting messages outbox.stream_backlog counts in place: the
+	 * open window of 'window' past its position, the unread rest) */
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM outbox.topic_stats() s"
+	    " FULL JOIN (SELECT topic, count(*) AS n FROM outbox.messages"
+	    " WHERE status = 'pending' GROUP BY topic) m USING (topic)"
+	    " WHERE COALESCE(s.pending, 0) <> COALESCE(m.n, 0)"), 0);
 	/* a key looked up, with and without its topic */
 	ck_assert_int_eq(messages_where(c, "idempotency_key = 'w-late' AND status = 'pending'"), 1);
 	ck_assert_int_eq(messages_where(c, "idempotency_key = 'm1' AND topic = 'moved'"

@@ -10,21 +10,26 @@ CREATE OR REPLACE FUNCTION outbox.stream_backlog(st outbox.streams, OUT waiting 
                                       OUT oldest_waiting timestamptz, OUT in_flight bigint,
                                       OUT held bigint, OUT oldest_open timestamptz,
                                       OUT due_since timestamptz)
-    LANGUAGE plpgsql STABLE AS $$
+    LANGUAGE plpgsql STABLE
+    -- by the stream's index, never a scan of the table (see stream_read)
+    SET enable_seqscan = off SET jit = off AS $$
 DECLARE
-    now_snap pg_snapshot := pg_current_snapshot();
-    w1 bigint := 0;
-    o1 timestamptz;
+    lo_min xid8 := COALESCE(pg_snapshot_xmin(st.snap_lo), '0'::xid8);
+    p_txid xid8 := COALESCE(st.pos_txid, '0'::xid8);
+    p_id   bigint := COALESCE(st.pos_id, 0);
 BEGIN
-    -- the rest of the open window, then what came after it
-    IF st.snap_hi IS NOT NULL THEN
-        SELECT count(*), min(e.created_at) INTO w1, o1
-          FROM outbox.stream_read(st.topic, st.lane, st.snap_lo, st.snap_hi, st.pos_txid,
-                                  st.pos_id, 2147483647) e;
-    END IF;
-    SELECT w1 + count(*), LEAST(o1, min(e.created_at)) INTO waiting, oldest_waiting
-      FROM outbox.stream_read(st.topic, st.lane, COALESCE(st.snap_hi, st.snap_lo), now_snap,
-                              NULL, NULL, 2147483647) e;
+    -- Waiting: not in the floor (snap_lo), and not in the open window
+    -- (snap_hi) up to its position: what the claims have not read. What
+    -- is older than the floor's xmin is in it, so the index range starts
+    -- there. Counted where they lie, not read out (stream_read carries
+    -- every row, payload included, through a function's result: 214 ms at
+    -- a backlog of 250,000 for outboxctl status).
+    SELECT count(*), min(e.created_at) INTO waiting, oldest_waiting
+      FROM outbox.events e
+     WHERE e.topic = st.topic AND e.lane = st.lane AND e.txid >= lo_min
+       AND NOT (st.snap_lo IS NOT NULL AND pg_visible_in_snapshot(e.txid, st.snap_lo))
+       AND NOT (st.snap_hi IS NOT NULL AND pg_visible_in_snapshot(e.txid, st.snap_hi)
+                AND (e.txid, e.id) <= (p_txid, p_id));
     SELECT COALESCE(sum(b.size) FILTER (WHERE b.owner IS NOT NULL AND b.lease_until > now()), 0),
            COALESCE(sum(b.size) FILTER (WHERE b.owner IS NULL OR b.lease_until <= now()), 0),
            min(b.lease_until) FILTER (WHERE b.lease_until <= now())
