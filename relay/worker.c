@@ -640,7 +640,9 @@ static void
 linger(struct worker *w)
 {
 	int64_t until = ob_mono_ms() + w->cfg->linger_ms, left;
-	while (!*w->stop && (left = until - ob_mono_ms()) > 0)
+	/* a lost connection ends it: its socket stays readable, and the
+	 * loop is for the reconnect to handle */
+	while (!*w->stop && !ob_pg_broken(w->db.conn) && (left = until - ob_mono_ms()) > 0)
 		wait_for(w, left);
 }
 
