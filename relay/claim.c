@@ -133,15 +133,6 @@ relay_claim_batch(PGconn *conn, const char *owner, int64_t lease_ms, uint32_t ma
 	return rc;
 }
 
-int64_t
-relay_batch_payload_bytes(const struct relay_batch *b)
-{
-	int64_t sum = 0;
-	for (uint32_t i = 0; i < b->n; i++)
-		sum += b->msgs[i].payload_len;
-	return sum;
-}
-
 void
 relay_batch_fini(struct relay_batch *b)
 {

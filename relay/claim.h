@@ -69,9 +69,6 @@ int relay_claim_batch(PGconn *conn, const char *owner, int64_t lease_ms, uint32_
     int64_t max_bytes, const struct relay_topics *topics, bool retries_first, bool ordering,
     bool skip_dead_heads, bool want_lsn, struct relay_batch *out, char *err, size_t errlen);
 
-/* The sum of the batch's payload lengths (what --batch-bytes budgets). */
-int64_t relay_batch_payload_bytes(const struct relay_batch *b);
-
 void relay_batch_fini(struct relay_batch *b);
 
 #endif

@@ -680,9 +680,10 @@ turn(struct worker *w)
 		 * poll's claim likely finds nothing. A finished frame is for the
 		 * next turn's record to judge (record_may_free). */
 		int64_t ms = w->slots.gated > 0 ? w->gate.poll_ms : w->cfg->poll_ms;
-		if (w->relook_at_ms > 0 && w->relook_at_ms - ob_mono_ms() < ms) {
+		if (w->relook_at_ms > 0) {
 			int64_t left = w->relook_at_ms - ob_mono_ms();
-			ms = left > 0 ? left : 0;
+			if (left < ms)
+				ms = left > 0 ? left : 0;
 		}
 		enum wait_end why = wait_for(w, ms);
 		if (why == WAIT_NEWS && w->cfg->linger_ms > 0)
