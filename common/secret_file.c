@@ -4,6 +4,7 @@
  * for its file and wiped (explicit_bzero) where its contents were seen.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -12,12 +13,17 @@
 
 int
 ob_secret_file_open(struct ob_secret_file *sf, const char *flag, const char *path, int max,
-    const char *trim, char *err, size_t errlen)
+    const char *trim, size_t holder_size, void **holder, char *err, size_t errlen)
 {
 	FILE *f = fopen(path, "r");
 	if (f == NULL) {
 		snprintf(err, errlen, "%s %s: %s", flag, path, strerror(errno));
 		return OB_EINVAL;
+	}
+	if ((*holder = calloc(1, holder_size)) == NULL) {
+		fclose(f);
+		snprintf(err, errlen, "out of memory");
+		return OB_ENOMEM;
 	}
 	*sf = (struct ob_secret_file){ f, flag, path, max, trim, 0 };
 	return OB_OK;
@@ -54,4 +60,13 @@ ob_secret_file_close(struct ob_secret_file *sf, char *line, size_t size)
 		explicit_bzero(line, size);
 	fclose(sf->f);
 	sf->f = NULL;
+}
+
+void
+ob_secret_free(void *p, size_t size)
+{
+	if (p == NULL)
+		return;
+	explicit_bzero(p, size);
+	free(p);
 }

@@ -25,17 +25,13 @@ int
 webhook_secrets_load(const char *path, struct webhook_secrets **out, char *err, size_t errlen)
 {
 	struct ob_secret_file sf;
-	if (ob_secret_file_open(&sf, "--webhook-secret-file", path, WEBHOOK_SECRET_MAX, "\r\n", err,
-	        errlen) != OB_OK)
-		return OB_EINVAL;
-	struct webhook_secrets *s = calloc(1, sizeof(*s));
-	if (s == NULL) {
-		ob_secret_file_close(&sf, NULL, 0);
-		snprintf(err, errlen, "out of memory");
-		return OB_ENOMEM;
-	}
+	struct webhook_secrets *s;
+	int rc = ob_secret_file_open(&sf, "--webhook-secret-file", path, WEBHOOK_SECRET_MAX,
+	    "\r\n", sizeof(*s), (void **)&s, err, errlen);
+	if (rc != OB_OK)
+		return rc;
 	char line[WEBHOOK_SECRET_MAX + 3];
-	int len = 0, rc = OB_OK;
+	int len = 0;
 	while (rc == OB_OK && (len = ob_secret_file_next(&sf, line, sizeof(line), err, errlen)) > 0) {
 		size_t n = (size_t)len;
 		bool printable = true;
@@ -126,8 +122,5 @@ webhook_sign(const struct webhook_secrets *s, int64_t t, const void *body, size_
 void
 webhook_secrets_free(struct webhook_secrets *s)
 {
-	if (s == NULL)
-		return;
-	explicit_bzero(s, sizeof(*s));
-	free(s);
+	ob_secret_free(s, sizeof(*s));
 }

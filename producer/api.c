@@ -22,7 +22,7 @@
  * built in SQL because it carries the new ids. It is the same transition
  * ob_keyclaim_complete makes (started -> done, same token), fused with
  * the business write from keyclaim.h's own SQL fragments
- * (OB_KEYCLAIM_HELD_SQL, OB_KEYCLAIM_DONE_SQL): common/keyclaim.c owns every
+ * (OB_KEYCLAIM_HELD_CTE, OB_KEYCLAIM_DONE_CTE): common/keyclaim.c owns every
  * write of a key table. The statement is prepared once per connection.
  *
  * Scopes: a request made with a token of a named scope (auth.h) has its
@@ -60,29 +60,30 @@
 	" 'steps', steps, 'severity', severity, 'idempotency_key', "             \
 	PRODUCER_CLIENT_KEY_SQL("idempotency_key") ", 'created_at', created_at)::text"
 
+/* Each mode's name as --idempotency spells it: one table for both ways. */
+static const char *const mode_names[] = {
+	[PRODUCER_MODE_NONE] = "none",
+	[PRODUCER_MODE_SPLIT] = "split",
+	[PRODUCER_MODE_ATOMIC] = "atomic",
+};
+#define MODE_COUNT (sizeof(mode_names) / sizeof(mode_names[0]))
+
 int
 producer_mode_parse(const char *s, enum producer_mode *out)
 {
-	if (strcmp(s, "none") == 0)
-		*out = PRODUCER_MODE_NONE;
-	else if (strcmp(s, "split") == 0)
-		*out = PRODUCER_MODE_SPLIT;
-	else if (strcmp(s, "atomic") == 0)
-		*out = PRODUCER_MODE_ATOMIC;
-	else
-		return OB_EINVAL;
-	return OB_OK;
+	for (size_t m = 0; m < MODE_COUNT; m++) {
+		if (strcmp(s, mode_names[m]) == 0) {
+			*out = (enum producer_mode)m;
+			return OB_OK;
+		}
+	}
+	return OB_EINVAL;
 }
 
 const char *
 producer_mode_name(enum producer_mode m)
 {
-	switch (m) {
-	case PRODUCER_MODE_NONE: return "none";
-	case PRODUCER_MODE_SPLIT: return "split";
-	case PRODUCER_MODE_ATOMIC: return "atomic";
-	}
-	return "unknown";
+	return (unsigned)m < MODE_COUNT ? mode_names[m] : "unknown";
 }
 
 /* The 201 body: the new report's ids and what was stored. Owned. */
@@ -106,8 +107,7 @@ created_body(int64_t report_id, int64_t message_id, const char *key,
  * token still held, none when it was fenced out. */
 #define CREATE_ATOMIC_STMT "producer_create_atomic"
 static const char create_atomic_sql[] =
-    "WITH k AS ("
-    OB_KEYCLAIM_HELD_SQL(PRODUCER_KEY_TABLE, "$5::text", "$6::bigint", "$7::bool") "),"
+    OB_KEYCLAIM_HELD_CTE(PRODUCER_KEY_TABLE, "$5::text", "$6::bigint", "$7::bool")
     " r AS ("
     "  INSERT INTO app.bug_reports (title, module, steps, severity, idempotency_key)"
     "  SELECT $1::text, $2::text, $3::text, $4::text, $5::text FROM k RETURNING *),"
@@ -121,9 +121,7 @@ static const char create_atomic_sql[] =
     "         'idempotency_key', $8::text, 'title', m.title, 'module', m.module,"
     "         'severity', m.severity)::text AS body"
     "    FROM m),"
-    " d AS ("
-    OB_KEYCLAIM_DONE_SQL(PRODUCER_KEY_TABLE, "$5::text", "201", "(SELECT b.body FROM b)")
-    " AND EXISTS (SELECT 1 FROM b) RETURNING 1)"
+    OB_KEYCLAIM_DONE_CTE(PRODUCER_KEY_TABLE, "$5::text")
     " SELECT b.id, b.mid, b.body, (SELECT count(*) FROM d) FROM b";
 
 static const struct api_final_write create_atomic_write = {

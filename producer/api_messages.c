@@ -44,8 +44,7 @@
  * fenced out. */
 #define CREATE_MESSAGE_STMT "producer_create_message"
 static const char create_message_sql[] =
-    "WITH k AS ("
-    OB_KEYCLAIM_HELD_SQL(PRODUCER_MESSAGE_KEY_TABLE, "$4::text", "$5::bigint", "$6::bool") "),"
+    OB_KEYCLAIM_HELD_CTE(PRODUCER_MESSAGE_KEY_TABLE, "$4::text", "$5::bigint", "$6::bool")
     " m AS ("
     "  SELECT outbox.enqueue($1::text, $7::text, $2::jsonb, $3::text) AS mid FROM k),"
     " b AS ("
@@ -53,9 +52,7 @@ static const char create_message_sql[] =
     "         'idempotency_key', $8::text, 'topic', $1::text, 'ordering_key', $3::text))::text"
     "         AS body"
     "    FROM m),"
-    " d AS ("
-    OB_KEYCLAIM_DONE_SQL(PRODUCER_MESSAGE_KEY_TABLE, "$4::text", "201", "(SELECT b.body FROM b)")
-    " AND EXISTS (SELECT 1 FROM b) RETURNING 1)"
+    OB_KEYCLAIM_DONE_CTE(PRODUCER_MESSAGE_KEY_TABLE, "$4::text")
     " SELECT b.mid, b.body, (SELECT count(*) FROM d) FROM b";
 
 static const struct api_final_write create_message_write = {

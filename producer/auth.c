@@ -78,15 +78,11 @@ producer_tokens_load(const char *path, struct producer_tokens **out, char *err,
 	char line[PRODUCER_TOKEN_LINE_MAX + 2]; /* + '\n' + NUL */
 	int len, rc = OB_EINVAL;
 	struct ob_secret_file sf;
-	if (ob_secret_file_open(&sf, "--api-token-file", path, PRODUCER_TOKEN_LINE_MAX, "\r\n \t",
-	        err, errlen) != OB_OK)
-		return OB_EINVAL;
-	struct producer_tokens *t = calloc(1, sizeof(*t));
-	if (t == NULL) {
-		ob_secret_file_close(&sf, NULL, 0);
-		snprintf(err, errlen, "out of memory");
-		return OB_ENOMEM;
-	}
+	struct producer_tokens *t;
+	int opened = ob_secret_file_open(&sf, "--api-token-file", path, PRODUCER_TOKEN_LINE_MAX,
+	    "\r\n \t", sizeof(*t), (void **)&t, err, errlen);
+	if (opened != OB_OK)
+		return opened;
 	t->nscopes = 1; /* the default scope, "" */
 	while ((len = ob_secret_file_next(&sf, line, sizeof(line), err, errlen)) > 0) {
 		int lineno = sf.lineno;
@@ -284,8 +280,5 @@ producer_token_flag(const char *path, char *buf, size_t buflen, const char **tok
 void
 producer_tokens_free(struct producer_tokens *t)
 {
-	if (t == NULL)
-		return;
-	explicit_bzero(t, sizeof(*t));
-	free(t);
+	ob_secret_free(t, sizeof(*t));
 }

@@ -30,7 +30,7 @@ struct enqueue_config {
 #define OB_CFG_STRUCT struct enqueue_config
 
 static const struct ob_cfg_opt enqueue_options[] = {
-	OB_CFG_OPT_DB(db, "the producer's database (outbox migrations applied)"),
+	PRODUCER_OPT_DB(db),
 	OB_CFG_OPT("title", "OUTBOX_TITLE", OB_CFG_STRING, "Crash on save", 0, 0, NULL, false,
 	    title, "report title (1..200 characters)"),
 	OB_CFG_OPT("module", "OUTBOX_MODULE", OB_CFG_STRING, "editor", 0, 0, NULL, false, module,

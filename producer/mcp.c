@@ -139,9 +139,17 @@ mcp_tool_key(const char *run_id, const char *tool, const json_t *args, char *out
 	return OB_OK;
 }
 
-static void
-client_opts_of(const struct mcp_server *s, struct client_opts *o, const char *key)
+/* The client options of one call: the server's, and the call's key, the
+ * host's (meta_key), else made from the run, the tool and norm, the
+ * arguments as the API will see them (released here). key (keylen bytes)
+ * must outlive *o. OB_OK, or an error when norm cannot be encoded. */
+static int
+call_opts(const struct mcp_server *s, const char *tool, json_t *norm, const char *meta_key,
+    struct client_opts *o, char *key, size_t keylen)
 {
+	int rc = meta_key != NULL ? (snprintf(key, keylen, "%s", meta_key), OB_OK)
+	                          : mcp_tool_key(s->run_id, tool, norm, key, keylen);
+	json_decref(norm);
 	*o = (struct client_opts){
 		.url = s->url,
 		.key_source = CLIENT_KEY_FIXED,
@@ -154,17 +162,6 @@ client_opts_of(const struct mcp_server *s, struct client_opts *o, const char *ke
 		.ledger = s->ledger,
 		.token = s->token,
 	};
-}
-
-/* The call's key: the host's (meta_key), else made from the run, the tool
- * and norm, the arguments as the API will see them (released here). */
-static int
-call_key(const struct mcp_server *s, const char *tool, json_t *norm, const char *meta_key,
-    char *key, size_t keylen)
-{
-	int rc = meta_key != NULL ? (snprintf(key, keylen, "%s", meta_key), OB_OK)
-	                          : mcp_tool_key(s->run_id, tool, norm, key, keylen);
-	json_decref(norm);
 	return rc;
 }
 
@@ -208,11 +205,9 @@ tool_submit_bug_report(const struct mcp_server *s, const json_t *args, const cha
 		return NULL;
 	if (steps != NULL)
 		json_object_set_new(norm, "steps", json_string(steps));
-	if (call_key(s, "submit_bug_report", norm, meta_key, key, sizeof(key)) != OB_OK)
-		return bad_arguments("the arguments cannot be encoded (invalid UTF-8?)");
-
 	struct client_opts o;
-	client_opts_of(s, &o, key);
+	if (call_opts(s, "submit_bug_report", norm, meta_key, &o, key, sizeof(key)) != OB_OK)
+		return bad_arguments("the arguments cannot be encoded (invalid UTF-8?)");
 	o.title = title;
 	o.module = module;
 	o.steps = steps;
@@ -242,14 +237,13 @@ tool_send_notification(const struct mcp_server *s, const json_t *args, const cha
 		return NULL;
 	if (ordering_key != NULL)
 		json_object_set_new(norm, "ordering_key", json_string(ordering_key));
-	int rc = call_key(s, "send_notification", norm, meta_key, key, sizeof(key));
+	struct client_opts o;
+	int rc = call_opts(s, "send_notification", norm, meta_key, &o, key, sizeof(key));
 	char *payload_text = json_dumps(payload, JSON_COMPACT);
 	if (rc != OB_OK || payload_text == NULL) {
 		free(payload_text);
 		return bad_arguments("the arguments cannot be encoded (invalid UTF-8?)");
 	}
-	struct client_opts o;
-	client_opts_of(s, &o, key);
 	o.target = CLIENT_MESSAGE;
 	o.topic = topic;
 	o.payload = payload_text;

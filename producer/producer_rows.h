@@ -19,6 +19,10 @@
 	OB_CFG_OPT("key", "OUTBOX_KEY", OB_CFG_STRING, NULL, 0, 0, NULL, required, field, \
 	    help)
 
+/* --db: the producer's database, written by the command (enqueue, serve). */
+#define PRODUCER_OPT_DB(field) \
+	OB_CFG_OPT_DB(field, "the producer's database (outbox migrations applied)")
+
 /* --run-id: the run a command's keys or rows are tagged with (mcp, matrix). */
 #define PRODUCER_OPT_RUN_ID(field, help)                                              \
 	OB_CFG_OPT("run-id", "OUTBOX_RUN_ID", OB_CFG_STRING, NULL, 0, 0, NULL, false,  \

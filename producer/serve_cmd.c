@@ -81,7 +81,7 @@ struct serve_config {
 #define OB_CFG_STRUCT struct serve_config
 
 static const struct ob_cfg_opt serve_options[] = {
-	OB_CFG_OPT_DB(db, "the producer's database (outbox migrations applied)"),
+	PRODUCER_OPT_DB(db),
 	OB_CFG_OPT("http", "OUTBOX_HTTP", OB_CFG_STRING, "http://127.0.0.1:8080", 0, 0, NULL, false,
 	    http, "address to serve the API on: http://HOST:PORT, or https://HOST:PORT (TLS;"
 	    " needs --tls-cert and --tls-key); port 0 = any free port"),

@@ -144,13 +144,22 @@ int ob_keyclaim_has(PGconn *conn, const char *table, const char *key, const void
     size_t fplen, bool *has, char *err, size_t errlen);
 
 /* SQL fragments for a caller that fuses the completion with its own work in
- * one statement (the producer's atomic create). TABLE is the key table, the
- * other arguments SQL text ("$5::text"). HELD is a query of one row, locked,
- * while KEY still carries FENCE (NOFENCE true: whoever holds it, the
- * test-only broken switch); DONE is the completion's UPDATE. */
-#define OB_KEYCLAIM_HELD_SQL(TABLE, KEY, FENCE, NOFENCE)                        \
-	"SELECT 1 FROM " TABLE " WHERE idempotency_key = " KEY                  \
-	" AND (" NOFENCE " OR (fence = " FENCE " AND state = 'started')) FOR UPDATE"
+ * one statement (the producer's atomic creates). TABLE is the key table, the
+ * other arguments SQL text ("$5::text"). The statement starts with HELD_CTE,
+ * "WITH k AS (...),": one row, locked, while KEY still carries FENCE (NOFENCE
+ * true: whoever holds it, the test-only broken switch); the caller's own
+ * CTEs follow, built on k, the last named b with the response in b.body
+ * (no row: fenced out); DONE_CTE, " d AS (...)", marks the key done with a
+ * 201 and that body when b has a row. The caller's final SELECT reads b and
+ * (SELECT count(*) FROM d). */
+#define OB_KEYCLAIM_HELD_CTE(TABLE, KEY, FENCE, NOFENCE)                        \
+	"WITH k AS (SELECT 1 FROM " TABLE " WHERE idempotency_key = " KEY         \
+	" AND (" NOFENCE " OR (fence = " FENCE " AND state = 'started')) FOR UPDATE),"
+#define OB_KEYCLAIM_DONE_CTE(TABLE, KEY)                                        \
+	" d AS (" OB_KEYCLAIM_DONE_SQL(TABLE, KEY, "201", "(SELECT b.body FROM b)")  \
+	" AND EXISTS (SELECT 1 FROM b) RETURNING 1)"
+
+/* The completion's UPDATE (ob_keyclaim_complete's, and DONE_CTE's). */
 #define OB_KEYCLAIM_DONE_SQL(TABLE, KEY, STATUS, BODY)                          \
 	"UPDATE " TABLE " SET state = 'done', response_status = " STATUS ","       \
 	" response_body = " BODY ", completed_at = clock_timestamp()"             \

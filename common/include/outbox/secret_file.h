@@ -22,9 +22,12 @@ struct ob_secret_file {
 };
 
 /* Open path for ob_secret_file_next (flag, path and trim borrowed: they
- * must outlive sf). OB_OK, or OB_EINVAL with "FLAG PATH: reason" in err. */
+ * must outlive sf), and the caller's holder of what the file says, zeroed,
+ * holder_size bytes in *holder (let go with ob_secret_free). OB_OK, or
+ * OB_EINVAL with "FLAG PATH: reason" in err, OB_ENOMEM: nothing open,
+ * nothing allocated. */
 int ob_secret_file_open(struct ob_secret_file *sf, const char *flag, const char *path,
-    int max, const char *trim, char *err, size_t errlen);
+    int max, const char *trim, size_t holder_size, void **holder, char *err, size_t errlen);
 
 /* The next line that is neither empty nor a comment ('#' first), once the
  * characters of sf->trim are cut from its end, into line (size bytes: a
@@ -36,5 +39,9 @@ int ob_secret_file_next(struct ob_secret_file *sf, char *line, size_t size, char
 
 /* Wipe line[0..size) (NULL is ok) and close the file. */
 void ob_secret_file_close(struct ob_secret_file *sf, char *line, size_t size);
+
+/* Wipe p[0..size) and free it: how a heap block that held secrets read
+ * from such a file (tokens, signing keys) is let go. NULL is ok. */
+void ob_secret_free(void *p, size_t size);
 
 #endif
