@@ -31,11 +31,17 @@ struct need {
 	const char *kind, *schema, *name, *privileges;
 };
 
+/* What the check itself reads, in the component's schema (schema NULL),
+ * needed by every program before its own list. */
+static const struct need check_needs[] = {
+	{ "schema", NULL, "", "USAGE" },
+	{ "function", NULL, "check_protocol", "EXECUTE" },
+	{ "table", NULL, "protocols", "SELECT" },
+	{ NULL, NULL, NULL, NULL },
+};
+
 static const struct need producer_needs[] = {
-	{ "schema", "outbox", "", "USAGE" },
 	{ "schema", "app", "", "USAGE" },
-	{ "function", "outbox", "check_protocol", "EXECUTE" },
-	{ "table", "outbox", "protocols", "SELECT" },
 	{ "function", "outbox", "enqueue", "EXECUTE" },
 	{ "table", "app", "bug_reports", "SELECT,INSERT" },
 	{ "table", "app", "idempotency_keys", "SELECT,INSERT,UPDATE,DELETE" },
@@ -44,9 +50,6 @@ static const struct need producer_needs[] = {
 };
 
 static const struct need relay_needs[] = {
-	{ "schema", "outbox", "", "USAGE" },
-	{ "function", "outbox", "check_protocol", "EXECUTE" },
-	{ "table", "outbox", "protocols", "SELECT" },
 	{ "function", "outbox", "claim", "EXECUTE" },
 	{ "function", "outbox", "record", "EXECUTE" },
 	{ "function", "outbox", "discover_streams", "EXECUTE" },
@@ -68,9 +71,6 @@ static const struct need relay_needs[] = {
 };
 
 static const struct need admin_needs[] = {
-	{ "schema", "outbox", "", "USAGE" },
-	{ "function", "outbox", "check_protocol", "EXECUTE" },
-	{ "table", "outbox", "protocols", "SELECT" },
 	{ "function", "outbox", "topic_stats", "EXECUTE" },
 	{ "function", "outbox", "message_state", "EXECUTE" },
 	{ "function", "outbox", "requeue_dead", "EXECUTE" },
@@ -89,8 +89,6 @@ static const struct need admin_needs[] = {
 };
 
 static const struct need consumer_needs[] = {
-	{ "schema", "inbox", "", "USAGE" },
-	{ "function", "inbox", "check_protocol", "EXECUTE" },
 	/* the inbox's SQL contract (docs/inbox-sql.md), which it calls */
 	{ "function", "inbox", "clock_us", "EXECUTE" },
 	{ "function", "inbox", "take_source_gate", "EXECUTE" },
@@ -99,7 +97,6 @@ static const struct need consumer_needs[] = {
 	{ "function", "inbox", "apply_notifications", "EXECUTE" },
 	{ "function", "inbox", "add_notification", "EXECUTE" },
 	{ "function", "inbox", "purge", "EXECUTE" },
-	{ "table", "inbox", "protocols", "SELECT" },
 	{ "table", "inbox", "processed", "SELECT,INSERT,UPDATE,DELETE" },
 	{ "table", "inbox", "notifications", "SELECT,INSERT" },
 	{ "table", "inbox", "webhook_calls", "SELECT,INSERT,UPDATE,DELETE" },
@@ -109,9 +106,6 @@ static const struct need consumer_needs[] = {
 
 /* The web view (outboxctl web): reads, writes nothing. */
 static const struct need viewer_needs[] = {
-	{ "schema", "outbox", "", "USAGE" },
-	{ "function", "outbox", "check_protocol", "EXECUTE" },
-	{ "table", "outbox", "protocols", "SELECT" },
 	{ "function", "outbox", "topic_stats", "EXECUTE" },
 	{ "function", "outbox", "message_state", "EXECUTE" },
 	{ "view", "outbox", "messages", "SELECT" },
@@ -121,9 +115,6 @@ static const struct need viewer_needs[] = {
 };
 
 static const struct need inbox_viewer_needs[] = {
-	{ "schema", "inbox", "", "USAGE" },
-	{ "function", "inbox", "check_protocol", "EXECUTE" },
-	{ "table", "inbox", "protocols", "SELECT" },
 	{ "table", "inbox", "processed", "SELECT" },
 	{ NULL, NULL, NULL, NULL },
 };
@@ -191,10 +182,13 @@ privileges_check(PGconn *conn, const char *schema, const char *component, char *
 
 	struct ob_buf sql;
 	ob_buf_init(&sql);
-	int rc = ob_buf_puts(&sql, missing_sql_head);
-	for (int i = 0; rc == OB_OK && needs[i].kind != NULL; i++)
-		rc = ob_buf_printf(&sql, "%s(%d, '%s', '%s', '%s', '%s')", i ? ", " : "", i,
-		    needs[i].kind, needs[i].schema, needs[i].name, needs[i].privileges);
+	int rc = ob_buf_puts(&sql, missing_sql_head), ord = 0;
+	const struct need *lists[] = { check_needs, needs };
+	for (size_t l = 0; l < sizeof(lists) / sizeof(lists[0]); l++)
+		for (const struct need *n = lists[l]; rc == OB_OK && n->kind != NULL; n++, ord++)
+			rc = ob_buf_printf(&sql, "%s(%d, '%s', '%s', '%s', '%s')", ord ? ", " : "",
+			    ord, n->kind, n->schema != NULL ? n->schema : schema, n->name,
+			    n->privileges);
 	if (rc == OB_OK)
 		rc = ob_buf_puts(&sql, missing_sql_tail);
 	if (rc != OB_OK) {
