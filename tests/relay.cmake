@@ -53,6 +53,14 @@ endif()
 # a poison message ends dead alone; a restore into a younger cluster.
 outbox_test(test_streams SOURCES integration/test_streams.c
   LABELS integration PG TIMEOUT 300)
+# enqueue's headers and not_before (022): stored, copied, checked; a
+# delayed message and its key's later ones held back until it is due, and
+# the real relay delivering it then.
+outbox_test(test_enqueue_options SOURCES integration/test_enqueue_options.c
+  LABELS integration PG TIMEOUT 300)
+if(TARGET test_enqueue_options)
+  add_dependencies(test_enqueue_options outbox-relay)
+endif()
 # The same restore for real: cluster A advanced with pg_resetwal -x
 # (pg-tmp.sh OUTBOX_PG_NEXT_XID), its outbox dumped into a fresh cluster B,
 # the real relay and consumer on both sides: each message applied once, in

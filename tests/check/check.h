@@ -82,8 +82,8 @@ enum chk_act {
 struct chk_step {
 	enum chk_act act;
 	int sess;        /* the session it runs on */
-	int a, b, c;     /* per act: ENQUEUE a = payload variant (0, 1 another payload, 2..6
-	                  * bad input); CLAIM a = batch size (0: none),
+	int a, b, c;     /* per act: ENQUEUE a = payload variant (0, 1 another payload, 2..8
+	                  * bad input), b = not before a day from now; CLAIM a = batch size (0: none),
 	                  * b = retries first, c = long lease; SEND a = hold, b = fault
 	                  * (0 none, 1 lost before the consumer, 2 reply lost);
 	                  * RECORD a = hold, b = 0 outcome / 1 release refunded /

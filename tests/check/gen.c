@@ -113,7 +113,7 @@ producer_step(struct chk_rng *r, const struct chk_view *v, int p, struct chk_ste
 			snprintf(s->okey, sizeof(s->okey), "%s",
 			    chk_okey_names[1 + chk_below(r, (uint32_t)c->okeys)]);
 		if (chk_below(r, 100) < 3) /* bad input: refused, changes nothing */
-			s->a = 2 + (int)chk_below(r, 5);
+			s->a = 2 + (int)chk_below(r, 7);
 		if (kind < 50) {
 			/* a small pool of fresh keys that two producers race for (it
 			 * moves on as messages commit); one logical message each, so
@@ -127,6 +127,9 @@ producer_step(struct chk_rng *r, const struct chk_view *v, int p, struct chk_ste
 				    chk_okey_names[1 + n % (uint32_t)c->okeys]);
 		} else {
 			snprintf(s->key, sizeof(s->key), "p%d-%d", p, v->next_key[p]);
+			/* not before a day from now: not claimable until days pass
+			 * (ACT_AGE), and its key's later messages wait behind it */
+			s->b = s->a < 2 && chk_below(r, 100) < 4;
 		}
 		return;
 	}

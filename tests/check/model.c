@@ -33,6 +33,8 @@
  *   S6  nothing removed that is not done;
  *   H1  a claim that says nothing more is claimable left no stream cut
  *       behind (check_more);
+ *   not_before  a message enqueued not before a day from now is not
+ *       claimed, nor its key's later messages, until days pass (ACT_AGE);
  * and at the end of a fair schedule without faults: every committed
  * message applied once, or dead as S4 allows, or (--on-dead-head block)
  * waiting behind a dead head of its key.
@@ -75,6 +77,8 @@ struct msg {
 	int attempt;           /* the attempt its next claim must carry, less one (-1:
 	                        * unknown, after a restore was adopted) */
 	bool poison, reject;   /* fixed by the seed */
+	bool delayed;          /* enqueued not before a day from now: not claimable
+	                        * until an ACT_AGE after its commit */
 };
 
 /* An enqueue of the open transaction. */
@@ -83,6 +87,7 @@ struct enq {
 	int64_t id;
 	bool after_savepoint;
 	bool is_new;           /* it created the message (not found) */
+	bool delayed;          /* with not_before a day from now */
 };
 
 struct producer {
@@ -409,6 +414,7 @@ enqueue_done(struct chk_run *run, int p, const struct chk_step *s, PGresult *r,
 	e->id = id;
 	e->after_savepoint = pr->savepoint;
 	e->is_new = true;
+	e->delayed = s->b != 0;
 }
 
 /* The transaction of producer p committed: its messages exist now, with
@@ -437,6 +443,7 @@ commit_done(struct chk_run *run, int p)
 		snprintf(m->key, sizeof(m->key), "%s", e->key);
 		snprintf(m->okey, sizeof(m->okey), "%s", e->okey);
 		m->id = e->id;
+		m->delayed = e->delayed;
 		/* a key enqueued anew after its first message was truncated: the
 		 * consumer answers its deliveries duplicate */
 		for (int k = 0; k < run->nmsgs - 1; k++)
@@ -482,20 +489,21 @@ producer_step(struct chk_run *run, int p, const struct chk_step *s)
 	case ACT_ENQUEUE:
 		if (s->a >= 2) {
 			/* bad input: an empty topic, an empty key, an ordering key of
-			 * 256 bytes, a NULL payload, a payload over the maximum */
-			snprintf(sql, sizeof(sql), "SELECT outbox.enqueue('%s', '%s', %s, %s)",
+			 * 256 bytes, a NULL payload, a payload over the maximum,
+			 * headers not an object, a not_before not finite */
+			snprintf(sql, sizeof(sql), "SELECT outbox.enqueue('%s', '%s', %s, %s%s)",
 			    s->a == 2 ? "" : s->topic, s->a == 3 ? "" : s->key,
 			    s->a == 5 ? "NULL" : s->a == 6 ? "jsonb_build_object('x', repeat('x',"
 			    " outbox.max_payload_bytes()))" : "'{}'",
-			    s->a == 4 ? "repeat('k', 256)" : "NULL");
+			    s->a == 4 ? "repeat('k', 256)" : "NULL",
+			    s->a == 7 ? ", headers => '[\"h\"]'"
+			              : s->a == 8 ? ", not_before => 'infinity'" : "");
 			break;
 		}
-		if (s->okey[0] != '\0')
-			snprintf(sql, sizeof(sql), "SELECT outbox.enqueue('%s', '%s', '{\"v\": %d}', '%s')",
-			    s->topic, s->key, s->a, s->okey);
-		else
-			snprintf(sql, sizeof(sql), "SELECT outbox.enqueue('%s', '%s', '{\"v\": %d}')",
-			    s->topic, s->key, s->a);
+		snprintf(sql, sizeof(sql), "SELECT outbox.enqueue('%s', '%s', '{\"v\": %d}', %s%s%s%s)",
+		    s->topic, s->key, s->a, s->okey[0] != '\0' ? "'" : "",
+		    s->okey[0] != '\0' ? s->okey : "NULL", s->okey[0] != '\0' ? "'" : "",
+		    s->b ? ", not_before => now() + interval '1 day'" : "");
 		if (strncmp(s->key, "p", 1) == 0 && s->a < 2)
 			pr->next_key++;
 		break;
@@ -795,6 +803,17 @@ relay_claim(struct chk_run *run, int ri, const struct chk_step *s)
 			    " recorded", topic, key);
 		if (m->dead)
 			violate(run, "S4", "claimed the dead letter %s/%s", topic, key);
+		if (m->delayed)
+			violate(run, "not_before", "claimed %s/%s before its not_before (a day from"
+			    " its enqueue)", topic, key);
+		for (int k = 0; m->seq > 0 && k < run->nmsgs; k++) {
+			const struct msg *o = &run->msgs[k];
+			if (o->delayed && o->seq < m->seq && strcmp(o->okey, m->okey) == 0 &&
+			    strcmp(o->topic, m->topic) == 0)
+				violate(run, "not_before", "claimed %s/%s (key %s #%" PRId64 ") before"
+				    " %s (#%" PRId64 "), which is not due", topic, key, m->okey, m->seq,
+				    o->key, o->seq);
+		}
 		if (!run->draining && strcmp(topic, "tc") == 0)
 			violate(run, "route", "claimed %s/%s of a topic the relay does not route", topic,
 			    key);
@@ -1237,15 +1256,22 @@ op_step(struct chk_run *run, const struct chk_step *s)
 		break;
 	case ACT_AGE:
 		/* a day passes (two): every lease has run out, every retry is due,
-		 * every slot, dead letter and done batch is a day older */
+		 * every slot, dead letter and done batch is a day older, and every
+		 * committed message's not_before (a day ahead) is past */
 		r = run_sql(run, si, "WITH a AS (UPDATE outbox.slots SET since = since - interval '2 days'"
-		    " RETURNING 1), b AS (UPDATE outbox.dead SET died_at = died_at - interval '2 days'"
-		    " RETURNING 1), c AS (UPDATE outbox.batches SET done_at = done_at - interval '2 days',"
+		    " RETURNING 1), b AS (UPDATE outbox.dead SET died_at = died_at - interval '2 days',"
+		    " not_before = not_before - interval '2 days' RETURNING 1), c AS (UPDATE"
+		    " outbox.batches SET done_at = done_at - interval '2 days',"
 		    " lease_until = lease_until - interval '2 days' RETURNING 1), d AS (UPDATE"
-		    " outbox.retries SET due_at = due_at - interval '2 days' RETURNING 1)"
+		    " outbox.retries SET due_at = due_at - interval '2 days',"
+		    " not_before = not_before - interval '2 days' RETURNING 1), e AS (UPDATE"
+		    " outbox.events SET not_before = not_before - interval '2 days'"
+		    " WHERE not_before IS NOT NULL RETURNING 1)"
 		    " SELECT (SELECT count(*) FROM a) + (SELECT count(*) FROM b) + (SELECT count(*) FROM c)"
-		    " + (SELECT count(*) FROM d)");
+		    " + (SELECT count(*) FROM d) + (SELECT count(*) FROM e)");
 		run->passed_us += CHK_DAY_US;
+		for (int i = 0; i < run->nmsgs; i++)
+			run->msgs[i].delayed = false;
 		hfeed(run, "age");
 		if (r != NULL)
 			PQclear(r);
@@ -1645,14 +1671,19 @@ check_end(struct chk_run *run)
 		if (m->dead || m->dead_gone)
 			continue; /* S4 was checked when it died (a holder that stalled
 			           * past its lease may still have delivered it) */
-		bool behind_dead = false;
+		bool behind_dead = false, behind_delayed = false;
 		for (int k = 0; k < run->nmsgs; k++) {
 			struct msg *o = &run->msgs[k];
-			behind_dead |= !run->cfg->skip_dead && o->dead && o->seq > 0 && o->seq < m->seq &&
-			    strcmp(o->okey, m->okey) == 0 && strcmp(o->topic, m->topic) == 0;
+			bool before = o->seq > 0 && o->seq < m->seq && strcmp(o->okey, m->okey) == 0 &&
+			    strcmp(o->topic, m->topic) == 0;
+			behind_dead |= !run->cfg->skip_dead && o->dead && before;
+			behind_delayed |= o->delayed && !o->dead && before;
 		}
 		if (behind_dead)
 			continue; /* --on-dead-head block: it waits for the operator */
+		if (m->delayed || behind_delayed)
+			continue; /* not due yet (no day passed since): it, and its key's
+			           * later ones, wait */
 		if (m->poison) {
 			violate(run, "S4-poison", "poison %s/%s is not dead at the end", m->topic, m->key);
 		} else if (m->applied && !m->recorded) {

@@ -18,7 +18,8 @@
 #     in the current slot only (sk), and for a claim that takes a window as
 #     read to its end when the byte budget (we) or a key's second message
 #     (wk) ended its cut, and for a claim that says nothing more is
-#     claimable while another stream has work (mh);
+#     claimable while another stream has work (mh), and for a claim that
+#     ignores enqueue's not_before (nb);
 #  4. the relay's pipeline slots driven through a simulated transport
 #     (--drive slots): no violation in CHECK_SLOT_SEEDS seeds, and the
 #     shared-outcomes defect put back found within CHECK_REVERTED_SEEDS.
@@ -69,7 +70,7 @@ revert() { # NAME FILE PERL-EXPRESSION: DIR/FILE is FILE with the fix taken out
 	perl -0pi -e "$3" "$dir/$file"
 }
 # defect 1: a lane takes a key's message whatever its number (no early park)
-revert d1 claim.sql 's/early := ARRAY\(.*?WHERE f\.ordering_seq > COALESCE\(x\.next_seq, 1\)\);/early := \x27{}\x27;/s'
+revert d1 claim.sql 's/early := ARRAY\(.*?WHERE f\.ordering_seq > COALESCE\(x\.next_seq, 1\) OR f\.not_before > now\(\)\);/early := \x27{}\x27;/s'
 # defect 3: dead letters go after --dead-retention even while they block their key
 revert d3 housekeep.sql 's/\n\s*AND NOT EXISTS \(SELECT 1 FROM outbox\.ordering_blocks k\n\s*WHERE k\.topic = d\.topic AND k\.ordering_key = d\.ordering_key\n\s*AND k\.state = \x27dead\x27\);/;/s'
 revert d3 housekeep.sql 's/    -- \(its key\x27s parked messages.*?(    IF retention_ms <= 0 THEN)/$1/s'
@@ -127,6 +128,11 @@ revert wk claim.sql 's/ AND stop_at IS NULL;/;/'
 # (outbox.more_claimable without its look at the streams): H1
 revert mh more_claimable.sql 's/    IF EXISTS \(SELECT 1 FROM outbox\.streams s\n.*?    END IF;\n//s'
 
+# a claim that ignores not_before (022): a delayed message is taken at the
+# cut, in a lane and in lane 0, and its key's later messages with it
+revert nb claim.sql 's/ OR f\.not_before > now\(\)\);/);/'
+revert nb claim.sql 's/taken := ARRAY\(SELECT c FROM unnest\(cand\) c\n\s*WHERE NOT COALESCE\(c\.not_before > now\(\), false\)\);/taken := cand;/'
+revert nb claim.sql 's/parked := ARRAY\(SELECT c\.id FROM unnest\(cand\) c WHERE c\.not_before > now\(\)\);/parked := NULL;/'
 failed=0
 # expect_violation NAME EXE ARGS...: the checker EXE (outbox-check, or a
 # build of it with a defect put back) run with ARGS must find a violation
@@ -144,7 +150,7 @@ expect_violation() {
 		failed=1
 	fi
 }
-for d in d1 d3 d4 d5 bs br sk we wk mh; do
+for d in d1 d3 d4 d5 bs br sk we wk mh nb; do
 	for f in "$work/$d"/*.sql; do
 		[ -f "$fns/$(basename "$f")" ] || continue
 		if cmp -s "$f" "$fns/$(basename "$f")"; then

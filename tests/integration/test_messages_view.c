@@ -22,7 +22,7 @@ static const char by_row_sql[] =
     "CREATE VIEW public.messages_by_row AS\n"
     "SELECT e.id, e.topic, e.idempotency_key, e.payload, e.ordering_key, e.ordering_seq,\n"
     "       s.status, s.attempts, s.fence, s.lease_owner, s.lease_until, s.available_at,\n"
-    "       e.created_at, s.last_error, s.batch_id\n"
+    "       e.created_at, s.last_error, s.batch_id, e.headers, e.not_before\n"
     "  FROM outbox.events e, LATERAL outbox.event_state(e) s\n"
     " WHERE NOT EXISTS (SELECT 1 FROM outbox.retries r WHERE r.id = e.id)\n"
     "   AND NOT EXISTS (SELECT 1 FROM outbox.dead d WHERE d.id = e.id)\n"
@@ -30,11 +30,12 @@ static const char by_row_sql[] =
     "SELECT r.id, r.topic, r.idempotency_key, r.payload, r.ordering_key, r.ordering_seq,\n"
     "       'pending', r.attempts, r.fence, b.owner, CASE WHEN b.owner IS NOT NULL THEN b.lease_until END,\n"
     "       CASE WHEN b.id IS NULL THEN r.due_at ELSE b.created_at END, r.created_at,\n"
-    "       r.last_error, r.batch_id\n"
+    "       r.last_error, r.batch_id, r.headers, r.not_before\n"
     "  FROM outbox.retries r LEFT JOIN outbox.batches b ON b.id = r.batch_id AND b.state = 'leased'\n"
     "UNION ALL\n"
     "SELECT d.id, d.topic, d.idempotency_key, d.payload, d.ordering_key, d.ordering_seq,\n"
-    "       'dead', d.attempts, d.fence, NULL, NULL, d.died_at, d.created_at, d.last_error, NULL\n"
+    "       'dead', d.attempts, d.fence, NULL, NULL, d.died_at, d.created_at, d.last_error, NULL,\n"
+    "       d.headers, d.not_before\n"
     "  FROM outbox.dead d\n";
 
 /* One claim of topic (at most max_n, lease lease_ms) as owner 'test': the
@@ -183,7 +184,20 @@ START_TEST(test_view_matches_event_state)
 	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM outbox.streams WHERE topic = 'new'"),
 	    0);
 
-	assert_same_rows(c, 3 + 3 + 2 + 1 + 1 + 2 + 3 + 7 + 3 + 2);
+	/* delayed (not_before), with headers: one no claim has reached, one
+	 * parked in outbox.retries by the cut that reached it (due then) */
+	ts_exec(c, "SELECT outbox.enqueue('delayed', 'z1', '{}', headers => '{\"tp\": \"t1\"}',"
+	    " not_before => now() + interval '1 hour')");
+	ts_exec(c, "SELECT outbox.enqueue('parked', 'z2', '{}', headers => '{\"tp\": \"t2\"}',"
+	    " not_before => now() + interval '1 hour')");
+	ck_assert_int_eq(claim(c, "parked", 10, 600000, batch, sizeof(batch), ids, sizeof(ids)), 0);
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM outbox.retries WHERE idempotency_key"
+	    " = 'z2' AND due_at > now() + interval '50 minutes' AND headers->>'tp' = 't2'"), 1);
+
+	assert_same_rows(c, 3 + 3 + 2 + 1 + 1 + 2 + 3 + 7 + 3 + 2 + 2);
+	ck_assert_int_eq(messages_where(c, "topic IN ('delayed', 'parked') AND status = 'pending'"
+	    " AND available_at > now() + interval '50 minutes' AND not_before = available_at"
+	    " AND headers->>'tp' = 't' || right(idempotency_key, 1)"), 2);
 	/* the states are the ones meant */
 	ck_assert_int_eq(messages_where(c, "topic = 'done' AND status = 'delivered'"
 	    " AND attempts = 1 AND batch_id IS NOT NULL"), 3);
@@ -227,9 +241,11 @@ START_TEST(test_view_matches_event_state)
 		    " WHERE state = 'leased'");
 		ts_exec(c, "UPDATE outbox.retries SET due_at = now() - interval '1 second'");
 		ts_exec(c, "DELETE FROM outbox.ordering_blocks");
+		ts_exec(c, "UPDATE outbox.events SET not_before = now() - interval '1 second'"
+		    " WHERE not_before > now()");
 		int n = 0;
 		const char *topics[] = { "done", "leased", "released", "taken", "retry", "ordered",
-			"window", "moved", "new" };
+			"window", "moved", "new", "delayed", "parked" };
 		for (size_t t = 0; t < sizeof(topics) / sizeof(topics[0]); t++)
 			while (claim(c, topics[t], 10, 600000, batch, sizeof(batch), ids, sizeof(ids)) > 0) {
 				record(c, batch, ids, "delivered", 0, "");
@@ -239,7 +255,7 @@ START_TEST(test_view_matches_event_state)
 			break;
 	}
 	ck_assert_int_eq(messages_where(c, "status = 'pending'"), 0);
-	assert_same_rows(c, 27);
+	assert_same_rows(c, 27 + 2);
 	PQfinish(late);
 	PQfinish(c);
 }

@@ -179,7 +179,7 @@ START_TEST(test_groups_once_per_server)
 	ck_assert_int_eq(ts_query_int(conn, public_exec_sql), 0);
 	ck_assert_int_eq(ts_query_int(conn,
 	    "SELECT has_function_privilege('outbox_producer',"
-	    " 'outbox.enqueue(text, text, jsonb, text)', 'EXECUTE')::int"), 1);
+	    " 'outbox.enqueue(text, text, jsonb, text, jsonb, timestamptz)', 'EXECUTE')::int"), 1);
 	PQfinish(conn);
 }
 END_TEST
@@ -542,7 +542,7 @@ START_TEST(test_enqueue_is_the_only_definer)
 	PGconn *su = ts_connect(db);
 	ck_assert_int_eq(ts_query_int(su,
 	    "SELECT (prosecdef AND proconfig = '{\"search_path=pg_catalog, pg_temp\"}')::int"
-	    " FROM pg_proc WHERE oid = 'outbox.enqueue(text, text, jsonb, text)'::regprocedure"), 1);
+	    " FROM pg_proc WHERE oid = 'outbox.enqueue(text, text, jsonb, text, jsonb, timestamptz)'::regprocedure"), 1);
 	/* every definer function: a pinned search_path, no boolean argument */
 	ck_assert_int_eq(ts_query_int(su,
 	    "SELECT count(*) FROM pg_proc WHERE prosecdef"
@@ -552,7 +552,7 @@ START_TEST(test_enqueue_is_the_only_definer)
 	ck_assert_int_eq(ts_query_int(su,
 	    "SELECT count(*) FROM pg_proc WHERE prosecdef"
 	    " AND pronamespace IN ('outbox'::regnamespace, 'inbox'::regnamespace)"
-	    " AND oid NOT IN ('outbox.enqueue(text, text, jsonb, text)'::regprocedure,"
+	    " AND oid NOT IN ('outbox.enqueue(text, text, jsonb, text, jsonb, timestamptz)'::regprocedure,"
 	    "                 'outbox.adopt_restore()'::regprocedure)"), 0);
 
 	ts_exec(su, "SELECT outbox.relay_waiting('worker-1', 60000)");

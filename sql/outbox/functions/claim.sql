@@ -1,5 +1,5 @@
 -- outbox.claim (function), its current definition: outboxctl migrate re-applies
--- this file after the numbered migrations (sql/README.md). History: 012, 018, 019, 021.
+-- this file after the numbered migrations (sql/README.md). History: 012, 018, 019, 021, 022.
 --
 -- claim: up to max_n messages of ONE batch for owner, leased for lease_ms,
 -- from the topics the relay may send now (outbox.topic_claimable), in this
@@ -103,13 +103,13 @@ BEGIN
                  WHERE r.batch_id = b.id
                 RETURNING r.*)
             SELECT b.id, b.kind, b.fence, r.attempts, was IS NOT NULL, r.id,
-                   (extract(epoch FROM r.created_at) * 1000000)::bigint, r.topic,
+                   outbox.available_us(r.created_at, r.not_before), r.topic,
                    r.idempotency_key, r.payload::text, r.ordering_key, r.ordering_seq, true
               FROM r ORDER BY r.ordering_seq NULLS FIRST, r.id;
         ELSE
             RETURN QUERY
             SELECT b.id, b.kind, b.fence, b.attempts, was IS NOT NULL, e.id,
-                   (extract(epoch FROM e.created_at) * 1000000)::bigint, e.topic,
+                   outbox.available_us(e.created_at, e.not_before), e.topic,
                    e.idempotency_key, e.payload::text, e.ordering_key, e.ordering_seq, true
               FROM outbox.batch_events(b) e;
         END IF;
@@ -154,7 +154,7 @@ BEGIN
                  WHERE r.id = ANY(picked)
                 RETURNING r.*)
             SELECT b.id, b.kind, b.fence, r.attempts, false, r.id,
-                   (extract(epoch FROM r.created_at) * 1000000)::bigint, r.topic,
+                   outbox.available_us(r.created_at, r.not_before), r.topic,
                    r.idempotency_key, r.payload::text, r.ordering_key, r.ordering_seq, true
               FROM r ORDER BY r.id;
             RETURN;
@@ -223,8 +223,10 @@ BEGIN
             END IF;
 
             IF st.lane = 0 OR NOT ordering THEN
-                taken := cand;
-                parked := NULL;
+                -- what is not due yet (not_before) waits in outbox.retries
+                taken := ARRAY(SELECT c FROM unnest(cand) c
+                                WHERE NOT COALESCE(c.not_before > now(), false));
+                parked := ARRAY(SELECT c.id FROM unnest(cand) c WHERE c.not_before > now());
                 last := cand[cardinality(cand)];
                 stop_at := NULL;
             ELSE
@@ -241,58 +243,65 @@ BEGIN
                 -- (outbox.ordering_next) came early: its predecessor is
                 -- further on in this window (it committed first, in a
                 -- transaction whose id is higher). It waits as a blocked
-                -- key's do, and gets a block of its own.
+                -- key's do, and gets a block of its own. So does a key whose
+                -- first message here is not due yet (not_before): it waits
+                -- in outbox.retries until then, its later messages behind it.
                 early := ARRAY(
                     SELECT f.ordering_key FROM (
-                        SELECT DISTINCT ON (c.ordering_key) c.ordering_key, c.ordering_seq
+                        SELECT DISTINCT ON (c.ordering_key) c.ordering_key, c.ordering_seq,
+                               c.not_before
                           FROM unnest(cand) WITH ORDINALITY c(slot, id, txid, lane, topic,
                                idempotency_key, payload, ordering_key, ordering_seq,
-                               created_at, n)
+                               created_at, headers, not_before, n)
                          WHERE NOT (c.ordering_key = ANY(blocked))
                          ORDER BY c.ordering_key, c.n) f
                       LEFT JOIN outbox.ordering_next x
                         ON x.topic = st.topic AND x.ordering_key = f.ordering_key
-                     WHERE f.ordering_seq > COALESCE(x.next_seq, 1));
+                     WHERE f.ordering_seq > COALESCE(x.next_seq, 1) OR f.not_before > now());
                 blocked := blocked || early;
                 SELECT min(x.n) INTO stop_at FROM (
                     SELECT c.n, row_number() OVER (PARTITION BY c.ordering_key ORDER BY c.n) nth,
                            c.ordering_key = ANY(blocked) AS is_blocked
                       FROM unnest(cand) WITH ORDINALITY c(slot, id, txid, lane, topic,
-                           idempotency_key, payload, ordering_key, ordering_seq, created_at, n)
+                           idempotency_key, payload, ordering_key, ordering_seq, created_at, headers, not_before, n)
                 ) x WHERE x.nth > 1 AND NOT x.is_blocked;
                 taken := ARRAY(SELECT ROW(c.slot, c.id, c.txid, c.lane, c.topic, c.idempotency_key,
                                           c.payload, c.ordering_key, c.ordering_seq,
-                                          c.created_at)::outbox.events
+                                          c.created_at, c.headers, c.not_before)::outbox.events
                                  FROM unnest(cand) WITH ORDINALITY c(slot, id, txid, lane, topic,
                                       idempotency_key, payload, ordering_key, ordering_seq,
-                                      created_at, n)
+                                      created_at, headers, not_before, n)
                                 WHERE (stop_at IS NULL OR c.n < stop_at)
                                   AND NOT (c.ordering_key = ANY(blocked))
                                 ORDER BY c.n);
                 parked := ARRAY(SELECT c.id
                                   FROM unnest(cand) WITH ORDINALITY c(slot, id, txid, lane, topic,
                                        idempotency_key, payload, ordering_key, ordering_seq,
-                                       created_at, n)
+                                       created_at, headers, not_before, n)
                                  WHERE (stop_at IS NULL OR c.n < stop_at)
                                    AND c.ordering_key = ANY(blocked)
                                  ORDER BY c.n);
                 last := cand[COALESCE(stop_at - 1, cardinality(cand))];
-                IF cardinality(parked) > 0 THEN
-                    INSERT INTO outbox.retries (id, topic, idempotency_key, payload, ordering_key,
-                                                ordering_seq, created_at, attempts, claims,
-                                                due_at, last_error)
-                    SELECT c.id, c.topic, c.idempotency_key, c.payload, c.ordering_key,
-                           c.ordering_seq, c.created_at, 0, 0, now(),
-                           'waits behind an earlier message of its ordering key'
-                      FROM unnest(cand) c WHERE c.id = ANY(parked)
-                    ON CONFLICT DO NOTHING;
-                    INSERT INTO outbox.ordering_blocks (topic, ordering_key, state)
-                    SELECT DISTINCT st.topic, c.ordering_key, 'retry' FROM unnest(cand) c
-                     WHERE c.id = ANY(parked) AND c.ordering_key = ANY(early)
-                    ON CONFLICT DO NOTHING;
-                ELSE
-                    parked := NULL;
-                END IF;
+                INSERT INTO outbox.ordering_blocks (topic, ordering_key, state)
+                SELECT DISTINCT st.topic, c.ordering_key, 'retry' FROM unnest(cand) c
+                 WHERE c.id = ANY(parked) AND c.ordering_key = ANY(early)
+                ON CONFLICT DO NOTHING;
+            END IF;
+            IF cardinality(parked) > 0 THEN
+                -- parked: due at its not_before, or at once behind its key's
+                -- earlier message (outbox.retry_claimable lets a key's head go)
+                INSERT INTO outbox.retries (id, topic, idempotency_key, payload, ordering_key,
+                                            ordering_seq, created_at, headers, not_before,
+                                            attempts, claims, due_at, last_error)
+                SELECT c.id, c.topic, c.idempotency_key, c.payload, c.ordering_key,
+                       c.ordering_seq, c.created_at, c.headers, c.not_before, 0, 0,
+                       GREATEST(now(), c.not_before),
+                       CASE WHEN NOT COALESCE(c.not_before > now(), false)
+                            THEN 'waits behind an earlier message of its ordering key' END
+                  FROM unnest(cand) c WHERE c.id = ANY(parked)
+                ON CONFLICT DO NOTHING;
+            ELSE
+                parked := NULL;
             END IF;
             IF st.lane > 0 THEN
                 -- Each key taken or parked here moves on: past the message
@@ -354,7 +363,7 @@ BEGIN
                 left_more := NOT ended OR outbox.more_claimable(include, exclude, others, ordering);
                 RETURN QUERY
                 SELECT b.id, b.kind, b.fence, 1, false, t.id,
-                       (extract(epoch FROM t.created_at) * 1000000)::bigint, t.topic,
+                       outbox.available_us(t.created_at, t.not_before), t.topic,
                        t.idempotency_key, t.payload::text, t.ordering_key, t.ordering_seq, left_more
                   FROM unnest(taken) t;
                 RETURN;

@@ -1,11 +1,19 @@
 -- outbox.enqueue (function), its current definition: outboxctl migrate re-applies
--- this file after the numbered migrations (sql/README.md). History: 001, 005, 012, 018, 019.
+-- this file after the numbered migrations (sql/README.md). History: 001, 005, 012, 018, 019, 022.
 --
 -- enqueue: call inside the caller's business transaction. Idempotent per
 -- (topic, idempotency_key): a second call with the same payload (as jsonb:
 -- key order and whitespace do not count) returns the first id and adds
 -- nothing; with another payload it raises SQLSTATE OB002
 -- (outbox.check_same_payload), which aborts the caller's transaction. The
+-- payload alone makes a message the same: headers and not_before of a
+-- repeated call are not compared (a retried producer carries a new trace
+-- context), the first call's are kept.
+-- headers (named, optional): a JSON object of string values, at most
+-- outbox.max_headers_bytes() as text, kept with the message. not_before
+-- (named, optional): no claim takes the message earlier (it waits in
+-- outbox.retries, due then, and a key's later messages behind it); a finite
+-- time at most outbox.max_delay() from now. NULL for either: none. The
 -- message goes to the current slot; a key already stored in a slot that is
 -- not empty is found first. The lock on outbox.events (the parent alone)
 -- keeps the current slot from switching until commit; the slots are read
@@ -22,7 +30,9 @@
 -- name in it is schema-qualified, and the search_path is pinned: a caller's
 -- schema or temporary table can never stand in for one of ours.
 CREATE OR REPLACE FUNCTION outbox.enqueue(topic text, idempotency_key text, payload jsonb,
-                                          ordering_key text DEFAULT NULL)
+                                          ordering_key text DEFAULT NULL,
+                                          headers jsonb DEFAULT NULL,
+                                          not_before timestamptz DEFAULT NULL)
     RETURNS bigint
     LANGUAGE plpgsql
     SECURITY DEFINER
@@ -50,6 +60,20 @@ BEGIN
     IF payload IS NULL THEN
         RAISE EXCEPTION 'outbox.enqueue: payload must not be NULL'
             USING ERRCODE = '22023';
+    END IF;
+    -- (CASE: jsonb_each only of an object)
+    IF (CASE WHEN headers IS NULL THEN false
+             WHEN jsonb_typeof(headers) <> 'object' THEN true
+             ELSE octet_length(headers::text) > outbox.max_headers_bytes()
+                  OR EXISTS (SELECT 1 FROM jsonb_each(headers) h
+                              WHERE jsonb_typeof(h.value) <> 'string') END) THEN
+        RAISE EXCEPTION 'outbox.enqueue: headers must be NULL or a JSON object of string values, at most % bytes',
+            outbox.max_headers_bytes() USING ERRCODE = '22023';
+    END IF;
+    IF not_before IS NOT NULL AND (not isfinite(not_before)
+                                   OR not_before > now() + outbox.max_delay()) THEN
+        RAISE EXCEPTION 'outbox.enqueue: not_before must be NULL or a time at most % from now',
+            outbox.max_delay() USING ERRCODE = '22023';
     END IF;
     IF octet_length(payload::text) > outbox.max_payload_bytes() THEN
         RAISE EXCEPTION 'outbox.enqueue: payload is % bytes, the maximum is %',
@@ -88,7 +112,8 @@ BEGIN
     END IF;
 
     new_id := outbox.slot_insert(into_slot, outbox.lane_of(ordering_key), topic,
-                                 idempotency_key, payload, ordering_key, seq);
+                                 idempotency_key, payload, ordering_key, seq, headers,
+                                 not_before);
     IF new_id IS NULL THEN
         -- A concurrent transaction stored the key in this slot and
         -- committed first (ON CONFLICT waited for it). Our sequence number

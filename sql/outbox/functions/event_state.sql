@@ -1,5 +1,5 @@
 -- outbox.event_state (function), its current definition: outboxctl migrate re-applies
--- this file after the numbered migrations (sql/README.md). History: 012.
+-- this file after the numbered migrations (sql/README.md). History: 012, 022.
 --
 -- Where message e stands. Not for hot paths: each call looks at its
 -- stream row and at the stream's open batches (few); for a delivered
@@ -16,7 +16,7 @@ DECLARE
     b  outbox.batches;
 BEGIN
     status := 'delivered';
-    available_at := e.created_at;
+    available_at := GREATEST(e.created_at, e.not_before);
     IF e.lane < 0 THEN
         RETURN;
     END IF;

@@ -44,7 +44,8 @@ REVOKE ALL ON ALL FUNCTIONS IN SCHEMA outbox, app
 -- outbox_producer
 -- ---------------------------------------------------------------------------
 GRANT USAGE ON SCHEMA outbox, app TO outbox_producer;
-GRANT EXECUTE ON FUNCTION outbox.enqueue, outbox.max_payload_bytes, outbox.check_protocol
+GRANT EXECUTE ON FUNCTION outbox.enqueue, outbox.max_payload_bytes, outbox.max_headers_bytes,
+    outbox.max_delay, outbox.check_protocol
     TO outbox_producer;
 GRANT SELECT ON outbox.protocols TO outbox_producer;
 -- the demo business table (producer/enqueue.c, producer/api.c); an
@@ -70,7 +71,7 @@ GRANT EXECUTE ON FUNCTION
     outbox.event_slots, outbox.lock_holders, outbox.oldest_xmin_holder,
     outbox.slot_done, outbox.slot_has_after, outbox.all_streams, outbox.stream_backlog,
     outbox.restored, outbox.adopt_restore, outbox.lane_of, outbox.ordering_lanes,
-    outbox.within_bytes, outbox.more_claimable
+    outbox.within_bytes, outbox.more_claimable, outbox.available_us
     TO outbox_relay;
 GRANT SELECT ON outbox.protocols TO outbox_relay;
 -- read in commit order; a done slot emptied by housekeeping (its

@@ -1,9 +1,11 @@
 -- outbox.messages (view), its current definition: outboxctl migrate re-applies
--- this file after the numbered migrations (sql/README.md). History: 012; by set, not per message, since migration 020.
+-- this file after the numbered migrations (sql/README.md). History: 012; by set, not per message, since migration 020; headers and not_before since 022.
 --
 -- The contract view: one row per message still known (delivered ones until
 -- their slot is truncated, dead ones until --dead-retention), with the
--- columns the old table had. status is pending, delivered or dead.
+-- columns the old table had, and enqueue's headers and not_before (022).
+-- status is pending, delivered or dead; available_at of a message not
+-- claimed yet is its not_before when that is later than created_at.
 --
 -- Each row says what outbox.event_state(e) says of its message (the same
 -- columns, the same values: tests/integration/test_messages_view.c), worked
@@ -48,8 +50,8 @@ CREATE OR REPLACE VIEW outbox.messages AS
 SELECT e.id, e.topic, e.idempotency_key, e.payload, e.ordering_key, e.ordering_seq,
        'pending'::text AS status, 0::integer AS attempts, 0::bigint AS fence,
        NULL::text AS lease_owner, NULL::timestamptz AS lease_until,
-       e.created_at AS available_at, e.created_at, NULL::text AS last_error,
-       NULL::bigint AS batch_id
+       GREATEST(e.created_at, e.not_before) AS available_at, e.created_at,
+       NULL::text AS last_error, NULL::bigint AS batch_id, e.headers, e.not_before
   FROM outbox.streams st
   JOIN outbox.events e ON e.topic = ANY(ARRAY[st.topic]) AND e.lane = ANY(ARRAY[st.lane])
    AND (e.txid, e.id) > (CASE WHEN (st.pos_txid, st.pos_id) < (COALESCE(pg_snapshot_xmin(st.snap_lo), '0'::xid8), 0::bigint)
@@ -71,8 +73,9 @@ UNION ALL
 -- planner judges each to keep a third of the rows, and a third of a large
 -- outbox is worth a scan to it (and JIT compilation).
 SELECT e.id, e.topic, e.idempotency_key, e.payload, e.ordering_key, e.ordering_seq,
-       'pending'::text, 0::integer, 0::bigint, NULL::text, NULL::timestamptz, e.created_at,
-       e.created_at, NULL::text, NULL::bigint
+       'pending'::text, 0::integer, 0::bigint, NULL::text, NULL::timestamptz,
+       GREATEST(e.created_at, e.not_before), e.created_at, NULL::text, NULL::bigint, e.headers,
+       e.not_before
   FROM (SELECT * FROM outbox.streams UNION ALL SELECT * FROM outbox.new_streams()) st
   JOIN outbox.events e ON e.topic = ANY(ARRAY[st.topic]) AND e.lane = ANY(ARRAY[st.lane])
    AND e.txid >= COALESCE(pg_snapshot_xmin(COALESCE(st.snap_hi, st.snap_lo)), '0'::xid8)
@@ -92,7 +95,7 @@ SELECT e.id, e.topic, e.idempotency_key, e.payload, e.ordering_key, e.ordering_s
        'pending'::text, b.attempts, b.fence, b.owner,
        CASE WHEN b.owner IS NOT NULL THEN b.lease_until END,
        CASE WHEN b.owner IS NULL THEN b.lease_until ELSE b.created_at END,
-       e.created_at, b.last_error, b.id
+       e.created_at, b.last_error, b.id, e.headers, e.not_before
   FROM outbox.batches b
   JOIN outbox.streams st ON st.topic = b.topic AND st.lane = b.lane
   JOIN outbox.events e ON e.topic = ANY(ARRAY[b.topic]) AND e.lane = ANY(ARRAY[b.lane])
@@ -116,12 +119,12 @@ SELECT r.id, r.topic, r.idempotency_key, r.payload, r.ordering_key, r.ordering_s
        'pending'::text, r.attempts, r.fence, b.owner,
        CASE WHEN b.owner IS NOT NULL THEN b.lease_until END,
        CASE WHEN b.id IS NULL THEN r.due_at ELSE b.created_at END, r.created_at,
-       r.last_error, r.batch_id
+       r.last_error, r.batch_id, r.headers, r.not_before
   FROM outbox.retries r LEFT JOIN outbox.batches b ON b.id = r.batch_id AND b.state = 'leased'
 UNION ALL
 SELECT d.id, d.topic, d.idempotency_key, d.payload, d.ordering_key, d.ordering_seq,
        'dead'::text, d.attempts, d.fence, NULL::text, NULL::timestamptz, d.died_at, d.created_at,
-       d.last_error, NULL::bigint
+       d.last_error, NULL::bigint, d.headers, d.not_before
   FROM outbox.dead d
 UNION ALL
 -- delivered: read by its stream and in no leased batch; attempts, fence,
@@ -137,7 +140,7 @@ SELECT e.id, e.topic, e.idempotency_key, e.payload, e.ordering_key, e.ordering_s
                          WHERE x.kind = 's' AND x.topic = e.topic AND x.lane = e.lane
                          ORDER BY x.id DESC LIMIT 50) x
          WHERE x.state = 'done' AND outbox.batch_holds(x, e) LIMIT 1),
-       NULL::text, NULL::timestamptz, e.created_at, e.created_at,
+       NULL::text, NULL::timestamptz, GREATEST(e.created_at, e.not_before), e.created_at,
        (SELECT x.last_error FROM (SELECT * FROM outbox.batches x
                          WHERE x.kind = 's' AND x.topic = e.topic AND x.lane = e.lane
                          ORDER BY x.id DESC LIMIT 50) x
@@ -145,7 +148,8 @@ SELECT e.id, e.topic, e.idempotency_key, e.payload, e.ordering_key, e.ordering_s
        (SELECT x.id FROM (SELECT * FROM outbox.batches x
                          WHERE x.kind = 's' AND x.topic = e.topic AND x.lane = e.lane
                          ORDER BY x.id DESC LIMIT 50) x
-         WHERE x.state = 'done' AND outbox.batch_holds(x, e) LIMIT 1)
+         WHERE x.state = 'done' AND outbox.batch_holds(x, e) LIMIT 1),
+       e.headers, e.not_before
   FROM outbox.streams st
   JOIN outbox.events e ON e.topic = ANY(ARRAY[st.topic]) AND e.lane = ANY(ARRAY[st.lane])
  WHERE st.lane >= 0
@@ -161,7 +165,8 @@ UNION ALL
 -- delivered: the history (lane < 0, from the table before 012)
 SELECT e.id, e.topic, e.idempotency_key, e.payload, e.ordering_key, e.ordering_seq,
        'delivered'::text, NULL::integer, NULL::bigint, NULL::text, NULL::timestamptz,
-       e.created_at, e.created_at, NULL::text, NULL::bigint
+       GREATEST(e.created_at, e.not_before), e.created_at, NULL::text, NULL::bigint, e.headers,
+       e.not_before
   FROM outbox.events e
  WHERE e.lane < 0
    AND NOT EXISTS (SELECT 1 FROM (SELECT r.id FROM outbox.retries r

@@ -1,5 +1,5 @@
 -- outbox.record (function), its current definition: outboxctl migrate re-applies
--- this file after the numbered migrations (sql/README.md). History: 012.
+-- this file after the numbered migrations (sql/README.md). History: 012, 022.
 --
 -- record: the outcome of batch `batch`, written only while it is still
 -- held with `fence` (fencing = false is the BROKEN --no-fencing mode).
@@ -59,19 +59,20 @@ BEGIN
 
     IF b.kind = 's' THEN
         INSERT INTO outbox.retries (id, topic, idempotency_key, payload, ordering_key,
-                                    ordering_seq, created_at, attempts, claims, due_at,
-                                    last_error, fence)
+                                    ordering_seq, created_at, headers, not_before, attempts,
+                                    claims, due_at, last_error, fence)
         SELECT e.id, e.topic, e.idempotency_key, e.payload, e.ordering_key, e.ordering_seq,
-               e.created_at, b.attempts, b.claims,
+               e.created_at, e.headers, e.not_before, b.attempts, b.claims,
                now() + o.delay_ms * interval '1 millisecond', NULLIF(o.error, ''), b.fence
           FROM unnest(ids, kinds, delays, errors) o(id, kind, delay_ms, error)
           JOIN outbox.events e ON e.id = o.id
          WHERE o.kind = 'retry'
         ON CONFLICT DO NOTHING;
         INSERT INTO outbox.dead (id, topic, idempotency_key, payload, ordering_key,
-                                 ordering_seq, created_at, attempts, claims, fence, last_error)
+                                 ordering_seq, created_at, headers, not_before, attempts, claims,
+                                 fence, last_error)
         SELECT e.id, e.topic, e.idempotency_key, e.payload, e.ordering_key, e.ordering_seq,
-               e.created_at, b.attempts, b.claims, b.fence, NULLIF(o.error, '')
+               e.created_at, e.headers, e.not_before, b.attempts, b.claims, b.fence, NULLIF(o.error, '')
           FROM unnest(ids, kinds, errors) o(id, kind, error)
           JOIN outbox.events e ON e.id = o.id
          WHERE o.kind = 'dead'
@@ -94,10 +95,10 @@ BEGIN
                                  o(id, kind, delay_ms, error)),
         d AS (
             INSERT INTO outbox.dead (id, topic, idempotency_key, payload, ordering_key,
-                                     ordering_seq, created_at, attempts, claims, fence,
-                                     last_error)
+                                     ordering_seq, created_at, headers, not_before, attempts,
+                                     claims, fence, last_error)
             SELECT r.id, r.topic, r.idempotency_key, r.payload, r.ordering_key, r.ordering_seq,
-                   r.created_at, r.attempts, r.claims, r.fence,
+                   r.created_at, r.headers, r.not_before, r.attempts, r.claims, r.fence,
                    COALESCE(NULLIF(o.error, ''), r.last_error)
               FROM o JOIN outbox.retries r ON r.id = o.id AND r.batch_id = b.id
              WHERE o.kind = 'dead'

@@ -1,5 +1,5 @@
 -- outbox.requeue_dead (function), its current definition: outboxctl migrate re-applies
--- this file after the numbered migrations (sql/README.md). History: 012.
+-- this file after the numbered migrations (sql/README.md). History: 012, 022.
 --
 -- requeue_dead: dead letters back to pending, as retries due now with
 -- attempts 0 (the fence moves on at their next claim). An ordering key
@@ -14,10 +14,10 @@ BEGIN
         DELETE FROM outbox.dead d WHERE d.id = ANY(ids) RETURNING d.*),
     r AS (
         INSERT INTO outbox.retries (id, topic, idempotency_key, payload, ordering_key,
-                                    ordering_seq, created_at, attempts, claims, due_at,
-                                    last_error, fence)
+                                    ordering_seq, created_at, headers, not_before, attempts,
+                                    claims, due_at, last_error, fence)
         SELECT d.id, d.topic, d.idempotency_key, d.payload, d.ordering_key, d.ordering_seq,
-               d.created_at, 0, d.claims, now(), d.last_error, d.fence
+               d.created_at, d.headers, d.not_before, 0, d.claims, now(), d.last_error, d.fence
           FROM d
         RETURNING outbox.retries.id, outbox.retries.topic, outbox.retries.ordering_key),
     k AS (

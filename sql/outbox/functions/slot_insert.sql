@@ -1,5 +1,5 @@
 -- outbox.slot_insert (function), its current definition: outboxctl migrate re-applies
--- this file after the numbered migrations (sql/README.md). History: 019.
+-- this file after the numbered migrations (sql/README.md). History: 019, 022.
 --
 -- Insert a message into slot's table (outbox.events_N) straight, not
 -- through outbox.events: one table and its indexes locked, not every
@@ -16,18 +16,20 @@ BEGIN
             WHEN %1$s THEN
                 INSERT INTO outbox.events_%1$s AS e (slot, id, txid, lane, topic,
                                                   idempotency_key, payload, ordering_key,
-                                                  ordering_seq)
+                                                  ordering_seq, headers, not_before)
                 VALUES (%1$s, pg_catalog.nextval('outbox.event_ids'), pg_catalog.pg_current_xact_id(),
                         slot_insert.lane,
                         slot_insert.topic, slot_insert.idempotency_key, slot_insert.payload,
-                        slot_insert.ordering_key, slot_insert.ordering_seq)
+                        slot_insert.ordering_key, slot_insert.ordering_seq,
+                        slot_insert.headers, slot_insert.not_before)
                 ON CONFLICT (topic, idempotency_key, slot) DO NOTHING
                 RETURNING e.id INTO new_id;$b$, s);
     END LOOP;
     EXECUTE format($f$
 CREATE OR REPLACE FUNCTION outbox.slot_insert(slot smallint, lane smallint, topic text,
                                               idempotency_key text, payload jsonb,
-                                              ordering_key text, ordering_seq bigint)
+                                              ordering_key text, ordering_seq bigint,
+                                              headers jsonb, not_before timestamptz)
     RETURNS bigint
     LANGUAGE plpgsql
 AS $body$

@@ -1,5 +1,5 @@
 -- outbox.split_batch (function), its current definition: outboxctl migrate re-applies
--- this file after the numbered migrations (sql/README.md). History: 012, 018.
+-- this file after the numbered migrations (sql/README.md). History: 012, 018, 022.
 --
 -- A batch b that lost its holder outbox.batch_split_after() times, just
 -- taken over by the calling claim (b's row is locked, with its new fence):
@@ -61,10 +61,10 @@ BEGIN
             NULL, now(), why, 'leased')
     RETURNING id INTO first;
     INSERT INTO outbox.retries (id, topic, idempotency_key, payload, ordering_key,
-                                ordering_seq, created_at, attempts, claims, due_at, last_error,
-                                fence, batch_id)
+                                ordering_seq, created_at, headers, not_before, attempts, claims,
+                                due_at, last_error, fence, batch_id)
     SELECT e.id, e.topic, e.idempotency_key, e.payload, e.ordering_key, e.ordering_seq,
-           e.created_at, b.attempts - 1, b.claims, now(), why, b.fence,
+           e.created_at, e.headers, e.not_before, b.attempts - 1, b.claims, now(), why, b.fence,
            CASE WHEN e.id = ANY(ids[1:half]) THEN first ELSE other END
       FROM outbox.batch_events(b) e
     ON CONFLICT DO NOTHING;
