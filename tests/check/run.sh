@@ -18,8 +18,9 @@
 #     in the current slot only (sk), and for a claim that takes a window as
 #     read to its end when the byte budget (we) or a key's second message
 #     (wk) ended its cut, and for a claim that says nothing more is
-#     claimable while another stream has work (mh), and for a claim that
-#     ignores enqueue's not_before (nb);
+#     claimable while another stream has work (mh), for a claim that
+#     ignores enqueue's not_before (nb), and for a slot switch that leaves
+#     the closing slot's new streams without rows (sd);
 #  4. the relay's pipeline slots driven through a simulated transport
 #     (--drive slots): no violation in CHECK_SLOT_SEEDS seeds, and the
 #     shared-outcomes defect put back found within CHECK_REVERTED_SEEDS.
@@ -133,6 +134,10 @@ revert mh more_claimable.sql 's/    IF EXISTS \(SELECT 1 FROM outbox\.streams s\
 revert nb claim.sql 's/ OR f\.not_before > now\(\)\);/);/'
 revert nb claim.sql 's/taken := ARRAY\(SELECT c FROM unnest\(cand\) c\n\s*WHERE NOT COALESCE\(c\.not_before > now\(\), false\)\);/taken := cand;/'
 revert nb claim.sql 's/parked := ARRAY\(SELECT c\.id FROM unnest\(cand\) c WHERE c\.not_before > now\(\)\);/parked := NULL;/'
+# a slot switch that does not give the closing slot's streams their rows
+# (024: discovery reads the current slot only): a stream no relay read
+# before the switch is never claimed, and its slot is truncated under it
+revert sd housekeep.sql 's/                PERFORM outbox\.discover_streams\(\);\n(                UPDATE outbox\.slots x SET state = .closed.)/$1/'
 failed=0
 # expect_violation NAME EXE ARGS...: the checker EXE (outbox-check, or a
 # build of it with a defect put back) run with ARGS must find a violation
@@ -150,7 +155,7 @@ expect_violation() {
 		failed=1
 	fi
 }
-for d in d1 d3 d4 d5 bs br sk we wk mh nb; do
+for d in d1 d3 d4 d5 bs br sk we wk mh nb sd; do
 	for f in "$work/$d"/*.sql; do
 		[ -f "$fns/$(basename "$f")" ] || continue
 		if cmp -s "$f" "$fns/$(basename "$f")"; then

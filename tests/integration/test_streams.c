@@ -264,7 +264,9 @@ END_TEST
 
 /* A message of a stream no relay has read yet (no relay ran since it was
  * enqueued) is pending: counted by topic_stats and backlog_empty, and
- * however old its slot, housekeeping keeps it. */
+ * however old its slot, housekeeping keeps it; the slot switch gives its
+ * stream a row, so a claim, which discovers the current slot only, still
+ * finds it. */
 START_TEST(test_undiscovered_stream_is_kept)
 {
 	char db[TS_CONNINFO_MAX];
@@ -277,6 +279,10 @@ START_TEST(test_undiscovered_stream_is_kept)
 	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM outbox.streams"), 0);
 	ck_assert_int_eq(ts_query_int(c, "SELECT switched_to FROM outbox.housekeep(3600000, 0,"
 	    " 600000, 1000, true)"), 1);
+	/* the switch gave the closed slot's stream its row (024: discovery
+	 * reads the current slot only) */
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM outbox.streams"
+	    " WHERE topic = 'never-read'"), 1);
 	ts_exec(c, "UPDATE outbox.slots SET since = now() - interval '2 hours'"
 	    " WHERE state = 'closed'");
 	PGresult *r = PQexec(c, "SELECT truncated_slot, waiting FROM outbox.housekeep(3600000, 0,"
@@ -289,6 +295,9 @@ START_TEST(test_undiscovered_stream_is_kept)
 	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM outbox.messages"
 	    " WHERE idempotency_key = 'k1' AND status = 'pending'"), 1);
 	ck_assert_int_eq(ts_query_int(c, "SELECT outbox.enqueue('never-read', 'k1', '{}')"), id);
+	/* and a claim finds it in the closed slot */
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM outbox.claim(5, 'test', 60000, 10,"
+	    " '{never-read}', '{}', false, false)"), 1);
 	PQfinish(c);
 }
 END_TEST

@@ -1,5 +1,5 @@
 -- outbox.claim (function), its current definition: outboxctl migrate re-applies
--- this file after the numbered migrations (sql/README.md). History: 012, 018, 019, 021, 022.
+-- this file after the numbered migrations (sql/README.md). History: 012, 018, 019, 021, 022, 023.
 --
 -- claim: up to max_n messages of ONE batch for owner, leased for lease_ms,
 -- from the topics the relay may send now (outbox.topic_claimable), in this
@@ -38,6 +38,7 @@ DECLARE
     was     text;
     step    integer;
     tried   text[] := '{}';
+    dry     text[] := '{}';
     lo      pg_snapshot;
     hi      pg_snapshot;
     ptxid   xid8;
@@ -169,6 +170,7 @@ BEGIN
             SELECT * INTO locked FROM outbox.lock_next_stream(include, exclude, others,
                                                               ordering, tried);
             st := locked.st;
+            dry := dry || locked.dry;
             IF st.topic IS NULL THEN
                 -- Discovery is for a stream with no row yet: not while
                 -- another relay holds one with work (the two relays woken
@@ -360,7 +362,10 @@ BEGIN
              WHERE s.topic = st.topic AND s.lane = st.lane;
             IF bid IS NOT NULL THEN
                 -- more: what this window left, or what the others hold
-                left_more := NOT ended OR outbox.more_claimable(include, exclude, others, ordering);
+                -- (what this claim found dry, or cut to its end, is not
+                -- probed again)
+                left_more := NOT ended OR outbox.more_claimable(include, exclude, others, ordering,
+                                                                tried || dry);
                 RETURN QUERY
                 SELECT b.id, b.kind, b.fence, 1, false, t.id,
                        outbox.available_us(t.created_at, t.not_before), t.topic,

@@ -71,7 +71,7 @@ GRANT EXECUTE ON FUNCTION
     outbox.event_slots, outbox.lock_holders, outbox.oldest_xmin_holder,
     outbox.slot_done, outbox.slot_has_after, outbox.all_streams, outbox.stream_backlog,
     outbox.restored, outbox.adopt_restore, outbox.lane_of, outbox.ordering_lanes,
-    outbox.within_bytes, outbox.more_claimable, outbox.available_us
+    outbox.within_bytes, outbox.more_claimable, outbox.available_us, outbox.slot_streams
     TO outbox_relay;
 GRANT SELECT ON outbox.protocols TO outbox_relay;
 -- read in commit order; a done slot emptied by housekeeping (its
@@ -98,7 +98,8 @@ GRANT EXECUTE ON FUNCTION
     outbox.batch_events, outbox.stream_read, outbox.retry_claimable, outbox.event_state,
     outbox.batch_holds, outbox.discover_streams, outbox.event_slots, outbox.lock_holders,
     outbox.oldest_xmin_holder, outbox.slot_has_after, outbox.stream_has_work,
-    outbox.restored, outbox.adopt_restore, outbox.lane_of, outbox.ordering_lanes
+    outbox.restored, outbox.adopt_restore, outbox.lane_of, outbox.ordering_lanes,
+    outbox.slot_streams
     TO outbox_admin;
 GRANT SELECT ON outbox.protocols, outbox.messages TO outbox_admin;
 GRANT SELECT, TRUNCATE ON outbox.events TO outbox_admin;

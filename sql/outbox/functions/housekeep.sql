@@ -1,5 +1,5 @@
 -- outbox.housekeep (function), its current definition: outboxctl migrate re-applies
--- this file after the numbered migrations (sql/README.md). History: 012, 017, 018.
+-- this file after the numbered migrations (sql/README.md). History: 012, 017, 018, 024.
 --
 -- housekeep: one pass of the retention work, safe to run from any number
 -- of relays (an advisory lock lets one through) and from outboxctl purge.
@@ -96,10 +96,10 @@ BEGIN
     IF FOUND THEN
         BEGIN
             EXECUTE format('LOCK TABLE outbox.events_%s IN ACCESS EXCLUSIVE MODE', s.slot);
-            -- slot_done judges the streams it knows: a topic or lane no
-            -- relay has read yet (none ran since it was enqueued) gets
-            -- its row first, and its messages count as not done.
-            PERFORM outbox.discover_streams();
+            -- slot_done judges the streams it knows: every stream of a
+            -- closed slot has its row (made at the switch that closed it,
+            -- below), so a topic or lane no relay has read yet counts as
+            -- not done.
             IF outbox.slot_done(s.slot) THEN
                 EXECUTE format('SELECT count(*) FROM outbox.events_%s', s.slot)
                    INTO truncated_rows;
@@ -129,6 +129,10 @@ BEGIN
         IF nxt IS NOT NULL THEN
             BEGIN
                 LOCK TABLE outbox.events IN SHARE ROW EXCLUSIVE MODE;
+                -- no enqueue writes the slot now: its streams get their rows
+                -- before it closes (outbox.discover_streams reads the current
+                -- slot only)
+                PERFORM outbox.discover_streams();
                 UPDATE outbox.slots x SET state = 'closed', since = now() WHERE x.slot = s.slot;
                 UPDATE outbox.slots x SET state = 'current', since = now() WHERE x.slot = nxt;
                 switched_to := nxt;
