@@ -163,15 +163,13 @@ ob_http_endpoint_start_with(const char *addr, struct ob_metrics *m, ob_ready_fn 
 	}
 	if ((rc = ob_http_endpoint_url(addr, url, sizeof url, err, errlen)) != OB_OK)
 		return rc;
-	if ((e = calloc(1, sizeof *e)) == NULL) {
+	if ((e = malloc(sizeof *e)) == NULL) {
 		snprintf(err, errlen, "out of memory");
 		return OB_ENOMEM;
 	}
-	e->m = m;
-	e->ready = ready;
-	e->arg = arg;
-	e->route = route;
-	e->route_arg = route_arg;
+	*e = (struct ob_http_endpoint){
+		.m = m, .ready = ready, .arg = arg, .route = route, .route_arg = route_arg,
+	};
 	struct ob_httpd_config cfg = {
 		.url = url,
 		.name = "metrics",
