@@ -106,10 +106,8 @@ client_http_call(const char *base, const char *token, const char *method, const 
 	nng_http_res_get_data(res, &data, &len);
 	if (len > CLIENT_MAX_RESPONSE)
 		len = 0;
-	if ((out->body = malloc(len + 1)) != NULL) {
-		memcpy(out->body, data, len);
-		out->body[len] = '\0';
-	}
+	/* a C string for the caller (the JSON it parses ends at a NUL anyway) */
+	out->body = strndup(len > 0 ? data : "", len);
 done:
 	if (req != NULL)
 		nng_http_req_free(req);

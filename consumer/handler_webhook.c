@@ -166,10 +166,8 @@ post(struct webhook *w, const struct ob_wire_msg *m, const char *key,
 	nng_http_res_get_data(res, &body, &len);
 	if (len > WEBHOOK_BODY_MAX)
 		len = WEBHOOK_BODY_MAX;
-	if (body != NULL && len > 0 && valid_text(body, len) && (c->body = malloc(len + 1)) != NULL) {
-		memcpy(c->body, body, len);
-		c->body[len] = '\0';
-	}
+	if (body != NULL && len > 0 && valid_text(body, len))
+		c->body = strndup(body, len); /* valid_text: no NUL in it */
 out:
 	if (res != NULL)
 		nng_http_res_free(res);
