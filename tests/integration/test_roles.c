@@ -569,6 +569,10 @@ START_TEST(test_enqueue_is_the_only_definer)
 	ts_exec(pc, "CREATE TEMP TABLE slots (slot smallint, state text)");
 	ck_assert_int_eq(ts_query_int(pc, "SELECT outbox.enqueue('t', 'k-2', '{}')"), id + 1);
 	ck_assert_int_eq(ts_query_int(su, "SELECT count(*) FROM outbox.messages"), 2);
+	/* the role owns the temp table until it is gone: dropped here, not by
+	 * the backend's exit after PQfinish, which the DROP ROLE below could
+	 * overtake ("some objects depend on it", seen at -j2) */
+	ts_exec(pc, "DISCARD TEMP");
 	PQfinish(pc);
 	PQfinish(su);
 	ts_role_drop(producer);

@@ -1,5 +1,5 @@
 -- outbox.topic_stats (function), its current definition: outboxctl migrate re-applies
--- this file after the numbered migrations (sql/README.md). History: 012.
+-- this file after the numbered migrations (sql/README.md). History: 012, 025.
 --
 -- Per topic: pending (waiting + in open batches + retrying), in flight
 -- (under a live lease), retrying, delivered (still retained), dead, keys
@@ -22,7 +22,8 @@ CREATE OR REPLACE FUNCTION outbox.topic_stats(only_topic text DEFAULT NULL)
             SELECT d.topic FROM outbox.dead d) x
          WHERE only_topic IS NULL OR x.topic = only_topic),
     s AS (
-        SELECT st.topic, sum(b.waiting) AS waiting, sum(b.in_flight) AS in_flight,
+        SELECT st.topic, sum(b.total) AS total, sum(b.waiting) AS waiting,
+               sum(b.in_flight) AS in_flight,
                sum(b.held) AS held, LEAST(min(b.oldest_waiting), min(b.oldest_open)) AS oldest,
                LEAST(min(b.oldest_waiting) FILTER (WHERE b.oldest_waiting < 'infinity'),
                      min(b.due_since)) AS claimable_since
@@ -51,7 +52,8 @@ CREATE OR REPLACE FUNCTION outbox.topic_stats(only_topic text DEFAULT NULL)
                + COALESCE(r.n, 0),
            COALESCE(s.in_flight, 0) + COALESCE(r.leased, 0),
            COALESCE(r.n, 0),
-           GREATEST((SELECT count(*) FROM outbox.events e WHERE e.topic = t.topic)
+           GREATEST(COALESCE(s.total, 0)
+                    + (SELECT count(*) FROM outbox.events e WHERE e.topic = t.topic AND e.lane < 0)
                     - COALESCE(s.waiting, 0) - COALESCE(s.in_flight, 0) - COALESCE(s.held, 0)
                     - COALESCE(r.with_event, 0) - COALESCE(d.with_event, 0), 0),
            COALESCE(d.n, 0),
