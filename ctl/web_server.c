@@ -140,6 +140,19 @@ job_free(struct requeue_job *job)
 	free(job);
 }
 
+/* The requeue thread takes the next job from now on: called just before
+ * a job's answer goes out, so that a client that sends the next requeue
+ * as soon as it has the answer never finds the thread still busy (it got
+ * 503 "a requeue is running" in test_web's run of a clean clone). */
+static void
+requeue_idle(struct web_server *s)
+{
+	pthread_mutex_lock(&s->mu);
+	s->busy = false;
+	pthread_mutex_unlock(&s->mu);
+}
+
+/* Run job and answer its request (once, whatever happens). */
 static void
 run_requeue(struct web_server *s, struct requeue_job *job)
 {
@@ -160,6 +173,7 @@ run_requeue(struct web_server *s, struct requeue_job *job)
 	    ctl_requeue(conn, &rq, &r, err, sizeof err) != OB_OK) {
 		ob_warn("web.requeue.failed", "ids=%d err=%s", job->nids,
 		    ob_log_q(err, (char[600]){ 0 }, 600));
+		requeue_idle(s);
 		respond_error(job->req, 503, err, NULL);
 		if (conn != NULL)
 			PQfinish(conn);
@@ -176,6 +190,7 @@ run_requeue(struct web_server *s, struct requeue_job *job)
 	    r.nrefused);
 	json_t *body = json_pack("{soso}", "requeued", done, "refused", refused);
 	/* all or nothing: a refusal means nothing changed */
+	requeue_idle(s);
 	respond_json(job->req, r.nrefused > 0 ? 409 : 200, body);
 	json_decref(body);
 	ctl_requeue_result_free(&r);
@@ -194,10 +209,9 @@ requeue_main(void *arg)
 		struct requeue_job *job = s->job;
 		s->job = NULL;
 		pthread_mutex_unlock(&s->mu);
-		run_requeue(s, job);
+		run_requeue(s, job); /* busy ends before its answer goes out */
 		job_free(job);
 		pthread_mutex_lock(&s->mu);
-		s->busy = false;
 	}
 	pthread_mutex_unlock(&s->mu);
 	return NULL;
