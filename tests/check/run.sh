@@ -132,8 +132,7 @@ revert mh more_claimable.sql 's/    IF EXISTS \(SELECT 1 FROM outbox\.streams s\
 # a claim that ignores not_before (022): a delayed message is taken at the
 # cut, in a lane and in lane 0, and its key's later messages with it
 revert nb claim.sql 's/ OR f\.not_before > now\(\)\);/);/'
-revert nb claim.sql 's/taken := ARRAY\(SELECT c FROM unnest\(cand\) c\n\s*WHERE NOT COALESCE\(c\.not_before > now\(\), false\)\);/taken := cand;/'
-revert nb claim.sql 's/parked := ARRAY\(SELECT c\.id FROM unnest\(cand\) c WHERE c\.not_before > now\(\)\);/parked := NULL;/'
+revert nb claim.sql 's/parked := ARRAY\(SELECT c\.id FROM unnest\(cand\) c WHERE c\.not_before > now\(\)\);/parked := \x27{}\x27;/'
 # a slot switch that does not give the closing slot's streams their rows
 # (024: discovery reads the current slot only): a stream no relay read
 # before the switch is never claimed, and its slot is truncated under it

@@ -225,10 +225,12 @@ BEGIN
             END IF;
 
             IF st.lane = 0 OR NOT ordering THEN
-                -- what is not due yet (not_before) waits in outbox.retries
-                taken := ARRAY(SELECT c FROM unnest(cand) c
-                                WHERE NOT COALESCE(c.not_before > now(), false));
+                -- what is not due yet (not_before) waits in outbox.retries;
+                -- mostly nothing, and the cut is taken whole
                 parked := ARRAY(SELECT c.id FROM unnest(cand) c WHERE c.not_before > now());
+                taken := CASE WHEN cardinality(parked) = 0 THEN cand
+                              ELSE ARRAY(SELECT c FROM unnest(cand) c
+                                          WHERE NOT (c.id = ANY(parked))) END;
                 last := cand[cardinality(cand)];
                 stop_at := NULL;
             ELSE
