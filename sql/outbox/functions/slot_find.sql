@@ -8,18 +8,10 @@
 -- runs a generic plan, and PostgreSQL 15 locks every partition of a
 -- generic plan (and each one's indexes) before it prunes, 40 relations
 -- for one key. The body is written out here once, as a template, and made
--- for each slot of outbox.event_slots() when the file is applied.
+-- for each slot of outbox.event_slots() when the file is applied
+-- (outbox.slot_branches).
 DO $gen$
-DECLARE
-    branches text := '';
 BEGIN
-    FOR s IN 0 .. outbox.event_slots() - 1 LOOP
-        branches := branches || format($b$
-            WHEN %1$s THEN
-                SELECT e.id INTO found FROM outbox.events_%1$s e
-                 WHERE e.topic = slot_find.topic
-                   AND e.idempotency_key = slot_find.idempotency_key;$b$, s);
-    END LOOP;
     EXECUTE format($f$
 CREATE OR REPLACE FUNCTION outbox.slot_find(slots smallint[], topic text, idempotency_key text)
     RETURNS bigint
@@ -39,6 +31,10 @@ BEGIN
     END LOOP;
     RETURN NULL;
 END
-$body$$f$, branches);
+$body$$f$, outbox.slot_branches($b$
+            WHEN %1$s THEN
+                SELECT e.id INTO found FROM outbox.events_%1$s e
+                 WHERE e.topic = slot_find.topic
+                   AND e.idempotency_key = slot_find.idempotency_key;$b$));
 END
 $gen$;

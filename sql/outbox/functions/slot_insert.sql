@@ -6,25 +6,10 @@
 -- slot's (see outbox.slot_find). Returns its id, or NULL when the slot
 -- already holds the key (a concurrent enqueue of the same key committed
 -- first: ON CONFLICT waited for it). Only outbox.enqueue calls it, holding
--- outbox.events' lock that keeps the current slot from switching.
+-- outbox.events' lock that keeps the current slot from switching. Made
+-- per slot from one template when the file is applied (outbox.slot_branches).
 DO $gen$
-DECLARE
-    branches text := '';
 BEGIN
-    FOR s IN 0 .. outbox.event_slots() - 1 LOOP
-        branches := branches || format($b$
-            WHEN %1$s THEN
-                INSERT INTO outbox.events_%1$s AS e (slot, id, txid, lane, topic,
-                                                  idempotency_key, payload, ordering_key,
-                                                  ordering_seq, headers, not_before)
-                VALUES (%1$s, pg_catalog.nextval('outbox.event_ids'), pg_catalog.pg_current_xact_id(),
-                        slot_insert.lane,
-                        slot_insert.topic, slot_insert.idempotency_key, slot_insert.payload,
-                        slot_insert.ordering_key, slot_insert.ordering_seq,
-                        slot_insert.headers, slot_insert.not_before)
-                ON CONFLICT (topic, idempotency_key, slot) DO NOTHING
-                RETURNING e.id INTO new_id;$b$, s);
-    END LOOP;
     EXECUTE format($f$
 CREATE OR REPLACE FUNCTION outbox.slot_insert(slot smallint, lane smallint, topic text,
                                               idempotency_key text, payload jsonb,
@@ -41,6 +26,17 @@ BEGIN
     END CASE;
     RETURN new_id;
 END
-$body$$f$, branches);
+$body$$f$, outbox.slot_branches($b$
+            WHEN %1$s THEN
+                INSERT INTO outbox.events_%1$s AS e (slot, id, txid, lane, topic,
+                                                  idempotency_key, payload, ordering_key,
+                                                  ordering_seq, headers, not_before)
+                VALUES (%1$s, pg_catalog.nextval('outbox.event_ids'), pg_catalog.pg_current_xact_id(),
+                        slot_insert.lane,
+                        slot_insert.topic, slot_insert.idempotency_key, slot_insert.payload,
+                        slot_insert.ordering_key, slot_insert.ordering_seq,
+                        slot_insert.headers, slot_insert.not_before)
+                ON CONFLICT (topic, idempotency_key, slot) DO NOTHING
+                RETURNING e.id INTO new_id;$b$));
 END
 $gen$;

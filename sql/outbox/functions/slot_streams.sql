@@ -7,13 +7,19 @@
 -- slot. Read through the slot's table, with its own plan: a generic plan
 -- over outbox.events would lock every slot and its indexes first (see
 -- outbox.slot_find). The body is a template, made for each slot of
--- outbox.event_slots() when the file is applied.
+-- outbox.event_slots() when the file is applied (outbox.slot_branches).
 DO $gen$
-DECLARE
-    branches text := '';
 BEGIN
-    FOR s IN 0 .. outbox.event_slots() - 1 LOOP
-        branches := branches || format($b$
+    EXECUTE format($f$
+CREATE OR REPLACE FUNCTION outbox.slot_streams(slot smallint, OUT topic text, OUT lane smallint)
+    RETURNS SETOF record
+    LANGUAGE plpgsql STABLE ROWS 20
+AS $body$
+BEGIN
+    CASE slot_streams.slot %s
+    END CASE;
+END
+$body$$f$, outbox.slot_branches($b$
             WHEN %1$s THEN
                 RETURN QUERY
                 WITH RECURSIVE r AS (
@@ -24,17 +30,6 @@ BEGIN
                         SELECT e.topic, e.lane FROM outbox.events_%1$s e
                          WHERE (e.topic, e.lane) > (r.topic, r.lane)
                          ORDER BY e.topic, e.lane LIMIT 1) n)
-                SELECT r.topic, r.lane FROM r WHERE r.lane >= 0;$b$, s);
-    END LOOP;
-    EXECUTE format($f$
-CREATE OR REPLACE FUNCTION outbox.slot_streams(slot smallint, OUT topic text, OUT lane smallint)
-    RETURNS SETOF record
-    LANGUAGE plpgsql STABLE ROWS 20
-AS $body$
-BEGIN
-    CASE slot_streams.slot %s
-    END CASE;
-END
-$body$$f$, branches);
+                SELECT r.topic, r.lane FROM r WHERE r.lane >= 0;$b$));
 END
 $gen$;
