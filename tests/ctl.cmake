@@ -12,7 +12,7 @@ endif()
 # payloads of markup shown as text with nothing run, requeue refused
 # without the token and done with it, hide-payloads. Screenshots in
 # build/tests/artifacts. Skipped (77) without chromium or node_modules,
-# except under CI=true.
+# except under OUTBOX_TEST_STRICT=1.
 outbox_test(test_web_browser SOURCES integration/test_web_browser.c
   LABELS integration PG TIMEOUT 300)
 if(TEST test_web_browser)
@@ -37,7 +37,7 @@ endif()
 # (tests/browser/web_demo.mjs) against the stack of scripts/demo.sh --web
 # (tests/support/ts_demo.c) and outboxctl web --demo: each step's facts
 # shown checked against psql, its rows highlighted, a screenshot each.
-# Skipped (77) without chromium or node_modules, except under CI=true.
+# Skipped (77) without chromium or node_modules, except under OUTBOX_TEST_STRICT=1.
 outbox_test(test_web_demo_browser SOURCES integration/test_web_demo_browser.c
   LABELS integration PG TIMEOUT 600)
 if(TEST test_web_demo_browser)

@@ -6,7 +6,7 @@
 # deploy/scenario.sh compose (faults + rolling restart), its negative
 # control (--broken must fail with duplicates) and a check that nothing of
 # the stack is left. Without root or dockerd every step says SKIPPED with
-# the reason; with CI=true that is a failure. Included by tests/CMakeLists.txt.
+# the reason; with OUTBOX_TEST_STRICT=1 that is a failure. Included by tests/CMakeLists.txt.
 set(DOCKER_TEST_DIR ${CMAKE_BINARY_DIR}/dockertest)
 set(DOCKER_TMP ${CMAKE_SOURCE_DIR}/scripts/docker-tmp.sh)
 set(IN_ENGINE ${CMAKE_SOURCE_DIR}/tests/deploy/in-engine.sh ${DOCKER_TEST_DIR})

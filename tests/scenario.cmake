@@ -59,7 +59,7 @@ set_tests_properties(failover_phantom PROPERTIES
 # over, the late write is fenced out, the cut relay reconnects by itself,
 # every message is applied once. The broken mode (--no-fencing, --no-dedup)
 # must show the duplicates first. Needs root (CI has it; a skip under
-# CI=true fails).
+# OUTBOX_TEST_STRICT=1 fails).
 add_test(NAME netns_relays
   COMMAND ${CMAKE_SOURCE_DIR}/tests/netns/check_netns_relays.sh ${CMAKE_BINARY_DIR}/bin)
 set_tests_properties(netns_relays PROPERTIES

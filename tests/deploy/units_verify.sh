@@ -10,7 +10,7 @@ set -uo pipefail
 build=${1:?usage: units_verify.sh BUILD_DIR}
 src=$(cd "$(dirname "$0")/../.." && pwd)
 command -v systemd-analyze >/dev/null || {
-	[ "${CI:-}" = true ] && { echo "units_verify: systemd-analyze is missing (CI=true: a failure)" >&2; exit 1; }
+	[ "${OUTBOX_TEST_STRICT:-}" = 1 ] && { echo "units_verify: systemd-analyze is missing (OUTBOX_TEST_STRICT=1: a failure)" >&2; exit 1; }
 	echo "units_verify: SKIPPED: systemd-analyze is not installed" >&2; exit 77
 }
 prefix=$(mktemp -d /tmp/outbox-install.XXXXXX)

@@ -20,7 +20,7 @@
  * Screenshots: build/tests/artifacts/web-view*.png (docs/img/web-view.png,
  * shown in the README, is the first, copied by hand when the page changes).
  * Skipped (77) without chromium or tests/browser/node_modules, except
- * under CI=true, where that fails. Adds 10-24 s to the suite (ctest -R
+ * under OUTBOX_TEST_STRICT=1, where that fails. Adds 10-24 s to the suite (ctest -R
  * '^(pg_start|test_web_browser|pg_stop)$' on the shared 2-core box, five
  * runs: 9.5 to 24.1 s, the browser script nearly all of it: it waits for
  * the view's polls, 1 s apart).

@@ -16,7 +16,7 @@
  * (build/tests/artifacts/demo-step-N.png).
  *
  * Skipped (77) without chromium or tests/browser/node_modules, except
- * under CI=true, where that fails. Adds 60-81 s to the suite (ctest -R
+ * under OUTBOX_TEST_STRICT=1, where that fails. Adds 60-81 s to the suite (ctest -R
  * '^(pg_start|test_web_demo_browser|pg_stop)$' on the shared 2-core box,
  * three runs: 59.9, 66.5 and 81.4 s; steps 1-5 take about 20 s, step 6's
  * matrices the rest).
