@@ -13,6 +13,15 @@
  * this transaction did not write (xmin) is one no file defines any more,
  * such as the old overload left by a changed argument list.
  *
+ * The sets, in the order they are applied: outbox, inbox, and the demo
+ * business (schema app) only when asked for. Each records what it applied
+ * in tables of its own schema (outbox.schema_migrations,
+ * outbox.schema_files; inbox.*; the demo's in outbox's): migrating into a
+ * user's database writes nothing outside the outbox's schemas (issue 33;
+ * public.outbox_schema_migrations and public.outbox_schema_files of
+ * earlier runs are moved there). Revoking CREATE on schema public from
+ * PUBLIC is the user's choice (harden_public).
+ *
  * A set's functions/grants.sql (its roles' privileges, docs/security.md) is
  * not an object and is applied last, after that drop: a GRANT or REVOKE
  * rewrites the catalog row of every function it names, which would make a
@@ -47,16 +56,33 @@
 #define MIGRATE_RETRY_BASE_MS 20
 #define MIGRATE_RETRY_CAP_MS 1000
 
-static const char create_table_sql[] =
-    "CREATE TABLE IF NOT EXISTS public.outbox_schema_migrations ("
-    " schema_set text NOT NULL, version integer NOT NULL, name text NOT NULL,"
-    " applied_at timestamptz NOT NULL DEFAULT now(),"
-    " PRIMARY KEY (schema_set, version))";
+/* A set: its directory under sql/, the schema its functions, views and
+ * triggers are in (what no file defines any more is dropped there, unless
+ * the schema may hold the user's own), and the schema of its bookkeeping. */
+struct migrate_set {
+	const char *name;
+	const char *schema;
+	const char *books;
+	bool drops_stale;
+};
 
-static const char create_files_table_sql[] =
-    "CREATE TABLE IF NOT EXISTS public.outbox_schema_files ("
-    " schema_set text PRIMARY KEY, digest text NOT NULL,"
-    " applied_at timestamptz NOT NULL DEFAULT now())";
+static const struct migrate_set sets[] = {
+	{ "outbox", "outbox", "outbox", true },
+	{ "inbox", "inbox", "inbox", true },
+	/* a user's own schema app may hold functions of theirs */
+	{ "demo", "app", "outbox", false },
+};
+#define N_SETS (sizeof(sets) / sizeof(sets[0]))
+
+/* The bookkeeping of the sets of schema %1$I (format()). */
+static const char create_books_sql[] =
+    "SELECT format('CREATE SCHEMA IF NOT EXISTS %1$I;"
+    " CREATE TABLE IF NOT EXISTS %1$I.schema_migrations ("
+    "  schema_set text NOT NULL, version integer NOT NULL, name text NOT NULL,"
+    "  applied_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (schema_set, version));"
+    " CREATE TABLE IF NOT EXISTS %1$I.schema_files ("
+    "  schema_set text PRIMARY KEY, digest text NOT NULL,"
+    "  applied_at timestamptz NOT NULL DEFAULT now())', $1::text)";
 
 /* The objects of schema $1 that this transaction did not write, views and
  * triggers before the functions they may use; each row: its DROP statement's
@@ -80,73 +106,158 @@ static const char stale_objects_sql[] =
     "                     AND d.objid = p.oid AND d.deptype = 'e')"
     " ORDER BY 3, 2";
 
+/* The sets a run applies: the selected ones, the demo only when asked. */
 static bool
-set_selected(const char *want, const char *set)
+set_selected(const struct ob_migrate_opts *o, const struct migrate_set *set)
 {
-	return strcmp(want, "all") == 0 || strcmp(want, set) == 0;
+	if (strcmp(set->name, "demo") == 0)
+		return o->demo;
+	return strcmp(o->set, "all") == 0 || strcmp(o->set, set->name) == 0;
 }
 
+/* Make set's bookkeeping tables (and their schema) if missing. */
 static int
-is_applied(PGconn *conn, const struct ob_migration *m, bool *applied,
-    char *err, size_t errlen)
+books_ready(PGconn *conn, const char *books, char *err, size_t errlen)
 {
-	char version[16];
-	snprintf(version, sizeof(version), "%d", m->version);
-	const char *params[2] = { m->set, version };
-	PGresult *res = PQexecParams(conn,
-	    "SELECT 1 FROM public.outbox_schema_migrations"
-	    " WHERE schema_set = $1 AND version = $2::int",
-	    2, NULL, params, NULL, NULL, 0);
-	int rc = ob_pg_check(res, PGRES_TUPLES_OK, "migrations lookup", err, errlen);
-	if (rc == OB_OK)
-		*applied = PQntuples(res) > 0;
+	const char *params[1] = { books };
+	PGresult *res = ob_pg_rows(conn, create_books_sql, 1, params, "bookkeeping tables",
+	    err, errlen);
+	if (res == NULL)
+		return OB_EDB;
+	int rc = ob_pg_exec(conn, PQgetvalue(res, 0, 0), "bookkeeping tables", err, errlen);
 	PQclear(res);
 	return rc;
 }
 
+/* The runner's tables of before issue 33 were public.outbox_schema_migrations
+ * and public.outbox_schema_files (sets outbox and inbox, each now kept in
+ * its own schema): their rows are moved, and the tables dropped. */
+static const char old_books_sql[] =
+    "SELECT s.schema_set FROM public.outbox_schema_migrations s"
+    " UNION SELECT f.schema_set FROM public.outbox_schema_files f"
+    "  WHERE to_regclass('public.outbox_schema_files') IS NOT NULL";
+
 static int
-apply_one(PGconn *conn, const struct ob_migration *m, char *err, size_t errlen)
+adopt_old_books(PGconn *conn, char *err, size_t errlen)
+{
+	PGresult *res = ob_pg_rows(conn, "SELECT to_regclass('public.outbox_schema_migrations')"
+	    " IS NOT NULL, to_regclass('public.outbox_schema_files') IS NOT NULL", 0, NULL,
+	    "old bookkeeping", err, errlen);
+	if (res == NULL)
+		return OB_EDB;
+	bool migrations = PQgetvalue(res, 0, 0)[0] == 't', files = PQgetvalue(res, 0, 1)[0] == 't';
+	PQclear(res);
+	if (!migrations && !files)
+		return OB_OK;
+	/* A files table alone never existed: it came with the migrations'. */
+	if (!migrations) {
+		snprintf(err, errlen, "public.outbox_schema_files without"
+		    " public.outbox_schema_migrations: not a database this program migrated");
+		return OB_EDB;
+	}
+	/* The UNION's second arm reads a table that may not exist: asked only then. */
+	res = ob_pg_rows(conn, files ? old_books_sql
+	    : "SELECT DISTINCT schema_set FROM public.outbox_schema_migrations", 0, NULL,
+	    "old bookkeeping sets", err, errlen);
+	if (res == NULL)
+		return OB_EDB;
+	int rc = OB_OK;
+	for (int i = 0; rc == OB_OK && i < PQntuples(res); i++) {
+		const char *name = PQgetvalue(res, i, 0);
+		const struct migrate_set *set = NULL;
+		for (size_t k = 0; k < N_SETS; k++)
+			if (strcmp(sets[k].name, name) == 0)
+				set = &sets[k];
+		if (set == NULL) {
+			snprintf(err, errlen, "public.outbox_schema_migrations names schema set '%s',"
+			    " which this program does not know", name);
+			rc = OB_EDB;
+			break;
+		}
+		char sql[512];
+		const char *params[1] = { name };
+		if ((rc = books_ready(conn, set->books, err, errlen)) != OB_OK)
+			break;
+		snprintf(sql, sizeof(sql), "INSERT INTO %s.schema_migrations SELECT * FROM"
+		    " public.outbox_schema_migrations WHERE schema_set = $1"
+		    " ON CONFLICT DO NOTHING", set->books);
+		if ((rc = ob_pg_command(conn, sql, 1, params, "move bookkeeping", NULL, err,
+		         errlen)) != OB_OK || !files)
+			continue;
+		snprintf(sql, sizeof(sql), "INSERT INTO %s.schema_files SELECT * FROM"
+		    " public.outbox_schema_files WHERE schema_set = $1"
+		    " ON CONFLICT DO NOTHING", set->books);
+		rc = ob_pg_command(conn, sql, 1, params, "move bookkeeping", NULL, err, errlen);
+	}
+	PQclear(res);
+	if (rc == OB_OK)
+		rc = ob_pg_exec(conn, "DROP TABLE public.outbox_schema_migrations;"
+		    " DROP TABLE IF EXISTS public.outbox_schema_files", "drop old bookkeeping",
+		    err, errlen);
+	return rc;
+}
+
+static int
+is_applied(PGconn *conn, const struct migrate_set *set, const struct ob_migration *m,
+    bool *applied, char *err, size_t errlen)
+{
+	char version[16], sql[160];
+	snprintf(version, sizeof(version), "%d", m->version);
+	snprintf(sql, sizeof(sql), "SELECT 1 FROM %s.schema_migrations"
+	    " WHERE schema_set = $1 AND version = $2::int", set->books);
+	const char *params[2] = { m->set, version };
+	PGresult *res = ob_pg_rows(conn, sql, 2, params, "migrations lookup", err, errlen);
+	if (res == NULL)
+		return OB_EDB;
+	*applied = PQntuples(res) > 0;
+	PQclear(res);
+	return OB_OK;
+}
+
+static int
+apply_one(PGconn *conn, const struct migrate_set *set, const struct ob_migration *m,
+    char *err, size_t errlen)
 {
 	char what[96];
 	snprintf(what, sizeof(what), "migration %s/%s", m->set, m->name);
 	int rc = ob_pg_exec(conn, m->sql, what, err, errlen);
 	if (rc != OB_OK)
 		return rc;
-	char version[16];
+	char version[16], sql[160];
 	snprintf(version, sizeof(version), "%d", m->version);
+	snprintf(sql, sizeof(sql), "INSERT INTO %s.schema_migrations (schema_set, version, name)"
+	    " VALUES ($1, $2::int, $3)", set->books);
 	const char *params[3] = { m->set, version, m->name };
-	return ob_pg_command(conn,
-	    "INSERT INTO public.outbox_schema_migrations (schema_set, version, name)"
-	    " VALUES ($1, $2::int, $3)", 3, params, "record migration", NULL, err, errlen);
+	return ob_pg_command(conn, sql, 3, params, "record migration", NULL, err, errlen);
 }
 
 /* The md5 (server side) of set's files, names and texts, and the one stored
  * by the last run that applied them ("" when none did). */
 static int
-files_digest(PGconn *conn, const char *set, char *digest, size_t dlen,
+files_digest(PGconn *conn, const struct migrate_set *set, char *digest, size_t dlen,
     char *stored, size_t slen, char *err, size_t errlen)
 {
 	struct ob_buf all;
 	ob_buf_init(&all);
 	int rc = OB_OK;
 	for (const struct ob_schema_file *f = ob_schema_files; f->set != NULL; f++) {
-		if (strcmp(f->set, set) != 0)
+		if (strcmp(f->set, set->name) != 0)
 			continue;
 		if (ob_buf_append(&all, f->name, strlen(f->name) + 1) != OB_OK ||
 		    ob_buf_append(&all, f->sql, strlen(f->sql) + 1) != OB_OK) {
-			snprintf(err, errlen, "schema files of %s: out of memory", set);
+			snprintf(err, errlen, "schema files of %s: out of memory", set->name);
 			rc = OB_ENOMEM;
 			goto out;
 		}
 	}
 	/* A NUL separates the parts; md5 gets the bytes as bytea. */
-	const char *params[2] = { set, all.data };
+	char sql[192];
+	snprintf(sql, sizeof(sql), "SELECT md5($2::bytea), coalesce((SELECT digest FROM"
+	    " %s.schema_files WHERE schema_set = $1), '')", set->books);
+	const char *params[2] = { set->name, all.data };
 	const int lengths[2] = { 0, (int)all.len };
 	const int formats[2] = { 0, 1 };
-	PGresult *res = PQexecParams(conn,
-	    "SELECT md5($2::bytea), coalesce((SELECT digest FROM public.outbox_schema_files"
-	    " WHERE schema_set = $1), '')",
-	    2, NULL, params, lengths, formats, 0);
+	PGresult *res = PQexecParams(conn, sql, 2, NULL, params, lengths, formats, 0);
 	if ((rc = ob_pg_check(res, PGRES_TUPLES_OK, "schema files digest", err, errlen)) == OB_OK) {
 		snprintf(digest, dlen, "%s", PQgetvalue(res, 0, 0));
 		snprintf(stored, slen, "%s", PQgetvalue(res, 0, 1));
@@ -189,10 +300,10 @@ note_dropped(struct ob_migrate_report *report, const char *name)
 
 /* Drop what the files of set no longer define (see the top of this file). */
 static int
-drop_stale(PGconn *conn, const char *set, struct ob_migrate_report *report,
+drop_stale(PGconn *conn, const struct migrate_set *set, struct ob_migrate_report *report,
     char *err, size_t errlen)
 {
-	const char *params[1] = { set };
+	const char *params[1] = { set->schema };
 	PGresult *res = PQexecParams(conn, stale_objects_sql, 1, NULL, params, NULL, NULL, 0);
 	int rc = ob_pg_check(res, PGRES_TUPLES_OK, "stale schema objects", err, errlen);
 	for (int i = 0; rc == OB_OK && i < PQntuples(res); i++) {
@@ -201,7 +312,7 @@ drop_stale(PGconn *conn, const char *set, struct ob_migrate_report *report,
 		ob_buf_init(&sql);
 		char what[160];
 		snprintf(what, sizeof(what), "drop %s %s, which no file in sql/%s/functions defines",
-		    kind, name, set);
+		    kind, name, set->name);
 		if (ob_buf_printf(&sql, "DROP %s %s", kind, name) != OB_OK) {
 			snprintf(err, errlen, "%s: out of memory", what);
 			rc = OB_ENOMEM;
@@ -217,7 +328,7 @@ drop_stale(PGconn *conn, const char *set, struct ob_migrate_report *report,
 /* The schema files of set, when a migration ran in this transaction or they
  * changed since the last run; then the drop of what they no longer define. */
 static int
-apply_files(PGconn *conn, const char *set, bool migrated,
+apply_files(PGconn *conn, const struct migrate_set *set, bool migrated,
     struct ob_migrate_report *report, char *err, size_t errlen)
 {
 	char digest[64], stored[64];
@@ -226,32 +337,52 @@ apply_files(PGconn *conn, const char *set, bool migrated,
 	if (rc != OB_OK || (!migrated && strcmp(digest, stored) == 0))
 		return rc;
 	for (const struct ob_schema_file *f = ob_schema_files; f->set != NULL; f++) {
-		if (strcmp(f->set, set) != 0 || strcmp(f->name, GRANTS_FILE) == 0)
+		if (strcmp(f->set, set->name) != 0 || strcmp(f->name, GRANTS_FILE) == 0)
 			continue;
 		if ((rc = apply_file(conn, f, err, errlen)) != OB_OK)
 			return rc;
 		report->files++;
 	}
-	if ((rc = drop_stale(conn, set, report, err, errlen)) != OB_OK)
+	if (set->drops_stale && (rc = drop_stale(conn, set, report, err, errlen)) != OB_OK)
 		return rc;
 	/* the privileges last (see the top of this file) */
 	for (const struct ob_schema_file *f = ob_schema_files; f->set != NULL; f++) {
-		if (strcmp(f->set, set) != 0 || strcmp(f->name, GRANTS_FILE) != 0)
+		if (strcmp(f->set, set->name) != 0 || strcmp(f->name, GRANTS_FILE) != 0)
 			continue;
 		if ((rc = apply_file(conn, f, err, errlen)) != OB_OK)
 			return rc;
 		report->files++;
 	}
-	const char *params[2] = { set, digest };
-	return ob_pg_command(conn,
-	    "INSERT INTO public.outbox_schema_files (schema_set, digest) VALUES ($1, $2)"
-	    " ON CONFLICT (schema_set) DO UPDATE SET digest = EXCLUDED.digest, applied_at = now()",
-	    2, params, "record schema files", NULL, err, errlen);
+	char sql[192];
+	snprintf(sql, sizeof(sql), "INSERT INTO %s.schema_files (schema_set, digest)"
+	    " VALUES ($1, $2) ON CONFLICT (schema_set) DO UPDATE SET digest = EXCLUDED.digest,"
+	    " applied_at = now()", set->books);
+	const char *params[2] = { set->name, digest };
+	return ob_pg_command(conn, sql, 2, params, "record schema files", NULL, err, errlen);
+}
+
+/* One set's pending migrations, then its files. */
+static int
+migrate_set(PGconn *conn, const struct migrate_set *set, struct ob_migrate_report *report,
+    char *err, size_t errlen)
+{
+	int rc = books_ready(conn, set->books, err, errlen), applied = 0;
+	for (const struct ob_migration *m = ob_migrations; rc == OB_OK && m->set != NULL; m++) {
+		if (strcmp(m->set, set->name) != 0)
+			continue;
+		bool done = false;
+		if ((rc = is_applied(conn, set, m, &done, err, errlen)) != OB_OK || done)
+			continue;
+		if ((rc = apply_one(conn, set, m, err, errlen)) == OB_OK)
+			applied++;
+	}
+	report->migrations += applied;
+	return rc != OB_OK ? rc : apply_files(conn, set, applied > 0, report, err, errlen);
 }
 
 /* One run in one transaction; rolled back on any error. */
 static int
-migrate_once(PGconn *conn, const char *set, struct ob_migrate_report *report,
+migrate_once(PGconn *conn, const struct ob_migrate_opts *o, struct ob_migrate_report *report,
     char *err, size_t errlen)
 {
 	memset(report, 0, sizeof(*report));
@@ -264,33 +395,15 @@ migrate_once(PGconn *conn, const char *set, struct ob_migrate_report *report,
 		return rc;
 	/* The lock comes before CREATE TABLE IF NOT EXISTS, which itself races. */
 	if ((rc = ob_pg_exec(conn, lock_sql, "advisory lock", err, errlen)) != OB_OK ||
-	    (rc = ob_pg_exec(conn, create_table_sql, "create migrations table", err,
-	         errlen)) != OB_OK ||
-	    (rc = ob_pg_exec(conn, create_files_table_sql, "create schema files table", err,
-	         errlen)) != OB_OK)
+	    (rc = adopt_old_books(conn, err, errlen)) != OB_OK)
 		goto fail;
-
-	int outbox_n = 0, inbox_n = 0; /* applied now, per set */
-	for (const struct ob_migration *m = ob_migrations; m->set != NULL; m++) {
-		if (!set_selected(set, m->set))
-			continue;
-		bool done = false;
-		if ((rc = is_applied(conn, m, &done, err, errlen)) != OB_OK)
+	for (size_t i = 0; i < N_SETS; i++)
+		if (set_selected(o, &sets[i]) &&
+		    (rc = migrate_set(conn, &sets[i], report, err, errlen)) != OB_OK)
 			goto fail;
-		if (done)
-			continue;
-		if ((rc = apply_one(conn, m, err, errlen)) != OB_OK)
-			goto fail;
-		if (strcmp(m->set, "outbox") == 0)
-			outbox_n++;
-		else
-			inbox_n++;
-		report->migrations++;
-	}
-	if ((set_selected(set, "outbox") &&
-	        (rc = apply_files(conn, "outbox", outbox_n > 0, report, err, errlen)) != OB_OK) ||
-	    (set_selected(set, "inbox") &&
-	        (rc = apply_files(conn, "inbox", inbox_n > 0, report, err, errlen)) != OB_OK))
+	if (o->harden_public &&
+	    (rc = ob_pg_exec(conn, "REVOKE CREATE ON SCHEMA public FROM PUBLIC",
+	         "revoke create on schema public", err, errlen)) != OB_OK)
 		goto fail;
 	if ((rc = ob_pg_commit(conn, err, errlen)) != OB_OK)
 		goto fail;
@@ -303,18 +416,23 @@ fail:
 }
 
 int
-ob_migrate(PGconn *conn, const char *set, struct ob_migrate_report *report,
+ob_migrate(PGconn *conn, const struct ob_migrate_opts *opts, struct ob_migrate_report *report,
     char *err, size_t errlen)
 {
 	memset(report, 0, sizeof(*report));
-	if (strcmp(set, "all") != 0 && strcmp(set, "outbox") != 0 &&
-	    strcmp(set, "inbox") != 0) {
-		snprintf(err, errlen, "unknown schema set '%s' (outbox, inbox or all)", set);
+	if (strcmp(opts->set, "all") != 0 && strcmp(opts->set, "outbox") != 0 &&
+	    strcmp(opts->set, "inbox") != 0) {
+		snprintf(err, errlen, "unknown schema set '%s' (outbox, inbox or all)", opts->set);
+		return OB_EINVAL;
+	}
+	if (opts->demo && strcmp(opts->set, "inbox") == 0) {
+		snprintf(err, errlen, "the demo (schema app) is the producer's business: it needs"
+		    " the outbox set (--schema outbox or all), not inbox alone");
 		return OB_EINVAL;
 	}
 	uint64_t rng = ob_rand_seed();
 	for (uint32_t attempt = 1;; attempt++) {
-		int rc = migrate_once(conn, set, report, err, errlen);
+		int rc = migrate_once(conn, opts, report, err, errlen);
 		if (rc == OB_OK || attempt == MIGRATE_ATTEMPTS || ob_pg_broken(conn) ||
 		    !ob_sqlstate_is(ob_pg_failed_sqlstate(), OB_SQLSTATE_DEADLOCK_DETECTED))
 			return rc;

@@ -1,6 +1,7 @@
 /*
  * migrate_cmd.c - `outboxctl migrate`: apply pending migrations and say so.
  */
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 
@@ -13,6 +14,8 @@
 struct migrate_config {
 	char *db;
 	char *schema;
+	bool demo;
+	bool harden_public;
 };
 
 #define OB_CFG_STRUCT struct migrate_config
@@ -21,14 +24,25 @@ static const struct ob_cfg_opt ctl_migrate_options[] = {
 	OB_CFG_OPT_DB_HELP(db, "PostgreSQL connection string (keywords or URI)"),
 	OB_CFG_OPT("schema", "OUTBOX_SCHEMA", OB_CFG_ENUM, "all", 0, 0, "all|outbox|inbox", false,
 	    schema, "which migrations: producer side (outbox), consumer side (inbox), or both"),
+	OB_CFG_OPT("demo", "OUTBOX_DEMO", OB_CFG_BOOL, "false", 0, 0, NULL, false, demo,
+	    "also install the demo business (schema app: app.bug_reports and the keys of"
+	    " POST /v1/reports), which the demo, outbox-producer enqueue/submit and the MCP"
+	    " tool write; needs the outbox side. Without it nothing is created outside schemas"
+	    " outbox and inbox but the group roles (docs/security.md)"),
+	OB_CFG_OPT("harden-public", "OUTBOX_HARDEN_PUBLIC", OB_CFG_BOOL, "false", 0, 0, NULL, false,
+	    harden_public, "also REVOKE CREATE ON SCHEMA public FROM PUBLIC (PostgreSQL before 15"
+	    " lets every role create objects there, where one could shadow a function of a"
+	    " careless search_path); a change to the whole database, so only when asked"),
 	OB_CFG_END,
 };
 
 static const struct ob_cfg_program program = {
 	.name = "outboxctl migrate",
-	.synopsis = "outboxctl migrate --db CONNINFO [--schema all|outbox|inbox]",
+	.synopsis = "outboxctl migrate --db CONNINFO [--schema all|outbox|inbox] [--demo]"
+	    " [--harden-public]",
 	.description = "Apply the pending numbered migrations from sql/ (embedded in this binary)"
-	    " and record them in public.outbox_schema_migrations; then, if a migration ran or"
+	    " and record them in outbox.schema_migrations (inbox.schema_migrations); then, if a"
+	    " migration ran or"
 	    " one of the schema files (sql/<set>/functions/: one per function, view and"
 	    " trigger) changed, re-apply those files and drop each function, view and trigger"
 	    " of the schema that no file defines. All in one transaction: on error nothing"
@@ -58,7 +72,9 @@ ctl_migrate(int argc, char **argv)
 		goto out;
 	}
 	struct ob_migrate_report r;
-	if (ob_migrate(conn, cfg.schema, &r, err, sizeof(err)) != OB_OK) {
+	const struct ob_migrate_opts opts = { .set = cfg.schema, .demo = cfg.demo,
+		.harden_public = cfg.harden_public };
+	if (ob_migrate(conn, &opts, &r, err, sizeof(err)) != OB_OK) {
 		fprintf(stderr, "outboxctl migrate: %s\n", err);
 		code = 1;
 	} else {

@@ -408,7 +408,7 @@ local_main() {
 		die "could not create the databases"
 	PDB="host=$PGHOST port=$PGPORT user=$PGUSER dbname=scenario_producer"
 	CDB="host=$PGHOST port=$PGPORT user=$PGUSER dbname=scenario_consumer"
-	"$BIN/outboxctl" migrate --db "$PDB" --schema outbox >"$WORK/migrate.log" 2>&1 &&
+	"$BIN/outboxctl" migrate --db "$PDB" --schema outbox --demo >"$WORK/migrate.log" 2>&1 &&
 		"$BIN/outboxctl" migrate --db "$CDB" --schema inbox >>"$WORK/migrate.log" 2>&1 ||
 		die "migrate failed: $(tail -3 "$WORK/migrate.log")"
 	say "PostgreSQL up ($PGHOST), databases scenario_producer and scenario_consumer migrated"

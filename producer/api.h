@@ -36,7 +36,7 @@
 #include "outbox/fault.h"
 
 #define PRODUCER_KEY_TABLE "app.idempotency_keys"   /* POST /v1/reports */
-#define PRODUCER_MESSAGE_KEY_TABLE "app.message_keys" /* POST /v1/messages */
+#define PRODUCER_MESSAGE_KEY_TABLE "outbox.message_keys" /* POST /v1/messages */
 
 enum producer_mode {
 	PRODUCER_MODE_NONE = 0, /* BROKEN: no key handling at all */

@@ -17,6 +17,8 @@
 #include "api_reply.h"
 #include "outbox/err.h"
 #include "outbox/log.h"
+#include "outbox/pg.h"
+#include "outbox/sqlstate.h"
 
 /* Retry-After of a 409: poll again this soon (rounded up to whole seconds). */
 #define API_BUSY_RETRY_AFTER_MS 1000
@@ -51,6 +53,16 @@ void
 api_unavailable(struct api_response *res, const char *what, const char *err)
 {
 	char q[600];
+	/* A table the request needs is not in this database: the demo's
+	 * /v1/reports where `outboxctl migrate --demo` was not run. Not a
+	 * passing outage: no retry helps until it is installed. */
+	if (ob_sqlstate_is(ob_pg_failed_sqlstate(), OB_SQLSTATE_UNDEFINED_TABLE)) {
+		ob_warn("producer.not_installed", "what=%s err=%s", what,
+		    ob_log_q(err, q, sizeof(q)));
+		api_error(res, 404, "not_installed", "this resource's tables are not in the"
+		    " database: /v1/reports is the demo's, installed by outboxctl migrate --demo");
+		return;
+	}
 	ob_warn("producer.db_error", "what=%s err=%s", what, ob_log_q(err, q, sizeof(q)));
 	api_error(res, 503, "unavailable", "the database is unavailable; retry later");
 	res->retry_after_s = 1;

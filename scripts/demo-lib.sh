@@ -28,6 +28,6 @@ demo_start_databases() {
 	psql "$server" -qc "CREATE DATABASE producer" -c "CREATE DATABASE consumer"
 	producer_db="$server dbname=producer"
 	consumer_db="$server dbname=consumer"
-	"$bin/outboxctl" migrate --db "$producer_db" --schema outbox
+	"$bin/outboxctl" migrate --db "$producer_db" --schema outbox --demo
 	"$bin/outboxctl" migrate --db "$consumer_db" --schema inbox
 }

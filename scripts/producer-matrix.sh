@@ -17,5 +17,5 @@ fi
 pgdir=$(mktemp -d /tmp/outbox-matrix-pg-XXXXXX)
 trap '"$root/scripts/pg-tmp.sh" stop "$pgdir/pg" || true; rm -rf "$pgdir"' EXIT
 conninfo=$("$root/scripts/pg-tmp.sh" start "$pgdir/pg")
-"$build/bin/outboxctl" migrate --db "$conninfo" --schema outbox >/dev/null
+"$build/bin/outboxctl" migrate --db "$conninfo" --schema outbox --demo >/dev/null
 "$build/bin/outbox-producer" matrix --db "$conninfo" --quiet

@@ -37,6 +37,14 @@ if(TEST test_schema)
     set_property(TEST test_schema APPEND PROPERTY ENVIRONMENT "OUTBOX_PG_DUMP=${OUTBOX_PG_DUMP}")
   endif()
 endif()
+# outboxctl migrate into a user's database changes nothing of theirs: the
+# demo and the REVOKE on public only when asked; an earlier release's
+# bookkeeping moved out of public.
+outbox_test(test_migrate_user_db SOURCES integration/test_migrate_user_db.c
+  LABELS integration PG TIMEOUT 300)
+if(TEST test_migrate_user_db)
+  add_dependencies(test_migrate_user_db outboxctl)
+endif()
 # One writer per table (sql/README.md's owner table), and the check going
 # red on stray writes first.
 add_test(NAME table_writers COMMAND ${CMAKE_SOURCE_DIR}/scripts/check-table-writers.sh)
@@ -66,6 +74,18 @@ endif()
 add_test(NAME config_doc_fresh
   COMMAND ${CMAKE_SOURCE_DIR}/scripts/gen-config-doc.sh --check ${CMAKE_BINARY_DIR}/bin)
 set_tests_properties(config_doc_fresh PROPERTIES LABELS "ops" TIMEOUT 60 SKIP_RETURN_CODE 77)
+# One release string: project(VERSION), the image label, every program's
+# --version (the metric's is test_metrics').
+add_test(NAME version_strings
+  COMMAND ${CMAKE_SOURCE_DIR}/scripts/check-version.sh ${CMAKE_BINARY_DIR}/bin)
+set_tests_properties(version_strings PROPERTIES LABELS "ops" TIMEOUT 60)
+# What the docs quote (SQL objects, flags of our programs, metric names)
+# exists in the code, and the check going red on each kind of drift first.
+add_test(NAME doc_drift COMMAND ${CMAKE_SOURCE_DIR}/scripts/check-doc-drift.sh
+  ${CMAKE_BINARY_DIR}/bin)
+add_test(NAME doc_drift_negative COMMAND ${CMAKE_SOURCE_DIR}/tests/ops/doc_drift_negative.sh
+  ${CMAKE_BINARY_DIR}/bin)
+set_tests_properties(doc_drift doc_drift_negative PROPERTIES LABELS "ops" TIMEOUT 120)
 
 # The signal layer in every long-running program: SIGHUP reloads (the
 # --config file) and leaves each process running, a bad reload keeps the

@@ -28,7 +28,7 @@ trap cleanup EXIT
 
 conninfo=$(OUTBOX_PG_FSYNC=on "$root/scripts/pg-tmp.sh" start "$pgdir/pg")
 psql_count() { "$(pg_config --bindir)/psql" -XAtq "$conninfo" -c "SELECT count(*) FROM app.bug_reports"; }
-"$bin/outboxctl" migrate --db "$conninfo" --schema outbox >/dev/null
+"$bin/outboxctl" migrate --db "$conninfo" --schema outbox --demo >/dev/null
 # Port 0: the server binds a free port itself and writes its URL to the
 # ready file (atomically) once it serves; a guessed port could be taken.
 "$bin/outbox-producer" serve --db "$conninfo" --http http://127.0.0.1:0 \

@@ -102,17 +102,3 @@ $$;
 
 CREATE TRIGGER messages_notify AFTER INSERT ON outbox.messages
     FOR EACH STATEMENT EXECUTE FUNCTION outbox.notify_enqueued();
-
--- The demo business table: bug reports submitted by an agent tool.
-CREATE SCHEMA IF NOT EXISTS app;
-
-CREATE TABLE app.bug_reports (
-    id              bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    title           text        NOT NULL CHECK (length(title) BETWEEN 1 AND 200),
-    module          text        NOT NULL CHECK (length(module) BETWEEN 1 AND 100),
-    steps           text        NOT NULL DEFAULT '' CHECK (length(steps) <= 10000),
-    severity        text        NOT NULL
-        CHECK (severity IN ('low', 'medium', 'high', 'critical')),
-    idempotency_key text,
-    created_at      timestamptz NOT NULL DEFAULT now()
-);

@@ -28,6 +28,6 @@ BEGIN
 END
 $$;
 
--- Before PostgreSQL 15 every role could create objects in schema public
--- (a function there could shadow a built-in for a careless search_path).
-REVOKE CREATE ON SCHEMA public FROM PUBLIC;
+-- Until issue 33 this also revoked CREATE on schema public from PUBLIC, a
+-- change to the user's database outside the outbox's schemas: now only
+-- `outboxctl migrate --harden-public` does that (common/migrate.c).

@@ -207,7 +207,7 @@ setup(struct chk_db *db, const char *server_ci, const char *dbname, const char *
 	}
 	char err[1024];
 	struct ob_migrate_report rep;
-	if (ob_migrate(db->mon, "all", &rep, err, sizeof(err)) != 0) {
+	if (ob_migrate(db->mon, &(struct ob_migrate_opts){ .set = "all" }, &rep, err, sizeof(err)) != 0) {
 		fprintf(stderr, "outbox-check: migrate: %s\n", err);
 		return false;
 	}

@@ -581,12 +581,12 @@ pg_setup(struct pg *pg, const char *tag)
 	char err[512];
 	struct ob_migrate_report applied;
 	PGconn *c = ts_connect(pg->producer);
-	ck_assert_msg(ob_migrate(c, "outbox", &applied, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_msg(ob_migrate(c, &(struct ob_migrate_opts){ .set = "outbox" }, &applied, err, sizeof(err)) == 0, "%s", err);
 	ts_exec(c, "CREATE TABLE chaos_business (producer int, txn int, early boolean NOT NULL,"
 	    " PRIMARY KEY (producer, txn))");
 	PQfinish(c);
 	c = ts_connect(pg->consumer);
-	ck_assert_msg(ob_migrate(c, "inbox", &applied, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_msg(ob_migrate(c, &(struct ob_migrate_opts){ .set = "inbox" }, &applied, err, sizeof(err)) == 0, "%s", err);
 	PQfinish(c);
 }
 

@@ -268,7 +268,7 @@ migrate_with_records(enum prebuilt prebuilt)
 	}
 
 	struct ob_migrate_report rep;
-	ck_assert_msg(ob_migrate(conn, "inbox", &rep, err, sizeof(err)) == OB_OK, "migrate: %s",
+	ck_assert_msg(ob_migrate(conn, &(struct ob_migrate_opts){ .set = "inbox" }, &rep, err, sizeof(err)) == OB_OK, "migrate: %s",
 	    err);
 	/* 005 and those after it (006 and 007 change nothing of
 	 * inbox.processed; 008 adds its source, test_source_identity) */

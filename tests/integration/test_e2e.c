@@ -210,9 +210,9 @@ END_TEST
 static int
 migrations_total(void)
 {
-	int n = 0;
+	int n = 0; /* outbox and inbox: the demo's only with --demo */
 	for (const struct ob_migration *m = ob_migrations; m->set != NULL; m++)
-		n++;
+		n += strcmp(m->set, "demo") != 0;
 	return n;
 }
 
@@ -238,7 +238,8 @@ START_TEST(test_migrate_twice_and_concurrently)
 		ck_assert_int_eq(ts_wait_exit(pids[i], 30000), 0);
 	PGconn *conn = ts_connect(db2);
 	ck_assert_int_eq(ts_query_int(conn,
-	    "SELECT count(*) FROM public.outbox_schema_migrations"), migrations_total());
+	    "SELECT (SELECT count(*) FROM outbox.schema_migrations)"
+	    " + (SELECT count(*) FROM inbox.schema_migrations)"), migrations_total());
 	ck_assert_int_eq(ts_query_int(conn,
 	    "SELECT count(*) FROM pg_proc WHERE proname = 'enqueue'"), 1);
 	PQfinish(conn);

@@ -296,7 +296,7 @@ START_TEST(test_send_lost_response_and_cli)
 	ck_assert_int_eq(ts_run(missing, NULL, out, sizeof(out), 30000), 2);
 	ck_assert_msg(strstr(out, "cannot open /nonexistent/p.json") != NULL, "%s", out);
 	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM outbox.messages"), 2);
-	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM app.message_keys"), 2);
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM outbox.message_keys"), 2);
 	ts_stop(s.pid, SIGTERM);
 	PQfinish(c);
 }

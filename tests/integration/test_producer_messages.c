@@ -8,7 +8,9 @@
  * a slow request taken over after its lease (fencing on: one message, both
  * callers the same id), keys per token scope (two scopes' same key:
  * two messages, "~a/k" and "~b/k", each lookup its own), and a token's
- * topics= list (403 for another topic, nothing stored).
+ * topics= list (403 for another topic, nothing stored). In a database
+ * migrated without the demo (no schema app): messages are served and
+ * their keys expire; /v1/reports answers 404 not_installed.
  */
 #include <pthread.h>
 #include <signal.h>
@@ -18,6 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "outbox/migrate.h"
 #include "testsupport.h"
 #include "ts_producer.h"
 
@@ -96,7 +99,7 @@ START_TEST(test_create_replay_mismatch_lookup)
 	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM outbox.messages WHERE topic ="
 	    " 'notify.sms' AND idempotency_key = 'n-2' AND ordering_key = 'user-7'"), 1);
 	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM outbox.messages"), 3);
-	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM app.message_keys WHERE state ="
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM outbox.message_keys WHERE state ="
 	    " 'done' AND response_status = 201"), 2);
 	ts_stop(s.pid, SIGTERM);
 	PQfinish(c);
@@ -158,7 +161,7 @@ START_TEST(test_bad_input_changes_nothing)
 	ts_producer_http(s.url, "GET", "/v1/messages", NULL, NULL, 0, &r);
 	ck_assert_int_eq(r.status, 400);
 
-	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM app.message_keys"), 0);
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM outbox.message_keys"), 0);
 	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM outbox.messages"), 0);
 	/* Still serving; a key refused for a bad body is usable afterwards. */
 	post_msg(s.url, "b-1", MSG_BODY, &r);
@@ -215,7 +218,7 @@ START_TEST(test_slow_request_taken_over)
 	struct ts_producer_poster a = { .url = s.url, .key = "slow-1", .path = "/v1/messages",
 		.body = MSG_BODY };
 	pthread_create(&a.t, NULL, ts_producer_poster_main, &a);
-	ts_wait_value(c, "SELECT count(*) FROM app.message_keys WHERE state = 'started'"
+	ts_wait_value(c, "SELECT count(*) FROM outbox.message_keys WHERE state = 'started'"
 	    " AND lease_until < clock_timestamp()", 1, 20000);
 	struct ts_producer_reply b;
 	post_msg(s.url, "slow-1", MSG_BODY, &b);
@@ -225,7 +228,7 @@ START_TEST(test_slow_request_taken_over)
 	ck_assert_int_eq(a.r.status, 201);
 	ck_assert(a.r.replayed); /* fenced out, answered with the winner's result */
 	ck_assert_int_eq(message_id(a.r.body), message_id(b.body));
-	ck_assert_int_eq(ts_query_int(c, "SELECT fence FROM app.message_keys"), 2);
+	ck_assert_int_eq(ts_query_int(c, "SELECT fence FROM outbox.message_keys"), 2);
 	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM outbox.messages"), 1);
 	ts_assert_logged(s.log, "producer.key.fenced_out");
 	ts_stop(s.pid, SIGTERM);
@@ -317,7 +320,41 @@ START_TEST(test_topic_allowlist)
 	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM outbox.messages WHERE topic IN"
 	    " ('alerts.pager.x') OR (topic = 'billing.refund' AND idempotency_key LIKE '~agent/%')"),
 	    0);
-	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM app.message_keys"), 4);
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM outbox.message_keys"), 4);
+	ts_stop(s.pid, SIGTERM);
+	PQfinish(c);
+}
+END_TEST
+
+/* Before issue 33 the key sweep stopped at the first table it could not
+ * sweep, app.idempotency_keys, so without the demo no message key ever
+ * expired: the wait below timed out. */
+START_TEST(test_messages_without_the_demo)
+{
+	char db[TS_CONNINFO_MAX], err[512];
+	ts_db_create("prodnodemo", NULL, db, sizeof(db));
+	PGconn *c = ts_connect(db);
+	struct ob_migrate_report rep;
+	ck_assert_msg(ob_migrate(c, &(struct ob_migrate_opts){ .set = "outbox" }, &rep, err,
+	                  sizeof(err)) == 0, "migrate: %s", err);
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM pg_namespace WHERE nspname = 'app'"),
+	    0);
+	struct ts_producer_server s;
+	struct ts_producer_reply r;
+	char *extra[] = { "--key-retention", "1s", "--gc-interval", "100ms", NULL };
+	ts_producer_serve(db, extra, &s);
+
+	post_msg(s.url, "nd-1", MSG_BODY, &r);
+	ck_assert_msg(r.status == 201, "%d %s", r.status, r.body);
+	ts_producer_post(s.url, "nd-2", TS_PRODUCER_BODY, &r);
+	ck_assert_msg(r.status == 404 && strstr(r.body, "not_installed") != NULL &&
+	        strstr(r.body, "outboxctl migrate --demo") != NULL, "%d %s", r.status, r.body);
+	ts_producer_http(s.url, "GET", "/v1/reports/1", NULL, NULL, 0, &r);
+	ck_assert_msg(r.status == 404 && strstr(r.body, "not_installed") != NULL, "%d %s",
+	    r.status, r.body);
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM outbox.messages"), 1);
+	/* the message's key expires: the sweep goes past the missing table */
+	ck_assert_int_eq(ts_wait_value(c, "SELECT count(*) FROM outbox.message_keys", 0, 30000), 0);
 	ts_stop(s.pid, SIGTERM);
 	PQfinish(c);
 }
@@ -335,6 +372,7 @@ main(void)
 	tcase_add_test(tc, test_slow_request_taken_over);
 	tcase_add_test(tc, test_keys_per_scope);
 	tcase_add_test(tc, test_topic_allowlist);
+	tcase_add_test(tc, test_messages_without_the_demo);
 	suite_add_tcase(s, tc);
 	return ts_run_suite(s);
 }

@@ -122,19 +122,19 @@ START_TEST(test_consumer_and_producer_refuse)
 	    " speaks 5: upgrade the program") != NULL, "%s", out);
 	ck_assert_int_eq(count_lines(out), 1);
 
-	serve_only(c, "outbox", "producer", 3, 3);
+	serve_only(c, "outbox", "producer", 4, 4);
 	char *enq[] = { "outbox-producer", "enqueue", "--db", db, NULL };
 	ck_assert_int_ne(run(enq, out, sizeof(out)), 0);
-	ck_assert_msg(strstr(out, "outbox schema serves producer protocol 3..3") != NULL, "%s", out);
+	ck_assert_msg(strstr(out, "outbox schema serves producer protocol 4..4") != NULL, "%s", out);
 	char *serve[] = { "outbox-producer", "serve", "--db", db, "--http",
 		"http://127.0.0.1:0", NULL };
 	ck_assert_int_ne(run(serve, out, sizeof(out)), 0);
-	ck_assert_msg(strstr(out, "outbox schema serves producer protocol 3..3") != NULL, "%s", out);
-	/* A schema before 015 (producer 1 only: no app.message_keys) is too
-	 * old for this build's serve (producer 2). */
-	serve_only(c, "outbox", "producer", 1, 1);
+	ck_assert_msg(strstr(out, "outbox schema serves producer protocol 4..4") != NULL, "%s", out);
+	/* A schema before 026 (producer 2: the keys of /v1/messages in
+	 * app.message_keys) is too old for this build (producer 3). */
+	serve_only(c, "outbox", "producer", 1, 2);
 	ck_assert_int_ne(run(serve, out, sizeof(out)), 0);
-	ck_assert_msg(strstr(out, "outbox schema serves producer protocol 1..1") != NULL, "%s", out);
+	ck_assert_msg(strstr(out, "outbox schema serves producer protocol 1..2") != NULL, "%s", out);
 	ck_assert_int_eq(count_lines(out), 1);
 	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM outbox.events"), 0);
 	PQfinish(c);

@@ -70,7 +70,7 @@ START_TEST(test_postgres_crash)
 	private_conninfo(dir, pdb, sizeof(pdb));
 	PGconn *conn = ts_connect(pdb);
 	struct ob_migrate_report applied;
-	ck_assert_msg(ob_migrate(conn, "outbox", &applied, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_msg(ob_migrate(conn, &(struct ob_migrate_opts){ .set = "outbox" }, &applied, err, sizeof(err)) == 0, "%s", err);
 	ts_db_create("rdbloss_inbox", "inbox", cdb, sizeof(cdb));
 	PGconn *cconn = ts_connect(cdb);
 

@@ -136,7 +136,8 @@ migrate_ok(const char *db, struct ob_migrate_report *r)
 {
 	PGconn *c = ts_connect(db);
 	char err[1024];
-	ck_assert_msg(ob_migrate(c, "all", r, err, sizeof(err)) == OB_OK, "migrate: %s", err);
+	const struct ob_migrate_opts all = { .set = "all", .demo = true };
+	ck_assert_msg(ob_migrate(c, &all, r, err, sizeof(err)) == OB_OK, "migrate: %s", err);
 	PQfinish(c);
 }
 
@@ -170,7 +171,7 @@ START_TEST(test_groups_once_per_server)
 
 	/* A forced re-apply of the files (CREATE OR REPLACE, then the grants
 	 * again) keeps every grant and gives PUBLIC nothing back. */
-	ts_exec(conn, "UPDATE public.outbox_schema_files SET digest = 'forced'");
+	ts_exec(conn, "UPDATE outbox.schema_files SET digest = 'forced'");
 	struct ob_migrate_report r;
 	migrate_ok(b, &r);
 	ck_assert_int_gt(r.files, 0);
@@ -596,7 +597,8 @@ migrate_thread(void *arg)
 	struct migrate_run *m = arg;
 	struct ob_migrate_report r;
 	PGconn *c = ts_connect(m->db);
-	m->rc = ob_migrate(c, "outbox", &r, m->err, sizeof(m->err));
+	m->rc = ob_migrate(c, &(struct ob_migrate_opts){ .set = "outbox", .demo = true }, &r,
+	    m->err, sizeof(m->err));
 	PQfinish(c);
 	return NULL;
 }

@@ -2,8 +2,8 @@
  * test_schema.c - the schema's two layers (sql/README.md): numbered
  * migrations, then one file per function, view and trigger re-applied by
  * migrate. A fresh database and one upgraded a step at a time (in number
- * order, and in the order the migrations were committed: 002 after 005)
- * have the same pg_dump; a second run changes nothing; a forced re-apply
+ * order, and in the order the migrations were committed: 002, now the
+ * demo's 001, after 005) have the same pg_dump; a second run changes nothing; a forced re-apply
  * drops nothing from a fresh database (every object has its file) and
  * drops what no file defines; a file that CREATE OR REPLACE cannot apply
  * (a changed return type) fails the run, names the file and changes nothing.
@@ -23,12 +23,15 @@ static const char old_runner_table_sql[] =
     " applied_at timestamptz NOT NULL DEFAULT now(),"
     " PRIMARY KEY (schema_set, version))";
 
+/* Every set, the demo too: a fresh database of ts_db_create has it. */
+static const struct ob_migrate_opts all_sets = { .set = "all", .demo = true };
+
 static void
 migrate_ok(const char *db, struct ob_migrate_report *r)
 {
 	PGconn *c = ts_connect(db);
 	char err[1024];
-	ck_assert_msg(ob_migrate(c, "all", r, err, sizeof(err)) == OB_OK, "migrate: %s", err);
+	ck_assert_msg(ob_migrate(c, &all_sets, r, err, sizeof(err)) == OB_OK, "migrate: %s", err);
 	PQfinish(c);
 }
 
@@ -121,16 +124,26 @@ START_TEST(test_fresh_equals_upgraded_step_by_step)
 	ck_assert_int_gt(r.files, 0);
 	ck_assert_int_eq(r.dropped, 0);
 
-	/* The order the outbox migrations were committed in: 002 came after 005. */
+	/* The order the migrations were committed in: outbox 002 came after 005
+	 * (since issue 33 it is the demo's 001, after the outbox's). */
 	ts_db_create("schema_committed", NULL, committed, sizeof(committed));
 	c = ts_connect(committed);
-	static const int committed_order[] = { 1, 5, 2 };
-	for (size_t i = 0; i < sizeof(committed_order) / sizeof(committed_order[0]); i++)
-		apply_step(c, find_migration("outbox", committed_order[i]));
+	apply_step(c, find_migration("outbox", 1));
+	apply_step(c, find_migration("outbox", 5));
+	apply_step(c, find_migration("demo", 1));
 	PQfinish(c);
 	migrate_ok(committed, &r); /* the rest, in number order, then the files */
 	ck_assert_int_gt(r.migrations, 0);
 	ck_assert_int_eq(r.dropped, 0);
+
+	/* the runner's tables of those releases, in public, are moved */
+	c = ts_connect(steps);
+	ck_assert_int_eq(object_count(c, "SELECT count(*) FROM pg_class"
+	                                 " WHERE relname LIKE 'outbox\\_schema\\_%'"), 0);
+	ck_assert_int_eq(object_count(c, "SELECT count(*) FROM outbox.schema_migrations"),
+	    object_count(c, "SELECT count(*) FROM outbox.schema_migrations"
+	                    " WHERE schema_set IN ('outbox', 'demo')"));
+	PQfinish(c);
 
 	char *a = schema_dump(fresh, "fresh"), *b = schema_dump(steps, "steps"),
 	     *d = schema_dump(committed, "committed");
@@ -156,7 +169,7 @@ START_TEST(test_second_run_and_forced_reapply_change_nothing)
 	/* As if a file had changed: every file runs again and, since every
 	 * object of a fresh database has its file, nothing is dropped. */
 	PGconn *c = ts_connect(db);
-	ts_exec(c, "DELETE FROM public.outbox_schema_files");
+	ts_exec(c, "DELETE FROM outbox.schema_files; DELETE FROM inbox.schema_files");
 	migrate_ok(db, &r);
 	ck_assert_int_eq(r.migrations, 0);
 	int files = 0;
@@ -164,7 +177,8 @@ START_TEST(test_second_run_and_forced_reapply_change_nothing)
 		files++;
 	ck_assert_int_eq(r.files, files);
 	ck_assert_msg(r.dropped == 0, "dropped: %s", r.dropped_names);
-	ck_assert_int_eq(object_count(c, "SELECT count(*) FROM public.outbox_schema_files"), 2);
+	ck_assert_int_eq(object_count(c, "SELECT (SELECT count(*) FROM outbox.schema_files)"
+	                                 " + (SELECT count(*) FROM inbox.schema_files)"), 3);
 	PQfinish(c);
 
 	char *after = schema_dump(db, "again1");
@@ -191,7 +205,7 @@ START_TEST(test_what_no_file_defines_is_dropped)
 	/* Only a run that re-applies the files looks: a changed file does. */
 	migrate_ok(db, &r);
 	ck_assert_int_eq(r.dropped, 0);
-	ts_exec(c, "UPDATE public.outbox_schema_files SET digest = 'changed'"
+	ts_exec(c, "UPDATE outbox.schema_files SET digest = 'changed'"
 	           " WHERE schema_set = 'outbox'");
 	migrate_ok(db, &r);
 	ck_assert_msg(r.dropped == 4, "dropped %d: %s", r.dropped, r.dropped_names);
@@ -212,15 +226,15 @@ START_TEST(test_what_no_file_defines_is_dropped)
 	 * names it, and changes nothing. */
 	ts_exec(c, "CREATE FUNCTION outbox.stale_fn() RETURNS integer LANGUAGE sql AS 'SELECT 1'");
 	ts_exec(c, "CREATE VIEW public.uses_stale AS SELECT outbox.stale_fn() AS v");
-	ts_exec(c, "DELETE FROM public.outbox_schema_files");
+	ts_exec(c, "DELETE FROM outbox.schema_files; DELETE FROM inbox.schema_files");
 	PGconn *m = ts_connect(db);
 	char err[1024];
-	ck_assert_int_eq(ob_migrate(m, "all", &r, err, sizeof(err)), OB_EDB);
+	ck_assert_int_eq(ob_migrate(m, &all_sets, &r, err, sizeof(err)), OB_EDB);
 	PQfinish(m);
 	ck_assert_msg(strstr(err, "drop ROUTINE outbox.stale_fn(), which no file in"
 	                          " sql/outbox/functions defines") != NULL &&
 	        strstr(err, "depend") != NULL, "%s", err);
-	ck_assert_int_eq(object_count(c, "SELECT count(*) FROM public.outbox_schema_files"), 0);
+	ck_assert_int_eq(object_count(c, "SELECT count(*) FROM outbox.schema_files"), 0);
 	ck_assert_int_eq(object_count(c, "SELECT outbox.stale_fn()"), 1);
 	PQfinish(c);
 }
@@ -237,10 +251,10 @@ START_TEST(test_changed_return_type_fails_and_changes_nothing)
 	ts_exec(c, "DROP FUNCTION outbox.max_payload_bytes()");
 	ts_exec(c, "CREATE FUNCTION outbox.max_payload_bytes() RETURNS text"
 	           " LANGUAGE sql IMMUTABLE AS $$SELECT 'big'$$");
-	ts_exec(c, "DELETE FROM public.outbox_schema_files");
+	ts_exec(c, "DELETE FROM outbox.schema_files; DELETE FROM inbox.schema_files");
 	PGconn *m = ts_connect(db);
 	char err[1024];
-	ck_assert_int_eq(ob_migrate(m, "all", &r, err, sizeof(err)), OB_EDB);
+	ck_assert_int_eq(ob_migrate(m, &all_sets, &r, err, sizeof(err)), OB_EDB);
 	PQfinish(m);
 	ck_assert_msg(strstr(err, "schema file outbox/functions/max_payload_bytes.sql") != NULL &&
 	        strstr(err, "cannot change return type") != NULL &&
@@ -248,7 +262,7 @@ START_TEST(test_changed_return_type_fails_and_changes_nothing)
 	    "%s", err);
 	ck_assert_int_eq(r.files, 0);
 	/* rolled back: the files before it did not stay applied either */
-	ck_assert_int_eq(object_count(c, "SELECT count(*) FROM public.outbox_schema_files"), 0);
+	ck_assert_int_eq(object_count(c, "SELECT count(*) FROM outbox.schema_files"), 0);
 	ck_assert_int_eq(object_count(c, "SELECT count(*) FROM pg_proc p"
 	                                 " WHERE p.proname = 'max_payload_bytes'"
 	                                 "   AND p.prorettype = 'text'::regtype"), 1);

@@ -277,7 +277,7 @@ upgrade(bool prebuilt)
 		    "SELECT 'inbox.processed_key_topic_source'::regclass::oid");
 	}
 	struct ob_migrate_report rep;
-	ck_assert_msg(ob_migrate(conn, "inbox", &rep, err, sizeof(err)) == OB_OK, "migrate: %s",
+	ck_assert_msg(ob_migrate(conn, &(struct ob_migrate_opts){ .set = "inbox" }, &rep, err, sizeof(err)) == OB_OK, "migrate: %s",
 	    err);
 	ck_assert_int_eq(rep.migrations, TS_INBOX_LATEST - INBOX_BEFORE_SOURCE);
 	ck_assert_int_eq(ts_query_int(conn,

@@ -24,6 +24,7 @@
 #include <nng/nng.h>
 #include <nng/supplemental/http/http.h>
 
+#include "outbox/err.h"
 #include "outbox/migrate.h"
 #include "testsupport.h"
 
@@ -254,12 +255,20 @@ ts_db_create(const char *tag, const char *set, char *out, size_t outlen)
 	snprintf(out, outlen, "%s dbname=%s", ts_server_conninfo(), name);
 	if (set != NULL) {
 		PGconn *c = ts_connect(out);
-		char err[512];
-		struct ob_migrate_report applied;
-		ck_assert_msg(ob_migrate(c, set, &applied, err, sizeof(err)) == 0, "migrate: %s", err);
+		ts_migrate(c, set);
 		ts_stats_flush(c);
 		PQfinish(c);
 	}
+}
+
+void
+ts_migrate(PGconn *conn, const char *set)
+{
+	char err[512];
+	struct ob_migrate_report applied;
+	const struct ob_migrate_opts o = { .set = set, .demo = strcmp(set, "inbox") != 0 };
+	ck_assert_msg(ob_migrate(conn, &o, &applied, err, sizeof(err)) == OB_OK, "migrate %s: %s",
+	    set, err);
 }
 
 void

@@ -27,9 +27,14 @@ const char *ts_server_conninfo(void);
  * the shared counters before the call returns. */
 void ts_stats_flush(PGconn *conn);
 
+/* Migrate conn's database: set ("all", "outbox" or "inbox") and, with the
+ * outbox side, the demo business (schema app), which the tests' producers
+ * write (ck_assert on failure). */
+void ts_migrate(PGconn *conn, const char *set);
+
 /* Create a fresh database named after tag (plus pid and a counter), apply
- * the migrations of set ("all", "outbox", "inbox", or NULL for none), and
- * write its conninfo into out. */
+ * the migrations of set ("all", "outbox", "inbox", or NULL for none) as
+ * ts_migrate does, and write its conninfo into out. */
 void ts_db_create(const char *tag, const char *set, char *out, size_t outlen);
 
 /* Create a fresh database as ts_db_create does, but holding only the

@@ -105,7 +105,7 @@ void
 ts_pgserver_db_create(const char *conninfo, const char *name, const char *set, char *out,
     size_t outlen)
 {
-	char sql[200], err[512];
+	char sql[200];
 	PGconn *admin = ts_connect(conninfo);
 	snprintf(sql, sizeof(sql), "CREATE DATABASE \"%s\"", name);
 	ts_exec(admin, sql);
@@ -113,8 +113,7 @@ ts_pgserver_db_create(const char *conninfo, const char *name, const char *set, c
 	snprintf(out, outlen, "%s dbname='%s'", conninfo, name);
 	if (set != NULL) {
 		PGconn *c = ts_connect(out);
-		struct ob_migrate_report applied;
-		ck_assert_msg(ob_migrate(c, set, &applied, err, sizeof(err)) == 0, "migrate: %s", err);
+		ts_migrate(c, set);
 		PQfinish(c);
 	}
 }

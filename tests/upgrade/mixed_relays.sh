@@ -44,7 +44,7 @@ DEADLINE_S=120
 
 say() { echo "mixed_relays: $*"; }
 skip() {
-	[ "${CI:-}" = true ] && { say "CANNOT RUN: $* (CI=true: a failure)"; exit 2; }
+	[ "${OUTBOX_TEST_STRICT:-}" = 1 ] && { say "CANNOT RUN: $* (OUTBOX_TEST_STRICT=1: a failure)"; exit 2; }
 	say "SKIPPED: $*"; exit 77
 }
 fail=0
@@ -101,7 +101,7 @@ log_has() { grep -q "$2" "$1"; }
 	{ cat "$WORK/migrate-old.log"; say "the old migrate failed"; exit 3; }
 "$BIN/outboxctl" migrate --db "$DB" --schema inbox >>"$WORK/migrate-old.log" 2>&1 ||
 	{ cat "$WORK/migrate-old.log"; say "the inbox migrate failed"; exit 3; }
-say "schema: $(q "SELECT string_agg(version::text, ',' ORDER BY version) FROM public.outbox_schema_migrations WHERE schema_set = 'outbox'")"
+say "schema: $(q "SELECT string_agg(version::text, ',' ORDER BY version) FROM outbox.schema_migrations WHERE schema_set = 'outbox'")"
 URL="ipc://$WORK/consumer.ipc"
 "$BIN/outbox-consumer" --db "$DB" --listen "$URL" --threads 4 --fault-slow 1000000000 \
 	--fault-slow-ms 200ms >"$WORK/consumer.log" 2>&1 &

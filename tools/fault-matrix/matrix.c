@@ -201,7 +201,7 @@ setup_db(struct cell *c, PGconn **out, char *err, size_t errlen)
 	struct ob_migrate_report applied;
 	if ((rc = ob_pg_connect(c->conninfo, "outbox-fault-matrix", &conn, err, errlen)) != OB_OK)
 		return rc;
-	if ((rc = ob_migrate(conn, "all", &applied, err, errlen)) != OB_OK)
+	if ((rc = ob_migrate(conn, &(struct ob_migrate_opts){ .set = "all" }, &applied, err, errlen)) != OB_OK)
 		goto fail;
 	const char *params[3] = { c->key, c->mode->id, c->fault->id };
 	PGresult *res = PQexecParams(conn,

@@ -16,7 +16,9 @@
  * relay 4: it takes max_bytes, the byte budget of a batch (019); relay 3:
  * it takes skip_dead_heads (018); relay 2: streams and batches (012). */
 #define OB_PROTOCOL_RELAY 5
-#define OB_PROTOCOL_PRODUCER 2
+/* producer 3: /v1/messages' keys are outbox.message_keys (026); producer
+ * 2: POST /v1/messages (015); producer 1: outbox.enqueue. */
+#define OB_PROTOCOL_PRODUCER 3
 #define OB_PROTOCOL_ADMIN 2
 /* viewer 1: the web view's reads (sql/outbox/016_viewer.sql, inbox 007). */
 #define OB_PROTOCOL_VIEWER 1

@@ -20,6 +20,8 @@
 /* A schema from before protocol versions: no check_protocol to call. */
 #define OB_SQLSTATE_UNDEFINED_FUNCTION "42883"
 #define OB_SQLSTATE_INVALID_SCHEMA_NAME "3F000"
+/* a relation named is not there (the demo's tables where it is not installed) */
+#define OB_SQLSTATE_UNDEFINED_TABLE "42P01"
 /* CREATE OR REPLACE FUNCTION cannot change a return type (migrate then
  * drops and creates). */
 #define OB_SQLSTATE_INVALID_FUNCTION_DEFINITION "42P13"

@@ -12,8 +12,10 @@
 -- * PUBLIC (every role) has nothing here: no schema usage, no table, and
 --   EXECUTE on no function (PostgreSQL gives it on every new function).
 -- * outbox_producer enqueues inside its business transaction and runs the
---   HTTP API's key claims: outbox.enqueue, its own tables in schema app,
---   and nothing of the relays' state. outbox.enqueue is SECURITY DEFINER
+--   HTTP API's key claims: outbox.enqueue, the key table of POST
+--   /v1/messages, and nothing of the relays' state (the demo's tables in
+--   schema app are granted by sql/demo/functions/grants.sql).
+--   outbox.enqueue is SECURITY DEFINER
 --   (functions/enqueue.sql): it writes what a producer may not (the
 --   message log, the ordering-key sequence rows, the waiting relay's
 --   announcement that it takes), as its owner, with a pinned
@@ -32,27 +34,24 @@
 -- Every function a granted function calls is granted too: a function that
 -- is not SECURITY DEFINER checks each call it makes against its caller.
 
-REVOKE ALL ON SCHEMA outbox, app FROM PUBLIC, outbox_producer, outbox_relay, outbox_admin, outbox_viewer;
-REVOKE ALL ON ALL TABLES IN SCHEMA outbox, app
+REVOKE ALL ON SCHEMA outbox FROM PUBLIC, outbox_producer, outbox_relay, outbox_admin, outbox_viewer;
+REVOKE ALL ON ALL TABLES IN SCHEMA outbox
     FROM PUBLIC, outbox_producer, outbox_relay, outbox_admin, outbox_viewer;
-REVOKE ALL ON ALL SEQUENCES IN SCHEMA outbox, app
+REVOKE ALL ON ALL SEQUENCES IN SCHEMA outbox
     FROM PUBLIC, outbox_producer, outbox_relay, outbox_admin, outbox_viewer;
-REVOKE ALL ON ALL FUNCTIONS IN SCHEMA outbox, app
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA outbox
     FROM PUBLIC, outbox_producer, outbox_relay, outbox_admin, outbox_viewer;
 
 -- ---------------------------------------------------------------------------
 -- outbox_producer
 -- ---------------------------------------------------------------------------
-GRANT USAGE ON SCHEMA outbox, app TO outbox_producer;
+GRANT USAGE ON SCHEMA outbox TO outbox_producer;
 GRANT EXECUTE ON FUNCTION outbox.enqueue, outbox.max_payload_bytes, outbox.max_headers_bytes,
     outbox.max_delay, outbox.check_protocol
     TO outbox_producer;
 GRANT SELECT ON outbox.protocols TO outbox_producer;
--- the demo business table (producer/enqueue.c, producer/api.c); an
--- application grants its own tables the same way
-GRANT SELECT, INSERT ON app.bug_reports TO outbox_producer;
--- the HTTP API's key claims (common/keyclaim.c) and their retention
-GRANT SELECT, INSERT, UPDATE, DELETE ON app.idempotency_keys, app.message_keys TO outbox_producer;
+-- POST /v1/messages' key claims (common/keyclaim.c) and their retention
+GRANT SELECT, INSERT, UPDATE, DELETE ON outbox.message_keys TO outbox_producer;
 
 -- ---------------------------------------------------------------------------
 -- outbox_relay
