@@ -24,6 +24,7 @@
 #include "outbox/config.h"
 #include "outbox/err.h"
 #include "outbox/pg.h"
+#include "outbox/version.h"
 
 /* Where a value came from: error messages name the flag or the variable. */
 enum src { SRC_FLAG, SRC_ENV, SRC_DEF };
@@ -730,6 +731,8 @@ ob_cfg_usage(FILE *f, const char *synopsis, const char *description,
 			fact(f, &first, "repeatable, env comma-separated");
 		fprintf(f, "\n      %s\n", o->help ? o->help : "");
 	}
+	fputs("  --help\n      print this and exit\n"
+	      "  --version\n      print the release and exit\n", f);
 }
 
 /* Markdown table cell text: '|' would end the cell. */
@@ -794,6 +797,16 @@ wants_markdown(const struct ob_cfg_program *p, int argc, char **argv)
 	return false;
 }
 
+/* Is --version among the flags (before a "--")? */
+static bool
+wants_version(int argc, char **argv)
+{
+	for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+		if (strcmp(argv[i], "--version") == 0)
+			return true;
+	return false;
+}
+
 int
 ob_cfg_load(const struct ob_cfg_program *p, void *cfg, int argc,
     char **argv, int *first_arg)
@@ -801,6 +814,11 @@ ob_cfg_load(const struct ob_cfg_program *p, void *cfg, int argc,
 	char err[LOAD_ERR_MAX];
 	int first = argc;
 	bool help = false;
+
+	if (wants_version(argc, argv)) {
+		printf("%s %s\n", p->name, OB_VERSION);
+		return 0;
+	}
 
 	if (wants_markdown(p, argc, argv)) {
 		/* before parsing: prints the table even with required flags unset */

@@ -29,6 +29,7 @@
 
 #include "outbox/err.h"
 #include "outbox/metrics.h"
+#include "outbox/version.h"
 #include "outbox/wire.h"
 
 _Static_assert(OB_TOPIC_CACHE_TOPIC_MAX == OB_WIRE_MAX_TOPIC,
@@ -572,7 +573,10 @@ ob_metrics_render(const struct ob_metrics *m, struct ob_buf *out)
 	    "outbox_metrics_series %u\n"
 	    "# HELP outbox_metrics_capacity Series the registry can hold.\n"
 	    "# TYPE outbox_metrics_capacity gauge\n"
-	    "outbox_metrics_capacity %zu\n",
+	    "outbox_metrics_capacity %zu\n"
+	    "# HELP outbox_build_info The release of this program (its --version).\n"
+	    "# TYPE outbox_build_info gauge\n"
+	    "outbox_build_info{version=\"" OB_VERSION "\"} 1\n",
 	    (unsigned long long)atomic_load_explicit(&m->dropped, memory_order_relaxed),
 	    k, m->capacity);
 }

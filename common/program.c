@@ -20,6 +20,7 @@
 #include "outbox/ready_file.h"
 #include "outbox/sig.h"
 #include "outbox/term.h"
+#include "outbox/version.h"
 
 #define PROGRAM_ERR_MAX 1024
 #define PROGRAM_SHOWN_MAX 512
@@ -175,8 +176,8 @@ ob_program_wait(const struct ob_program *p, const struct ob_reload *reload,
 static void
 usage(FILE *f, const char *program, const char *summary, const struct ob_command *commands)
 {
-	fprintf(f, "usage: %s COMMAND [options]   (%s COMMAND --help)\n\n%s\n\ncommands:\n",
-	    program, program, summary);
+	fprintf(f, "usage: %s COMMAND [options]   (%s COMMAND --help; %s --version)\n\n%s\n\n"
+	    "commands:\n", program, program, program, summary);
 	for (const struct ob_command *c = commands; c->name != NULL; c++)
 		fprintf(f, "  %-10s %s\n", c->name, c->help);
 }
@@ -210,6 +211,10 @@ ob_program_dispatch(const char *program, const char *summary,
 	}
 	if (strcmp(argv[1], "--help-markdown") == 0) {
 		markdown(commands);
+		return 0;
+	}
+	if (strcmp(argv[1], "--version") == 0) {
+		printf("%s %s\n", program, OB_VERSION);
 		return 0;
 	}
 	for (const struct ob_command *c = commands; c->name != NULL; c++)

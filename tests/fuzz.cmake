@@ -56,7 +56,8 @@ function(outbox_fuzz name)
   endforeach()
   add_custom_command(OUTPUT ${CMAKE_BINARY_DIR}/bin/${name}
     COMMAND ${OUTBOX_CLANG} -g -O1 -fsanitize=fuzzer,address,undefined
-      -fno-sanitize-recover=undefined -D_GNU_SOURCE ${inc} ${_fuzz_inc} ${src}
+      -fno-sanitize-recover=undefined -D_GNU_SOURCE -DOB_RELEASE=${PROJECT_VERSION}
+      ${inc} ${_fuzz_inc} ${src}
       ${F_LINK} -o ${CMAKE_BINARY_DIR}/bin/${name}
     DEPENDS ${src}
     COMMENT "Building the libFuzzer target ${name} with clang")

@@ -25,6 +25,7 @@
 #include "outbox/err.h"
 #include "outbox/http_endpoint.h"
 #include "outbox/metrics.h"
+#include "outbox/version.h"
 #include "testsupport.h"
 
 #define FORK_CHILDREN 4
@@ -117,6 +118,7 @@ START_TEST(test_render_exact)
 	assert_has(t, "\noutbox_metrics_dropped_series_total 0\n");
 	assert_has(t, "\noutbox_metrics_series 4\n");
 	assert_has(t, "\noutbox_metrics_capacity 16\n");
+	assert_has(t, "\noutbox_build_info{version=\"" OB_VERSION "\"} 1\n");
 	free(t);
 	ob_metrics_free(m);
 }
