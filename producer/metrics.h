@@ -26,6 +26,7 @@ enum producer_route {
 	PRODUCER_ROUTE_REPORTS = 0, /* /v1/reports */
 	PRODUCER_ROUTE_REPORT_ID,   /* /v1/reports/{id} */
 	PRODUCER_ROUTE_HEALTHZ,     /* /healthz */
+	PRODUCER_ROUTE_MESSAGES,    /* /v1/messages */
 	PRODUCER_ROUTE_OTHER,       /* anything else that reached a handler */
 	PRODUCER_ROUTE_N,
 };
