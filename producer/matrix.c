@@ -329,7 +329,8 @@ remove_flat_dir(const char *dir)
 
 static const struct ob_cfg_program matrix_program = PRODUCER_PROGRAM("matrix",
     "--db CONNINFO",
-    "Reproduce the article's fault matrix: 5 server-mode/key-source rows x 5"
+    "Reproduce the fault matrix of the article \"Week 5: it timed out, is it safe to send"
+    " again?\" (docs/producer.md): 5 server-mode/key-source rows x 5"
     " fault columns, each cell a real server + the real client, counting business rows"
     " in the database. Exit 0 when every cell equals the article's table.",
     matrix_options);
