@@ -462,6 +462,8 @@ call_downstream(struct webhook *w, const struct ob_wire_msg *m, const char *key,
     struct webhook_call *c, struct inbox_handler_call *call, char *detail,
     size_t detaillen)
 {
+	if (w->cfg.stall_before_call != NULL && ob_fault_fire(w->cfg.stall_before_call))
+		ob_sleep_ms(w->cfg.stall_ms);
 	int rv = post(w, m, key, c->fence, c);
 	c->unknown = webhook_outcome_unknown(rv, c->connected);
 	if (w->cfg.die_after_call != NULL && ob_fault_fire(w->cfg.die_after_call))

@@ -117,6 +117,7 @@ struct webhook_config {
 	struct webhook_counters *counters; /* borrowed; may be NULL */
 	struct ob_fault *die_after_call;   /* SIGKILL self once the call returned */
 	struct ob_fault *stall_after_call; /* sleep stall_ms once the call returned */
+	struct ob_fault *stall_before_call; /* sleep stall_ms after the claim, before the call */
 	int64_t stall_ms;
 	bool no_claim;                 /* BROKEN MODE (--no-dedup): call without a claim */
 	bool no_fencing;               /* BROKEN MODE (--no-fencing): complete a key whoever holds it */

@@ -71,6 +71,7 @@ struct consumer_config {
 	int64_t fault_slow_ms;
 	int64_t fault_die_after_call;
 	int64_t fault_stall_after_call;
+	int64_t fault_stall_before_call;
 };
 
 #define OB_CFG_STRUCT struct consumer_config
@@ -173,14 +174,18 @@ static const struct ob_cfg_opt consumer_options[] = {
 	OB_CFG_OPT_FAULT("fault-slow", "OUTBOX_FAULT_SLOW", fault_slow,
 	    "fault: sleep --fault-slow-ms before COMMIT, N times"),
 	OB_CFG_OPT("fault-slow-ms", "OUTBOX_FAULT_SLOW_MS", OB_CFG_DURATION, "5s", 0, 3600000,
-	    NULL, false, fault_slow_ms, "how long a --fault-slow (or --fault-stall-after-call)"
-	    " sleep lasts"),
+	    NULL, false, fault_slow_ms, "how long a --fault-slow (or --fault-stall-after-call,"
+	    " --fault-stall-before-call) sleep lasts"),
 	OB_CFG_OPT_FAULT("fault-die-after-call", "OUTBOX_FAULT_DIE_AFTER_CALL",
 	    fault_die_after_call,
 	    "fault (webhook): SIGKILL self after the downstream call returned, N times"),
 	OB_CFG_OPT_FAULT("fault-stall-after-call", "OUTBOX_FAULT_STALL_AFTER_CALL",
 	    fault_stall_after_call, "fault (webhook): sleep --fault-slow-ms after the downstream"
 	    " call returned, before recording it, N times"),
+	OB_CFG_OPT_FAULT("fault-stall-before-call", "OUTBOX_FAULT_STALL_BEFORE_CALL",
+	    fault_stall_before_call, "fault (webhook): sleep --fault-slow-ms after claiming the"
+	    " key, before calling the downstream, N times (a holder that outlives its lease and"
+	    " calls late)"),
 	OB_CFG_END,
 };
 
@@ -249,13 +254,15 @@ main(int argc, char **argv)
 	ob_fault_arm(&drop_reply, cfg.fault_drop_reply);
 	static struct ob_fault die_after_call = { "consumer.webhook.die_after_call", 0 };
 	static struct ob_fault stall_after_call = { "consumer.webhook.stall_after_call", 0 };
+	static struct ob_fault stall_before_call = { "consumer.webhook.stall_before_call", 0 };
 	ob_fault_arm(&die_after_call, cfg.fault_die_after_call);
 	ob_fault_arm(&stall_after_call, cfg.fault_stall_after_call);
+	ob_fault_arm(&stall_before_call, cfg.fault_stall_before_call);
 	static _Atomic int live_dedup;
 	atomic_store(&live_dedup, cfg.no_dedup ? 0 : 1);
 	static struct ob_fault *const admin_faults[] = { &faults.die_before_commit,
 		&faults.die_after_commit, &faults.slow, &drop_reply, &die_after_call,
-		&stall_after_call, NULL };
+		&stall_after_call, &stall_before_call, NULL };
 	static const char *const dedup_names[] = { "off", "on", NULL };
 	static const struct ob_demo_mode admin_modes[] = {
 		{ "dedup", dedup_names, &live_dedup }, { NULL, NULL, NULL } };
@@ -282,7 +289,7 @@ main(int argc, char **argv)
 		}
 		struct webhook_config wcfg = { cfg.webhook_url, cfg.webhook_timeout,
 			cfg.webhook_lease, &counters.webhook, &die_after_call, &stall_after_call,
-			cfg.fault_slow_ms, cfg.no_dedup, cfg.no_fencing,
+			&stall_before_call, cfg.fault_slow_ms, cfg.no_dedup, cfg.no_fencing,
 			cm != NULL ? &cm->webhook : NULL, cfg.webhook_ca, cfg.webhook_server_name,
 			cfg.webhook_secret_file, cfg.webhook_max_retry_after,
 			cfg.webhook_at_most_once.items, cfg.webhook_at_most_once.n };

@@ -20,6 +20,14 @@ if(TARGET test_consumer_recvmax)
 endif()
 outbox_test(test_consumer_webhook SOURCES integration/test_consumer_webhook.c
   support/webhook_target.c LABELS integration PG TIMEOUT 300 LIBS outbox_consumer)
+# A fence the effect itself checks: a webhook holder that lost its lease
+# calls late; outbox-notify-sink --db refuses it by its fence (409), the
+# broken --ignore-fence answers it as a replay (issue 33).
+outbox_test(test_webhook_fence SOURCES integration/test_webhook_fence.c
+  LABELS integration PG TIMEOUT 300)
+if(TEST test_webhook_fence)
+  add_dependencies(test_webhook_fence outbox-consumer outbox-notify-sink)
+endif()
 # https:// targets: CA verification always on (--webhook-ca required), a
 # target from another CA or with another name is retried, never applied.
 outbox_test(test_consumer_webhook_https SOURCES integration/test_consumer_webhook_https.c

@@ -3,7 +3,9 @@
 # per key and replays after it, --ignore-key acting on every request, the
 # faults (--fail-first with Retry-After, --lose-first), bad input (no key,
 # a key over 255 bytes, wrong method, unknown path, --max-keys) refused
-# with nothing counted as an effect, and bad flags refused at start.
+# with nothing counted as an effect, and bad flags refused at start (--db
+# with --ignore-key, --ignore-fence without --db, a --db it cannot reach).
+# Its --db mode is test_webhook_fence's.
 set -uo pipefail
 bin=${1:?usage: check_notify_sink.sh BIN_DIR}/outbox-notify-sink
 work=$(mktemp -d)
@@ -51,4 +53,8 @@ stop
 
 "$bin" --path nope >/dev/null 2>&1; want $? 2 "--path without a leading /"
 "$bin" --fail-status 200 >/dev/null 2>&1; want $? 2 "--fail-status 200"
+"$bin" --db "dbname=x" --ignore-key >/dev/null 2>&1; want $? 2 "--db with --ignore-key"
+"$bin" --ignore-fence >/dev/null 2>&1; want $? 2 "--ignore-fence without --db"
+"$bin" --db "host=/nonexistent dbname=x" >"$work/dberr" 2>&1; want $? 1 "--db it cannot reach"
+grep -q -- "--db:" "$work/dberr" || fail "the unreachable --db is not named: $(cat "$work/dberr")"
 echo "check_notify_sink: ok"

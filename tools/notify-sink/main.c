@@ -15,15 +15,25 @@
  * --lose-first requests act and then lose their answer (the connection is
  * closed unanswered), so the consumer cannot know and sends the key again.
  *
+ * With --db it keeps its effects in an inbox database instead, through the
+ * inbox's SQL contract as a service in any language would (sink_inbox.c):
+ * the effect is a row of inbox.notifications, committed with the key's
+ * dedup record, and a call whose Outbox-Fence is lower than the fence its
+ * message was applied under is refused, 409 stale_fence: a late call of a
+ * consumer that lost its claim (issue 33). --ignore-fence is the broken
+ * mode that does not look (such a call is answered as a replay).
+ *
  * GET /stats answers the counts as JSON (requests, effects, keys, replays,
- * failed, lost, the most requests one key got); with ?key=K also that
- * key's requests and effects. Keys are kept in memory, at most --max-keys
- * (a new key past it gets 507 and acts on nothing).
+ * failed, lost, stale, the most requests one key got); with ?key=K also
+ * that key's requests and effects. Keys are counted in memory, at most
+ * --max-keys (a new key past it gets 507 and acts on nothing).
  *
  * Served by common/httpd.c (the same deadline-keeping server as the
  * producer API); everything runs on its one thread, so the state needs no
  * lock.
  */
+#include <errno.h>
+#include <inttypes.h>
 #include <search.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -39,6 +49,7 @@
 #include "outbox/program.h"
 #include "outbox/ready_file.h"
 #include "outbox/sig.h"
+#include "sink_inbox.h"
 
 #define SINK_KEY_MAX 255          /* bytes of an Idempotency-Key, as the outbox's */
 #define SINK_CONNS_MAX 256        /* open connections */
@@ -58,6 +69,8 @@ struct sink_config {
 	int64_t fail_status;
 	int64_t lose_first;
 	bool ignore_key;
+	char *db;
+	bool ignore_fence;
 	char *ready_file;
 	char *log_level;
 };
@@ -83,6 +96,13 @@ static const struct ob_cfg_opt sink_options[] = {
 	    "then N requests act and lose their answer (connection closed unanswered)"),
 	OB_CFG_OPT("ignore-key", "OUTBOX_SINK_IGNORE_KEY", OB_CFG_BOOL, "false", 0, 0, NULL, false,
 	    ignore_key, "act on every request, as a downstream that ignores the key does"),
+	OB_CFG_OPT("db", "OUTBOX_SINK_DB", OB_CFG_STRING, "", 0, 0, NULL, false, db,
+	    "keep the effects in this inbox database (outboxctl migrate --schema inbox; a role"
+	    " of outbox_consumer) through the inbox's SQL contract, checking each call's"
+	    " Outbox-Fence; empty: in memory, by key only"),
+	OB_CFG_OPT("ignore-fence", "OUTBOX_SINK_IGNORE_FENCE", OB_CFG_BOOL, "false", 0, 0, NULL,
+	    false, ignore_fence, "BROKEN, for tests: with --db, do not check Outbox-Fence (a"
+	    " fenced-out caller's late call is answered as a replay)"),
 	OB_CFG_OPT_READY_FILE("OUTBOX_SINK_READY_FILE", ready_file),
 	OB_CFG_OPT_LOG_LEVEL(log_level),
 	OB_CFG_END,
@@ -90,10 +110,12 @@ static const struct ob_cfg_opt sink_options[] = {
 
 static const struct ob_program sink_program = { .events = "sink", .config = {
 	.name = "outbox-notify-sink",
-	.synopsis = "outbox-notify-sink [--http URL] [--path P] [--ignore-key] [faults]",
+	.synopsis = "outbox-notify-sink [--http URL] [--path P] [--db CONNINFO] [--ignore-key]"
+	    " [faults]",
 	.description = "A downstream notification service for the consumer's webhook:"
 	    " POST PATH with an Idempotency-Key acts once per key (a log line),"
-	    " later requests with the key are answered as replays; GET /stats gives the"
+	    " later requests with the key are answered as replays, a call whose Outbox-Fence"
+	    " is lower than its message's applied one (--db) gets 409; GET /stats gives the"
 	    " counts as JSON.",
 	.options = sink_options,
 } };
@@ -108,7 +130,8 @@ struct sink {
 	const struct sink_config *cfg;
 	void *keys;      /* tsearch tree of struct sink_key */
 	long nkeys;
-	long requests, effects, replays, failed, lost, refused;
+	struct sink_inbox *inbox; /* --db; NULL: in memory */
+	long requests, effects, replays, failed, lost, refused, stale, mismatched;
 	long max_per_key;
 	long fail_left, lose_left;
 };
@@ -170,10 +193,113 @@ key_entry(struct sink *s, const char *key, bool *full)
 }
 
 static void
+replayed(struct sink *s, struct ob_httpd_req *req, const char *key)
+{
+	s->replays++;
+	respond_json(req, 200, json_pack("{s:s,s:b}", "key", key, "replayed", 1),
+	    "Idempotent-Replayed: true\r\n");
+}
+
+/* The call acted (its effect is made, or committed with --db): count it,
+ * log it, answer 200 (or, --lose-first, lose the answer). */
+static void
+acted(struct sink *s, struct ob_httpd_req *req, const char *key, struct sink_key *k)
+{
+	char qk[2 * SINK_KEY_MAX + 8], qb[2 * SINK_LOG_BODY_MAX + 8];
+	k->effects++;
+	s->effects++;
+	ob_info("sink.effect", "key=%s effects=%ld body=%s", ob_log_q(key, qk, sizeof qk),
+	    k->effects, ob_log_q(req->body_len > SINK_LOG_BODY_MAX ? "(long body)" : req->body,
+	    qb, sizeof qb));
+	if (s->lose_left > 0) {
+		s->lose_left--;
+		s->lost++;
+		struct ob_httpd_res res = { .status = 200, .drop = true };
+		ob_httpd_respond(req, &res);
+		return;
+	}
+	respond_json(req, 200, json_pack("{s:s,s:b}", "key", key, "replayed", 0), NULL);
+}
+
+/* A header holding a number 0..INT64_MAX, or -1 when absent; -2 when not
+ * such a number. */
+static int64_t
+header_number(struct ob_httpd_req *req, const char *name)
+{
+	const char *v = ob_httpd_req_header(req, name);
+	if (v == NULL)
+		return -1;
+	char *end;
+	errno = 0;
+	long long n = strtoll(v, &end, 10);
+	if (v[0] < '0' || v[0] > '9' || *end != '\0' || errno != 0 || n < 0)
+		return -2;
+	return (int64_t)n;
+}
+
+/* --db: the call through the inbox's SQL contract, its fence checked. */
+static void
+on_notify_db(struct sink *s, struct ob_httpd_req *req, const char *key, struct sink_key *k)
+{
+	char err[512], qk[2 * SINK_KEY_MAX + 8], qe[1100];
+	const char *topic = ob_httpd_req_header(req, "Outbox-Topic");
+	struct sink_call call = {
+		.topic = topic != NULL && topic[0] != '\0' ? topic : s->cfg->path,
+		.key = key,
+		.body = req->body != NULL ? req->body : "",
+		.body_len = req->body_len,
+		.fence = header_number(req, "Outbox-Fence"),
+		.ignore_fence = s->cfg->ignore_fence,
+		.message_id = header_number(req, "Outbox-Message-Id"),
+	};
+	if (call.fence == -2 || call.message_id == -2) {
+		respond_error(req, 400, "Outbox-Fence and Outbox-Message-Id are whole numbers", NULL);
+		return;
+	}
+	if (call.message_id < 0)
+		call.message_id = 0;
+	enum sink_verdict v;
+	int64_t applied_fence;
+	if (sink_inbox_apply(s->inbox, &call, &v, &applied_fence, err, sizeof err) != OB_OK) {
+		ob_warn("sink.db_failed", "key=%s err=%s", ob_log_q(key, qk, sizeof qk),
+		    ob_log_q(err, qe, sizeof qe));
+		respond_error(req, 503, "the database failed; retry later", "Retry-After: 1\r\n");
+		return;
+	}
+	switch (v) {
+	case SINK_APPLIED:
+		acted(s, req, key, k);
+		return;
+	case SINK_DUPLICATE:
+		replayed(s, req, key);
+		return;
+	case SINK_STALE:
+		s->stale++;
+		ob_info("sink.stale_fence", "key=%s fence=%" PRId64 " applied_fence=%" PRId64,
+		    ob_log_q(key, qk, sizeof qk), call.fence, applied_fence);
+		respond_json(req, 409, json_pack("{s:s,s:s,s:I,s:I}", "error", "stale_fence",
+		    "key", key, "fence", (json_int_t)call.fence, "applied_fence",
+		    (json_int_t)applied_fence), NULL);
+		return;
+	case SINK_MISMATCH:
+		s->mismatched++;
+		respond_error(req, 422, "the key was used with another body", NULL);
+		return;
+	case SINK_BAD_BODY:
+		respond_error(req, 400, "the body is not UTF-8 JSON", NULL);
+		return;
+	case SINK_BUSY:
+	case SINK_FAILED:
+		respond_error(req, 503, "the key is being applied; retry later", "Retry-After: 1\r\n");
+		return;
+	}
+}
+
+static void
 on_notify(struct sink *s, struct ob_httpd_req *req)
 {
 	const char *key = ob_httpd_req_header(req, "Idempotency-Key");
-	char qk[2 * SINK_KEY_MAX + 8], qb[2 * SINK_LOG_BODY_MAX + 8];
+	char qk[2 * SINK_KEY_MAX + 8];
 	bool full;
 
 	if (key == NULL || key[0] == '\0') {
@@ -203,36 +329,28 @@ on_notify(struct sink *s, struct ob_httpd_req *req)
 		    "Retry-After: 1\r\n");
 		return;
 	}
+	if (s->inbox != NULL) {
+		on_notify_db(s, req, key, k);
+		return;
+	}
 	if (k->effects > 0 && !s->cfg->ignore_key) {
-		s->replays++;
-		respond_json(req, 200, json_pack("{s:s,s:b}", "key", key, "replayed", 1),
-		    "Idempotent-Replayed: true\r\n");
+		replayed(s, req, key);
 		return;
 	}
-	k->effects++;
-	s->effects++;
-	ob_info("sink.effect", "key=%s effects=%ld body=%s", ob_log_q(key, qk, sizeof qk),
-	    k->effects, ob_log_q(req->body_len > SINK_LOG_BODY_MAX ? "(long body)" : req->body,
-	    qb, sizeof qb));
-	if (s->lose_left > 0) {
-		s->lose_left--;
-		s->lost++;
-		struct ob_httpd_res res = { .status = 200, .drop = true };
-		ob_httpd_respond(req, &res);
-		return;
-	}
-	respond_json(req, 200, json_pack("{s:s,s:b}", "key", key, "replayed", 0), NULL);
+	acted(s, req, key, k);
 }
 
 static void
 on_stats(struct sink *s, struct ob_httpd_req *req)
 {
-	json_t *o = json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:b}",
+	json_t *o = json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:b,s:b}",
 	    "requests", (json_int_t)s->requests, "effects", (json_int_t)s->effects,
 	    "keys", (json_int_t)s->nkeys, "replays", (json_int_t)s->replays,
 	    "failed", (json_int_t)s->failed, "lost", (json_int_t)s->lost,
-	    "refused", (json_int_t)s->refused, "max_requests_per_key",
-	    (json_int_t)s->max_per_key, "ignore_key", s->cfg->ignore_key);
+	    "refused", (json_int_t)s->refused, "stale", (json_int_t)s->stale,
+	    "mismatched", (json_int_t)s->mismatched, "max_requests_per_key",
+	    (json_int_t)s->max_per_key, "ignore_key", s->cfg->ignore_key, "db",
+	    s->inbox != NULL);
 
 	if (o != NULL && req->query != NULL && strncmp(req->query, "key=", 4) == 0) {
 		/* the key as given, not URL-decoded: keys here are plain text */
@@ -294,7 +412,22 @@ main(int argc, char **argv)
 		fprintf(stderr, "outbox-notify-sink: --path must start with '/' and not be /stats\n");
 		goto out;
 	}
+	bool db = cfg.db != NULL && cfg.db[0] != '\0';
+	if (db && cfg.ignore_key) {
+		fprintf(stderr, "outbox-notify-sink: --ignore-key acts on every request; with --db"
+		    " every call is deduplicated by its key: choose one\n");
+		goto out;
+	}
+	if (!db && cfg.ignore_fence) {
+		fprintf(stderr, "outbox-notify-sink: --ignore-fence needs --db (without it no fence"
+		    " is checked anyway)\n");
+		goto out;
+	}
 	code = 1;
+	if (db && sink_inbox_open(cfg.db, &s.inbox, err, sizeof err) != OB_OK) {
+		fprintf(stderr, "outbox-notify-sink: --db: %s\n", err);
+		goto out;
+	}
 	if (ob_sig_init("outbox-notify-sink", err, sizeof err) != OB_OK) {
 		fprintf(stderr, "outbox-notify-sink: %s\n", err);
 		goto out;
@@ -327,8 +460,9 @@ main(int argc, char **argv)
 		hostlen++;
 	snprintf(url, sizeof url, "http://%.*s:%d%s", (int)hostlen, host, ob_httpd_port(srv),
 	    cfg.path);
-	ob_info("sink.listening", "url=%s ignore_key=%s fail_first=%lld lose_first=%lld", url,
-	    cfg.ignore_key ? "true" : "false", (long long)cfg.fail_first,
+	ob_info("sink.listening", "url=%s ignore_key=%s db=%s ignore_fence=%s fail_first=%lld"
+	    " lose_first=%lld", url, cfg.ignore_key ? "true" : "false", db ? "true" : "false",
+	    cfg.ignore_fence ? "true" : "false", (long long)cfg.fail_first,
 	    (long long)cfg.lose_first);
 	code = 0;
 	if (cfg.ready_file != NULL && ob_ready_file_write(cfg.ready_file, url, err, sizeof err)) {
@@ -342,6 +476,7 @@ main(int argc, char **argv)
 	    s.nkeys);
 	tdestroy(s.keys, key_free);
 out:
+	sink_inbox_close(s.inbox);
 	ob_cfg_free(sink_options, &cfg);
 	return code;
 }

@@ -11,15 +11,25 @@
 --                        with outcome, detail and processed_at (the first
 --                        time's);
 --           'mismatch'   the key was applied with another payload: apply
---                        nothing, refuse it (idempotency key reused).
+--                        nothing, refuse it (idempotency key reused);
+--           'stale'      fence given, and the record was written under a
+--                        higher fence: a later holder of the message's
+--                        lease applied it, and this call comes from one
+--                        that lost it (a stalled webhook call woken after
+--                        its lease ran out): apply nothing and refuse it,
+--                        so that its sender learns it was fenced out
+--                        (issue 33; the fence is the batch's, from one
+--                        sequence, so a later holder's is always higher).
 -- outcome, detail ('' when none) and processed_at are NULL for 'new'.
+-- Without a fence (NULL: the consumer's own per-message path) no call is
+-- 'stale'. A record of before fences (fence 0) never makes one stale.
 -- Reads only (the record of inbox.dedup_record), locks nothing: a record
 -- another transaction is writing is not seen; inbox.dedup_insert then
 -- waits for that transaction. Plans are kept per session (PL/pgSQL);
 -- enable_seqscan off while they are made, so that one made on an empty
 -- table still probes the primary key when the table has grown.
 CREATE OR REPLACE FUNCTION inbox.dedup_lookup(source text, topic text, idempotency_key text,
-                                              payload bytea)
+                                              payload bytea, fence bigint DEFAULT NULL)
     RETURNS TABLE (verdict text, outcome text, detail text, processed_at timestamptz)
     LANGUAGE plpgsql STABLE
     SET enable_seqscan = off AS $$
@@ -31,9 +41,11 @@ BEGIN
     IF NOT FOUND THEN
         verdict := 'new';
     ELSE
-        verdict := CASE WHEN r.fingerprint IS NULL
-                          OR r.fingerprint = inbox.fingerprint(dedup_lookup.topic, payload)
-                        THEN 'duplicate' ELSE 'mismatch' END;
+        verdict := CASE WHEN r.fingerprint IS NOT NULL
+                          AND r.fingerprint <> inbox.fingerprint(dedup_lookup.topic, payload)
+                        THEN 'mismatch'
+                        WHEN dedup_lookup.fence < r.fence THEN 'stale'
+                        ELSE 'duplicate' END;
         outcome := r.outcome;
         detail := coalesce(r.detail, '');
         processed_at := r.processed_at;
