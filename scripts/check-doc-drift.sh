@@ -4,7 +4,8 @@
 #
 #   scripts/check-doc-drift.sh BIN_DIR      (or OUTBOX_BIN_DIR=BIN_DIR)
 #
-# Read: README.md, docs/*.md, sql/README.md, bench/*/README.md. Checked:
+# Read: README.md, docs/*.md, sql/README.md, bench/*/README.md,
+# examples/README.md. Checked:
 #   - SQL objects: every `outbox.NAME` / `inbox.NAME` in backticks is a
 #     table, view, sequence, function or procedure that sql/ creates (or a
 #     column of the generated per-slot tables, outbox.events_N);
@@ -23,7 +24,7 @@ case "${1:-}" in -h | --help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0
 bin=$(cd "${1:-${OUTBOX_BIN_DIR:?check-doc-drift: give BIN_DIR (see --help)}}" && pwd)
 # the tree to read: this checkout, or OUTBOX_LINT_ROOT (the negative test's copies)
 cd "${OUTBOX_LINT_ROOT:-$(dirname "$0")/..}"
-docs=(README.md docs/*.md sql/README.md bench/*/README.md)
+docs=(README.md docs/*.md sql/README.md bench/*/README.md examples/README.md)
 fail=0
 bad() { echo "check-doc-drift: $1"; fail=1; }
 

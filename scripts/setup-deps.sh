@@ -23,6 +23,8 @@ if [ "${1:-}" = --tests ]; then
 	command -v npm >/dev/null || packages+=(npm)
 	# The browser tests drive Debian's chromium with playwright-core (tests/browser)
 	packages+=(chromium)
+	# examples/python (test_examples): psycopg 3, for Debian's /usr/bin/python3
+	packages+=(python3-psycopg)
 fi
 
 missing=()
@@ -59,5 +61,11 @@ if [ "${1:-}" = --tests ]; then
 	if [ ! -d "$browser/node_modules/playwright-core" ]; then
 		echo "setup-deps: npm ci in $browser" >&2
 		npm ci --prefix "$browser" --no-audit --no-fund --loglevel=error >/dev/null
+	fi
+	# node-postgres of examples/node (pinned the same way; test_examples)
+	examples="$(cd "$(dirname "$0")/.." && pwd)/examples/node"
+	if [ ! -d "$examples/node_modules/pg" ]; then
+		echo "setup-deps: npm ci in $examples" >&2
+		npm ci --prefix "$examples" --no-audit --no-fund --loglevel=error >/dev/null
 	fi
 fi

@@ -28,6 +28,16 @@ outbox_test(test_webhook_fence SOURCES integration/test_webhook_fence.c
 if(TEST test_webhook_fence)
   add_dependencies(test_webhook_fence outbox-consumer outbox-notify-sink)
 endif()
+# examples/: the Python service a user copies (enqueue in its transaction,
+# OB002 under a savepoint; a signed-webhook receiver applying once in its
+# own database), against a real relay and consumer. Skipped without
+# python3-psycopg (a failure under OUTBOX_TEST_STRICT=1).
+outbox_test(test_examples SOURCES integration/test_examples.c
+  LABELS integration PG TIMEOUT 300)
+if(TEST test_examples)
+  add_dependencies(test_examples outbox-consumer outbox-relay)
+  set_tests_properties(test_examples PROPERTIES SKIP_RETURN_CODE 77)
+endif()
 # https:// targets: CA verification always on (--webhook-ca required), a
 # target from another CA or with another name is retried, never applied.
 outbox_test(test_consumer_webhook_https SOURCES integration/test_consumer_webhook_https.c

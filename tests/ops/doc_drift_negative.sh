@@ -6,7 +6,7 @@
 set -uo pipefail
 export OUTBOX_BIN_DIR=${1:?usage: doc_drift_negative.sh BIN_DIR}
 check=$(cd "$(dirname "$0")/../.." && pwd)/scripts/check-doc-drift.sh
-copy="README.md docs sql bench common relay consumer producer ctl tools"
+copy="README.md docs sql bench examples common relay consumer producer ctl tools"
 . "$(dirname "$0")/negative_lib.sh"
 negative_start
 
