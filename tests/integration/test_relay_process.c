@@ -255,14 +255,19 @@ START_TEST(test_fault_fires_once_in_tree)
 	struct ts_fake_consumer fc;
 	ts_fake_consumer_routed(&fc, "fault", "*", TS_FAKE_APPLIED, url,
 	    sizeof(url), route, sizeof(route));
+	/* A generous delivery deadline (3 s; the lease must exceed it by 1 s):
+	 * under a loaded CI (Docker builds beside it) a 300 ms one let every
+	 * round trip to the fake consumer time out and retry, and nothing was
+	 * delivered in 30 s. The fault needs no deadline: its worker dies
+	 * before it sends, and its claim comes back after the lease. */
 	const char *extra[] = { "--workers", "2", "--poll-ms", "100",
-		"--fault-die-after-claim", "1", "--delivery-timeout-ms", "300ms",
-		"--lease-ms", "1500ms", "--batch", "5", "--max-inflight", "1", NULL };
+		"--fault-die-after-claim", "1", "--delivery-timeout-ms", "3s",
+		"--lease-ms", "4500ms", "--batch", "5", "--max-inflight", "1", NULL };
 	pid_t sup = ts_relay_spawn(log, db, route, extra);
 	ck_assert_int_eq(ts_log_wait(log, "relay.worker.started", 2, 20 * T_SEC), 2);
 	ts_enqueue_n(conn, "t", "f", 40);
 	ck_assert_int_eq(ts_wait_value(conn,
-	    "SELECT count(*) FROM outbox.messages WHERE status = 'delivered'", 40, 30 * T_SEC), 40);
+	    "SELECT count(*) FROM outbox.messages WHERE status = 'delivered'", 40, 60 * T_SEC), 40);
 	/* The dead worker's claim came back after its lease: attempt 2. */
 	ck_assert_int_eq(ts_query_int(conn,
 	    "SELECT count(*) FROM outbox.messages WHERE attempts = 2"), 5);
