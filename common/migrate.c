@@ -132,11 +132,6 @@ books_ready(PGconn *conn, const char *books, char *err, size_t errlen)
 /* The runner's tables of before issue 33 were public.outbox_schema_migrations
  * and public.outbox_schema_files (sets outbox and inbox, each now kept in
  * its own schema): their rows are moved, and the tables dropped. */
-static const char old_books_sql[] =
-    "SELECT s.schema_set FROM public.outbox_schema_migrations s"
-    " UNION SELECT f.schema_set FROM public.outbox_schema_files f"
-    "  WHERE to_regclass('public.outbox_schema_files') IS NOT NULL";
-
 static int
 adopt_old_books(PGconn *conn, char *err, size_t errlen)
 {
@@ -155,10 +150,10 @@ adopt_old_books(PGconn *conn, char *err, size_t errlen)
 		    " public.outbox_schema_migrations: not a database this program migrated");
 		return OB_EDB;
 	}
-	/* The UNION's second arm reads a table that may not exist: asked only then. */
-	res = ob_pg_rows(conn, files ? old_books_sql
-	    : "SELECT DISTINCT schema_set FROM public.outbox_schema_migrations", 0, NULL,
-	    "old bookkeeping sets", err, errlen);
+	/* A set's files row is written in the run that applied its migrations:
+	 * the migrations' sets are every set of both tables. */
+	res = ob_pg_rows(conn, "SELECT DISTINCT schema_set FROM public.outbox_schema_migrations",
+	    0, NULL, "old bookkeeping sets", err, errlen);
 	if (res == NULL)
 		return OB_EDB;
 	int rc = OB_OK;

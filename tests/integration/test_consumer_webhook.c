@@ -307,12 +307,7 @@ stale_holder_run(bool fencing)
 	    " WHERE lease_until < now()", 1, 10000), 1);
 	wt_fail_next(e.target, 1, 500);
 	ck_assert_int_eq(ts_consumer_call1(&cb, m, NULL, 0), OB_WIRE_RETRY);
-	struct ts_consumer_reply r;
-	ck_assert_int_eq(ts_consumer_recv(&ca, &r, TS_CONSUMER_REPLY_TIMEOUT_MS), 0);
-	int status = r.rep.results[0].status;
-	snprintf(detail, sizeof(detail), "%.*s", (int)r.rep.results[0].detail_len,
-	    r.rep.results[0].detail);
-	ts_consumer_reply_fini(&r);
+	int status = ts_consumer_recv1(&ca, detail, sizeof(detail));
 	if (!fencing) {
 		/* The stale holder's write landed, over B's claim: applied, with
 		 * B's token on the row. */

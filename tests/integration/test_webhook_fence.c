@@ -98,12 +98,7 @@ late_call_run(bool ignore_fence)
 	    " WHERE idempotency_key = 'fence-1'"), 2);
 
 	/* A wakes and calls late, with token 1 */
-	struct ts_consumer_reply r;
-	ck_assert_int_eq(ts_consumer_recv(&ca, &r, TS_CONSUMER_REPLY_TIMEOUT_MS), 0);
-	int status = r.rep.results[0].status;
-	snprintf(detail, sizeof(detail), "%.*s", (int)r.rep.results[0].detail_len,
-	    r.rep.results[0].detail);
-	ts_consumer_reply_fini(&r);
+	int status = ts_consumer_recv1(&ca, detail, sizeof(detail));
 	ck_assert_int_eq(sink_stat(hook, "requests"), 2);
 	if (ignore_fence) {
 		/* the downstream took the late call for a replay: 200, and A, told

@@ -122,16 +122,27 @@ ts_consumer_call(struct ts_consumer_conn *c, const struct ob_wire_msg *msgs, uin
 	ck_assert_uint_eq(r->rep.count, n);
 }
 
-/* One message, one status; detail copied into detail (may be NULL). */
+/* The reply to one message sent before (asserting it arrives whole): its
+ * status; its detail copied into detail (may be NULL). */
 int
-ts_consumer_call1(struct ts_consumer_conn *c, struct ob_wire_msg m, char *detail, size_t detaillen)
+ts_consumer_recv1(struct ts_consumer_conn *c, char *detail, size_t detaillen)
 {
 	struct ts_consumer_reply r;
-	ts_consumer_call(c, &m, 1, &r);
+	ck_assert_int_eq(ts_consumer_recv(c, &r, TS_CONSUMER_REPLY_TIMEOUT_MS), 0);
+	ck_assert_int_eq(r.rep.frame_err, 0);
+	ck_assert_uint_eq(r.rep.count, 1);
 	int st = r.rep.results[0].status;
 	if (detail != NULL)
 		snprintf(detail, detaillen, "%.*s", (int)r.rep.results[0].detail_len,
 		    r.rep.results[0].detail ? r.rep.results[0].detail : "");
 	ts_consumer_reply_fini(&r);
 	return st;
+}
+
+/* One message, one status; detail copied into detail (may be NULL). */
+int
+ts_consumer_call1(struct ts_consumer_conn *c, struct ob_wire_msg m, char *detail, size_t detaillen)
+{
+	ts_consumer_send(c, &m, 1);
+	return ts_consumer_recv1(c, detail, detaillen);
 }

@@ -58,6 +58,10 @@ void ts_consumer_reply_fini(struct ts_consumer_reply *r);
 void ts_consumer_call(struct ts_consumer_conn *c, const struct ob_wire_msg *msgs, uint32_t n,
     struct ts_consumer_reply *r);
 
+/* The reply to one message sent before (ts_consumer_send), asserting it
+ * arrives whole: its status; its detail copied into detail (may be NULL). */
+int ts_consumer_recv1(struct ts_consumer_conn *c, char *detail, size_t detaillen);
+
 /* One message, one status; its detail copied into detail (may be NULL). */
 int ts_consumer_call1(struct ts_consumer_conn *c, struct ob_wire_msg m, char *detail,
     size_t detaillen);
