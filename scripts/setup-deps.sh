@@ -25,6 +25,10 @@ if [ "${1:-}" = --tests ]; then
 	packages+=(chromium)
 	# examples/python (test_examples): psycopg 3, for Debian's /usr/bin/python3
 	packages+=(python3-psycopg)
+	# examples/go (test_examples): Go and pgx v4's sources (with pgconn,
+	# pgproto3, pgtype, x/crypto, x/text... by its Depends), built offline
+	# in GOPATH mode against /usr/share/gocode: no Go module is downloaded
+	packages+=(golang-go golang-github-jackc-pgx-v4-dev)
 fi
 
 missing=()

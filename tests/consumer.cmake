@@ -28,10 +28,12 @@ outbox_test(test_webhook_fence SOURCES integration/test_webhook_fence.c
 if(TEST test_webhook_fence)
   add_dependencies(test_webhook_fence outbox-consumer outbox-notify-sink)
 endif()
-# examples/: the Python service a user copies (enqueue in its transaction,
-# OB002 under a savepoint; a signed-webhook receiver applying once in its
-# own database), against a real relay and consumer. Skipped without
-# python3-psycopg (a failure under OUTBOX_TEST_STRICT=1).
+# examples/: the Python, Node and Go services a user copies (enqueue in its
+# transaction, OB002 under a savepoint; a signed-webhook receiver applying
+# once in its own database), against a real relay and consumer; the Go one
+# built offline in the test. Skipped without python3-psycopg, pg in
+# examples/node, golang-go or golang-github-jackc-pgx-v4-dev (a failure
+# under OUTBOX_TEST_STRICT=1).
 outbox_test(test_examples SOURCES integration/test_examples.c
   LABELS integration PG TIMEOUT 300)
 if(TEST test_examples)

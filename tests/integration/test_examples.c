@@ -10,10 +10,15 @@
  * consumer's claim switched off (--no-dedup, its broken mode) and its
  * first reply lost, the receiver gets the key twice and applies it once.
  *
- * The same for examples/node (node-postgres, pinned by its lock file).
- * Needs Debian's python3-psycopg and `npm ci` in examples/node
- * (scripts/setup-deps.sh --tests): without them the test is Skipped, a
- * failure under OUTBOX_TEST_STRICT=1.
+ * The same for examples/node (node-postgres, pinned by its lock file),
+ * and for examples/go/place_order (pgx v4 from Debian's packages, built
+ * here offline in GOPATH mode as examples/README.md says, its cache in the
+ * test's temporary directory); the Go case's receiver is the Python one.
+ * In each, an order refused at COMMIT (a deferred trigger of this test's,
+ * firing after the enqueue) leaves neither its row nor its message.
+ * Needs Debian's python3-psycopg, `npm ci` in examples/node, golang-go and
+ * golang-github-jackc-pgx-v4-dev (scripts/setup-deps.sh --tests): without
+ * them the test is Skipped, a failure under OUTBOX_TEST_STRICT=1.
  */
 #include <signal.h>
 #include <stdbool.h>
@@ -30,22 +35,27 @@
 #define NODE "/usr/bin/env" /* then "node" */
 #define SECRET "example-secret-0123456789abcdef"
 #define SKIPPED 77 /* ctest: SKIP_RETURN_CODE */
+#define GOPATH "/usr/share/gocode" /* Debian's golang-*-dev sources */
 
 static char src[512];
 
 /* One language's two files: how each is started. Node's node-postgres
- * takes libpq's environment (PGHOST, ...), Python's psycopg a conninfo. */
+ * takes libpq's environment (PGHOST, ...), Python's psycopg and Go's pgx a
+ * conninfo. */
 struct lang {
 	const char *name;                /* examples/<name>/ */
-	const char *enqueue, *receiver;  /* the files */
+	const char *enqueue, *receiver;  /* the files (an absolute path: as is) */
 	const char *interp[2];           /* argv before the file */
 	bool env_db;                     /* the database by PG* variables, not --db */
+	const struct lang *receiver_of;  /* whose receiver, when not its own */
 };
 
+static char go_bin[600]; /* place_order, built by build_go() */
 static const struct lang python = { "python", "place_order.py", "receiver.py",
-	{ PYTHON, NULL }, false };
+	{ PYTHON, NULL }, false, NULL };
 static const struct lang node = { "node", "place_order.js", "receiver.js",
-	{ NODE, "node" }, true };
+	{ NODE, "node" }, true, NULL };
+static const struct lang go = { "go", go_bin, NULL, { NULL, NULL }, false, &python };
 
 /* PGHOST=... PGPORT=... PGDATABASE=... PGUSER=... of conninfo, into env
  * (room for 5 pointers) and buf. */
@@ -82,7 +92,10 @@ lang_argv(const struct lang *l, const char *file, const char *db, const char *co
 	int n = 0;
 	for (int i = 0; i < 2 && l->interp[i] != NULL; i++)
 		argv[n++] = (char *)l->interp[i];
-	snprintf(path, pathlen, "%s/examples/%s/%s", src, l->name, file);
+	if (file[0] == '/')
+		snprintf(path, pathlen, "%s", file);
+	else
+		snprintf(path, pathlen, "%s/examples/%s/%s", src, l->name, file);
 	argv[n++] = path;
 	if (l->env_db) {
 		pg_env(db, envbuf, envlen, env);
@@ -118,12 +131,12 @@ run_sql_file(const char *db, const char *rel)
 
 /* the language's place_order; its exit code, output in out */
 static int
-place_order(const struct lang *l, const char *db, const char *order, const char *total,
-    char *out, size_t outlen)
+place_order(const struct lang *l, const char *db, const char *order, const char *customer,
+    const char *total, char *out, size_t outlen)
 {
 	char path[600], envbuf[1024];
 	char *argv[24], *env[5];
-	const char *args[] = { "--order", order, "--customer", "ada", "--total", total, NULL };
+	const char *args[] = { "--order", order, "--customer", customer, "--total", total, NULL };
 	lang_argv(l, l->enqueue, db, args, path, sizeof(path), argv, envbuf, sizeof(envbuf), env);
 	return ts_run(argv, env, out, outlen, 60000);
 }
@@ -146,6 +159,27 @@ start_receiver(const struct lang *l, const char *db, const char *secret_file, ch
 	return pid;
 }
 
+/* examples/go/place_order built as examples/README.md says (GOPATH mode,
+ * Debian's sources, no network), into go_bin; its cache in the test's
+ * temporary directory, nothing under $HOME */
+static void
+build_go(void)
+{
+	char dir[600], cache[600], out[4096];
+	snprintf(go_bin, sizeof(go_bin), "%s/place_order", ts_tmpdir());
+	snprintf(dir, sizeof(dir), "%s/examples/go/place_order", src);
+	snprintf(cache, sizeof(cache), "GOCACHE=%s/gocache", ts_tmpdir());
+	/* from its directory: in GOPATH mode a package outside GOPATH is named
+	 * by a relative path, not an absolute one */
+	char *argv[] = { "/usr/bin/env", "-C", dir, "go", "build", "-o", go_bin, ".", NULL };
+	char *env[] = { "GO111MODULE=off", "GOPATH=" GOPATH, cache, "GOFLAGS=", "GOENV=off",
+		NULL };
+	int64_t t0 = ts_now_ms();
+	ck_assert_msg(ts_run(argv, env, out, sizeof(out), 180000) == 0, "go build: %s", out);
+	fprintf(stderr, "test_examples: go build of examples/go/place_order: %.1f s\n",
+	    (double)(ts_now_ms() - t0) / 1000);
+}
+
 static void
 service_end_to_end(const struct lang *l)
 {
@@ -159,13 +193,22 @@ service_end_to_end(const struct lang *l)
 	ts_db_create(tag, "inbox", inbox, sizeof(inbox));
 	run_sql_file(shop, "shop.sql");
 	run_sql_file(mail, "mailer.sql");
+	/* the business refusing an order at COMMIT, after its enqueue ran (this
+	 * test's, not the example's): the message must go with the order */
+	PGconn *sc = ts_connect(shop);
+	ts_exec(sc, "CREATE FUNCTION reject_order() RETURNS trigger LANGUAGE plpgsql AS"
+	    " $$BEGIN RAISE EXCEPTION 'order % rejected at commit', NEW.id; END$$;"
+	    " CREATE CONSTRAINT TRIGGER reject_at_commit AFTER INSERT ON shop_orders"
+	    " DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN (NEW.customer = 'mallory')"
+	    " EXECUTE FUNCTION reject_order()");
 	snprintf(secret_file, sizeof(secret_file), "%s/webhook-%s.secret", ts_tmpdir(), l->name);
 	FILE *f = fopen(secret_file, "w");
 	ck_assert_ptr_nonnull(f);
 	fputs(SECRET "\n", f);
 	fclose(f);
 
-	pid_t receiver = start_receiver(l, mail, secret_file, rlog, hook, sizeof(hook));
+	pid_t receiver = start_receiver(l->receiver_of ? l->receiver_of : l, mail, secret_file,
+	    rlog, hook, sizeof(hook));
 	/* an unsigned call: refused, nothing written */
 	struct ts_http_req bad = { .method = "POST", .url = hook, .body = "{}", .body_len = 2,
 		.headers = (const char *const[]){ "Idempotency-Key", "forged", "Outbox-Topic",
@@ -185,19 +228,26 @@ service_end_to_end(const struct lang *l)
 	const char *rargs[] = { "--delivery-timeout-ms", "2s", NULL };
 	pid_t relay = ts_relay_spawn(llog, shop, route, rargs);
 
-	ck_assert_msg(place_order(l, shop, "42", "19.90", out, sizeof(out)) == 0, "%s", out);
+	ck_assert_msg(place_order(l, shop, "42", "ada", "19.90", out, sizeof(out)) == 0, "%s", out);
 	long long id = 0;
 	ck_assert_msg(sscanf(out, "order 42: message %lld", &id) == 1 && id > 0, "%s", out);
 	/* again: the same message */
-	ck_assert_msg(place_order(l, shop, "42", "19.90", out, sizeof(out)) == 0, "%s", out);
+	ck_assert_msg(place_order(l, shop, "42", "ada", "19.90", out, sizeof(out)) == 0, "%s", out);
 	char want[64];
 	snprintf(want, sizeof(want), "order 42: message %lld", id);
 	ck_assert_msg(strstr(out, want) != NULL, "%s", out);
 	/* another payload for the key: OB002, handled, exit 3, nothing new */
-	ck_assert_int_eq(place_order(l, shop, "42", "20.00", out, sizeof(out)), 3);
+	ck_assert_int_eq(place_order(l, shop, "42", "ada", "20.00", out, sizeof(out)), 3);
 	ck_assert_msg(strstr(out, "OB002") != NULL, "%s", out);
+	/* a business transaction failing after its enqueue: exit 1, and
+	 * neither the order nor its message */
+	ck_assert_msg(place_order(l, shop, "43", "mallory", "5.00", out, sizeof(out)) == 1, "%s",
+	    out);
+	ck_assert_msg(strstr(out, "order 43 rejected at commit") != NULL, "%s", out);
+	ck_assert_int_eq(ts_query_int(sc, "SELECT count(*) FROM outbox.messages"
+	    " WHERE idempotency_key = 'order-43'"), 0);
 
-	PGconn *sc = ts_connect(shop), *mc = ts_connect(mail);
+	PGconn *mc = ts_connect(mail);
 	ck_assert_int_eq(ts_query_int(sc, "SELECT count(*) FROM shop_orders"), 1);
 	ck_assert_int_eq(ts_query_int(sc, "SELECT count(*) FROM outbox.messages"), 1);
 	/* delivered: the dropped reply's batch sent again, answered */
@@ -230,20 +280,30 @@ START_TEST(test_node_service_end_to_end)
 }
 END_TEST
 
+START_TEST(test_go_service_end_to_end)
+{
+	build_go();
+	service_end_to_end(&go);
+}
+END_TEST
+
 int
 main(void)
 {
 	const char *s = getenv("OUTBOX_SOURCE_DIR");
 	snprintf(src, sizeof(src), "%s", s != NULL ? s : ".");
-	/* what the examples run on: Debian's python3-psycopg, and pg installed
-	 * in examples/node (scripts/setup-deps.sh --tests does both). Asked
-	 * with system(): the fixture's ts_run asserts, outside a test here. */
+	/* what the examples run on: Debian's python3-psycopg, pg installed in
+	 * examples/node, Go and pgx v4's sources (scripts/setup-deps.sh
+	 * --tests does all). Asked with system(): the fixture's ts_run
+	 * asserts, outside a test here. */
 	char js[700];
 	snprintf(js, sizeof(js), "node -e \"require('%s/examples/node/node_modules/pg')\""
 	    " >/dev/null 2>&1", src);
 	const char *missing = system(PYTHON " -c 'import psycopg' >/dev/null 2>&1") != 0
 	    ? "python3-psycopg" : system(js) != 0 ? "node, or pg in examples/node/node_modules"
-	    : NULL;
+	    : system("go version >/dev/null 2>&1") != 0 ? "go (golang-go)"
+	    : system("test -f " GOPATH "/src/github.com/jackc/pgx/v4/conn.go") != 0
+	    ? "pgx v4 (golang-github-jackc-pgx-v4-dev)" : NULL;
 	if (missing != NULL) {
 		const char *strict = getenv("OUTBOX_TEST_STRICT");
 		bool fail = strict != NULL && strcmp(strict, "1") == 0;
@@ -256,6 +316,7 @@ main(void)
 	tcase_set_timeout(tc, 240);
 	tcase_add_test(tc, test_python_service_end_to_end);
 	tcase_add_test(tc, test_node_service_end_to_end);
+	tcase_add_test(tc, test_go_service_end_to_end);
 	suite_add_tcase(suite, tc);
 	return ts_run_suite(suite);
 }
