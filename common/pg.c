@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <libpq-events.h>
+
 #include "outbox/err.h"
 #include "outbox/pg.h"
 #include "outbox/sqlstate.h"
@@ -57,6 +59,44 @@ ignore_notice(void *arg, const char *message)
  * They come BEFORE dbname in the array: a keyword in the caller's conninfo
  * (e.g. "tcp_user_timeout=0") overrides them (docs/operations.md).
  */
+/*
+ * A connection pooler (PgBouncer, and the like) answers the startup with a
+ * backend key of its own, so PQbackendPID is not the pid of the server
+ * process that runs our statements. Behind one in transaction mode each
+ * transaction may run on another server session: a named prepared
+ * statement may exist on one and not the next (ob_pg_exec_prepared runs
+ * unnamed instead), and a session setting may not hold for the next
+ * transaction (ob_pg_durable_commits, ob_pg_need_session). The mark lives
+ * in the connection's libpq instance data, so it goes with it.
+ */
+static char pooled_marker;
+
+static int
+pooler_event(PGEventId id, void *info, void *arg)
+{
+	(void)id;
+	(void)info;
+	(void)arg;
+	return 1; /* nothing to allocate or free: the mark is static */
+}
+
+static int
+detect_pooler(PGconn *conn, char *err, size_t errlen)
+{
+	PGresult *r = PQexec(conn, "SELECT pg_catalog.pg_backend_pid()");
+	int rc = ob_pg_check(r, PGRES_TUPLES_OK, "backend pid", err, errlen);
+	if (rc == OB_OK && PQntuples(r) == 1 &&
+	    strtol(PQgetvalue(r, 0, 0), NULL, 10) != (long)PQbackendPID(conn)) {
+		if (!PQregisterEventProc(conn, pooler_event, "outbox pooler mark", NULL) ||
+		    !PQsetInstanceData(conn, pooler_event, &pooled_marker)) {
+			snprintf(err, errlen, "connect: out of memory");
+			rc = OB_ENOMEM;
+		}
+	}
+	PQclear(r);
+	return rc;
+}
+
 #define CONNECT_TIMEOUT_S "10"
 #define KEEPALIVES_IDLE_S "10"
 #define KEEPALIVES_INTERVAL_S "3"
@@ -86,8 +126,39 @@ ob_pg_connect(const char *conninfo, const char *appname, PGconn **out,
 	}
 	/* Server NOTICEs ("... already exists, skipping") are not our events. */
 	PQsetNoticeProcessor(conn, ignore_notice, NULL);
+	int rc = detect_pooler(conn, err, errlen);
+	if (rc != OB_OK) {
+		PQfinish(conn);
+		return rc;
+	}
 	*out = conn;
 	return OB_OK;
+}
+
+bool
+ob_pg_pooled(const PGconn *conn)
+{
+	return PQinstanceData(conn, pooler_event) == &pooled_marker;
+}
+
+int
+ob_pg_need_session(PGconn *conn, bool session_pooler, const char *program,
+    const char *declare, char *err, size_t errlen)
+{
+	if (!ob_pg_pooled(conn))
+		return OB_OK;
+	if (session_pooler) {
+		/* one server session for this connection's life: as direct */
+		PQsetInstanceData(conn, pooler_event, NULL);
+		return OB_OK;
+	}
+	snprintf(err, errlen, "the database is reached through a connection pooler (its backend"
+	    " pid is not the server's): %s needs one server session for its whole connection"
+	    " (session settings, LISTEN, prepared statements), which a pooler in transaction"
+	    " mode does not give; connect"
+	    " %s to PostgreSQL directly, or, behind a pooler in session mode (PgBouncer"
+	    " pool_mode = session), say so with %s", program, program, declare);
+	return OB_EINVAL;
 }
 
 /* The SQLSTATE of the last result ob_pg_check refused in this thread
@@ -167,6 +238,22 @@ ob_pg_commit(PGconn *conn, char *err, size_t errlen)
 int
 ob_pg_durable_commits(PGconn *conn, char *err, size_t errlen)
 {
+	if (ob_pg_pooled(conn)) {
+		/* A session setting of ours would hold for one server session of
+		 * the pool and leak into other clients' transactions: the role's
+		 * or database's default must already be durable. */
+		PGresult *r = PQexec(conn, "SELECT pg_catalog.current_setting('synchronous_commit')");
+		int rc = ob_pg_check(r, PGRES_TUPLES_OK, "synchronous_commit", err, errlen);
+		if (rc == OB_OK && PQntuples(r) == 1 && strcmp(PQgetvalue(r, 0, 0), "off") == 0) {
+			snprintf(err, errlen, "synchronous_commit is off, and --db goes through a"
+			    " connection pooler, where a session setting cannot make our commits durable:"
+			    " set it on for the role or database (ALTER ROLE ... SET synchronous_commit ="
+			    " on) or in the pooler's connect_query");
+			rc = OB_EINVAL;
+		}
+		PQclear(r);
+		return rc;
+	}
 	return ob_pg_exec(conn, "SELECT pg_catalog.set_config('synchronous_commit', 'on', false)"
 	    " WHERE pg_catalog.current_setting('synchronous_commit') = 'off'",
 	    "set synchronous_commit", err, errlen);
@@ -209,7 +296,7 @@ PGresult *
 ob_pg_exec_prepared(PGconn *conn, const char *name, const char *sql, int nparams,
     const char *const *values, const int *lengths, const int *formats)
 {
-	if (PQtransactionStatus(conn) != PQTRANS_IDLE)
+	if (PQtransactionStatus(conn) != PQTRANS_IDLE || ob_pg_pooled(conn))
 		return PQexecParams(conn, sql, nparams, NULL, values, lengths, formats, 0);
 	PGresult *r = PQexecPrepared(conn, name, nparams, values, lengths, formats, 0);
 	if (r == NULL || PQresultStatus(r) != PGRES_FATAL_ERROR ||

@@ -40,6 +40,7 @@ struct consumer_config {
 	char *tls_ca;
 	int64_t threads;
 	char *handler;
+	char *pooler;
 	char *webhook_url;
 	char *webhook_ca;
 	char *webhook_server_name;
@@ -92,6 +93,7 @@ static const struct ob_cfg_opt consumer_options[] = {
 	    " (docs/security.md)"),
 	OB_CFG_OPT("threads", "OUTBOX_THREADS", OB_CFG_INT, "4", 1, 256, NULL, false, threads,
 	    "serving threads, each with its own DB connection: requests in flight"),
+	OB_CFG_OPT_POOLER(pooler),
 	OB_CFG_OPT("handler", "OUTBOX_HANDLER", OB_CFG_ENUM, "record", 0, 0, "record|webhook",
 	    false, handler, "effect to apply: record = a row in inbox.notifications;"
 	    " webhook = POST to --webhook-url with the Idempotency-Key passed on"),
@@ -329,6 +331,7 @@ main(int argc, char **argv)
 
 	struct consumer_server_config scfg = {
 		.db = cfg.db,
+		.session_pooler = strcmp(cfg.pooler, "session") == 0,
 		.listen = cfg.listen,
 		.tls = tls,
 		.threads = (int)cfg.threads,

@@ -128,7 +128,9 @@ ensure_conn(struct serve_thread *t)
 		ob_sleep_ms(200);
 		return false;
 	}
-	if (inbox_conn_setup(t->conn, &t->srv->cfg.inbox, &t->batch.clock, err,
+	if (ob_pg_need_session(t->conn, t->srv->cfg.session_pooler, "outbox-consumer",
+	        "--pooler session", err, sizeof(err)) != OB_OK ||
+	    inbox_conn_setup(t->conn, &t->srv->cfg.inbox, &t->batch.clock, err,
 	        sizeof(err)) != OB_OK) {
 		reconnect_failed(t, "consumer.db.setup_failed", err);
 		PQfinish(t->conn);
@@ -484,6 +486,8 @@ consumer_server_start(const struct consumer_server_config *cfg,
 		}
 		if ((rc = ob_pg_connect(cfg->db, "outbox-consumer", &t->conn, err,
 		         errlen)) != OB_OK ||
+		    (rc = ob_pg_need_session(t->conn, cfg->session_pooler, "outbox-consumer",
+		         "--pooler session", err, errlen)) != OB_OK ||
 		    (rc = inbox_conn_setup(t->conn, &cfg->inbox, &t->batch.clock, err,
 		         errlen)) != OB_OK)
 			goto fail;

@@ -79,6 +79,8 @@ struct consumer_server_config {
 	                          * exactly when listen is tls+tcp:// (outbox/bus_tls.h:
 	                          * client certificate required) */
 	int threads;             /* serving threads = requests in flight */
+	bool session_pooler;     /* --pooler session: a pooler in front of db is
+	                          * in session mode (ob_pg_need_session) */
 	struct ob_wire_limits limits;
 	struct inbox_options inbox;
 	struct ob_fault *drop_reply; /* close without replying after commit; may be NULL */

@@ -121,6 +121,19 @@ static const struct {
 };
 
 int
+ctl_need_session(PGconn *conn, char *err, size_t errlen)
+{
+	const char *pooler = getenv("OUTBOX_POOLER");
+	if (pooler != NULL && pooler[0] != '\0' && strcmp(pooler, "direct") != 0 &&
+	    strcmp(pooler, "session") != 0) {
+		snprintf(err, errlen, "OUTBOX_POOLER='%.40s' is not one of direct|session", pooler);
+		return OB_EINVAL;
+	}
+	return ob_pg_need_session(conn, pooler != NULL && strcmp(pooler, "session") == 0,
+	    "outboxctl", "OUTBOX_POOLER=session", err, errlen);
+}
+
+int
 ctl_open(enum ctl_db db, const char *conninfo, PGconn **out, char *err, size_t errlen)
 {
 	PGconn *conn = NULL;
@@ -131,7 +144,8 @@ ctl_open(enum ctl_db db, const char *conninfo, PGconn **out, char *err, size_t e
 	/* timestamps in UTC, ISO 8601; what it reports done is on disk,
 	 * whatever the server's default; a schema built for another
 	 * outboxctl: one line, nothing read */
-	if ((rc = ob_pg_exec(conn, "SET TimeZone = 'UTC'; SET DateStyle = 'ISO'", "set session",
+	if ((rc = ctl_need_session(conn, err, errlen)) != OB_OK ||
+	    (rc = ob_pg_exec(conn, "SET TimeZone = 'UTC'; SET DateStyle = 'ISO'", "set session",
 	         err, errlen)) != OB_OK ||
 	    (rc = ob_pg_durable_commits(conn, err, errlen)) != OB_OK ||
 	    (rc = ob_protocol_check(conn, dbs[db].schema, dbs[db].component,

@@ -46,8 +46,15 @@ int ctl_parse(const struct ctl_cmd *cmd, void *cfg, int argc, char **argv,
  * shows it. */
 bool ctl_no_arguments(const struct ctl_cmd *cmd, char *const *pos, int npos);
 
-/* Connect (application name outboxctl), set UTC/ISO timestamps and
- * durable commits, and check that db's schema serves this build's
+/* OB_OK when conn reaches PostgreSQL directly, or through a pooler the
+ * environment says pools sessions (OUTBOX_POOLER=session, the variable
+ * of the relay's and consumer's --pooler): outboxctl keeps session
+ * settings and migrations run as one session's transaction. Else
+ * OB_EINVAL and one line in err (ob_pg_need_session). */
+int ctl_need_session(PGconn *conn, char *err, size_t errlen);
+
+/* Connect (application name outboxctl; ctl_need_session), set UTC/ISO
+ * timestamps and durable commits, and check that db's schema serves this build's
  * protocol (ob_protocol_check). OB_OK with *out owned (release with
  * PQfinish), else the error code with one line in err and *out untouched. */
 int ctl_open(enum ctl_db db, const char *conninfo, PGconn **out, char *err, size_t errlen);

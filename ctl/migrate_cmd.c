@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "ctl.h"
+#include "ctl_util.h"
 #include "outbox/config_rows.h"
 #include "outbox/err.h"
 #include "outbox/migrate.h"
@@ -66,6 +67,7 @@ ctl_migrate(int argc, char **argv)
 
 	PGconn *conn = NULL;
 	if (ob_pg_connect(cfg.db, "outboxctl", &conn, err, sizeof(err)) != OB_OK ||
+	    ctl_need_session(conn, err, sizeof(err)) != OB_OK ||
 	    ob_pg_durable_commits(conn, err, sizeof(err)) != OB_OK) {
 		fprintf(stderr, "outboxctl migrate: %s\n", err);
 		PQfinish(conn);

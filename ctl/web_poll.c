@@ -130,6 +130,11 @@ poll_connect(struct web_poll *p, const char *conninfo, const char *schema, PGcon
 
 	if (ob_pg_connect(conninfo, "outboxctl web", &conn, err, errlen) != OB_OK)
 		return OB_EDB;
+	/* default_transaction_read_only below must hold for every query */
+	if (ctl_need_session(conn, err, errlen) != OB_OK) {
+		PQfinish(conn);
+		return OB_EINVAL;
+	}
 	snprintf(sql, sizeof sql, "SET statement_timeout = %" PRId64 "; SET TimeZone = 'UTC';"
 	    " SET default_transaction_read_only = on", p->cfg.statement_timeout_ms);
 	int rc = ob_pg_exec(conn, sql, "set session", err, errlen);

@@ -165,6 +165,7 @@ run_requeue(struct web_server *s, struct requeue_job *job)
 	snprintf(sql, sizeof sql, "SET statement_timeout = %" PRId64, s->cfg.statement_timeout_ms);
 	if (ob_pg_connect(s->cfg.requeue_db, "outboxctl web requeue", &conn, err, sizeof err)
 	        != OB_OK ||
+	    ctl_need_session(conn, err, sizeof err) != OB_OK ||
 	    ob_pg_exec(conn, sql, "set session", err, sizeof err) != OB_OK ||
 	    ob_pg_durable_commits(conn, err, sizeof err) != OB_OK ||
 	    /* outboxctl's rights (outbox_admin), or a line saying which grant */

@@ -47,6 +47,9 @@ relay_db_session_open(struct relay_db_session *s, int64_t *wait_ms)
 	snprintf(sync, sizeof(sync), "SET synchronous_commit = %s", s->cfg->synchronous_commit);
 	int rc = ob_pg_connect(s->cfg->db, "outbox-relay", &s->conn, err, sizeof(err));
 	if (rc == OB_OK)
+		rc = ob_pg_need_session(s->conn, strcmp(s->cfg->pooler, "session") == 0,
+		    "outbox-relay", "--pooler session", err, sizeof(err));
+	if (rc == OB_OK)
 		rc = ob_protocol_check(s->conn, "outbox", "relay", RELAY_PROTOCOL, err, sizeof(err));
 	if (rc == OB_EPROTO) {
 		ob_error("relay.protocol.refused", "owner=%s protocol=%d err=%s", s->owner,

@@ -127,6 +127,7 @@ static const struct ob_cfg_opt relay_options[] = {
 	    " always does, so the producers' commits it read are on disk before delivery);"
 	    " off is safe because a write lost in a database crash only causes a redelivery"
 	    " the consumer answers as duplicate (docs/relay.md)"),
+	OB_CFG_OPT_POOLER(pooler),
 	OB_CFG_OPT("standby-gate", "OUTBOX_STANDBY_GATE", OB_CFG_ENUM, "none", 0, 0,
 	    "none|flush|replay", false, standby_gate, "deliver a batch only once every standby"
 	    " of --standby-names has its WAL: flush = on the standby's disk, replay = also"
@@ -310,16 +311,19 @@ main(int argc, char **argv)
 		fprintf(stderr, "outbox-relay: %s\n", err);
 		goto out;
 	}
-	int schema_rc = ob_protocol_check(probe, "outbox", "relay", RELAY_PROTOCOL, err,
-	    sizeof(err));
-	if (schema_rc == OB_OK && cfg.source != NULL && cfg.source[0] != '\0')
+	int probe_rc = ob_pg_need_session(probe, strcmp(cfg.pooler, "session") == 0,
+	    "outbox-relay", "--pooler session", err, sizeof(err));
+	if (probe_rc == OB_OK)
+		probe_rc = ob_protocol_check(probe, "outbox", "relay", RELAY_PROTOCOL, err,
+		    sizeof(err));
+	if (probe_rc == OB_OK && cfg.source != NULL && cfg.source[0] != '\0')
 		snprintf(cfg.source_id, sizeof(cfg.source_id), "%s", cfg.source);
-	else if (schema_rc == OB_OK && cfg.no_source)
+	else if (probe_rc == OB_OK && cfg.no_source)
 		cfg.source_id[0] = '\0';
-	else if (schema_rc == OB_OK)
-		schema_rc = ob_source_derive(probe, cfg.source_id, err, sizeof(err));
+	else if (probe_rc == OB_OK)
+		probe_rc = ob_source_derive(probe, cfg.source_id, err, sizeof(err));
 	PQfinish(probe);
-	if (schema_rc != OB_OK) {
+	if (probe_rc != OB_OK) {
 		fprintf(stderr, "outbox-relay: %s\n", err);
 		goto out;
 	}

@@ -61,6 +61,7 @@ struct relay_config {
 	int64_t unrouted_log_interval_ms; /* relay.topic.unrouted: per topic at most this often */
 	char *on_dead_head;       /* block | skip */
 	char *synchronous_commit; /* on | off: the relay's own commits wait for the WAL flush */
+	char *pooler;             /* direct | session: how --db reaches PostgreSQL */
 	char *standby_gate;       /* none | flush | replay (standby_gate.h) */
 	struct ob_cfg_list standby_names; /* application_name of the standbys gated on */
 	int64_t standby_gate_timeout_ms; /* a batch waits this long, then goes back unsent */

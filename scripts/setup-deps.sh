@@ -29,6 +29,9 @@ if [ "${1:-}" = --tests ]; then
 	# pgproto3, pgtype, x/crypto, x/text... by its Depends), built offline
 	# in GOPATH mode against /usr/share/gocode: no Go module is downloaded
 	packages+=(golang-go golang-github-jackc-pgx-v4-dev)
+	# PgBouncer in front of the fixture's server (test_pgbouncer,
+	# scripts/pgbouncer-tmp.sh)
+	packages+=(pgbouncer)
 fi
 
 missing=()

@@ -1,7 +1,8 @@
 /*
- * ts_pgserver.c - a test's own PostgreSQL servers through scripts/pg-tmp.sh
- * (ts_pgserver.h). The script does the work (initdb, start, pg_basebackup,
- * stop); this file runs it and reads the env file it writes.
+ * ts_pgserver.c - a test's own PostgreSQL servers through scripts/pg-tmp.sh,
+ * and PgBouncers through scripts/pgbouncer-tmp.sh (ts_pgserver.h). The
+ * scripts do the work (initdb, start, pg_basebackup, stop); this file runs
+ * them and reads the env files they write.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -10,6 +11,7 @@
 #include <unistd.h>
 
 #include <check.h>
+#include <libpq-fe.h>
 
 #include "outbox/migrate.h"
 #include "testsupport.h"
@@ -18,24 +20,31 @@
 #define PGTMP_TIMEOUT_MS 120000
 
 static void
-script_path(char *out, size_t outlen)
+script_path(const char *name, char *out, size_t outlen)
 {
 	const char *src = getenv("OUTBOX_SOURCE_DIR");
 	ck_assert_msg(src != NULL, "OUTBOX_SOURCE_DIR not set");
-	snprintf(out, outlen, "%s/scripts/pg-tmp.sh", src);
+	snprintf(out, outlen, "%s/scripts/%s", src, name);
 }
 
-/* pg-tmp.sh cmd a b c, with env (NULL-ended "K=V", may be NULL) added to
- * its environment. */
+/* scripts/name cmd a b c, with env (NULL-ended "K=V", may be NULL) added
+ * to its environment. */
 static void
-pg_tmp(char *const env[], const char *cmd, const char *a, const char *b, const char *c)
+run_script(const char *name, char *const env[], const char *cmd, const char *a, const char *b,
+    const char *c)
 {
 	char script[600];
 	static char out[8192];
-	script_path(script, sizeof(script));
+	script_path(name, script, sizeof(script));
 	char *argv[] = { "/bin/bash", script, (char *)cmd, (char *)a, (char *)b, (char *)c, NULL };
 	ck_assert_msg(ts_run(argv, env, out, sizeof(out), PGTMP_TIMEOUT_MS) == 0,
-	    "pg-tmp.sh %s %s: %s", cmd, a, out);
+	    "%s %s %s: %s", name, cmd, a, out);
+}
+
+static void
+pg_tmp(char *const env[], const char *cmd, const char *a, const char *b, const char *c)
+{
+	run_script("pg-tmp.sh", env, cmd, a, b, c);
 }
 
 /* host and port from dir/env, as a conninfo of database db. */
@@ -85,8 +94,9 @@ ts_pgserver_crash(const char *dir)
 	pg_tmp(NULL, "crash", dir, NULL, NULL);
 }
 
-void
-ts_pgserver_stop_quiet(const char *dir)
+/* scripts/name stop dir, if dir holds what it started; no assertion. */
+static void
+stop_quiet(const char *name, const char *dir)
 {
 	char env[600], script[600], cmd[1400];
 	snprintf(env, sizeof(env), "%s/env", dir);
@@ -95,10 +105,51 @@ ts_pgserver_stop_quiet(const char *dir)
 	const char *src = getenv("OUTBOX_SOURCE_DIR");
 	if (src == NULL)
 		return;
-	snprintf(script, sizeof(script), "%s/scripts/pg-tmp.sh", src);
+	snprintf(script, sizeof(script), "%s/scripts/%s", src, name);
 	snprintf(cmd, sizeof(cmd), "/bin/bash '%s' stop '%s' >/dev/null 2>&1", script, dir);
 	if (system(cmd) != 0)
-		fprintf(stderr, "ts_pgserver: could not stop the server in %s\n", dir);
+		fprintf(stderr, "ts_pgserver: %s could not stop what runs in %s\n", name, dir);
+}
+
+void
+ts_pgserver_stop_quiet(const char *dir)
+{
+	stop_quiet("pg-tmp.sh", dir);
+}
+
+void
+ts_pgbouncer_start(const char *dir, const char *mode)
+{
+	const char *env = getenv("OUTBOX_TEST_PGENV");
+	ck_assert_msg(env != NULL, "OUTBOX_TEST_PGENV is not set (run the test through ctest)");
+	char pg_dir[600];
+	snprintf(pg_dir, sizeof(pg_dir), "%s", env);
+	char *slash = strrchr(pg_dir, '/');
+	ck_assert(slash != NULL);
+	*slash = '\0';
+	run_script("pgbouncer-tmp.sh", NULL, "start", dir, pg_dir, mode);
+}
+
+void
+ts_pgbouncer_conninfo(const char *dir, const char *conninfo, char *out, size_t outlen)
+{
+	char *errmsg = NULL;
+	PQconninfoOption *opts = PQconninfoParse(conninfo, &errmsg);
+	ck_assert_msg(opts != NULL, "conninfo: %s", errmsg ? errmsg : "out of memory");
+	const char *db = "postgres";
+	for (PQconninfoOption *o = opts; o->keyword != NULL; o++)
+		if (strcmp(o->keyword, "dbname") == 0 && o->val != NULL)
+			db = o->val;
+	char quoted[300];
+	snprintf(quoted, sizeof(quoted), "'%s'", db);
+	env_conninfo(dir, quoted, out, outlen);
+	PQconninfoFree(opts);
+}
+
+void
+ts_pgbouncer_stop_quiet(const char *dir)
+{
+	stop_quiet("pgbouncer-tmp.sh", dir);
 }
 
 void

@@ -2,7 +2,8 @@
  * ts_pgserver.h - PostgreSQL servers of a test's own, beside the shared
  * fixture's (scripts/pg-tmp.sh: initdb in a directory, unix socket only),
  * for what one server cannot show: one database name on two servers, a
- * streaming standby, a cluster whose transaction counter is far ahead.
+ * streaming standby, a cluster whose transaction counter is far ahead;
+ * and a PgBouncer in front of the fixture's server.
  * Each lives in a directory the test names; the test stops it
  * (ts_pgserver_stop_quiet from a teardown that runs after a failure too:
  * an unchecked fixture).
@@ -43,5 +44,18 @@ void ts_pgserver_stop_quiet(const char *dir);
  * conninfo into out. ck_asserts. */
 void ts_pgserver_db_create(const char *conninfo, const char *name, const char *set, char *out,
     size_t outlen);
+
+/* A PgBouncer (scripts/pgbouncer-tmp.sh) in dir (created; must not exist)
+ * in front of every database of the fixture's server, pool_mode mode
+ * ("transaction" or "session"), unix socket only. The test stops it
+ * (ts_pgbouncer_stop_quiet, from a teardown). ck_asserts. */
+void ts_pgbouncer_start(const char *dir, const char *mode);
+
+/* conninfo's database (its dbname, "postgres" when none) through the
+ * PgBouncer in dir, into out. ck_asserts. */
+void ts_pgbouncer_conninfo(const char *dir, const char *conninfo, char *out, size_t outlen);
+
+/* Stop the PgBouncer in dir and remove dir, if it is there; no assertion. */
+void ts_pgbouncer_stop_quiet(const char *dir);
 
 #endif

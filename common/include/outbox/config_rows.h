@@ -22,6 +22,17 @@
 #define OB_CFG_OPT_DB(field, whose)                                                   \
 	OB_CFG_OPT_DB_HELP(field, "PostgreSQL connection string of " whose)
 
+/* --pooler, for a program that keeps one server session per connection
+ * (ob_pg_need_session): direct refuses a connection pooler at start. */
+#define OB_CFG_OPT_POOLER(field)                                                      \
+	OB_CFG_OPT("pooler", "OUTBOX_POOLER", OB_CFG_ENUM, "direct", 0, 0,            \
+	    "direct|session", false, field, "how --db reaches PostgreSQL: direct, or"   \
+	    " session = through a connection pooler in session mode (PgBouncer"       \
+	    " pool_mode = session). A pooler found at start (its backend pid is not"   \
+	    " the server's) is refused with direct: this program needs one server"     \
+	    " session (LISTEN, session settings), which transaction pooling does not"  \
+	    " give (docs/operations.md)")
+
 #define OB_CFG_OPT_LOG_LEVEL(field)                                                   \
 	OB_CFG_OPT("log-level", "OUTBOX_LOG_LEVEL", OB_CFG_ENUM, "info", 0, 0,        \
 	    "debug|info|warn|error", false, field, "least severe level logged")

@@ -52,8 +52,28 @@ int ob_pg_commit(PGconn *conn, char *err, size_t errlen);
  * stronger setting (remote_write, remote_apply) is kept. For a program
  * whose reply or effect follows a commit (the consumer's "applied", the
  * producer API's 201): a crash must not undo what it already answered.
- * OB_OK or OB_EDB. */
+ * Behind a connection pooler (ob_pg_pooled) no session setting holds:
+ * there it checks that the server's setting is durable already and
+ * answers OB_EINVAL, with what to change, when it is off. OB_OK or OB_EDB. */
 int ob_pg_durable_commits(PGconn *conn, char *err, size_t errlen);
+
+/* Whether conn reaches PostgreSQL through a connection pooler such as
+ * PgBouncer: told at connect (ob_pg_connect) by the backend pid the
+ * startup reported not being the pid of the server process that answers.
+ * Behind one, ob_pg_exec_prepared runs its statements unnamed (a pooler
+ * in transaction mode may run each transaction on another server
+ * session). */
+bool ob_pg_pooled(const PGconn *conn);
+
+/* For a program that needs one server session for its whole connection
+ * (LISTEN, session settings, prepared statements: the relay, the
+ * consumer, outboxctl), after each ob_pg_connect: OB_OK when conn is
+ * direct, or when the user said the pooler pools sessions (session_pooler,
+ * told as declare says, e.g. "--pooler session"): conn is then used as a
+ * direct one (ob_pg_pooled false: one server session for its life). Else
+ * OB_EINVAL and one line in err naming program and what to do. */
+int ob_pg_need_session(PGconn *conn, bool session_pooler, const char *program,
+    const char *declare, char *err, size_t errlen);
 
 /* ROLLBACK, ignoring errors (used on failure paths; the connection may be
  * gone, which the next use reports). */
@@ -62,7 +82,8 @@ void ob_pg_rollback(PGconn *conn);
 /* PQexecParams through a statement prepared once per connection under
  * name (the server keeps it; a hot statement is parsed and planned once).
  * The first call on a connection prepares it. Inside a transaction block
- * it runs unprepared: a failed first execute would abort the transaction.
+ * it runs unprepared: a failed first execute would abort the transaction;
+ * behind a connection pooler (ob_pg_pooled) always unprepared.
  * Returns the result (may be NULL); release with PQclear. */
 PGresult *ob_pg_exec_prepared(PGconn *conn, const char *name, const char *sql,
     int nparams, const char *const *values, const int *lengths, const int *formats);
