@@ -50,7 +50,9 @@ def main():
     ap.add_argument("--customer", required=True)
     ap.add_argument("--total", required=True, help="an amount, as text: 19.90")
     a = ap.parse_args()
-    with psycopg.connect(a.db) as conn:
+    # prepare_threshold=None: no server-side prepared statements, which
+    # PgBouncer before 1.21 loses between transactions in transaction mode
+    with psycopg.connect(a.db, prepare_threshold=None) as conn:
         message_id = place_order(conn, a.order, a.customer, a.total)
     if message_id is None:
         print(f"order {a.order}: already announced with another payload (OB002):"

@@ -110,7 +110,10 @@ class Receiver(BaseHTTPRequestHandler):
         """One database connection per serving thread, made on first use."""
         local = self.server.local
         if getattr(local, "conn", None) is None or local.conn.closed:
-            local.conn = psycopg.connect(self.server.db)
+            # prepare_threshold=None: psycopg prepares a statement run 5
+            # times, which PgBouncer before 1.21 in transaction mode loses
+            # between transactions; unprepared works direct and pooled
+            local.conn = psycopg.connect(self.server.db, prepare_threshold=None)
         return local.conn
 
     def do_POST(self):

@@ -15,9 +15,11 @@
  * here offline in GOPATH mode as examples/README.md says, its cache in the
  * test's temporary directory); the Go case's receiver is the Python one.
  * In each, an order refused at COMMIT (a deferred trigger of this test's,
- * firing after the enqueue) leaves neither its row nor its message.
- * Needs Debian's python3-psycopg, `npm ci` in examples/node, golang-go and
- * golang-github-jackc-pgx-v4-dev (scripts/setup-deps.sh --tests): without
+ * firing after the enqueue) leaves neither its row nor its message. The
+ * services reach their databases through a PgBouncer in transaction mode,
+ * the relay and consumer directly (docs/operations.md).
+ * Needs Debian's python3-psycopg, `npm ci` in examples/node, golang-go,
+ * golang-github-jackc-pgx-v4-dev and pgbouncer (scripts/setup-deps.sh --tests): without
  * them the test is Skipped, a failure under OUTBOX_TEST_STRICT=1.
  */
 #include <signal.h>
@@ -29,6 +31,7 @@
 
 #include "testsupport.h"
 #include "ts_consumer.h"
+#include "ts_pgserver.h"
 #include "ts_relay.h"
 
 #define PYTHON "/usr/bin/python3"
@@ -180,6 +183,21 @@ build_go(void)
 	    (double)(ts_now_ms() - t0) / 1000);
 }
 
+static char pgbouncer_dir[400];
+
+static void
+setup(void)
+{
+	snprintf(pgbouncer_dir, sizeof(pgbouncer_dir), "%s/pgbouncer-%d", ts_tmpdir(),
+	    (int)getpid());
+}
+
+static void
+teardown(void)
+{
+	ts_pgbouncer_stop_quiet(pgbouncer_dir);
+}
+
 static void
 service_end_to_end(const struct lang *l)
 {
@@ -193,6 +211,13 @@ service_end_to_end(const struct lang *l)
 	ts_db_create(tag, "inbox", inbox, sizeof(inbox));
 	run_sql_file(shop, "shop.sql");
 	run_sql_file(mail, "mailer.sql");
+	/* the services through PgBouncer in transaction mode, as most
+	 * production setups run them; the relay and consumer direct
+	 * (docs/operations.md, "Behind PgBouncer") */
+	char svc_shop[TS_CONNINFO_MAX], svc_mail[TS_CONNINFO_MAX];
+	ts_pgbouncer_start(pgbouncer_dir, "transaction");
+	ts_pgbouncer_conninfo(pgbouncer_dir, shop, svc_shop, sizeof(svc_shop));
+	ts_pgbouncer_conninfo(pgbouncer_dir, mail, svc_mail, sizeof(svc_mail));
 	/* the business refusing an order at COMMIT, after its enqueue ran (this
 	 * test's, not the example's): the message must go with the order */
 	PGconn *sc = ts_connect(shop);
@@ -207,7 +232,7 @@ service_end_to_end(const struct lang *l)
 	fputs(SECRET "\n", f);
 	fclose(f);
 
-	pid_t receiver = start_receiver(l->receiver_of ? l->receiver_of : l, mail, secret_file,
+	pid_t receiver = start_receiver(l->receiver_of ? l->receiver_of : l, svc_mail, secret_file,
 	    rlog, hook, sizeof(hook));
 	/* an unsigned call: refused, nothing written */
 	struct ts_http_req bad = { .method = "POST", .url = hook, .body = "{}", .body_len = 2,
@@ -228,20 +253,20 @@ service_end_to_end(const struct lang *l)
 	const char *rargs[] = { "--delivery-timeout-ms", "2s", NULL };
 	pid_t relay = ts_relay_spawn(llog, shop, route, rargs);
 
-	ck_assert_msg(place_order(l, shop, "42", "ada", "19.90", out, sizeof(out)) == 0, "%s", out);
+	ck_assert_msg(place_order(l, svc_shop, "42", "ada", "19.90", out, sizeof(out)) == 0, "%s", out);
 	long long id = 0;
 	ck_assert_msg(sscanf(out, "order 42: message %lld", &id) == 1 && id > 0, "%s", out);
 	/* again: the same message */
-	ck_assert_msg(place_order(l, shop, "42", "ada", "19.90", out, sizeof(out)) == 0, "%s", out);
+	ck_assert_msg(place_order(l, svc_shop, "42", "ada", "19.90", out, sizeof(out)) == 0, "%s", out);
 	char want[64];
 	snprintf(want, sizeof(want), "order 42: message %lld", id);
 	ck_assert_msg(strstr(out, want) != NULL, "%s", out);
 	/* another payload for the key: OB002, handled, exit 3, nothing new */
-	ck_assert_int_eq(place_order(l, shop, "42", "ada", "20.00", out, sizeof(out)), 3);
+	ck_assert_int_eq(place_order(l, svc_shop, "42", "ada", "20.00", out, sizeof(out)), 3);
 	ck_assert_msg(strstr(out, "OB002") != NULL, "%s", out);
 	/* a business transaction failing after its enqueue: exit 1, and
 	 * neither the order nor its message */
-	ck_assert_msg(place_order(l, shop, "43", "mallory", "5.00", out, sizeof(out)) == 1, "%s",
+	ck_assert_msg(place_order(l, svc_shop, "43", "mallory", "5.00", out, sizeof(out)) == 1, "%s",
 	    out);
 	ck_assert_msg(strstr(out, "order 43 rejected at commit") != NULL, "%s", out);
 	ck_assert_int_eq(ts_query_int(sc, "SELECT count(*) FROM outbox.messages"
@@ -303,7 +328,8 @@ main(void)
 	    ? "python3-psycopg" : system(js) != 0 ? "node, or pg in examples/node/node_modules"
 	    : system("go version >/dev/null 2>&1") != 0 ? "go (golang-go)"
 	    : system("test -f " GOPATH "/src/github.com/jackc/pgx/v4/conn.go") != 0
-	    ? "pgx v4 (golang-github-jackc-pgx-v4-dev)" : NULL;
+	    ? "pgx v4 (golang-github-jackc-pgx-v4-dev)"
+	    : system("command -v pgbouncer >/dev/null 2>&1") != 0 ? "pgbouncer" : NULL;
 	if (missing != NULL) {
 		const char *strict = getenv("OUTBOX_TEST_STRICT");
 		bool fail = strict != NULL && strcmp(strict, "1") == 0;
@@ -313,6 +339,7 @@ main(void)
 	}
 	Suite *suite = suite_create("examples");
 	TCase *tc = tcase_create("examples");
+	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 240);
 	tcase_add_test(tc, test_python_service_end_to_end);
 	tcase_add_test(tc, test_node_service_end_to_end);

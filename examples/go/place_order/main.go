@@ -27,6 +27,7 @@ import (
 	"os"
 
 	"github.com/jackc/pgconn"
+	"github.com/jackc/pgconn/stmtcache"
 	"github.com/jackc/pgx/v4"
 )
 
@@ -90,7 +91,19 @@ func main() {
 		os.Exit(2)
 	}
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, *db)
+	config, err := pgx.ParseConfig(*db)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "place_order: %v\n", err)
+		os.Exit(2)
+	}
+	// Describe, not prepare: no named statement on the server, which
+	// PgBouncer before 1.21 in transaction mode keeps on its server
+	// session for the next client ("prepared statement ... already
+	// exists") or loses between transactions.
+	config.BuildStatementCache = func(pc *pgconn.PgConn) stmtcache.Cache {
+		return stmtcache.New(pc, stmtcache.ModeDescribe, 512)
+	}
+	conn, err := pgx.ConnectConfig(ctx, config)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "place_order: %v\n", err)
 		os.Exit(1)
