@@ -91,6 +91,17 @@ fail() {
 	echo "check_netns_relays: FAILED: $*" >&2
 	local f
 	for f in "$work"/*.log; do [ -f "$f" ] && { echo "--- $f" >&2; tail -8 "$f" >&2; }; done
+	# what a rerun cannot show: the state the wait gave up on, and the
+	# whole logs, kept past the cleanup
+	if [ -n "${pdb:-}" ]; then
+		echo "--- outbox state" >&2
+		q "$pdb" "SELECT id, state, owner, fence, takeovers, lease_until < now() AS expired
+		          FROM outbox.batches WHERE state <> 'done' ORDER BY id LIMIT 20" >&2
+		q "$pdb" "SELECT status, count(*) FROM outbox.messages GROUP BY 1" >&2
+	fi
+	local keep
+	keep=$(mktemp -d /tmp/outbox-netns-failed.XXXXXX) && cp "$work"/*.log "$keep"/ 2>/dev/null &&
+		echo "check_netns_relays: the logs are kept in $keep" >&2
 	exit 1
 }
 check() { # check WHAT CMD...: CMD's status decides
