@@ -40,6 +40,12 @@ ob_pg_connect_error(const char *conninfo, const char *libpq_msg, char *err, size
 	one_line(err, errlen, prefix, clean);
 }
 
+/* The SQLSTATE of the last failure reported in this thread
+ * (ob_pg_failed_sqlstate): set by ob_pg_check, and emptied by the
+ * failures that carry none (a connect, a COMMIT that rolled back), so a
+ * caller never reads an older failure's. */
+static _Thread_local char failed_sqlstate[6];
+
 static void
 ignore_notice(void *arg, const char *message)
 {
@@ -120,6 +126,7 @@ ob_pg_connect(const char *conninfo, const char *appname, PGconn **out,
 		return OB_ENOMEM;
 	}
 	if (PQstatus(conn) != CONNECTION_OK) {
+		failed_sqlstate[0] = '\0';
 		ob_pg_connect_error(conninfo, PQerrorMessage(conn), err, errlen);
 		PQfinish(conn);
 		return OB_EDB;
@@ -160,10 +167,6 @@ ob_pg_need_session(PGconn *conn, bool session_pooler, const char *program,
 	    " pool_mode = session), say so with %s", program, program, declare);
 	return OB_EINVAL;
 }
-
-/* The SQLSTATE of the last result ob_pg_check refused in this thread
- * (ob_pg_failed_sqlstate). */
-static _Thread_local char failed_sqlstate[6];
 
 int
 ob_pg_check(const PGresult *res, ExecStatusType want, const char *what,
@@ -228,6 +231,7 @@ ob_pg_commit(PGconn *conn, char *err, size_t errlen)
 	PGresult *res = PQexec(conn, "COMMIT");
 	int rc = ob_pg_check(res, PGRES_COMMAND_OK, "commit", err, errlen);
 	if (rc == OB_OK && strcmp(PQcmdStatus(res), "COMMIT") != 0) {
+		failed_sqlstate[0] = '\0';
 		snprintf(err, errlen, "commit: the transaction had failed and was rolled back");
 		rc = OB_EDB;
 	}

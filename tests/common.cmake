@@ -121,3 +121,6 @@ if(TEST test_pgbouncer)
   add_dependencies(test_pgbouncer outbox-producer outbox-relay outbox-consumer outboxctl)
   set_tests_properties(test_pgbouncer PROPERTIES SKIP_RETURN_CODE 77)
 endif()
+# common/pg.c's failure state: a failed connect or a rolled-back COMMIT
+# never reports an older failure's SQLSTATE.
+outbox_test(test_pg_failure SOURCES integration/test_pg_failure.c LABELS integration PG)

@@ -92,7 +92,8 @@ PGresult *ob_pg_exec_prepared(PGconn *conn, const char *name, const char *sql,
 const char *ob_pg_sqlstate(const PGresult *res);
 
 /* The SQLSTATE of the last failure ob_pg_check (and so every ob_pg_ call
- * here) reported in this thread, "" when it had none: for a caller that
+ * here) reported in this thread, "" when it had none (a failed connect, a
+ * COMMIT that rolled back: never an older failure's): for a caller that
  * decides after a rollback whether the whole transaction is worth a retry
  * (common/migrate.c: a deadlock between two databases' migrations). */
 const char *ob_pg_failed_sqlstate(void);
