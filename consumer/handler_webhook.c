@@ -12,10 +12,11 @@
  * instead of waiting; a claim left by a crash is taken over only after its
  * lease.
  *
- * HTTP goes through nng's HTTP client (one connection per call); nothing
- * here parses HTTP. https:// goes through the same client with a TLS
- * configuration of our own (nng_http_client_set_tls): CA from --webhook-ca,
- * server name, peer verification required.
+ * HTTP goes through webhook_http.c (libcurl): connections kept and reused
+ * between calls, TLS verified against --webhook-ca or the system store,
+ * proxies from the environment; nothing here parses HTTP. An at-most-once
+ * call goes out on a fresh connection (webhook_http.h: a call sends at
+ * most one request).
  */
 #include <errno.h>
 #include <iconv.h>
@@ -24,33 +25,24 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
-
-#include <nng/nng.h>
-#include <nng/supplemental/http/http.h>
-#include <nng/supplemental/tls/tls.h>
 
 #include "handler_webhook.h"
 #include "retry_after.h"
 #include "outbox/webhook_key.h"
+#include "webhook_http.h"
 #include "webhook_mode.h"
 #include "webhook_sign.h"
 #include "inbox.h"
 #include "outbox/clock.h"
 #include "outbox/err.h"
-#include "outbox/http_exchange.h"
 #include "outbox/keyclaim.h"
 #include "outbox/log.h"
 #include "outbox/pg.h"
-#include "outbox/url.h"
 
 struct webhook {
 	struct webhook_config cfg;
-	nng_url *url;
-	nng_http_client *client;
-	nng_tls_config *tls;         /* https:// only; the client holds it too */
-	char server_name[256];       /* what the target's certificate must name */
+	struct webhook_http *http;   /* the target: URL, trust, pooled connections */
 	_Atomic int64_t tls_next_log_ms; /* consumer.webhook.tls_failed not before */
 	_Atomic uint64_t tls_unlogged;   /* failures since its last line */
 	struct webhook_counters own;
@@ -66,7 +58,7 @@ struct webhook_call {
 	char *body;        /* downstream body (valid UTF-8) or NULL */
 	char retry_after[64]; /* its Retry-After header ("" when none) */
 	bool at_most_once; /* the topic's mode (webhook_mode.h) */
-	bool connected;    /* the call got as far as a connection */
+	bool sent;         /* the request went out on an established connection */
 	bool unknown;      /* it failed after that: it may have reached downstream */
 };
 
@@ -101,26 +93,13 @@ valid_text(const char *s, size_t n)
 	return ok;
 }
 
-/* Bytes that may stand in an HTTP header value: no control characters. */
-static bool
-header_safe(const char *s, size_t n)
-{
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)s[i];
-		if (c < 0x20 || c == 0x7f)
-			return false;
-	}
-	return true;
-}
-
-/* One POST. Returns 0 and *status, or an nng error. Stores the body into
- * c->body when it is storable text (truncated to WEBHOOK_BODY_MAX). */
+/* One POST of m with the key and the fence, signed when secrets are set;
+ * an at-most-once call on a fresh connection. OB_OK and *r (the outcome),
+ * or a failure before anything was sent (err). */
 static int
-post(struct webhook *w, const struct ob_wire_msg *m, const char *key,
-    int64_t fence, struct webhook_call *c)
+post(struct webhook *w, const struct ob_wire_msg *m, const char *key, int64_t fence,
+    bool fresh, struct webhook_http_result *r, char *err, size_t errlen)
 {
-	nng_http_req *req = NULL;
-	nng_http_res *res = NULL;
 	char topic[OB_WIRE_MAX_TOPIC + 1], f[24], id[24];
 	memcpy(topic, m->topic, m->topic_len);
 	topic[m->topic_len] = '\0';
@@ -129,58 +108,35 @@ post(struct webhook *w, const struct ob_wire_msg *m, const char *key,
 		memcpy(src, m->source, m->source_len), src[m->source_len] = '\0';
 	snprintf(f, sizeof(f), "%" PRId64, fence);
 	snprintf(id, sizeof(id), "%" PRIu64, m->id);
-	int rv;
-	if ((rv = nng_http_req_alloc(&req, w->url)) != 0 ||
-	    (rv = nng_http_res_alloc(&res)) != 0 ||
-	    (rv = nng_http_req_set_method(req, "POST")) != 0 ||
-	    (rv = nng_http_req_set_header(req, "Content-Type", "application/json")) != 0 ||
-	    (rv = nng_http_req_set_header(req, "Idempotency-Key", key)) != 0 ||
-	    (rv = nng_http_req_set_header(req, "Outbox-Topic", topic)) != 0 ||
-	    (src[0] != '\0' && (rv = nng_http_req_set_header(req, "Outbox-Source", src)) != 0) ||
-	    (rv = nng_http_req_set_header(req, "Outbox-Fence", f)) != 0 ||
-	    (rv = nng_http_req_set_header(req, "Outbox-Message-Id", id)) != 0 ||
-	    (rv = nng_http_req_copy_data(req, m->payload_len ? m->payload : "",
-	         m->payload_len)) != 0)
-		goto out;
+	struct webhook_http_header h[8];
+	size_t n = 0;
+	h[n++] = (struct webhook_http_header){ "Content-Type", "application/json" };
+	h[n++] = (struct webhook_http_header){ "Idempotency-Key", key };
+	h[n++] = (struct webhook_http_header){ "Outbox-Topic", topic };
+	if (src[0] != '\0')
+		h[n++] = (struct webhook_http_header){ "Outbox-Source", src };
+	h[n++] = (struct webhook_http_header){ "Outbox-Fence", f };
+	h[n++] = (struct webhook_http_header){ "Outbox-Message-Id", id };
+	char sig[WEBHOOK_SIGNATURE_MAX];
 	if (w->secrets != NULL) {
 		/* signed over the exact bytes sent, at this attempt's time */
-		char sig[WEBHOOK_SIGNATURE_MAX];
 		if (webhook_sign(w->secrets, (int64_t)time(NULL), m->payload, m->payload_len, sig,
 		        sizeof(sig)) != OB_OK) {
-			rv = NNG_ENOMEM;
-			goto out;
+			snprintf(err, errlen, "out of memory (signature)");
+			return OB_ENOMEM;
 		}
-		if ((rv = nng_http_req_set_header(req, WEBHOOK_SIGNATURE_HEADER, sig)) != 0)
-			goto out;
+		h[n++] = (struct webhook_http_header){ WEBHOOK_SIGNATURE_HEADER, sig };
 	}
 	COUNT(w, calls);
-	/* connect, then the exchange: c->connected tells an unknown outcome */
-	if ((rv = ob_http_exchange(w->client, req, res, w->cfg.timeout_ms, &c->connected)) != 0)
-		goto out;
-	c->status = nng_http_res_get_status(res);
-	const char *ra = nng_http_res_get_header(res, "Retry-After");
-	if (ra != NULL && header_safe(ra, strlen(ra)))
-		snprintf(c->retry_after, sizeof(c->retry_after), "%s", ra);
-	void *body;
-	size_t len;
-	nng_http_res_get_data(res, &body, &len);
-	if (len > WEBHOOK_BODY_MAX)
-		len = WEBHOOK_BODY_MAX;
-	if (body != NULL && len > 0 && valid_text(body, len))
-		c->body = strndup(body, len); /* valid_text: no NUL in it */
-out:
-	if (res != NULL)
-		nng_http_res_free(res);
-	if (req != NULL)
-		nng_http_req_free(req);
-	return rv;
+	return webhook_http_post(w->http, h, n, m->payload, m->payload_len, fresh, r, err,
+	    errlen);
 }
 
 /* A failed TLS handshake with the target: one warn line at once, then at
  * most one per WEBHOOK_TLS_LOG_EVERY_MS carrying the count (a relay
  * retrying a batch is not a line per message). Any thread. */
 static void
-log_tls_failure(struct webhook *w, int rv)
+log_tls_failure(struct webhook *w, const char *why)
 {
 	int64_t now = ob_mono_ms();
 	atomic_fetch_add(&w->tls_unlogged, 1);
@@ -190,11 +146,14 @@ log_tls_failure(struct webhook *w, int rv)
 	        now + WEBHOOK_TLS_LOG_EVERY_MS))
 		return;
 	uint64_t n = atomic_exchange(&w->tls_unlogged, 0);
-	char q[600], qn[300];
+	char q[600], qn[300], qe[700], qt[900];
 	ob_warn("consumer.webhook.tls_failed", "url=%s server_name=%s err=%s refused=%" PRIu64
-	    " hint=\"the target's certificate is not signed by --webhook-ca, is expired, or"
-	    " does not name server_name\"", ob_log_q(w->cfg.url, q, sizeof(q)),
-	    ob_log_q(w->server_name, qn, sizeof(qn)), nng_strerror(rv), n);
+	    " trust=%s hint=\"the target's certificate does not chain to a CA of the trust"
+	    " (--webhook-ca, else the system store), is expired, or does not name"
+	    " server_name\"", ob_log_q(w->cfg.url, q, sizeof(q)),
+	    ob_log_q(webhook_http_tls_name(w->http), qn, sizeof(qn)),
+	    ob_log_q(why, qe, sizeof(qe)), n,
+	    ob_log_q(webhook_http_trust(w->http), qt, sizeof(qt)));
 }
 
 static int call_downstream(struct webhook *w, const struct ob_wire_msg *m,
@@ -276,8 +235,8 @@ webhook_prepare(PGconn *conn, const struct ob_wire_msg *m, void *arg,
 {
 	struct webhook *w = arg;
 	char key[OB_WEBHOOK_KEY_MAX], q[600];
-	if (!header_safe(m->key, m->key_len) || !valid_text(m->key, m->key_len) ||
-	    !header_safe(m->topic, m->topic_len)) {
+	if (!webhook_http_header_safe(m->key, m->key_len) || !valid_text(m->key, m->key_len) ||
+	    !webhook_http_header_safe(m->topic, m->topic_len)) {
 		COUNT(w, bad_keys);
 		MCOUNT(w, bad_keys);
 		call->reason = "bad_data";
@@ -464,36 +423,55 @@ call_downstream(struct webhook *w, const struct ob_wire_msg *m, const char *key,
 {
 	if (w->cfg.stall_before_call != NULL && ob_fault_fire(w->cfg.stall_before_call))
 		ob_sleep_ms(w->cfg.stall_ms);
-	int rv = post(w, m, key, c->fence, c);
-	c->unknown = webhook_outcome_unknown(rv, c->connected);
+	struct webhook_http_result r;
+	char err[256];
+	int rc = post(w, m, key, c->fence, c->at_most_once, &r, err, sizeof(err));
+	if (rc == OB_OK) {
+		c->sent = r.sent;
+		c->unknown = webhook_outcome_unknown(r.outcome, r.sent);
+		c->status = r.status;
+		snprintf(c->retry_after, sizeof(c->retry_after), "%s", r.retry_after);
+		if (r.body != NULL && valid_text(r.body, r.body_len))
+			c->body = r.body; /* NUL-terminated, no NUL in it */
+		else
+			free(r.body);
+	}
 	if (w->cfg.die_after_call != NULL && ob_fault_fire(w->cfg.die_after_call))
 		ob_fault_die("consumer.webhook.after_call");
 	if (w->cfg.stall_after_call != NULL && ob_fault_fire(w->cfg.stall_after_call))
 		ob_sleep_ms(w->cfg.stall_ms);
-	if (rv == NNG_ETIMEDOUT) {
-		COUNT(w, timeouts);
-		MCOUNT(w, calls_timeout);
-		call->reason = "timeout";
-		snprintf(detail, detaillen, "webhook timed out after %" PRId64 " ms",
-		    w->cfg.timeout_ms);
-		return OB_WIRE_RETRY;
-	}
-	if (rv != 0 && w->tls != NULL && (rv == NNG_EPEERAUTH || rv == NNG_ECRYPTO)) {
-		COUNT(w, conn_errors);
-		MCOUNT(w, calls_conn_error);
-		call->reason = "tls";
-		snprintf(detail, detaillen, "webhook TLS handshake failed: %s (the target's"
-		    " certificate must chain to --webhook-ca and name %s)", nng_strerror(rv),
-		    w->server_name);
-		log_tls_failure(w, rv);
-		return OB_WIRE_RETRY;
-	}
-	if (rv != 0) {
+	if (rc != OB_OK) { /* nothing sent */
 		COUNT(w, conn_errors);
 		MCOUNT(w, calls_conn_error);
 		call->reason = "connection";
-		snprintf(detail, detaillen, "webhook call failed: %s", nng_strerror(rv));
+		snprintf(detail, detaillen, "webhook call not made: %s", err);
 		return OB_WIRE_RETRY;
+	}
+	switch (r.outcome) {
+	case WEBHOOK_HTTP_TIMEOUT:
+		COUNT(w, timeouts);
+		MCOUNT(w, calls_timeout);
+		call->reason = "timeout";
+		snprintf(detail, detaillen, "webhook timed out after %" PRId64 " ms%s",
+		    w->cfg.timeout_ms, r.sent ? "" : " (not connected)");
+		return OB_WIRE_RETRY;
+	case WEBHOOK_HTTP_TLS:
+		COUNT(w, conn_errors);
+		MCOUNT(w, calls_conn_error);
+		call->reason = "tls";
+		snprintf(detail, detaillen, "webhook TLS handshake failed: %.300s (the target's"
+		    " certificate must chain to %.300s and name %s)", r.err,
+		    webhook_http_trust(w->http), webhook_http_tls_name(w->http));
+		log_tls_failure(w, r.err);
+		return OB_WIRE_RETRY;
+	case WEBHOOK_HTTP_FAILED:
+		COUNT(w, conn_errors);
+		MCOUNT(w, calls_conn_error);
+		call->reason = "connection";
+		snprintf(detail, detaillen, "webhook call failed: %s", r.err);
+		return OB_WIRE_RETRY;
+	case WEBHOOK_HTTP_ANSWERED:
+		break;
 	}
 	if (c->status >= 200 && c->status < 300) {
 		COUNT(w, ok);
@@ -586,84 +564,24 @@ webhook_finish(PGconn *conn, const struct ob_wire_msg *m, void *arg,
 	call->state = NULL;
 }
 
-/* The client's TLS configuration for an https:// URL: CA file, server
- * name, verification required. OB_OK or OB_EINVAL with one line. */
-static int
-webhook_tls_new(struct webhook *w, char *err, size_t errlen)
-{
-	const char *ca = w->cfg.ca;
-	const char *name = w->cfg.server_name != NULL && w->cfg.server_name[0] != '\0'
-	    ? w->cfg.server_name : w->url->u_hostname;
-	struct stat st;
-	FILE *f = fopen(ca, "r");
-	if (f == NULL) {
-		snprintf(err, errlen, "--webhook-ca %s: %s", ca, strerror(errno));
-		return OB_EINVAL;
-	}
-	int src = fstat(fileno(f), &st);
-	fclose(f);
-	if (src != 0 || !S_ISREG(st.st_mode) || st.st_size > WEBHOOK_CA_FILE_MAX) {
-		snprintf(err, errlen, "--webhook-ca %s: not a regular file of at most %d bytes", ca,
-		    WEBHOOK_CA_FILE_MAX);
-		return OB_EINVAL;
-	}
-	if (strlen(name) >= sizeof(w->server_name) || name[0] == '\0') {
-		snprintf(err, errlen, "--webhook-server-name: a host name of 1..%zu characters",
-		    sizeof(w->server_name) - 1);
-		return OB_EINVAL;
-	}
-	snprintf(w->server_name, sizeof(w->server_name), "%s", name);
-	int rv;
-	if ((rv = nng_tls_config_alloc(&w->tls, NNG_TLS_MODE_CLIENT)) != 0) {
-		snprintf(err, errlen, "--webhook-url %s: TLS: %s", w->cfg.url, nng_strerror(rv));
-		return OB_EINVAL;
-	}
-	if ((rv = nng_tls_config_auth_mode(w->tls, NNG_TLS_AUTH_MODE_REQUIRED)) != 0 ||
-	    (rv = nng_tls_config_server_name(w->tls, w->server_name)) != 0) {
-		snprintf(err, errlen, "--webhook-url %s: TLS: %s", w->cfg.url, nng_strerror(rv));
-		return OB_EINVAL;
-	}
-	if ((rv = nng_tls_config_ca_file(w->tls, ca)) != 0) {
-		snprintf(err, errlen, "--webhook-ca %s: not a PEM CA certificate mbedTLS can parse"
-		    " (%s)", ca, nng_strerror(rv));
-		return OB_EINVAL;
-	}
-	if ((rv = nng_http_client_set_tls(w->client, w->tls)) != 0) {
-		snprintf(err, errlen, "--webhook-url %s: TLS: %s", w->cfg.url, nng_strerror(rv));
-		return OB_EINVAL;
-	}
-	return OB_OK;
-}
-
 int
 webhook_handler_new(const struct webhook_config *cfg, struct inbox_handler *out,
     char *err, size_t errlen)
 {
-	bool https = cfg->url != NULL && strncmp(cfg->url, "https://", 8) == 0;
-	if (cfg->url == NULL || (strncmp(cfg->url, "http://", 7) != 0 && !https)) {
-		snprintf(err, errlen, "--webhook-url: need an http:// or https:// URL");
-		return OB_EINVAL;
-	}
-	if (https && (cfg->ca == NULL || cfg->ca[0] == '\0')) {
-		snprintf(err, errlen, "--webhook-url %s needs --webhook-ca (the CA that signs the"
-		    " target's certificate; it is never used unverified)", cfg->url);
-		return OB_EINVAL;
-	}
-	if (!https && ((cfg->ca != NULL && cfg->ca[0] != '\0') ||
-	        (cfg->server_name != NULL && cfg->server_name[0] != '\0'))) {
-		snprintf(err, errlen, "%s is set but --webhook-url %s is not https:// (it would"
-		    " protect nothing)", cfg->ca != NULL && cfg->ca[0] != '\0' ? "--webhook-ca"
-		    : "--webhook-server-name", cfg->url);
-		return OB_EINVAL;
-	}
 	if (cfg->lease_ms <= cfg->timeout_ms) {
 		snprintf(err, errlen, "--webhook-lease (%" PRId64 " ms) must be longer than"
 		    " --webhook-timeout (%" PRId64 " ms)", cfg->lease_ms, cfg->timeout_ms);
 		return OB_EINVAL;
 	}
-	if (cfg->max_retry_after_ms < 0 || cfg->max_retry_after_ms > WEBHOOK_RETRY_AFTER_CEILING_MS) {
+	if (cfg->max_retry_after_ms < 0 ||
+	    cfg->max_retry_after_ms > WEBHOOK_RETRY_AFTER_CEILING_MS) {
 		snprintf(err, errlen, "--webhook-max-retry-after (%" PRId64 " ms) must be 0 .. %lld"
 		    " ms", cfg->max_retry_after_ms, (long long)WEBHOOK_RETRY_AFTER_CEILING_MS);
+		return OB_EINVAL;
+	}
+	if (cfg->n_at_most_once > 0 && cfg->no_claim) {
+		snprintf(err, errlen, "--webhook-at-most-once needs the key claims; not with"
+		    " --no-dedup");
 		return OB_EINVAL;
 	}
 	struct webhook *w = calloc(1, sizeof(*w));
@@ -672,34 +590,16 @@ webhook_handler_new(const struct webhook_config *cfg, struct inbox_handler *out,
 	w->cfg = *cfg;
 	if (w->cfg.counters == NULL)
 		w->cfg.counters = &w->own;
-	int rv;
-	if ((rv = ob_url_parse(&w->url, cfg->url)) != 0 ||
-	    (rv = nng_http_client_alloc(&w->client, w->url)) != 0) {
-		snprintf(err, errlen, "--webhook-url %s: %s", cfg->url, nng_strerror(rv));
-		if (w->url != NULL)
-			nng_url_free(w->url);
-		free(w);
-		return OB_EINVAL;
-	}
-	if (cfg->secret_file != NULL &&
-	    webhook_secrets_load(cfg->secret_file, &w->secrets, err, errlen) != OB_OK) {
+	int rc;
+	const struct webhook_http_config hcfg = { cfg->url, cfg->ca, cfg->server_name,
+		cfg->timeout_ms, WEBHOOK_BODY_MAX };
+	if ((rc = webhook_mode_parse(cfg->at_most_once, cfg->n_at_most_once, &w->mode, err,
+	         errlen)) != OB_OK ||
+	    (cfg->secret_file != NULL &&
+	        (rc = webhook_secrets_load(cfg->secret_file, &w->secrets, err, errlen)) != OB_OK) ||
+	    (rc = webhook_http_new(&hcfg, &w->http, err, errlen)) != OB_OK) {
 		webhook_handler_free(&(struct inbox_handler){ .arg = w });
-		return OB_EINVAL;
-	}
-	if (cfg->n_at_most_once > 0 && cfg->no_claim) {
-		snprintf(err, errlen, "--webhook-at-most-once needs the key claims; not with"
-		    " --no-dedup");
-		webhook_handler_free(&(struct inbox_handler){ .arg = w });
-		return OB_EINVAL;
-	}
-	if (webhook_mode_parse(cfg->at_most_once, cfg->n_at_most_once, &w->mode, err, errlen) !=
-	    OB_OK) {
-		webhook_handler_free(&(struct inbox_handler){ .arg = w });
-		return OB_EINVAL;
-	}
-	if (https && webhook_tls_new(w, err, errlen) != OB_OK) {
-		webhook_handler_free(&(struct inbox_handler){ .arg = w });
-		return OB_EINVAL;
+		return rc == OB_ENOMEM ? OB_ENOMEM : OB_EINVAL;
 	}
 	*out = (struct inbox_handler){ "webhook", webhook_apply, webhook_prepare,
 		webhook_finish, w };
@@ -712,10 +612,7 @@ webhook_handler_free(struct inbox_handler *h)
 	struct webhook *w = h->arg;
 	if (w == NULL)
 		return;
-	nng_http_client_free(w->client);
-	if (w->tls != NULL)
-		nng_tls_config_free(w->tls);
-	nng_url_free(w->url);
+	webhook_http_free(w->http);
 	webhook_secrets_free(w->secrets);
 	free(w);
 	h->arg = NULL;

@@ -38,21 +38,34 @@
  * At most once (topics matching --webhook-at-most-once; webhook_mode.h),
  * for downstreams that ignore the key; only these rows differ:
  *   timeout or connection    -> the claim is PARKED (state 'unknown'):
- *   lost once connected         REJECT, WEBHOOK_PARKED_DETAIL, never re-sent
- *                               by the consumer (consumer.webhook.parked)
+ *   lost once the request       REJECT, WEBHOOK_PARKED_DETAIL, never re-sent
+ *   went out                    by the consumer (consumer.webhook.parked)
  *   claimed, lease expired   -> PARKED without a call (the holder may have
  *                               called: a crash, or a 2xx not recorded)
  *   not connected (refused,  -> RETRY as above; the claim is released, so
- *   DNS, TLS handshake), or     the next attempt calls (token bumped)
+ *   DNS, proxy, TLS hand-       the next attempt calls (token bumped)
+ *   shake), or
  *   any HTTP answer but 2xx
  *
- * https:// targets: the target's certificate must chain to the CA file
- * given (--webhook-ca) and carry the server name (the URL's host, or
- * --webhook-server-name), checked by nng's TLS (mbedTLS). There is no way
- * to skip the check: an https:// URL without a CA is refused at start. A
- * handshake that fails (another CA, another name, expired) is RETRY like
- * any connection failure (reason "tls", the key's lease expired at once),
- * logged at warn (consumer.webhook.tls_failed, at most one line per
+ * The call (webhook_http.h, libcurl): one request, its deadline
+ * timeout_ms (connect included), no redirect followed, connections kept
+ * and reused between calls (an at-most-once call opens its own), proxies
+ * from the environment (https_proxy, http_proxy, all_proxy, no_proxy). A
+ * call "not connected" (refused, DNS, the proxy could not reach the target,
+ * a TLS handshake refused) sent nothing; one that fails after its request
+ * went out is an unknown outcome (webhook_mode.h), never re-sent within
+ * the call.
+ *
+ * https:// targets: the target's certificate must chain to a trusted CA
+ * and carry the server name (the URL's host, or --webhook-server-name, to
+ * which the request is then addressed while the connection goes to the
+ * URL's host), checked by OpenSSL through libcurl. Trusted: the system CA
+ * store ($SSL_CERT_FILE / $SSL_CERT_DIR when set, else libcurl's built-in
+ * bundle), or with --webhook-ca that file alone. There is no way to skip
+ * the check. A handshake that fails (another CA, another name, expired) is
+ * RETRY like any connection failure (reason "tls", the key's lease expired
+ * at once, or released at most once: nothing was sent), logged at warn
+ * (consumer.webhook.tls_failed, at most one line per
  * WEBHOOK_TLS_LOG_EVERY_MS with the count), never dead-lettered for it.
  *
  * Signed calls: with a secret file every POST carries Outbox-Signature
@@ -74,7 +87,6 @@
 #define WEBHOOK_TABLE "inbox.webhook_calls"
 #define WEBHOOK_BODY_MAX (64 * 1024) /* bytes of a downstream body stored */
 #define WEBHOOK_TLS_LOG_EVERY_MS 30000 /* consumer.webhook.tls_failed at most this often */
-#define WEBHOOK_CA_FILE_MAX (1024 * 1024) /* a larger --webhook-ca is no PEM file */
 
 struct webhook_counters {
 	_Atomic uint64_t calls;       /* HTTP requests sent */
@@ -122,10 +134,12 @@ struct webhook_config {
 	bool no_claim;                 /* BROKEN MODE (--no-dedup): call without a claim */
 	bool no_fencing;               /* BROKEN MODE (--no-fencing): complete a key whoever holds it */
 	const struct webhook_metrics *metrics; /* borrowed; may be NULL */
-	const char *ca;                /* https:// only, required: CA file (PEM) the
-	                                * target's certificate must chain to */
+	const char *ca;                /* https:// only: NULL = the system CA store,
+	                                * else the CA file (PEM) alone the target's
+	                                * certificate must chain to */
 	const char *server_name;       /* https:// only: name the target's certificate
-	                                * must carry; NULL = the URL's host */
+	                                * must carry and the request is addressed to;
+	                                * NULL = the URL's host */
 	const char *secret_file;       /* NULL, or sign every call (webhook_sign.h) */
 	int64_t max_retry_after_ms;    /* a Retry-After longer than this is cut to it
 	                                * (0 .. WEBHOOK_RETRY_AFTER_CEILING_MS;
@@ -135,13 +149,17 @@ struct webhook_config {
 	size_t n_at_most_once;
 };
 
-/* Build the handler (parses the URL, allocates the HTTP client; for an
- * https:// URL reads the CA file into its TLS configuration). On success
- * *out is filled; release with webhook_handler_free. OB_EINVAL (bad URL,
- * https:// without a CA, a CA or server name with http://, a CA file that
- * cannot be read or parsed, lease not above the timeout, a bad
- * --webhook-at-most-once pattern, or one with no_claim; one line in err)
- * or OB_ENOMEM. */
+/* Build the handler (parses the URL, sets up the HTTP transport: for an
+ * https:// URL checks the CA file, or the system store's variables, the
+ * way libcurl will read them; logs consumer.webhook.target). On success
+ * *out is filled; release with webhook_handler_free, after every serving
+ * thread stopped (it closes the pooled connections). OB_EINVAL (bad URL,
+ * user info in it, a CA or server name with http://, a CA file or
+ * $SSL_CERT_FILE that cannot be read or parsed, a bad server name, lease
+ * not above the timeout, a bad --webhook-at-most-once pattern, or one with
+ * no_claim, a bad secret file; one line in err) or OB_ENOMEM. The caller
+ * may call webhook_http_global_init first (outbox-consumer does, before
+ * its threads); it is done here too otherwise. */
 int webhook_handler_new(const struct webhook_config *cfg,
     struct inbox_handler *out, char *err, size_t errlen);
 void webhook_handler_free(struct inbox_handler *h);

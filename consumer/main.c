@@ -28,6 +28,7 @@
 #include "outbox/reload.h"
 #include "handler_webhook.h"
 #include "retry_after.h"
+#include "webhook_http.h"
 #include "metrics.h"
 #include "server.h"
 #include "tls_reload.h"
@@ -99,14 +100,20 @@ static const struct ob_cfg_opt consumer_options[] = {
 	    " webhook = POST to --webhook-url with the Idempotency-Key passed on"),
 	OB_CFG_OPT("webhook-url", "OUTBOX_WEBHOOK_URL", OB_CFG_STRING, NULL, 0, 0, NULL, false,
 	    webhook_url, "downstream URL of the webhook handler (required with it): http://, or"
-	    " https:// (needs --webhook-ca; the target's certificate is always verified)"),
+	    " https:// (the target's certificate always verified: against the system CA store,"
+	    " SSL_CERT_FILE / SSL_CERT_DIR when set, or --webhook-ca). A proxy from the"
+	    " environment: https_proxy / HTTPS_PROXY, http_proxy (http://), all_proxy, no_proxy /"
+	    " NO_PROXY; connections are kept and reused"),
 	OB_CFG_OPT("webhook-ca", "OUTBOX_WEBHOOK_CA", OB_CFG_STRING, NULL, 0, 0, NULL, false,
 	    webhook_ca,
-	    "with an https:// --webhook-url: CA certificate(s) (PEM) the target's certificate"
-	    " must chain to; a handshake that fails is retried, never skipped"),
+	    "with an https:// --webhook-url: trust only these CA certificate(s) (PEM) for the"
+	    " target, instead of the system CA store; a handshake that fails is retried, never"
+	    " skipped"),
 	OB_CFG_OPT("webhook-server-name", "OUTBOX_WEBHOOK_SERVER_NAME", OB_CFG_STRING, NULL, 0, 0,
 	    NULL, false, webhook_server_name, "with an https:// --webhook-url: the DNS name the"
-	    " target's certificate must carry; default: the URL's host"),
+	    " target's certificate must carry, and the Host the request is sent to (TLS SNI"
+	    " too, and what no_proxy matches), the connection still going to the URL's host and"
+	    " port; default: the URL's host"),
 	OB_CFG_OPT("webhook-secret-file", "OUTBOX_WEBHOOK_SECRET_FILE", OB_CFG_STRING, NULL, 0, 0,
 	    NULL, false, webhook_secret_file, "sign every webhook call: header Outbox-Signature:"
 	    " t=UNIX_SECONDS,v1=HEX(HMAC-SHA256(secret, t + '.' + body)), one v1 per secret in"
@@ -235,6 +242,7 @@ main(int argc, char **argv)
 	struct inbox_handler webhook = { 0 };
 	struct consumer_metrics *cm = NULL;
 	struct ob_http_endpoint *ep = NULL;
+	bool curl_on = false;
 
 	/* --help-markdown: docs/configuration.md, scripts/gen-config-doc.sh */
 	if ((code = ob_program_start(&program, &cfg, argc, argv, NULL)) >= 0)
@@ -289,6 +297,14 @@ main(int argc, char **argv)
 			fprintf(stderr, "outbox-consumer: --handler webhook needs --webhook-url\n");
 			goto out;
 		}
+		/* libcurl (and OpenSSL under it) set up before any thread of
+		 * ours calls it; undone at the end */
+		if (webhook_http_global_init(err, sizeof(err)) != OB_OK) {
+			fprintf(stderr, "outbox-consumer: %s\n", err);
+			code = 1;
+			goto out;
+		}
+		curl_on = true;
 		struct webhook_config wcfg = { cfg.webhook_url, cfg.webhook_timeout,
 			cfg.webhook_lease, &counters.webhook, &die_after_call, &stall_after_call,
 			&stall_before_call, cfg.fault_slow_ms, cfg.no_dedup, cfg.no_fencing,
@@ -399,6 +415,8 @@ out:
 	consumer_metrics_free(cm);
 	if (webhook.arg != NULL)
 		webhook_handler_free(&webhook);
+	if (curl_on)
+		webhook_http_global_fini();
 	ob_cfg_free(consumer_options, &cfg);
 	/* No nng_fini(): it would close the REP socket, which nng 1.5 can
 	 * panic on (consumer/server.c); the exit releases it. */

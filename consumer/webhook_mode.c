@@ -2,7 +2,7 @@
  * webhook_mode.c - the webhook handler's per-route mode (see
  * webhook_mode.h): the topic patterns of --webhook-at-most-once, and
  * whether a failed call may have reached the downstream (the call itself,
- * connect and exchange apart, is common/http_exchange.c's).
+ * and whether its request went out, is webhook_http.c's).
  */
 #include <fnmatch.h>
 #include <stdio.h>
@@ -71,7 +71,7 @@ webhook_mode_at_most_once(const struct webhook_mode *m, const char *topic)
 }
 
 bool
-webhook_outcome_unknown(int rv, bool connected)
+webhook_outcome_unknown(enum webhook_http_outcome outcome, bool sent)
 {
-	return rv != 0 && connected && rv != NNG_EPEERAUTH && rv != NNG_ECRYPTO;
+	return outcome != WEBHOOK_HTTP_ANSWERED && sent;
 }

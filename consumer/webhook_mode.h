@@ -18,8 +18,10 @@
  * operator's requeue) is answered the same, without a call, until
  * `outboxctl webhook resolve` says sent (-> duplicate) or not sent (-> the
  * next delivery calls once more). A call that certainly did not reach it
- * (refused, no route, DNS, a failed TLS handshake, an HTTP answer other
- * than 2xx) is retried as in the default mode.
+ * (refused, no route, DNS, the proxy's refusal, a failed TLS handshake, an
+ * HTTP answer other than 2xx) is retried as in the default mode. Such a
+ * call goes out on a fresh connection, closed after: never one that may
+ * have died idle, which libcurl would otherwise re-send on.
  */
 #ifndef OUTBOX_CONSUMER_WEBHOOK_MODE_H
 #define OUTBOX_CONSUMER_WEBHOOK_MODE_H
@@ -28,10 +30,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <nng/nng.h>
-#include <nng/supplemental/http/http.h>
-
 #include "outbox/wire.h"
+#include "webhook_http.h"
 
 #define WEBHOOK_AMO_PATTERNS_MAX 64               /* patterns of --webhook-at-most-once */
 #define WEBHOOK_AMO_PATTERN_MAX OB_WIRE_MAX_TOPIC /* bytes of one pattern */
@@ -56,10 +56,11 @@ int webhook_mode_parse(char *const *items, size_t n, struct webhook_mode *out, c
 /* Whether topic (NUL-terminated) is called at most once. */
 bool webhook_mode_at_most_once(const struct webhook_mode *m, const char *topic);
 
-/* Whether a call that failed with rv (nng error) may have reached the
- * downstream: a failure after the connection was established
- * (ob_http_exchange's *connected), except a TLS handshake refusal
- * (nothing is sent before the handshake). */
-bool webhook_outcome_unknown(int rv, bool connected);
+/* Whether a call that ended with outcome may have reached the downstream:
+ * it failed (no answer) after its request was sent (webhook_http.h: on an
+ * established connection, past the proxy's tunnel and the TLS handshake).
+ * A failure before that (refused, DNS, the proxy, a TLS handshake refused,
+ * a connect that timed out) reached nothing. */
+bool webhook_outcome_unknown(enum webhook_http_outcome outcome, bool sent);
 
 #endif

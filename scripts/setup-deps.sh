@@ -7,7 +7,7 @@ set -euo pipefail
 
 packages=(build-essential cmake pkg-config libpq-dev uuid-dev libnng-dev nng-utils
 	check postgresql-15 postgresql-client-15 libjansson-dev libhttp-parser-dev libssl-dev openssl
-	libmbedtls-dev
+	libmbedtls-dev libcurl4-openssl-dev ca-certificates
 	docker-compose nftables curl jq)
 if [ "${1:-}" = --tests ]; then
 	# clang + its fuzzer/sanitizer runtime: the libFuzzer tests (tests/fuzz.cmake)

@@ -40,8 +40,9 @@ if(TEST test_examples)
   add_dependencies(test_examples outbox-consumer outbox-relay)
   set_tests_properties(test_examples PROPERTIES SKIP_RETURN_CODE 77)
 endif()
-# https:// targets: CA verification always on (--webhook-ca required), a
-# target from another CA or with another name is retried, never applied.
+# https:// targets: CA verification always on (the system store, or
+# --webhook-ca alone), a target from another CA or with another name is
+# retried, never applied.
 outbox_test(test_consumer_webhook_https SOURCES integration/test_consumer_webhook_https.c
   support/webhook_target.c LABELS integration PG TIMEOUT 300 LIBS outbox_consumer)
 
@@ -94,9 +95,9 @@ if(TARGET test_webhook_at_most_once)
 endif()
 
 # The webhook's per-route mode: --webhook-at-most-once patterns and their
-# limits, and which failed calls are an unknown outcome.
+# limits, which failed calls are an unknown outcome, libcurl's codes.
 outbox_test(test_webhook_mode SOURCES unit/test_webhook_mode.c LABELS unit
-  LIBS outbox_consumer)
+  LIBS outbox_consumer CURL::libcurl)
 # The webhook's key from (source, topic, key): forms, escaping, bound.
 outbox_test(test_webhook_key SOURCES unit/test_webhook_key.c LABELS unit)
 

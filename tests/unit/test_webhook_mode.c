@@ -2,12 +2,13 @@
  * test_webhook_mode.c - the webhook's per-route mode (consumer/
  * webhook_mode.h): --webhook-at-most-once patterns (repeatable and
  * comma-separated, fnmatch), their limits, each refused with one line and
- * nothing kept; and which failed calls count as an unknown outcome.
+ * nothing kept; which failed calls count as an unknown outcome, libcurl's
+ * codes in those terms, and which header values may be sent.
  */
 #include <stdio.h>
 #include <string.h>
 
-#include <nng/nng.h>
+#include <curl/curl.h>
 
 #include "outbox/err.h"
 #include "testsupport.h"
@@ -76,19 +77,49 @@ END_TEST
 
 START_TEST(test_outcome_unknown)
 {
-	/* never connected: certainly not sent */
-	ck_assert(!webhook_outcome_unknown(NNG_ECONNREFUSED, false));
-	ck_assert(!webhook_outcome_unknown(NNG_ETIMEDOUT, false));
-	ck_assert(!webhook_outcome_unknown(NNG_EADDRINVAL, false));
-	/* connected, then lost: may have reached it */
-	ck_assert(webhook_outcome_unknown(NNG_ETIMEDOUT, true));
-	ck_assert(webhook_outcome_unknown(NNG_ECONNRESET, true));
-	ck_assert(webhook_outcome_unknown(NNG_ECLOSED, true));
-	ck_assert(webhook_outcome_unknown(NNG_ECONNSHUT, true));
+	/* not sent (refused, DNS, the proxy, a connect that timed out):
+	 * certainly not reached */
+	ck_assert(!webhook_outcome_unknown(WEBHOOK_HTTP_FAILED, false));
+	ck_assert(!webhook_outcome_unknown(WEBHOOK_HTTP_TIMEOUT, false));
 	/* a refused TLS handshake sends nothing */
-	ck_assert(!webhook_outcome_unknown(NNG_EPEERAUTH, true));
-	ck_assert(!webhook_outcome_unknown(NNG_ECRYPTO, true));
-	ck_assert(!webhook_outcome_unknown(0, true));
+	ck_assert(!webhook_outcome_unknown(WEBHOOK_HTTP_TLS, false));
+	/* sent, then lost: may have reached it */
+	ck_assert(webhook_outcome_unknown(WEBHOOK_HTTP_TIMEOUT, true));
+	ck_assert(webhook_outcome_unknown(WEBHOOK_HTTP_FAILED, true));
+	ck_assert(webhook_outcome_unknown(WEBHOOK_HTTP_TLS, true));
+	/* answered: known, whatever the status */
+	ck_assert(!webhook_outcome_unknown(WEBHOOK_HTTP_ANSWERED, true));
+}
+END_TEST
+
+/* libcurl's result codes in the transport's terms. */
+START_TEST(test_outcome_of)
+{
+	ck_assert_int_eq(webhook_http_outcome_of(CURLE_OK), WEBHOOK_HTTP_ANSWERED);
+	ck_assert_int_eq(webhook_http_outcome_of(CURLE_OPERATION_TIMEDOUT), WEBHOOK_HTTP_TIMEOUT);
+	static const CURLcode tls[] = { CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION,
+		CURLE_SSL_CERTPROBLEM, CURLE_SSL_CIPHER, CURLE_SSL_CACERT_BADFILE,
+		CURLE_SSL_ISSUER_ERROR, CURLE_SSL_INVALIDCERTSTATUS, CURLE_SSL_PINNEDPUBKEYNOTMATCH };
+	for (size_t i = 0; i < sizeof tls / sizeof tls[0]; i++)
+		ck_assert_int_eq(webhook_http_outcome_of(tls[i]), WEBHOOK_HTTP_TLS);
+	static const CURLcode failed[] = { CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_HOST,
+		CURLE_COULDNT_RESOLVE_PROXY, CURLE_GOT_NOTHING, CURLE_RECV_ERROR, CURLE_SEND_ERROR,
+		CURLE_ABORTED_BY_CALLBACK, CURLE_WRITE_ERROR };
+	for (size_t i = 0; i < sizeof failed / sizeof failed[0]; i++)
+		ck_assert_int_eq(webhook_http_outcome_of(failed[i]), WEBHOOK_HTTP_FAILED);
+}
+END_TEST
+
+/* Header values: no control characters (a CR or LF would start another
+ * header), anything else passes. */
+START_TEST(test_header_safe)
+{
+	ck_assert(webhook_http_header_safe("order-1 \xc3\xa9", 10));
+	ck_assert(webhook_http_header_safe("", 0));
+	ck_assert(!webhook_http_header_safe("a\r\nX-Evil: 1", 13));
+	ck_assert(!webhook_http_header_safe("a\tb", 3));
+	ck_assert(!webhook_http_header_safe("a\x7f", 2));
+	ck_assert(!webhook_http_header_safe("a\0b", 3));
 }
 END_TEST
 
@@ -100,6 +131,8 @@ main(void)
 	tcase_add_test(tc, test_patterns_match);
 	tcase_add_test(tc, test_bad_patterns_refused);
 	tcase_add_test(tc, test_outcome_unknown);
+	tcase_add_test(tc, test_outcome_of);
+	tcase_add_test(tc, test_header_safe);
 	suite_add_tcase(s, tc);
 	return ts_run_suite(s);
 }
