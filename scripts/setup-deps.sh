@@ -2,7 +2,7 @@
 # setup-deps.sh - install the Debian 12 packages the build and the demo
 # need, only when something is missing; with --tests also what only the
 # test suite needs (a Docker engine, debootstrap, systemd-analyze, clang
-# with libFuzzer). Uses sudo when not root.
+# with libFuzzer, tinyproxy). Uses sudo when not root.
 set -euo pipefail
 
 packages=(build-essential cmake pkg-config libpq-dev uuid-dev libnng-dev nng-utils
@@ -14,6 +14,9 @@ if [ "${1:-}" = --tests ]; then
 	packages+=(debootstrap systemd clang-14 libclang-rt-14-dev)
 	# plpgsql_check's profiler: the protocol checker's coverage (tests/check/)
 	packages+=(postgresql-15-plpgsql-check)
+	# The webhook's forward proxy (test_consumer_webhook_proxy): tinyproxy's
+	# program alone, no service (Debian 12: tinyproxy-bin 1.11.1-2.1+deb12u1)
+	packages+=(tinyproxy-bin)
 	# The compose tests run a throwaway Docker engine (scripts/docker-tmp.sh)
 	# on the dockerd already installed (docker.io or Docker's own packages);
 	# Debian's docker.io only when there is none (it conflicts with Docker's).

@@ -40,11 +40,23 @@ if(TEST test_examples)
   add_dependencies(test_examples outbox-consumer outbox-relay)
   set_tests_properties(test_examples PROPERTIES SKIP_RETURN_CODE 77)
 endif()
-# https:// targets: CA verification always on (the system store, or
-# --webhook-ca alone), a target from another CA or with another name is
-# retried, never applied.
+# https:// targets: verification always on, against the system store (the
+# test's CA handed over as SSL_CERT_FILE / SSL_CERT_DIR) or --webhook-ca
+# alone; a store without the CA, another CA, another name, an expired
+# certificate: retried, never applied, never parked.
 outbox_test(test_consumer_webhook_https SOURCES integration/test_consumer_webhook_https.c
-  support/webhook_target.c LABELS integration PG TIMEOUT 300 LIBS outbox_consumer)
+  support/webhook_target.c support/ts_tls_webhook.c LABELS integration PG TIMEOUT 300
+  LIBS outbox_consumer)
+# The webhook through a real forward proxy (tinyproxy): HTTPS_PROXY's
+# CONNECT, the tunnel reused, NO_PROXY, http_proxy; at most once, the proxy
+# reached is not the target reached. Skipped without tinyproxy (a failure
+# under OUTBOX_TEST_STRICT=1).
+outbox_test(test_consumer_webhook_proxy SOURCES integration/test_consumer_webhook_proxy.c
+  support/webhook_target.c support/ts_proxy.c LABELS integration PG TIMEOUT 300
+  LIBS outbox_consumer)
+if(TEST test_consumer_webhook_proxy)
+  set_tests_properties(test_consumer_webhook_proxy PROPERTIES SKIP_RETURN_CODE 77)
+endif()
 
 # The consumer's metrics endpoint:
 # /metrics, /healthz, /readyz, numbers that move exactly, promtool check
