@@ -357,6 +357,12 @@ ts_spawn(char *const argv[], char *const extra_env[], char *log_out)
 			dup2(fd, 2);
 			close(fd);
 		}
+		/* the machine's proxy is not the test's: the consumer's webhook
+		 * (libcurl) would take it; a test that wants one passes it */
+		static const char *const proxy_env[] = { "http_proxy", "HTTP_PROXY", "https_proxy",
+			"HTTPS_PROXY", "all_proxy", "ALL_PROXY", "no_proxy", "NO_PROXY", NULL };
+		for (int i = 0; proxy_env[i] != NULL; i++)
+			unsetenv(proxy_env[i]);
 		for (int i = 0; extra_env != NULL && extra_env[i] != NULL; i++)
 			putenv(extra_env[i]);
 		execv(path, argv);

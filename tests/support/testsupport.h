@@ -85,7 +85,8 @@ int64_t ts_wait_at_least(PGconn *conn, const char *sql, int64_t want, int timeou
 /* Start build/bin/<argv[0]> with argv (NULL-terminated); stdout and stderr
  * go to <tmpdir>/<argv[0]>-<n>.log (path returned through log_out if not
  * NULL, size 256). extra_env: NULL or NULL-terminated "K=V" strings added to
- * the environment. Returns the pid. */
+ * the environment, which has no proxy variables (http_proxy, HTTPS_PROXY,
+ * no_proxy...) but those extra_env gives. Returns the pid. */
 pid_t ts_spawn(char *const argv[], char *const extra_env[], char *log_out);
 
 /* Wait for pid to exit, up to timeout_ms. Returns its exit code, 128+signal
