@@ -93,6 +93,26 @@ valid_text(const char *s, size_t n)
 	return ok;
 }
 
+/* The message's enqueue time as the receiver stores it (its retention
+ * counts from it): RFC 3339 in UTC with microseconds,
+ * "2026-12-05T00:45:12.123456Z". False when there is none (0: a frame
+ * that carried none) or it cannot be written. */
+static bool
+created_at_rfc3339(int64_t us, char *out, size_t outlen)
+{
+	if (us <= 0)
+		return false;
+	time_t s = (time_t)(us / 1000000);
+	struct tm tm;
+	if (gmtime_r(&s, &tm) == NULL)
+		return false;
+	char day[24];
+	if (strftime(day, sizeof(day), "%Y-%m-%dT%H:%M:%S", &tm) == 0)
+		return false;
+	int w = snprintf(out, outlen, "%s.%06dZ", day, (int)(us % 1000000));
+	return w > 0 && (size_t)w < outlen;
+}
+
 /* One POST of m with the key and the fence, signed when secrets are set;
  * an at-most-once call on a fresh connection. OB_OK and *r (the outcome),
  * or a failure before anything was sent (err). */
@@ -108,7 +128,7 @@ post(struct webhook *w, const struct ob_wire_msg *m, const char *key, int64_t fe
 		memcpy(src, m->source, m->source_len), src[m->source_len] = '\0';
 	snprintf(f, sizeof(f), "%" PRId64, fence);
 	snprintf(id, sizeof(id), "%" PRIu64, m->id);
-	struct webhook_http_header h[8];
+	struct webhook_http_header h[10];
 	size_t n = 0;
 	h[n++] = (struct webhook_http_header){ "Content-Type", "application/json" };
 	h[n++] = (struct webhook_http_header){ "Idempotency-Key", key };
@@ -117,6 +137,9 @@ post(struct webhook *w, const struct ob_wire_msg *m, const char *key, int64_t fe
 		h[n++] = (struct webhook_http_header){ "Outbox-Source", src };
 	h[n++] = (struct webhook_http_header){ "Outbox-Fence", f };
 	h[n++] = (struct webhook_http_header){ "Outbox-Message-Id", id };
+	char created[40];
+	if (created_at_rfc3339(m->created_at_us, created, sizeof(created)))
+		h[n++] = (struct webhook_http_header){ "Outbox-Created-At", created };
 	char sig[WEBHOOK_SIGNATURE_MAX];
 	if (w->secrets != NULL) {
 		/* signed over the exact bytes sent, at this attempt's time */

@@ -6,7 +6,8 @@
  * state machine (common/include/outbox/keyclaim.h) on inbox.webhook_calls:
  * before the call the key is claimed "started" with a lease and a fencing
  * token, and that claim COMMITS on its own; then the request goes out with
- * headers Idempotency-Key, Outbox-Topic, Outbox-Fence and Outbox-Message-Id.
+ * headers Idempotency-Key, Outbox-Topic, Outbox-Fence, Outbox-Message-Id and
+ * Outbox-Created-At (the message's enqueue time, RFC 3339 UTC).
  *
  *   2xx                      -> the claim is completed (status and body
  *                               stored) in the batch transaction, next to

@@ -35,7 +35,7 @@ endif()
 # examples/node, golang-go or golang-github-jackc-pgx-v4-dev (a failure
 # under OUTBOX_TEST_STRICT=1).
 outbox_test(test_examples SOURCES integration/test_examples.c
-  LABELS integration PG TIMEOUT 300)
+  LABELS integration PG TIMEOUT 300 LIBS OpenSSL::Crypto)
 if(TEST test_examples)
   add_dependencies(test_examples outbox-consumer outbox-relay)
   set_tests_properties(test_examples PROPERTIES SKIP_RETURN_CODE 77)

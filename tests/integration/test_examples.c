@@ -15,7 +15,10 @@
  * here offline in GOPATH mode as examples/README.md says, its cache in the
  * test's temporary directory); the Go case's receiver is the Python one.
  * In each, an order refused at COMMIT (a deferred trigger of this test's,
- * firing after the enqueue) leaves neither its row nor its message. The
+ * firing after the enqueue) leaves neither its row nor its message; the
+ * receiver stores the message's enqueue time (Outbox-Created-At), refuses
+ * a message older than its retention (422), and its purge frees the
+ * records past it. The
  * services reach their databases through a PgBouncer in transaction mode,
  * the relay and consumer directly (docs/operations.md).
  * Needs Debian's python3-psycopg, `npm ci` in examples/node, golang-go,
@@ -27,7 +30,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
+
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 
 #include "testsupport.h"
 #include "ts_consumer.h"
@@ -153,7 +160,7 @@ start_receiver(const struct lang *l, const char *db, const char *secret_file, ch
 	snprintf(ready, sizeof(ready), "%s/receiver-%s.url", ts_tmpdir(), l->name);
 	unlink(ready);
 	const char *args[] = { "--secret-file", secret_file, "--listen", "127.0.0.1:0",
-		"--ready-file", ready, NULL };
+		"--ready-file", ready, "--purge-interval-ms", "200", NULL };
 	lang_argv(l, l->receiver, db, args, path, sizeof(path), argv, envbuf, sizeof(envbuf), env);
 	pid_t pid = ts_spawn(argv, env, log);
 	char *line = ts_wait_ready_file(ready, pid, log, 30000);
@@ -184,6 +191,32 @@ build_go(void)
 }
 
 static char pgbouncer_dir[400];
+
+/* A POST as the consumer sends it, signed with SECRET, with key and
+ * Outbox-Created-At created_at; it must answer want. */
+static void
+signed_call(const char *url, const char *key, const char *created_at, int want)
+{
+	const char *body = "{\"order_id\":1,\"customer\":\"old\",\"total\":\"1.00\"}";
+	char signed_text[256], sig[200], hex[2 * EVP_MAX_MD_SIZE + 1];
+	long t = (long)time(NULL);
+	snprintf(signed_text, sizeof(signed_text), "%ld.%s", t, body);
+	unsigned char mac[EVP_MAX_MD_SIZE];
+	unsigned int maclen = 0;
+	ck_assert_ptr_nonnull(HMAC(EVP_sha256(), SECRET, (int)strlen(SECRET),
+	    (const unsigned char *)signed_text, strlen(signed_text), mac, &maclen));
+	for (unsigned int i = 0; i < maclen; i++)
+		snprintf(hex + 2 * i, 3, "%02x", mac[i]);
+	snprintf(sig, sizeof(sig), "t=%ld,v1=%s", t, hex);
+	struct ts_http_req req = { .method = "POST", .url = url, .body = body,
+		.body_len = strlen(body),
+		.headers = (const char *const[]){ "Idempotency-Key", key, "Outbox-Topic",
+		    "order.placed", "Outbox-Fence", "1", "Outbox-Message-Id", "999",
+		    "Outbox-Created-At", created_at, "Outbox-Signature", sig, NULL } };
+	struct ts_http_res res;
+	ck_assert_int_eq(ts_http(&req, &res), want);
+	free(res.body);
+}
 
 static void
 setup(void)
@@ -286,6 +319,25 @@ service_end_to_end(const struct lang *l)
 	/* the key reached the receiver twice: applied, then a duplicate */
 	ck_assert_int_eq(ts_log_count(rlog, "/order.placed/order-42 applied"), 1);
 	ck_assert_int_ge(ts_log_count(rlog, "/order.placed/order-42 duplicate"), 1);
+	/* the record keeps the message's enqueue time (Outbox-Created-At), to
+	 * the microsecond: the retention counts from it */
+	ck_assert_int_eq(ts_query_int(mc, "SELECT extract(epoch FROM created_at) * 1000000"
+	    " FROM inbox.processed"), ts_query_int(sc, "SELECT extract(epoch FROM created_at)"
+	    " * 1000000 FROM outbox.messages WHERE idempotency_key = 'order-42'"));
+
+	/* a message older than the retention (7 days): refused, not applied */
+	signed_call(hook, "order-old", "2020-01-01T00:00:00.000000Z", 422);
+	ck_assert_int_eq(ts_query_int(mc, "SELECT count(*) FROM sent_emails"), 1);
+	/* an Outbox-Created-At that is no time: 400 */
+	signed_call(hook, "order-bad-time", "yesterday", 400);
+
+	/* the receiver's purge frees the records past the retention: the one
+	 * record, aged by hand, goes; its effect stays */
+	ts_exec(mc, "UPDATE inbox.processed SET created_at = now() - interval '9 days',"
+	    " processed_at = now() - interval '8 days'");
+	ck_assert_int_eq(ts_wait_value(mc, "SELECT count(*) FROM inbox.processed", 0, 30000), 0);
+	ck_assert_int_ge(ts_log_count(rlog, "purged 1 records"), 1);
+	ck_assert_int_eq(ts_query_int(mc, "SELECT count(*) FROM sent_emails"), 1);
 	PQfinish(sc);
 	PQfinish(mc);
 	ts_stop(relay, SIGTERM);
