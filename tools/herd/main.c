@@ -1,0 +1,220 @@
+/*
+ * main.c - outbox-herd: the thundering-herd simulation of retries with
+ * backoff and jitter (docs/retries.md).
+ *
+ * Wiring only: read the flags, run one cell per (strategy, client count)
+ * through sim.c, print the table (table.c). Exit 0 with the table; 2 on a
+ * bad flag (one line on stderr, before anything runs); 1 when out of
+ * memory. Output depends only on the flags: the same --seed gives the
+ * same bytes.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jitter.h"
+#include "outbox/config.h"
+#include "outbox/err.h"
+#include "sim.h"
+#include "table.h"
+
+#define HERD_CLIENTS_MIN 1
+#define HERD_CLIENTS_MAX 1000  /* clients in one cell */
+#define HERD_COLUMNS_MAX 16    /* client counts in one table */
+#define HERD_RUNS_MAX 100000   /* runs averaged per cell */
+#define HERD_MS_MAX 3600000    /* base, cap and network delays: an hour */
+#define HERD_SEED_MAX INT64_MAX
+#define HERD_STRATEGY_ALL "all"
+/* "all" and jitter.c's names, in its order */
+#define HERD_STRATEGY_CHOICES "all|none|expo|expo-10pct|equal|full|decorrelated"
+
+struct herd_config {
+	struct ob_cfg_list clients;
+	int64_t runs;
+	int64_t seed;
+	int64_t base_ms;
+	int64_t cap_ms;
+	int64_t delay_mean_ms;
+	int64_t delay_sd_ms;
+	char *strategy;
+	bool json;
+};
+
+#define OB_CFG_STRUCT struct herd_config
+
+static const struct ob_cfg_opt herd_options[] = {
+	OB_CFG_OPT("clients", "OUTBOX_HERD_CLIENTS", OB_CFG_LIST, "10,50,100", 0, 0, NULL, false,
+	    clients, "client counts, the table's columns: comma-separated or repeated, each"
+	    " 1..1000, at most 16"),
+	OB_CFG_OPT("runs", "OUTBOX_HERD_RUNS", OB_CFG_INT, "100", 1, HERD_RUNS_MAX, NULL, false,
+	    runs, "runs averaged per cell"),
+	OB_CFG_OPT("seed", "OUTBOX_HERD_SEED", OB_CFG_INT, "1", 0, HERD_SEED_MAX, NULL, false,
+	    seed, "the generator's seed: the same seed prints the same table"),
+	OB_CFG_OPT("base-ms", "OUTBOX_HERD_BASE_MS", OB_CFG_INT, "5", 1, HERD_MS_MAX, NULL, false,
+	    base_ms, "backoff base: the first retry's exponential value is 2 x base"),
+	OB_CFG_OPT("cap-ms", "OUTBOX_HERD_CAP_MS", OB_CFG_INT, "2000", 1, HERD_MS_MAX, NULL,
+	    false, cap_ms, "backoff cap (at least --base-ms)"),
+	OB_CFG_OPT("delay-mean-ms", "OUTBOX_HERD_DELAY_MEAN_MS", OB_CFG_INT, "10", 0, HERD_MS_MAX,
+	    NULL, false, delay_mean_ms, "one-way network delay |N(mean, sd)|: the mean"),
+	OB_CFG_OPT("delay-sd-ms", "OUTBOX_HERD_DELAY_SD_MS", OB_CFG_INT, "2", 0, HERD_MS_MAX,
+	    NULL, false, delay_sd_ms, "one-way network delay: the standard deviation"),
+	OB_CFG_OPT("strategy", "OUTBOX_HERD_STRATEGY", OB_CFG_ENUM, HERD_STRATEGY_ALL, 0, 0,
+	    HERD_STRATEGY_CHOICES, false, strategy, "the table's rows: all, or one strategy"),
+	OB_CFG_OPT("json", "OUTBOX_HERD_JSON", OB_CFG_BOOL, "false", 0, 0, NULL, false, json,
+	    "print one JSON object instead of the table"),
+	OB_CFG_END,
+};
+
+static const struct ob_cfg_program herd_program = {
+	.name = "outbox-herd",
+	.synopsis = "outbox-herd [--clients N,N...] [--runs N] [--seed N] [--strategy S] [--json]",
+	.description =
+    "Simulate a thundering herd: N clients each update one row once under optimistic"
+    " concurrency (read the version, write with it; a write whose version is stale fails,"
+    " and the client backs off and reads again). Prints, per backoff strategy and client"
+    " count, the write requests (calls) and the time until every client is done (ms),"
+    " averaged over --runs runs. Strategies, with v = min(cap, base x 2^retry):"
+    " none (retry at once), expo (v), expo-10pct (v x [0.9, 1.1)), equal (v/2 +"
+    " [0, v/2)), full ([0, v)), decorrelated (min(cap, [base, 3 x previous sleep))). Synthetic:"
+    " the server never overloads. See docs/retries.md.",
+	.options = herd_options,
+};
+
+/* Parse "10,50,100" items (each flag's value may hold several) into
+ * counts. OB_OK or OB_EINVAL with one line in err. */
+static int
+parse_clients(const struct ob_cfg_list *l, uint32_t *counts, size_t *n, char *err,
+    size_t errlen)
+{
+	*n = 0;
+	for (size_t k = 0; k < l->n; k++) {
+		const char *p = l->items[k];
+		for (;;) {
+			size_t len = strcspn(p, ",");
+			char item[32];
+			if (len == 0) {
+				snprintf(err, errlen, "--clients: an empty item in '%s'", l->items[k]);
+				return OB_EINVAL;
+			}
+			if (len >= sizeof(item)) {
+				snprintf(err, errlen, "--clients: '%.*s...' is not a number of clients",
+				    (int)sizeof(item) - 1, p);
+				return OB_EINVAL;
+			}
+			memcpy(item, p, len);
+			item[len] = '\0';
+			char *end = NULL;
+			errno = 0;
+			long long v = strtoll(item, &end, 10);
+			if (item[0] < '0' || item[0] > '9' || *end != '\0' || errno != 0) {
+				snprintf(err, errlen, "--clients: '%s' is not a number of clients",
+				    item);
+				return OB_EINVAL;
+			}
+			if (v < HERD_CLIENTS_MIN || v > HERD_CLIENTS_MAX) {
+				snprintf(err, errlen, "--clients: %lld is outside %d..%d", v,
+				    HERD_CLIENTS_MIN, HERD_CLIENTS_MAX);
+				return OB_EINVAL;
+			}
+			if (*n >= HERD_COLUMNS_MAX) {
+				snprintf(err, errlen, "--clients: more than %d client counts",
+				    HERD_COLUMNS_MAX);
+				return OB_EINVAL;
+			}
+			counts[(*n)++] = (uint32_t)v;
+			if (p[len] == '\0')
+				break;
+			p += len + 1;
+		}
+	}
+	if (*n == 0) {
+		snprintf(err, errlen, "--clients: no client count");
+		return OB_EINVAL;
+	}
+	return OB_OK;
+}
+
+/* The rows: every strategy, or the one named. */
+static int
+pick_strategies(const char *name, enum ob_jitter_kind *rows, size_t *n, char *err,
+    size_t errlen)
+{
+	*n = 0;
+	if (strcmp(name, HERD_STRATEGY_ALL) == 0) {
+		for (size_t i = 0; i < OB_JITTER_COUNT; i++)
+			rows[(*n)++] = ob_jitter_strategies[i].kind;
+		return OB_OK;
+	}
+	const struct ob_jitter_strategy *s = ob_jitter_find(name);
+	if (s == NULL) {
+		snprintf(err, errlen, "--strategy: unknown strategy '%s'", name);
+		return OB_EINVAL;
+	}
+	rows[(*n)++] = s->kind;
+	return OB_OK;
+}
+
+int
+main(int argc, char **argv)
+{
+	struct herd_config cfg;
+	uint32_t clients[HERD_COLUMNS_MAX];
+	enum ob_jitter_kind rows[OB_JITTER_COUNT];
+	struct herd_cell cells[OB_JITTER_COUNT * HERD_COLUMNS_MAX];
+	size_t nclients = 0, nrows = 0;
+	char err[256];
+	int code;
+
+	if ((code = ob_cfg_load(&herd_program, &cfg, argc, argv, NULL)) >= 0)
+		return code;
+	code = 2;
+	if (parse_clients(&cfg.clients, clients, &nclients, err, sizeof(err)) != OB_OK ||
+	    pick_strategies(cfg.strategy, rows, &nrows, err, sizeof(err)) != OB_OK)
+		goto bad;
+	if (cfg.cap_ms < cfg.base_ms) {
+		snprintf(err, sizeof(err), "--cap-ms %" PRId64 " is below --base-ms %" PRId64,
+		    cfg.cap_ms, cfg.base_ms);
+		goto bad;
+	}
+
+	struct herd_table t = {
+		.seed = (uint64_t)cfg.seed,
+		.runs = (uint32_t)cfg.runs,
+		.range = { (double)cfg.base_ms, (double)cfg.cap_ms },
+		.delay_mean_ms = (double)cfg.delay_mean_ms,
+		.delay_sd_ms = (double)cfg.delay_sd_ms,
+		.clients = clients,
+		.nclients = nclients,
+		.strategies = rows,
+		.nstrategies = nrows,
+		.cells = cells,
+	};
+	for (size_t i = 0; i < nrows; i++) {
+		for (size_t j = 0; j < nclients; j++) {
+			struct herd_params p = { .strategy = rows[i], .range = t.range,
+				.delay_mean_ms = t.delay_mean_ms, .delay_sd_ms = t.delay_sd_ms,
+				.clients = clients[j] };
+			int rc = herd_cell_run(&p, t.seed, t.runs, &cells[i * nclients + j]);
+			if (rc != OB_OK) {
+				fprintf(stderr, "outbox-herd: %s\n", ob_strerror(rc));
+				code = 1;
+				goto out;
+			}
+		}
+	}
+	if (cfg.json)
+		herd_table_json(stdout, &t);
+	else
+		herd_table_text(stdout, &t);
+	code = fflush(stdout) == 0 ? 0 : 1;
+	goto out;
+bad:
+	fprintf(stderr, "outbox-herd: %s\n", err);
+out:
+	ob_cfg_free(herd_options, &cfg);
+	return code;
+}

@@ -1,0 +1,211 @@
+/*
+ * sim.c - the discrete-event simulation of sim.h.
+ *
+ * Four kinds of event, each a message arriving somewhere: a read at the
+ * server, its reply at the client, a write at the server, its reply at the
+ * client. Each client has exactly one message in flight until it is done,
+ * so the queue never holds more than one event per client. The server's
+ * row is a version number; a client is a small state machine (reading,
+ * writing, done) changed only by client_enter. Time only moves forward:
+ * every event is scheduled after the one that caused it.
+ *
+ * The generator is drawn from in a fixed order (the first reads' delays
+ * client by client, then each event's draws as it is handled), which with
+ * the queue's push-order tie-break makes a run a function of its seed.
+ */
+#include <math.h>
+#include <stdlib.h>
+
+#include "evqueue.h"
+#include "outbox/backoff.h"
+#include "outbox/err.h"
+#include "sim.h"
+
+#define HERD_PI 3.14159265358979323846
+
+enum herd_ev_kind {
+	HERD_EV_READ,        /* a read arrives at the server */
+	HERD_EV_READ_REPLY,  /* the version read arrives at the client */
+	HERD_EV_WRITE,       /* a write with that version arrives at the server */
+	HERD_EV_WRITE_REPLY, /* success or failure arrives at the client */
+};
+
+enum herd_client_state {
+	HERD_CLIENT_READING = 0, /* a read in flight (after its backoff, if any) */
+	HERD_CLIENT_WRITING, /* a write in flight */
+	HERD_CLIENT_DONE,    /* its write succeeded */
+};
+
+struct herd_client {
+	enum herd_client_state state;
+	uint32_t attempt; /* writes lost so far */
+	double prev_ms;   /* the last backoff slept (Decorrelated Jitter) */
+};
+
+struct herd_sim {
+	const struct herd_params *p;
+	ob_jitter_fn backoff;
+	uint64_t rng;
+	struct herd_evq q;
+	struct herd_client *clients; /* owned */
+	uint64_t version;
+	uint32_t done;
+	struct herd_run_result res;
+};
+
+/* The one change of a client's state: reading -> writing -> reading
+ * (lost) or done (won). Anything else is a broken invariant. */
+static void
+client_enter(struct herd_client *c, enum herd_client_state to)
+{
+	bool ok = (c->state == HERD_CLIENT_READING && to == HERD_CLIENT_WRITING) ||
+	    (c->state == HERD_CLIENT_WRITING && to != HERD_CLIENT_WRITING);
+	if (!ok)
+		abort();
+	c->state = to;
+}
+
+double
+herd_net_delay(double mean_ms, double sd_ms, uint64_t *rng)
+{
+	/* u1 in (0, 1]: log(u1) is finite */
+	double u1 = 1.0 - ob_jitter_uniform(rng);
+	double u2 = ob_jitter_uniform(rng);
+	double z = sqrt(-2.0 * log(u1)) * cos(2.0 * HERD_PI * u2);
+	return fabs(mean_ms + sd_ms * z);
+}
+
+static double
+delay(struct herd_sim *s)
+{
+	return herd_net_delay(s->p->delay_mean_ms, s->p->delay_sd_ms, &s->rng);
+}
+
+/* Send a message that arrives at at_ms. The queue has room for one event
+ * per client and each client has at most one in flight. */
+static void
+send(struct herd_sim *s, double at_ms, uint32_t client, enum herd_ev_kind kind, uint64_t value)
+{
+	struct herd_event e = { .at_ms = at_ms, .client = client, .kind = (uint8_t)kind,
+		.value = value };
+	if (!herd_evq_push(&s->q, &e))
+		abort(); /* a broken invariant: two messages of one client in flight */
+}
+
+static void
+handle(struct herd_sim *s, const struct herd_event *e)
+{
+	struct herd_client *c = &s->clients[e->client];
+	double t = e->at_ms;
+
+	switch ((enum herd_ev_kind)e->kind) {
+	case HERD_EV_READ:
+		send(s, t + delay(s), e->client, HERD_EV_READ_REPLY, s->version);
+		break;
+	case HERD_EV_READ_REPLY:
+		client_enter(c, HERD_CLIENT_WRITING);
+		send(s, t + delay(s), e->client, HERD_EV_WRITE, e->value);
+		break;
+	case HERD_EV_WRITE: {
+		bool won = e->value == s->version;
+		s->res.calls++;
+		if (won)
+			s->version++;
+		else
+			s->res.failed++;
+		send(s, t + delay(s), e->client, HERD_EV_WRITE_REPLY, won);
+		break;
+	}
+	case HERD_EV_WRITE_REPLY:
+		if (e->value) {
+			client_enter(c, HERD_CLIENT_DONE);
+			s->done++;
+			s->res.ms = t;
+			break;
+		}
+		c->attempt++;
+		/* as the blog's simulator: the read leaves after the backoff and
+		 * takes a network delay to arrive */
+		double d = delay(s);
+		double sleep = s->backoff(&s->p->range, c->attempt, c->prev_ms, &s->rng);
+		c->prev_ms = sleep;
+		client_enter(c, HERD_CLIENT_READING);
+		send(s, t + d + sleep, e->client, HERD_EV_READ, 0);
+		break;
+	}
+}
+
+uint64_t
+herd_run_seed(uint64_t seed, uint32_t clients, uint32_t run)
+{
+	/* splitmix64's finaliser over the three numbers in turn */
+	uint64_t parts[3] = { seed, clients, run };
+	uint64_t x = 0;
+	for (int i = 0; i < 3; i++) {
+		x ^= parts[i];
+		x += 0x9e3779b97f4a7c15ull;
+		x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+		x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+		x ^= x >> 31;
+	}
+	return x ? x : 1;
+}
+
+static bool
+params_ok(const struct herd_params *p)
+{
+	return p->clients >= 1 && (unsigned)p->strategy < OB_JITTER_COUNT &&
+	    p->delay_mean_ms >= 0 && p->delay_sd_ms >= 0 && isfinite(p->delay_mean_ms) &&
+	    isfinite(p->delay_sd_ms);
+}
+
+int
+herd_run(const struct herd_params *p, uint64_t seed, struct herd_run_result *out)
+{
+	if (!params_ok(p))
+		return OB_EINVAL;
+	struct herd_sim s = { .p = p, .backoff = ob_jitter_strategies[p->strategy].sleep_ms,
+		.rng = seed ? seed : 1 };
+	s.clients = calloc(p->clients, sizeof(*s.clients));
+	if (s.clients == NULL)
+		return OB_ENOMEM;
+	if (herd_evq_init(&s.q, p->clients) != OB_OK) {
+		free(s.clients);
+		return OB_ENOMEM;
+	}
+	/* every client starts reading at time 0 (calloc: HERD_CLIENT_READING) */
+	for (uint32_t i = 0; i < p->clients; i++)
+		send(&s, delay(&s), i, HERD_EV_READ, 0);
+	struct herd_event e;
+	while (herd_evq_pop(&s.q, &e))
+		handle(&s, &e);
+	herd_evq_fini(&s.q);
+	free(s.clients);
+	if (s.done != p->clients)
+		abort(); /* a broken invariant: the queue ran dry with clients waiting */
+	*out = s.res;
+	return OB_OK;
+}
+
+int
+herd_cell_run(const struct herd_params *p, uint64_t seed, uint32_t runs,
+    struct herd_cell *out)
+{
+	if (runs == 0)
+		return OB_EINVAL;
+	double calls = 0, failed = 0, ms = 0;
+	for (uint32_t r = 0; r < runs; r++) {
+		struct herd_run_result one;
+		int rc = herd_run(p, herd_run_seed(seed, p->clients, r), &one);
+		if (rc != OB_OK)
+			return rc;
+		calls += (double)one.calls;
+		failed += (double)one.failed;
+		ms += one.ms;
+	}
+	out->runs = runs;
+	out->calls = calls / runs;
+	out->failed = failed / runs;
+	out->ms = ms / runs;
+	return OB_OK;
+}

@@ -1,0 +1,37 @@
+/*
+ * table.h - outbox-herd's output: the table of calls and ms per strategy
+ * per client count, for people (text) or programs (JSON).
+ */
+#ifndef OUTBOX_HERD_TABLE_H
+#define OUTBOX_HERD_TABLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "jitter.h"
+#include "sim.h"
+
+/* Everything printed; borrowed arrays. */
+struct herd_table {
+	uint64_t seed;
+	uint32_t runs;
+	struct ob_jitter_range range;
+	double delay_mean_ms, delay_sd_ms;
+	const uint32_t *clients; /* the columns */
+	size_t nclients;
+	const enum ob_jitter_kind *strategies; /* the rows */
+	size_t nstrategies;
+	const struct herd_cell *cells; /* row by row: cells[row * nclients + column] */
+};
+
+/* The table as text: two lines saying what was run, a header, one row per
+ * strategy ("<label>  <calls> calls  <ms> ms" per column, averages rounded
+ * to whole numbers). */
+void herd_table_text(FILE *f, const struct herd_table *t);
+
+/* The table as one JSON object: the parameters, then per strategy its
+ * name, label and per client count the averages (2 decimals). */
+void herd_table_json(FILE *f, const struct herd_table *t);
+
+#endif
