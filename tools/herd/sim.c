@@ -14,6 +14,7 @@
  * the queue's push-order tie-break makes a run a function of its seed.
  */
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 
 #include "evqueue.h"
