@@ -46,7 +46,7 @@ done < <(grep -oE '`(outbox|inbox)\.[a-z_0-9]+' "${docs[@]}" | sed 's/`//' | sor
 # ---- flags ---------------------------------------------------------------
 tables=$(mktemp)
 trap 'rm -f "$tables"' EXIT
-for p in outbox-relay outbox-consumer outbox-producer outboxctl outbox-notify-sink; do
+for p in outbox-relay outbox-consumer outbox-producer outboxctl outbox-notify-sink outbox-herd; do
 	"$bin/$p" --help-markdown >>"$tables" 2>/dev/null || { bad "$bin/$p --help-markdown failed"; }
 done
 # "### outboxctl dead" headings, then "| `--flag` |" rows: "PROGRAM COMMAND --flag" lines
@@ -66,7 +66,7 @@ while IFS=: read -r file span; do
 		nflags=$((nflags + 1))
 		grep -qxF "$prog $f" <<<"$known" || bad "$file: \`$span\`: $prog has no $f"
 	done
-done < <(grep -oE '`(outbox-relay|outbox-consumer|outbox-producer|outboxctl|outbox-notify-sink)( [^`]*)?`' "${docs[@]}" | sort -u)
+done < <(grep -oE '`(outbox-relay|outbox-consumer|outbox-producer|outboxctl|outbox-notify-sink|outbox-herd)( [^`]*)?`' "${docs[@]}" | sort -u)
 
 # ---- metrics -------------------------------------------------------------
 csrc=$(cat common/*.c relay/*.c consumer/*.c producer/*.c ctl/*.c tools/*/*.c)

@@ -19,7 +19,7 @@ label=$(sed -n 's/.*org\.opencontainers\.image\.version="\([^"]*\)".*/\1/p' depl
 	{ echo "check-version: deploy/Dockerfile labels version '$label', CMakeLists.txt says '$want'"; fail=1; }
 if [ -n "$bin" ]; then
 	for p in outbox-relay outbox-consumer outbox-producer outboxctl outbox-notify-sink \
-		outbox-fault-matrix "outboxctl migrate" "outbox-producer serve"; do
+		outbox-fault-matrix outbox-herd "outboxctl migrate" "outbox-producer serve"; do
 		read -r -a argv <<<"$p"
 		got=$("$bin/${argv[0]}" "${argv[@]:1}" --version 2>&1) ||
 			{ echo "check-version: '$p --version' exited $?: $got"; fail=1; continue; }
