@@ -458,9 +458,8 @@ client_submit(const struct client_opts *o, struct client_result *res)
 		if (attempt == o->attempts)
 			break;
 		int64_t wait = ob_backoff_full_jitter(o->base_ms, o->cap_ms, (uint32_t)attempt, &rng);
-		if (r.retry_after_ms > wait)
-			wait = r.retry_after_ms < o->max_retry_after_ms ? r.retry_after_ms
-			                                                  : o->max_retry_after_ms;
+		wait = ob_backoff_at_least(wait, r.retry_after_ms < o->max_retry_after_ms
+		        ? r.retry_after_ms : o->max_retry_after_ms, &rng);
 		ob_sleep_ms(wait);
 	}
 	if (maybe_applied) {

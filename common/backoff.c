@@ -1,6 +1,8 @@
 /*
- * backoff.c - Full Jitter backoff and the small PRNG it draws from.
+ * backoff.c - Full Jitter backoff, a retry loop's state around it, and the
+ * small PRNG it draws from.
  */
+#include <stdint.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -47,4 +49,46 @@ ob_backoff_full_jitter(int64_t base_ms, int64_t cap_ms, uint32_t attempt,
 		return 0;
 	/* ceil may be INT64_MAX: add the 1 in unsigned arithmetic. */
 	return (int64_t)(ob_rand_next(rng) % ((uint64_t)ceil + 1));
+}
+
+void
+ob_backoff_init(struct ob_backoff *b, int64_t base_ms, int64_t cap_ms)
+{
+	b->base_ms = base_ms;
+	b->cap_ms = cap_ms;
+	b->failures = 0;
+	b->rng = ob_rand_seed() ^ ((uint64_t)(uintptr_t)b * 0x9e3779b97f4a7c15ull);
+}
+
+int64_t
+ob_backoff_next(struct ob_backoff *b)
+{
+	if (b->failures < UINT32_MAX)
+		b->failures++;
+	return ob_backoff_full_jitter(b->base_ms, b->cap_ms, b->failures, &b->rng);
+}
+
+void
+ob_backoff_reset(struct ob_backoff *b)
+{
+	b->failures = 0;
+}
+
+int64_t
+ob_backoff_at_least(int64_t wait_ms, int64_t floor_ms, uint64_t *rng)
+{
+	if (floor_ms <= wait_ms)
+		return wait_ms;
+	uint64_t spread = (uint64_t)(floor_ms / OB_RETRY_AFTER_SPREAD);
+	return floor_ms + (spread > 0 ? (int64_t)(ob_rand_next(rng) % (spread + 1)) : 0);
+}
+
+int64_t
+ob_retry_after_spread_s(int64_t min_s)
+{
+	static _Thread_local uint64_t rng;
+	if (rng == 0)
+		rng = ob_rand_seed() ^ (uint64_t)(uintptr_t)&rng;
+	int64_t spread = min_s / 2 > 1 ? min_s / 2 : 1;
+	return min_s + (int64_t)(ob_rand_next(&rng) % ((uint64_t)spread + 1));
 }

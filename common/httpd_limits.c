@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "httpd_int.h"
+#include "outbox/backoff.h"
 #include "outbox/clock.h"
 #include "outbox/err.h"
 #include "outbox/log.h"
@@ -70,8 +71,8 @@ httpd_reject(struct ob_httpd *s, int fd)
 		s->rejected_since_log = 0;
 	}
 	int n = snprintf(msg, sizeof(msg), "HTTP/1.1 503 Service Unavailable\r\nContent-Type:"
-	    " application/json\r\nContent-Length: %zu\r\nRetry-After: 1\r\nConnection: close\r\n"
-	    "\r\n%s", sizeof(body) - 1, body);
+	    " application/json\r\nContent-Length: %zu\r\nRetry-After: %" PRId64 "\r\n"
+	    "Connection: close\r\n\r\n%s", sizeof(body) - 1, ob_retry_after_spread_s(1), body);
 	/* A new socket's send buffer is empty: this fits. Over HTTPS nothing
 	 * can be said before a handshake: just closed. */
 	if (s->tls == NULL)

@@ -4,7 +4,8 @@
  * Each serving thread owns one context and one database connection and runs
  * RECV -> decode -> apply (one transaction) -> SEND. Blocking database work
  * stays on our threads, never on nng's callback threads. A lost database
- * connection is re-opened with backoff; meanwhile requests get RETRY. An
+ * connection is re-opened with a jittered backoff (CONSUMER_RECONNECT_*);
+ * meanwhile requests get RETRY. An
  * idle thread wakes every CONSUMER_IDLE_CHECK_MS to check its connection
  * (non-blocking) and re-open it, which is what /readyz reports. One
  * more thread, with its own connection, runs the retention purge every
@@ -35,6 +36,7 @@
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/rep.h>
 
+#include "outbox/backoff.h"
 #include "outbox/buf.h"
 #include "outbox/clock.h"
 #include "outbox/err.h"
@@ -60,6 +62,7 @@ struct serve_thread {
 	int index;
 	_Atomic bool connected;    /* conn usable as last seen (readiness) */
 	unsigned reconnect_failures;
+	struct ob_backoff reconnect;  /* the wait after a failed reconnect */
 	struct consumer_topic_cache topics;
 };
 
@@ -125,7 +128,7 @@ ensure_conn(struct serve_thread *t)
 	if (ob_pg_connect(t->srv->cfg.db, "outbox-consumer", &t->conn, err,
 	        sizeof(err)) != OB_OK) {
 		reconnect_failed(t, "consumer.db.reconnect_failed", err);
-		ob_sleep_ms(200);
+		ob_sleep_ms(ob_backoff_next(&t->reconnect));
 		return false;
 	}
 	if (ob_pg_need_session(t->conn, t->srv->cfg.session_pooler, "outbox-consumer",
@@ -135,12 +138,13 @@ ensure_conn(struct serve_thread *t)
 		reconnect_failed(t, "consumer.db.setup_failed", err);
 		PQfinish(t->conn);
 		t->conn = NULL;
-		ob_sleep_ms(200);
+		ob_sleep_ms(ob_backoff_next(&t->reconnect));
 		return false;
 	}
 	ob_info("consumer.db.reconnected", "thread=%d after_failures=%u", t->index,
 	    t->reconnect_failures);
 	t->reconnect_failures = 0;
+	ob_backoff_reset(&t->reconnect);
 	set_connected(t, true);
 	return true;
 }
@@ -477,6 +481,7 @@ consumer_server_start(const struct consumer_server_config *cfg,
 		struct serve_thread *t = &s->threads[i];
 		t->srv = s;
 		t->index = i;
+		ob_backoff_init(&t->reconnect, CONSUMER_RECONNECT_BASE_MS, CONSUMER_RECONNECT_CAP_MS);
 		ob_buf_init(&t->reply);
 		if (inbox_batch_init(&t->batch, cfg->limits.max_batch) != OB_OK ||
 		    nng_aio_alloc(&t->aio, NULL, NULL) != 0 ||

@@ -57,6 +57,13 @@ struct consumer_counters {
 
 #define CONSUMER_IDLE_CHECK_MS 1000      /* idle thread's connection check */
 #define CONSUMER_RECONNECT_LOG_EVERY 50  /* failed reconnects per warning line */
+/* After a failed reconnect a thread waits a jittered backoff (outbox/
+ * backoff.h) before it answers RETRY: drawn from [0, ceiling], the ceiling
+ * doubling from 2 * BASE to CAP, so threads (and consumers) that lost the
+ * database together do not try it again together. CAP stays well under a
+ * relay's delivery timeout: the request waits it out. */
+#define CONSUMER_RECONNECT_BASE_MS 100
+#define CONSUMER_RECONNECT_CAP_MS 1000
 /* What nng's REQ/REP adds to a request on the wire: the request id and the
  * backtrace of any devices in between, 4 bytes a hop (nng's largest TTL is
  * 15 hops). Part of the receive limit. */

@@ -9,6 +9,7 @@
 #include <nng/nng.h>
 #include <nng/supplemental/tls/tls.h>
 
+#include "outbox/backoff.h"
 #include "outbox/err.h"
 #include "outbox/log.h"
 #include "outbox/sig.h"
@@ -29,11 +30,13 @@ relisten_lost(struct consumer_tls_reload *r, const char *why)
 {
 	char err[1024], q[1100];
 	bool listening = false;
-	ob_error("consumer.listen.lost", "listen=%s err=%s retry_ms=%d", r->listen,
-	    ob_log_q(why, q, sizeof(q)), CONSUMER_RELISTEN_LOST_RETRY_MS);
+	struct ob_backoff retry;
+	ob_backoff_init(&retry, CONSUMER_RELISTEN_LOST_BASE_MS, CONSUMER_RELISTEN_LOST_CAP_MS);
+	ob_error("consumer.listen.lost", "listen=%s err=%s retry_max_ms=%d", r->listen,
+	    ob_log_q(why, q, sizeof(q)), CONSUMER_RELISTEN_LOST_CAP_MS);
 	unsigned tries = 0;
 	while (!listening && ob_sig_stops() == 0) {
-		ob_sig_wait(CONSUMER_RELISTEN_LOST_RETRY_MS);
+		ob_sig_wait(ob_backoff_next(&retry));
 		if (consumer_server_relisten(r->srv, NULL, &listening, err, sizeof(err)) != OB_OK &&
 		    !listening && ++tries % 30 == 0)
 			ob_error("consumer.listen.lost", "listen=%s err=%s tries=%u", r->listen,

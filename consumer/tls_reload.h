@@ -22,8 +22,11 @@ struct consumer_metrics;
 
 /* While the listener is lost (neither the new nor the old configuration
  * could listen again: the port was taken meanwhile), it is tried again
- * this often, until it listens or a stop signal comes. */
-#define CONSUMER_RELISTEN_LOST_RETRY_MS 1000
+ * after a jittered backoff (outbox/backoff.h: a wait drawn from [0,
+ * ceiling], the ceiling doubling from 2 * BASE to CAP), until it listens
+ * or a stop signal comes. */
+#define CONSUMER_RELISTEN_LOST_BASE_MS 500
+#define CONSUMER_RELISTEN_LOST_CAP_MS 5000
 
 struct consumer_tls_reload {
 	struct consumer_server *srv;   /* borrowed */

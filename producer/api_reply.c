@@ -15,12 +15,14 @@
 #include "api.h"
 #include "api_fault.h"
 #include "api_reply.h"
+#include "outbox/backoff.h"
 #include "outbox/err.h"
 #include "outbox/log.h"
 #include "outbox/pg.h"
 #include "outbox/sqlstate.h"
 
-/* Retry-After of a 409: poll again this soon (rounded up to whole seconds). */
+/* Retry-After of a 409: poll again this soon (rounded up to whole seconds,
+ * then spread: ob_retry_after_spread_s). */
 #define API_BUSY_RETRY_AFTER_MS 1000
 
 void
@@ -65,7 +67,7 @@ api_unavailable(struct api_response *res, const char *what, const char *err)
 	}
 	ob_warn("producer.db_error", "what=%s err=%s", what, ob_log_q(err, q, sizeof(q)));
 	api_error(res, 503, "unavailable", "the database is unavailable; retry later");
-	res->retry_after_s = 1;
+	res->retry_after_s = ob_retry_after_spread_s(1);
 }
 
 static int64_t
@@ -89,8 +91,8 @@ api_busy(struct api_response *res, int64_t lease_left_ms)
 	res->body = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
 	json_decref(o);
 	res->status = 409;
-	res->retry_after_s = retry_after_s(lease_left_ms < API_BUSY_RETRY_AFTER_MS
-	        ? lease_left_ms : API_BUSY_RETRY_AFTER_MS);
+	res->retry_after_s = ob_retry_after_spread_s(retry_after_s(
+	    lease_left_ms < API_BUSY_RETRY_AFTER_MS ? lease_left_ms : API_BUSY_RETRY_AFTER_MS));
 }
 
 void

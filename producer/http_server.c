@@ -21,6 +21,7 @@
 #include "enqueue.h"
 #include "http_server.h"
 #include "metrics.h"
+#include "outbox/backoff.h"
 #include "outbox/clock.h"
 #include "outbox/err.h"
 #include "outbox/httpd.h"
@@ -149,7 +150,7 @@ handle_cb(void *arg, struct ob_httpd_req *req)
 		count(s, req->method, req->path, 503, false, req->t0_ns);
 		reply_error(req, 503, "overloaded",
 		    stopping ? "the server is shutting down" : "too many requests waiting; retry later",
-		    1, stopping);
+		    ob_retry_after_spread_s(1), stopping);
 		return;
 	}
 	s->queue[(s->qhead + s->qlen) % s->cfg.max_queue] = (struct queued){ req, req->t0_ns, scope, topics };
@@ -203,8 +204,8 @@ serve_one(struct http_server *s, int index, struct ob_httpd_req *req, int64_t t0
 	/* The path and method are borrowed from req: count before answering. */
 	if (!ensure_conn(s, index)) {
 		count(s, method, req->path, 503, false, t0);
-		reply_error(req, 503, "unavailable", "the database is unavailable; retry later", 1,
-		    false);
+		reply_error(req, 503, "unavailable", "the database is unavailable; retry later",
+		    ob_retry_after_spread_s(1), false);
 		return;
 	}
 	struct api_request ar = { method, req->path, req->query,

@@ -27,7 +27,7 @@ relay_db_session_init(struct relay_db_session *s, const struct relay_config *cfg
 	s->cfg = cfg;
 	s->owner = owner;
 	s->connected = connected;
-	s->retry_ms = RELAY_DB_RETRY_MIN_MS;
+	ob_backoff_init(&s->retry, RELAY_DB_RETRY_MIN_MS, RELAY_DB_RETRY_MAX_MS);
 }
 
 int
@@ -66,18 +66,16 @@ relay_db_session_open(struct relay_db_session *s, int64_t *wait_ms)
 	    ob_pg_exec(s->conn, "SET default_transaction_isolation = 'read committed'",
 	        "session settings", err, sizeof(err)) != OB_OK ||
 	    ob_pg_exec(s->conn, sync, "session settings", err, sizeof(err)) != OB_OK) {
-		ob_warn("relay.db.connect_failed", "retry_in_ms=%" PRId64 " err=%s",
-		    s->retry_ms, ob_log_q(err, q, sizeof(q)));
+		*wait_ms = ob_backoff_next(&s->retry);
+		ob_warn("relay.db.connect_failed", "owner=%s retry_in_ms=%" PRId64 " err=%s", s->owner,
+		    *wait_ms, ob_log_q(err, q, sizeof(q)));
 		if (s->conn != NULL) {
 			PQfinish(s->conn);
 			s->conn = NULL;
 		}
-		*wait_ms = s->retry_ms;
-		s->retry_ms = s->retry_ms * 2 > RELAY_DB_RETRY_MAX_MS ? RELAY_DB_RETRY_MAX_MS
-		                                                      : s->retry_ms * 2;
 		return rc != OB_OK ? rc : OB_EDB;
 	}
-	s->retry_ms = RELAY_DB_RETRY_MIN_MS;
+	ob_backoff_reset(&s->retry);
 	set_connected(s, true);
 	ob_info("relay.db.connected", "owner=%s listen=outbox_enqueued protocol=%d%s", s->owner,
 	    RELAY_PROTOCOL, s->had_conn ? " reconnect=1" : "");

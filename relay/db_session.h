@@ -1,8 +1,11 @@
 /*
  * db_session.h - a worker's database session: opened with the protocol
  * check, LISTEN outbox_enqueued and the session settings the claim and
- * record rely on, re-opened with backoff (RELAY_DB_RETRY_MIN_MS doubling to
- * RELAY_DB_RETRY_MAX_MS) after a failure or a loss.
+ * record rely on, re-opened after a failure or a loss with a jittered
+ * backoff (outbox/backoff.h: a wait drawn from [0, RELAY_DB_RETRY_MIN_MS *
+ * 2^failures], at most RELAY_DB_RETRY_MAX_MS), so the workers that lost
+ * their connections together, in this relay and in others, do not
+ * reconnect together.
  *
  * Owns the connection and the worker's "connected" flag (readiness,
  * metrics.h). Logs relay.db.connected, relay.db.connect_failed,
@@ -19,6 +22,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "outbox/backoff.h"
 #include "relay.h"
 
 #define RELAY_DB_RETRY_MIN_MS 100
@@ -30,7 +34,7 @@ struct relay_db_session {
 	_Atomic int *connected;   /* the worker's live row (1 while connected), or NULL */
 	PGconn *conn;             /* NULL while there is none */
 	bool had_conn;            /* a connection was up: the next one is a reconnect */
-	int64_t retry_ms;         /* the wait after the next failed attempt */
+	struct ob_backoff retry;  /* the wait after the next failed attempt */
 };
 
 /* Set s up (zeroed first), not connected. Borrows every argument. */
@@ -41,7 +45,7 @@ void relay_db_session_init(struct relay_db_session *s, const struct relay_config
  * set up. OB_EPROTO: the schema does not serve this relay (logged; the
  * connection is kept for the caller to close: a restart cannot help).
  * Else the attempt failed (logged); *wait_ms: how long to wait before the
- * next one (the backoff then doubles). Blocks for the round trips. */
+ * next one (jittered; its ceiling doubles). Blocks for the round trips. */
 int relay_db_session_open(struct relay_db_session *s, int64_t *wait_ms);
 
 /* The connection broke: log relay.db.lost and close it. */

@@ -44,10 +44,8 @@ relay_retry_decide(const struct relay_retry_limits *l, const struct ob_wire_msg 
 		    " the Retry-After (%" PRId64 " ms); last error: %.150s", l->max_age_ms,
 		    o->retry_after_ms, last);
 	} else {
-		o->delay_ms = ob_backoff_full_jitter(l->backoff_base_ms, l->backoff_cap_ms, attempts,
-		    rng);
-		if (o->delay_ms < o->retry_after_ms)
-			o->delay_ms = o->retry_after_ms;
+		o->delay_ms = ob_backoff_at_least(ob_backoff_full_jitter(l->backoff_base_ms,
+		    l->backoff_cap_ms, attempts, rng), o->retry_after_ms, rng);
 	}
 }
 

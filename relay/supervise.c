@@ -42,6 +42,7 @@
 
 #include <nng/nng.h>
 
+#include "outbox/backoff.h"
 #include "outbox/clock.h"
 #include "outbox/err.h"
 #include "outbox/log.h"
@@ -62,7 +63,7 @@ struct child {
 	pid_t pid;              /* 0 = not running */
 	int64_t started_ms;
 	int64_t restart_at_ms;  /* when pid == 0 (and running): next start */
-	int64_t backoff_ms;
+	struct ob_backoff backoff; /* jittered: workers that died together restart apart */
 	unsigned restarts;
 };
 
@@ -355,12 +356,10 @@ reap(struct sup *s, pid_t pid, int st, int64_t now)
 		return;
 	}
 	if (now - c->started_ms >= RELAY_RESTART_RESET_MS)
-		c->backoff_ms = RELAY_RESTART_MIN_MS;
-	c->restart_at_ms = now + c->backoff_ms;
-	ob_warn(event, "%spid=%d status=%s restart_in_ms=%" PRId64, who, (int)pid, how,
-	    c->backoff_ms);
-	c->backoff_ms = c->backoff_ms * 2 > RELAY_RESTART_MAX_MS ? RELAY_RESTART_MAX_MS
-	                                                         : c->backoff_ms * 2;
+		ob_backoff_reset(&c->backoff);
+	int64_t wait = ob_backoff_next(&c->backoff);
+	c->restart_at_ms = now + wait;
+	ob_warn(event, "%spid=%d status=%s restart_in_ms=%" PRId64, who, (int)pid, how, wait);
 }
 
 int
@@ -386,7 +385,7 @@ relay_supervise(const struct relay_config *cfg, struct relay_shared *shared)
 		struct child *c = &s.children[i];
 		c->kind = i < s.nworkers ? CHILD_WORKER : CHILD_METRICS;
 		c->index = i < s.nworkers ? i : -1;
-		c->backoff_ms = RELAY_RESTART_MIN_MS;
+		ob_backoff_init(&c->backoff, RELAY_RESTART_MIN_MS, RELAY_RESTART_MAX_MS);
 	}
 	struct child *metrics = metrics_on ? &s.children[s.nworkers] : NULL;
 
@@ -399,7 +398,8 @@ relay_supervise(const struct relay_config *cfg, struct relay_shared *shared)
 	}
 	for (int i = 0; i < s.nworkers; i++)
 		if (!start_child(&s, &s.children[i], 0))
-			s.children[i].restart_at_ms = ob_mono_ms() + s.children[i].backoff_ms;
+			s.children[i].restart_at_ms = ob_mono_ms() +
+			    ob_backoff_next(&s.children[i].backoff);
 
 	unsigned reloads = 0;
 	for (;;) {
@@ -440,7 +440,7 @@ relay_supervise(const struct relay_config *cfg, struct relay_shared *shared)
 			if (c->pid == 0 && now >= c->restart_at_ms) {
 				c->restarts++;
 				if (!start_child(&s, c, 0))
-					c->restart_at_ms = now + c->backoff_ms;
+					c->restart_at_ms = now + ob_backoff_next(&c->backoff);
 			}
 		}
 	}

@@ -16,7 +16,8 @@
 
 #include "relay.h"
 
-/* Restart backoff of a dying worker: doubles from MIN to MAX; back to MIN
+/* Restart backoff of a dying worker: a wait drawn from [0, ceiling], the
+ * ceiling doubling from 2 * MIN to MAX (outbox/backoff.h); back to MIN
  * after a worker has run RESET ms. */
 #define RELAY_RESTART_MIN_MS 100
 #define RELAY_RESTART_MAX_MS 10000

@@ -8,6 +8,7 @@
 #   pg-tmp.sh restart DIR stop and start the same cluster (data kept).
 #   pg-tmp.sh crash DIR   stop it the hard way (-m immediate: crash recovery at start), start it.
 #   pg-tmp.sh kill DIR    stop it the hard way and leave it stopped (a primary that died).
+#   pg-tmp.sh resume DIR  start a cluster that kill left stopped (data kept).
 #   pg-tmp.sh standby PRIMARY_DIR DIR NAME
 #                         a streaming standby of the server in PRIMARY_DIR
 #                         (pg_basebackup -R), asynchronous, application_name
@@ -34,7 +35,7 @@
 set -euo pipefail
 
 cmd=${1:-}; dir=${2:-}
-[ -n "$cmd" ] && [ -n "$dir" ] || { echo "usage: $0 start|stop|restart|crash|kill|promote DIR | standby PRIMARY_DIR DIR NAME" >&2; exit 2; }
+[ -n "$cmd" ] && [ -n "$dir" ] || { echo "usage: $0 start|stop|restart|crash|kill|resume|promote DIR | standby PRIMARY_DIR DIR NAME" >&2; exit 2; }
 
 bindir=$(pg_config --bindir 2>/dev/null || true)
 if [ ! -x "$bindir/initdb" ]; then
@@ -137,6 +138,9 @@ restart)
 kill)
 	as_owner "$bindir/pg_ctl" -D "$dir/data" -m immediate -w -t 60 stop >/dev/null
 	;;
+resume)
+	pg_start
+	;;
 standby)
 	primary=$dir; dir=${3:-}; name=${4:-}
 	[ -f "$primary/env" ] && [ -n "$dir" ] && [ -n "$name" ] ||
@@ -186,5 +190,5 @@ crash)
 	pg_start
 	;;
 *)
-	echo "usage: $0 start|stop|restart|crash|kill|promote DIR | standby PRIMARY_DIR DIR NAME" >&2; exit 2 ;;
+	echo "usage: $0 start|stop|restart|crash|kill|resume|promote DIR | standby PRIMARY_DIR DIR NAME" >&2; exit 2 ;;
 esac

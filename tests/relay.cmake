@@ -145,3 +145,11 @@ endif()
 # Makes its second server and standby with scripts/pg-tmp.sh.
 outbox_test(test_relay_source SOURCES integration/test_relay_source.c
   LABELS integration PG TIMEOUT 300 LIBS outbox_relaylib)
+# No lockstep after a PostgreSQL restart: the relay's workers and the
+# consumer's threads, cut off in one instant, reconnect spread over their
+# jittered backoff (outbox/backoff.h), read from their log lines.
+outbox_test(test_reconnect_spread SOURCES integration/test_reconnect_spread.c
+  LABELS integration PG TIMEOUT 300)
+if(TEST test_reconnect_spread)
+  add_dependencies(test_reconnect_spread outbox-relay outbox-consumer)
+endif()

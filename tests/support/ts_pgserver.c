@@ -94,6 +94,18 @@ ts_pgserver_crash(const char *dir)
 	pg_tmp(NULL, "crash", dir, NULL, NULL);
 }
 
+void
+ts_pgserver_kill(const char *dir)
+{
+	pg_tmp(NULL, "kill", dir, NULL, NULL);
+}
+
+void
+ts_pgserver_resume(const char *dir)
+{
+	pg_tmp(NULL, "resume", dir, NULL, NULL);
+}
+
 /* scripts/name stop dir, if dir holds what it started; no assertion. */
 static void
 stop_quiet(const char *name, const char *dir)

@@ -35,6 +35,12 @@ void ts_pgserver_standby(const char *primary_dir, const char *dir, const char *n
  * at start); the data and the conninfo stay. ck_asserts. */
 void ts_pgserver_crash(const char *dir);
 
+/* Stop the server in dir the hard way and leave it stopped (pg-tmp.sh
+ * kill: every connection to it breaks at once), then start it again with
+ * its data (pg-tmp.sh resume). ck_asserts. */
+void ts_pgserver_kill(const char *dir);
+void ts_pgserver_resume(const char *dir);
+
 /* Stop the server in dir and remove dir, if it is there; no assertion
  * (for teardowns): a line on stderr if it cannot. */
 void ts_pgserver_stop_quiet(const char *dir);

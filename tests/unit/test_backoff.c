@@ -1,9 +1,13 @@
 /*
  * test_backoff.c - Full Jitter backoff: the ceiling doubles from the base
  * and stops at the cap, draws stay in [0, ceiling], huge attempt numbers
- * never overflow, and the draws are spread roughly uniformly.
+ * never overflow, and the draws are spread roughly uniformly; a retry
+ * loop's state (struct ob_backoff), a Retry-After honoured as a spread
+ * floor, and the spread whole seconds a server sends.
  */
 #include <check.h>
+#include <inttypes.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "outbox/backoff.h"
@@ -101,6 +105,67 @@ START_TEST(test_rng)
 }
 END_TEST
 
+/* A retry loop's state: the ceiling doubles per failure to the cap, a
+ * success starts again from base, and two loops (threads, processes)
+ * draw different waits: no lockstep. */
+START_TEST(test_loop_state)
+{
+	struct ob_backoff a, b;
+	ob_backoff_init(&a, 100, 1000);
+	ob_backoff_init(&b, 100, 1000);
+	int64_t ceil[] = { 200, 400, 800, 1000, 1000 };
+	bool differ = false;
+	for (int round = 0; round < 50; round++) {
+		ob_backoff_reset(&a);
+		ob_backoff_reset(&b);
+		for (int i = 0; i < 5; i++) {
+			int64_t wa = ob_backoff_next(&a), wb = ob_backoff_next(&b);
+			ck_assert_int_ge(wa, 0);
+			ck_assert_int_le(wa, ceil[i]);
+			ck_assert_int_le(wb, ceil[i]);
+			differ = differ || wa != wb;
+		}
+		ck_assert_uint_eq(a.failures, 5);
+	}
+	ck_assert_msg(differ, "two loops drew the same 250 waits: their generators are one");
+}
+END_TEST
+
+/* A Retry-After is a floor, spread above it by up to a quarter; a longer
+ * own wait stands. */
+START_TEST(test_at_least)
+{
+	uint64_t rng = 7;
+	ck_assert_int_eq(ob_backoff_at_least(900, 400, &rng), 900);
+	int64_t lo = INT64_MAX, hi = 0;
+	for (int i = 0; i < 2000; i++) {
+		int64_t w = ob_backoff_at_least(10, 1000, &rng);
+		ck_assert_int_ge(w, 1000);
+		ck_assert_int_le(w, 1000 + 1000 / OB_RETRY_AFTER_SPREAD);
+		lo = w < lo ? w : lo;
+		hi = w > hi ? w : hi;
+	}
+	ck_assert_msg(hi - lo > 200, "the floor was not spread (%" PRId64 "..%" PRId64 ")", lo, hi);
+	ck_assert_int_eq(ob_backoff_at_least(0, 0, &rng), 0);
+}
+END_TEST
+
+/* The whole seconds a server sends: min, or up to half more (at least 1). */
+START_TEST(test_retry_after_spread)
+{
+	int seen[4] = { 0 };
+	for (int i = 0; i < 1000; i++) {
+		int64_t s1 = ob_retry_after_spread_s(1);
+		ck_assert(s1 == 1 || s1 == 2);
+		seen[s1]++;
+		int64_t s10 = ob_retry_after_spread_s(10);
+		ck_assert(s10 >= 10 && s10 <= 15);
+	}
+	ck_assert_msg(seen[1] > 300 && seen[2] > 300, "1 s told %d times, 2 s %d", seen[1],
+	    seen[2]);
+}
+END_TEST
+
 static Suite *
 backoff_suite(void)
 {
@@ -111,6 +176,9 @@ backoff_suite(void)
 	tcase_add_test(tc, test_jitter_bounds);
 	tcase_add_test(tc, test_jitter_roughly_uniform);
 	tcase_add_test(tc, test_rng);
+	tcase_add_test(tc, test_loop_state);
+	tcase_add_test(tc, test_at_least);
+	tcase_add_test(tc, test_retry_after_spread);
 	suite_add_tcase(s, tc);
 	return s;
 }
