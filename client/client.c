@@ -10,6 +10,7 @@
  * server but no answer came: it may have been applied), or an HTTP answer.
  */
 #include <ctype.h>
+#include <pthread.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -32,6 +33,12 @@
 #include "outbox/url.h"
 
 /* Namespace of the content-derived keys (a UUIDv5 of run + module + title). */
+
+/* Said of a call that stopped before --attempts because a retry was
+ * refused (client_opts.retry_budget). */
+#define BUDGET_SPENT_NOTE " (it stopped retrying early: this process's retry budget is spent," \
+	" after many failed calls)"
+
 static const uuid_t content_ns = { 0x6f, 0x75, 0x74, 0x62, 0x6f, 0x78, 0x4b, 0x65, 0x89,
 	0x79, 0x63, 0x6f, 0x6e, 0x74, 0x65, 0x6e };
 
@@ -421,6 +428,7 @@ client_submit(const struct client_opts *o, struct client_result *res)
 	ledger_note(o, key, "started", res);
 
 	bool maybe_applied = false;
+	double retry_cost = 0; /* what the last retry cost the budget */
 	struct client_http_reply r = { 0 };
 	for (int attempt = 1; attempt <= o->attempts; attempt++) {
 		if (o->key_source == CLIENT_KEY_PER_ATTEMPT) {
@@ -435,6 +443,8 @@ client_submit(const struct client_opts *o, struct client_result *res)
 		res->attempts = attempt;
 		res->last_status = r.status;
 		if (r.outcome == CLIENT_HTTP_ANSWERED && r.status >= 200 && r.status < 300) {
+			if (o->retry_budget != NULL)
+				ob_retry_budget_success(o->retry_budget, retry_cost);
 			res->created_id = body_id(res->target, r.body);
 			res->replayed = r.replayed;
 			snprintf(msg, sizeof(msg), "%s %" PRId64 " %s.", w->thing, res->created_id,
@@ -457,25 +467,34 @@ client_submit(const struct client_opts *o, struct client_result *res)
 			maybe_applied = true;
 		if (attempt == o->attempts)
 			break;
+		/* retries are selfish: each is paid from the process's budget,
+		 * and a spent budget ends the call with what it has */
+		if (o->retry_budget != NULL &&
+		    !ob_retry_budget_take(o->retry_budget, r.timed_out, &retry_cost)) {
+			res->budget_spent = true;
+			break;
+		}
 		int64_t wait = ob_backoff_full_jitter(o->base_ms, o->cap_ms, (uint32_t)attempt, &rng);
 		wait = ob_backoff_at_least(wait, r.retry_after_ms < o->max_retry_after_ms
 		        ? r.retry_after_ms : o->max_retry_after_ms, &rng);
 		ob_sleep_ms(wait);
 	}
 	if (maybe_applied) {
-		snprintf(msg, sizeof(msg), "%s was sent but its outcome is unknown after %d attempts"
+		snprintf(msg, sizeof(msg), "%s was sent but its outcome is unknown after %d attempts%s"
 		    " (last: %s): the %s MAY ALREADY HAVE BEEN CREATED. Do NOT resubmit. First look"
 		    " it up with key %s (%s %s, or GET %s?idempotency_key=...); resubmit only if it"
 		    " is not found, and then with the same key.", w->tool, res->attempts,
+		    res->budget_spent ? BUDGET_SPENT_NOTE : "",
 		    r.outcome == CLIENT_HTTP_ANSWERED ? "an HTTP error" : r.why, w->noun,
 		    key[0] ? key : "(none)", w->lookup, key[0] ? key : "(none)", w->path);
 		res->exit_code = CLIENT_EXIT_UNCERTAIN;
 		observe(res, false, "SIDE_EFFECT_UNCERTAIN", msg, false, NULL);
 		ledger_note(o, key, "uncertain", res);
 	} else {
-		snprintf(msg, sizeof(msg), "%s did not reach the %s service after %d attempts (%s)."
+		snprintf(msg, sizeof(msg), "%s did not reach the %s service after %d attempts%s (%s)."
 		    " Nothing was created; it is safe to retry later.", w->tool, w->noun,
-		    res->attempts, r.outcome == CLIENT_HTTP_ANSWERED ? "it was overloaded" : r.why);
+		    res->attempts, res->budget_spent ? BUDGET_SPENT_NOTE : "",
+		    r.outcome == CLIENT_HTTP_ANSWERED ? "it was overloaded" : r.why);
 		res->exit_code = CLIENT_EXIT_FAILED;
 		observe(res, false, r.timed_out ? "TIMEOUT" : "TOOL_CRASH", msg, true, NULL);
 		ledger_note(o, key, "failed", res);
@@ -483,6 +502,24 @@ client_submit(const struct client_opts *o, struct client_result *res)
 out:
 	free(r.body);
 	free(body);
+}
+
+static struct ob_token_bucket process_budget;
+static bool process_budget_ok;
+static pthread_once_t process_budget_once = PTHREAD_ONCE_INIT;
+
+static void
+process_budget_init(void)
+{
+	process_budget_ok = ob_token_bucket_init(&process_budget, OB_RETRY_BUDGET_CAPACITY, 0) ==
+	    OB_OK;
+}
+
+struct ob_token_bucket *
+client_retry_budget(void)
+{
+	pthread_once(&process_budget_once, process_budget_init);
+	return process_budget_ok ? &process_budget : NULL;
 }
 
 void

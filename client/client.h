@@ -17,6 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "outbox/token_bucket.h"
+
 #define CLIENT_MAX_RESPONSE (1024 * 1024) /* larger answers are refused */
 
 /* Exit statuses of submit / lookup. */
@@ -57,7 +59,14 @@ struct client_opts {
 	int64_t max_retry_after_ms; /* longest Retry-After honoured */
 	const char *ledger;       /* NULL = no ledger */
 	const char *token;        /* sent as Authorization: Bearer; NULL = none */
+	struct ob_token_bucket *retry_budget; /* pays for each retry (outbox/
+	                          * token_bucket.h); NULL = none: up to attempts */
 };
+
+/* This process's retry budget (outbox/token_bucket.h), made full on first
+ * use: one for every call the process makes (send, submit, each of the
+ * MCP server's tools/call). NULL only when it cannot be made. */
+struct ob_token_bucket *client_retry_budget(void);
 
 /* The outcome. observation is owned (free with client_result_fini). */
 struct client_result {
@@ -70,6 +79,7 @@ struct client_result {
 	int attempts;             /* attempts sent (0 when settled by the ledger lookup) */
 	int last_status;          /* last HTTP status, 0 when none */
 	bool replayed;
+	bool budget_spent;        /* a retry was refused: the process's budget is spent */
 	char key[256];            /* the key used (last attempt's for per-attempt) */
 };
 

@@ -4,8 +4,9 @@
  * and mcp (mcp_cmd.c), and lookup for the first and the last below. Each
  * macro expands to rows of a config table (OB_CFG_OPT), so the including
  * file's OB_CFG_STRUCT must have the fields they name: CLIENT_RETRY_OPTIONS
- * attempts, backoff_base, backoff_cap, timeout_ms, max_retry_after and
- * ledger, which CLIENT_RETRY_FIELDS hands on to a struct client_opts.
+ * attempts, backoff_base, backoff_cap, timeout_ms, max_retry_after, ledger
+ * and retry_budget, which CLIENT_RETRY_FIELDS hands on to a struct
+ * client_opts (the including file has string.h and client.h).
  */
 #ifndef OUTBOX_CLIENT_CLIENT_FLAGS_H
 #define OUTBOX_CLIENT_CLIENT_FLAGS_H
@@ -42,7 +43,12 @@
 	    3600000, NULL, false, max_retry_after,                                            \
 	    "longest Retry-After honoured between attempts"),                                 \
 	OB_CFG_OPT("ledger", "OUTBOX_LEDGER", OB_CFG_STRING, NULL, 0, 0, NULL, false, ledger,   \
-	    "append-only JSON-lines tool ledger (fsynced); an uncertain key is looked up first")
+	    "append-only JSON-lines tool ledger (fsynced); an uncertain key is looked up first"), \
+	OB_CFG_OPT("retry-budget", "OUTBOX_RETRY_BUDGET", OB_CFG_ENUM, "on", 0, 0, "on|off",    \
+	    false, retry_budget, "pay each retry from this process's budget (500 tokens, a"     \
+	    " retry 5, after a timeout 10, a success puts back 1 or what its retries cost):"   \
+	    " while everything fails the process makes at most 100 retries in all, whatever"   \
+	    " --attempts; off: every call retries up to --attempts (docs/retries.md)")
 
 /* The values of CLIENT_RETRY_OPTIONS' fields of cfg as designated
  * initializers of the same-named members of struct client_opts (or of any
@@ -53,6 +59,7 @@
 	.cap_ms = (cfg).backoff_cap,                                                         \
 	.timeout_ms = (cfg).timeout_ms,                                                      \
 	.max_retry_after_ms = (cfg).max_retry_after,                                         \
-	.ledger = (cfg).ledger
+	.ledger = (cfg).ledger,                                                              \
+	.retry_budget = strcmp((cfg).retry_budget, "off") != 0 ? client_retry_budget() : NULL
 
 #endif

@@ -161,6 +161,7 @@ call_opts(const struct mcp_server *s, const char *tool, json_t *norm, const char
 		.max_retry_after_ms = s->max_retry_after_ms,
 		.ledger = s->ledger,
 		.token = s->token,
+		.retry_budget = s->retry_budget,
 	};
 	return rc;
 }

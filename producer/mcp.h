@@ -20,6 +20,8 @@
 
 #include <jansson.h>
 
+#include "outbox/token_bucket.h"
+
 #define MCP_META_KEY "idempotency_key"  /* params._meta.<this>: the host's key */
 #define MCP_RUN_ID_MAX 128               /* bytes of a run id */
 #define MCP_PROTOCOL_FALLBACK "2025-06-18" /* answered to an unknown version */
@@ -33,6 +35,8 @@ struct mcp_server {
 	int64_t max_retry_after_ms;
 	const char *ledger;       /* NULL = none */
 	const char *token;        /* Authorization: Bearer; NULL = none */
+	struct ob_token_bucket *retry_budget; /* the process's (client_retry_budget), or
+	                          * NULL: every tools/call retries up to attempts */
 };
 
 /* Handle one parsed JSON-RPC message. Returns the response (owned by the

@@ -21,6 +21,7 @@
 #include <uuid/uuid.h>
 
 #include "auth.h"
+#include "client.h"
 #include "client_flags.h"
 #include "mcp.h"
 #include "outbox/err.h"
@@ -42,6 +43,7 @@ struct mcp_config {
 	int64_t max_retry_after;
 	int64_t max_message;
 	char *ledger;
+	char *retry_budget;
 	char *api_token_file;
 	char *log_level;
 };

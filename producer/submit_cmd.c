@@ -44,6 +44,7 @@ struct submit_config {
 	int64_t timeout_ms;
 	int64_t max_retry_after;
 	char *ledger;
+	char *retry_budget;
 	char *api_token_file;
 };
 

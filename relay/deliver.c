@@ -87,6 +87,7 @@ set_outcome(struct relay_outcome *o, const struct ob_wire_msg *m,
 	o->delay_ms = 0;
 	o->refund_attempt = false;
 	o->retry_after_ms = 0;
+	o->min_delay_ms = 0;
 	snprintf(o->error, sizeof(o->error), fmt, (int)alen, a ? a : "");
 }
 
@@ -432,6 +433,37 @@ apply_reply(struct relay_deliverer *d, struct relay_frame *f, const void *body, 
 	return true;
 }
 
+/* The retry budget of f's destination (dest.h, outbox/token_bucket.h):
+ * a frame whose messages are to be retried pays for that retry (more
+ * after a timeout); when the budget cannot, the retry waits at least
+ * table.budget_slow_ms (the slow rate) and is counted. A frame all of
+ * whose messages were delivered puts back 1, or a retry's cost when one
+ * of them was a redelivery. */
+static void
+budget_settle(struct relay_deliverer *d, const struct relay_frame *f, struct relay_outcome *out)
+{
+	const struct relay_batch *b = &f->batch;
+	struct relay_dest *ds = &d->table.dest[f->dest];
+	bool retry = false, redelivery = false;
+	for (uint32_t i = 0; i < b->n; i++) {
+		if (f->skip != NULL && f->skip[i])
+			continue;
+		retry = retry || out[i].kind == RELAY_OUT_RETRY;
+		redelivery = redelivery || b->msgs[i].attempt > 1;
+	}
+	if (!retry) {
+		ob_retry_budget_success(&ds->budget, redelivery ? OB_RETRY_BUDGET_COST : 0);
+		return;
+	}
+	double cost;
+	if (ob_retry_budget_take(&ds->budget, f->rv == NNG_ETIMEDOUT, &cost))
+		return;
+	for (uint32_t i = 0; i < b->n; i++)
+		if ((f->skip == NULL || !f->skip[i]) && out[i].kind == RELAY_OUT_RETRY)
+			out[i].min_delay_ms = d->table.budget_slow_ms;
+	d->budget_spent++;
+}
+
 enum relay_frame_result
 relay_frame_finish(struct relay_deliverer *d, struct relay_frame *f, struct relay_outcome *out)
 {
@@ -476,6 +508,8 @@ relay_frame_finish(struct relay_deliverer *d, struct relay_frame *f, struct rela
 		if (f->sent)
 			relay_dest_window_result(&d->table, f->dest, result == RELAY_FRAME_FAILED,
 			    result == RELAY_FRAME_REPLIED);
+		if (f->sent && f->dest >= 0 && d->table.retry_budget)
+			budget_settle(d, f, out);
 	}
 	if (nng_ctx_id(f->ctx) > 0)
 		nng_ctx_close(f->ctx);

@@ -37,6 +37,9 @@
  * the breaker quickly rather than after a whole delivery timeout. */
 #define RELAY_CONNECT_WAIT_MS 1000
 
+/* relay.retry_budget.spent at most this often per worker, with the count. */
+#define RELAY_BUDGET_LOG_EVERY_MS 30000
+
 /* A consumer that refuses our wire version (older than this relay) is
  * logged once, then at most this often while it keeps refusing. */
 #define RELAY_TOO_OLD_LOG_EVERY_MS 60000
@@ -50,6 +53,7 @@ struct relay_deliverer {
 	/* counters, read by the caller */
 	uint64_t frames_sent;
 	uint64_t frames_failed;
+	uint64_t budget_spent;  /* frames whose retry the destination's budget refused */
 	/* each replied frame's round trip is observed here (NULL = none) */
 	struct ob_metric *frame_seconds;
 	/* the frames' callbacks wake the worker: they set state under mtx and

@@ -41,6 +41,9 @@ relay_dest_table_init(struct relay_dest_table *t, const struct relay_routes *rt)
 	for (int i = 0; i < t->n; i++) {
 		t->dest[i].url = rt->urls[i];
 		t->dest[i].window = t->window_max > 0 ? t->window_max : 1;
+		if (ob_token_bucket_init(&t->dest[i].budget, OB_RETRY_BUDGET_CAPACITY, 0) != OB_OK)
+			return OB_ENOMEM;
+		t->dest[i].budget_ok = true;
 	}
 	return OB_OK;
 }
@@ -208,6 +211,9 @@ relay_dest_table_close(struct relay_dest_table *t)
 		if (ds->tls_prev != NULL)
 			nng_tls_config_free(ds->tls_prev);
 		ds->tls = ds->tls_prev = NULL;
+		if (ds->budget_ok)
+			ob_token_bucket_fini(&ds->budget);
+		ds->budget_ok = false;
 	}
 	free(t->dest);
 	free(t->next);

@@ -23,6 +23,7 @@
 #include "breaker.h"
 #include "claim.h"
 #include "metrics.h"
+#include "outbox/token_bucket.h"
 #include "outbox/buf.h"
 #include "outbox/bus_tls.h"
 #include "outbox/metrics.h"
@@ -67,6 +68,9 @@ struct relay_dest {
 	                        * start): see RELAY_REDIAL_STUCK_MS */
 	unsigned redials;      /* dialers re-created since its last reply */
 	struct relay_breaker breaker;
+	struct ob_token_bucket budget; /* its retry budget (outbox/token_bucket.h):
+	                        * this worker's retries of frames to it */
+	bool budget_ok;        /* budget initialised (fini at close) */
 	uint32_t inflight;     /* frames out to it now */
 	uint32_t window;       /* frames it may have out: 1..window_max */
 	int64_t too_old_next_ms; /* nng_clock() before which relay.deliver.consumer_too_old
@@ -84,6 +88,10 @@ struct relay_dest_table {
 	uint32_t window_max;   /* a destination's largest window (--max-inflight) */
 	uint32_t breaker_threshold;
 	int64_t breaker_probe_ms;
+	bool retry_budget;     /* --retry-budget on: a retry of a frame is paid from its
+	                        * destination's budget */
+	int64_t budget_slow_ms; /* --retry-budget-slow: a retry the budget refused waits
+	                         * at least this long */
 	bool unrouted_dead;    /* --unrouted dead-letter: without a default route, claim the
 	                        * topics no route matches, to dead-letter them ("no route");
 	                        * else (wait) they are never claimed */

@@ -128,6 +128,15 @@ static const struct ob_cfg_opt relay_options[] = {
 	    " off is safe because a write lost in a database crash only causes a redelivery"
 	    " the consumer answers as duplicate (docs/relay.md)"),
 	OB_CFG_OPT_POOLER(pooler),
+	OB_CFG_OPT("retry-budget", "OUTBOX_RETRY_BUDGET", OB_CFG_ENUM, "on", 0, 0, "on|off", false,
+	    retry_budget, "pay each retry of a frame from its destination's budget (per worker:"
+	    " 500 tokens, a retry 5, after a timeout 10; a delivered frame puts back 1, or 5 when"
+	    " it held a redelivery); a retry the budget cannot pay waits --retry-budget-slow"
+	    " (outbox_relay_retry_budget_spent_total). off: every retry waits its backoff only"
+	    " (docs/retries.md)"),
+	OB_CFG_OPT("retry-budget-slow", "OUTBOX_RETRY_BUDGET_SLOW", OB_CFG_DURATION, "10s", 100,
+	    3600000, NULL, false, retry_budget_slow_ms, "the slow rate: a retry the budget"
+	    " refused waits at least this long (spread by up to a quarter)"),
 	OB_CFG_OPT("standby-gate", "OUTBOX_STANDBY_GATE", OB_CFG_ENUM, "none", 0, 0,
 	    "none|flush|replay", false, standby_gate, "deliver a batch only once every standby"
 	    " of --standby-names has its WAL: flush = on the standby's disk, replay = also"

@@ -42,6 +42,9 @@ static const struct ob_metric_row rows[] = {
 	    "Request frames handed to nng"),
 	ROW(frames_failed, COUNTER, "outbox_relay_frames_failed_total",
 	    "Request frames sent that got no reply (timeout, transport error)"),
+	ROW(budget_spent, COUNTER, "outbox_relay_retry_budget_spent_total",
+	    "Frames whose retry their destination's retry budget refused: their messages"
+	    " wait --retry-budget-slow"),
 	ROW(purged, COUNTER, "outbox_relay_purged_total",
 	    "Messages dropped with their slot by the retention housekeeping"),
 	ROW(oldest_xact_age, GAUGE, "outbox_relay_oldest_xact_age_seconds",

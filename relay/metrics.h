@@ -50,6 +50,7 @@ struct relay_metrics {
 	struct ob_metric *delivery_seconds;
 	struct ob_metric *frames_sent;
 	struct ob_metric *frames_failed;
+	struct ob_metric *budget_spent;
 	struct ob_metric *purged;
 	struct ob_metric *oldest_xact_age;
 	struct ob_metric *oldest_xact_pid;

@@ -36,6 +36,9 @@ struct relay_outcome {
 	int64_t retry_after_ms; /* RETRY: the consumer's "not before" (a downstream's
 	                         * Retry-After, wire version 2); 0 = none. delay_ms
 	                         * is then at least this (retry_policy.h) */
+	int64_t min_delay_ms;  /* RETRY / RELEASE: the retry budget refused this retry
+	                        * (deliver.c): delay_ms is at least this, the slow rate;
+	                        * 0 = none. Not a "not before" the max age weighs */
 	char error[RELAY_ERROR_MAX]; /* RETRY / DEAD: last error ("" = none) */
 };
 

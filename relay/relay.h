@@ -62,6 +62,9 @@ struct relay_config {
 	char *on_dead_head;       /* block | skip */
 	char *synchronous_commit; /* on | off: the relay's own commits wait for the WAL flush */
 	char *pooler;             /* direct | session: how --db reaches PostgreSQL */
+	char *retry_budget;       /* on | off: retries of frames paid from a budget per
+	                           * destination (outbox/token_bucket.h) */
+	int64_t retry_budget_slow_ms; /* a retry the budget refused waits at least this */
 	char *standby_gate;       /* none | flush | replay (standby_gate.h) */
 	struct ob_cfg_list standby_names; /* application_name of the standbys gated on */
 	int64_t standby_gate_timeout_ms; /* a batch waits this long, then goes back unsent */
@@ -111,6 +114,7 @@ struct relay_totals {
 	_Atomic uint64_t fenced_out;   /* outcome writes refused by the fence */
 	_Atomic uint64_t frames_sent;  /* request frames handed to nng */
 	_Atomic uint64_t frames_failed;/* of those: no reply / transport error */
+	_Atomic uint64_t budget_spent; /* frames whose retry the destination's budget refused */
 	_Atomic uint64_t purged;
 };
 

@@ -46,6 +46,7 @@ relay_retry_decide(const struct relay_retry_limits *l, const struct ob_wire_msg 
 	} else {
 		o->delay_ms = ob_backoff_at_least(ob_backoff_full_jitter(l->backoff_base_ms,
 		    l->backoff_cap_ms, attempts, rng), o->retry_after_ms, rng);
+		o->delay_ms = ob_backoff_at_least(o->delay_ms, o->min_delay_ms, rng);
 	}
 }
 
@@ -61,8 +62,9 @@ relay_retry_failed_batch(const struct relay_retry_limits *l, const struct relay_
 		snprintf(why, sizeof(why), "%s", out[first].error);
 		struct relay_outcome o = out[first];
 		o.refund_attempt = true;
-		int64_t delay = ob_backoff_full_jitter(l->backoff_base_ms, l->backoff_cap_ms,
-		    relay_counted_attempts(&b->msgs[first], &o), rng);
+		int64_t delay = ob_backoff_at_least(ob_backoff_full_jitter(l->backoff_base_ms,
+		    l->backoff_cap_ms, relay_counted_attempts(&b->msgs[first], &o), rng),
+		    o.min_delay_ms, rng);
 		for (uint32_t i = 0; i < b->n; i++) {
 			out[i].id = b->msgs[i].id;
 			out[i].kind = RELAY_OUT_RELEASE;
@@ -88,8 +90,9 @@ relay_retry_failed_batch(const struct relay_retry_limits *l, const struct relay_
 				relay_retry_decide(l, &b->msgs[i], now_us, rng, &out[i]);
 		return;
 	}
-	int64_t delay = ob_backoff_full_jitter(l->backoff_base_ms, l->backoff_cap_ms,
-	    relay_counted_attempts(&b->msgs[0], &out[0]), rng);
+	int64_t delay = ob_backoff_at_least(ob_backoff_full_jitter(l->backoff_base_ms,
+	    l->backoff_cap_ms, relay_counted_attempts(&b->msgs[0], &out[0]), rng),
+	    out[0].min_delay_ms, rng);
 	for (uint32_t i = 0; i < b->n; i++) {
 		out[i].kind = RELAY_OUT_RELEASE;
 		out[i].delay_ms = delay;

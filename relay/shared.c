@@ -68,9 +68,11 @@ relay_totals_log(const char *event, const char *prefix, const struct relay_total
 {
 	ob_info(event, "%sclaimed=%" PRIu64 " delivered=%" PRIu64 " retried=%" PRIu64
 	    " dead=%" PRIu64 " released=%" PRIu64 " fenced_out=%" PRIu64
-	    " frames_sent=%" PRIu64 " frames_failed=%" PRIu64 " purged=%" PRIu64,
+	    " frames_sent=%" PRIu64 " frames_failed=%" PRIu64 " retry_budget_spent=%" PRIu64
+	    " purged=%" PRIu64,
 	    prefix, atomic_load(&t->claimed), atomic_load(&t->delivered),
 	    atomic_load(&t->retried), atomic_load(&t->dead), atomic_load(&t->released),
 	    atomic_load(&t->fenced_out), atomic_load(&t->frames_sent),
-	    atomic_load(&t->frames_failed), atomic_load(&t->purged));
+	    atomic_load(&t->frames_failed), atomic_load(&t->budget_spent),
+	    atomic_load(&t->purged));
 }

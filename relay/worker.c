@@ -91,6 +91,8 @@ struct worker {
 	struct relay_tally tally;
 	struct relay_worker_live *live;  /* this worker's row of the shared state, or NULL */
 	struct relay_gate gate;          /* --standby-gate */
+	int64_t budget_log_next_ms;      /* relay.retry_budget.spent: not before */
+	uint64_t budget_unlogged;        /* refusals since its last line */
 };
 
 #define COUNT(w, field, n) RELAY_TALLY_ADD(&(w)->tally, field, n)
@@ -339,6 +341,25 @@ record_slot(struct worker *w, struct relay_slot *s)
  * failed. */
 static bool act_on(struct worker *w, struct relay_slot *s, enum relay_slot_action act);
 
+/* A retry the destination's budget refused: one warn line at once, then at
+ * most one per RELAY_BUDGET_LOG_EVERY_MS carrying the count. */
+static void
+budget_spent_log(struct worker *w, const struct relay_frame *f)
+{
+	int64_t now = ob_mono_ms();
+	w->budget_unlogged++;
+	if (now < w->budget_log_next_ms)
+		return;
+	w->budget_log_next_ms = now + RELAY_BUDGET_LOG_EVERY_MS;
+	char q[600];
+	ob_warn("relay.retry_budget.spent", "owner=%s dest=%s refused=%" PRIu64 " slow_ms=%" PRId64
+	    " hint=\"retries to this destination failed until its budget ran out: they wait the"
+	    " slow rate until deliveries succeed again\"", w->owner,
+	    ob_log_q(f->dest >= 0 ? w->deliverer.table.dest[f->dest].url : "?", q, sizeof(q)),
+	    w->budget_unlogged, w->cfg->retry_budget_slow_ms);
+	w->budget_unlogged = 0;
+}
+
 /* A finished frame: its outcomes, the die-after-send fault, the record. */
 static bool
 collect_slot(struct worker *w, struct relay_slot *s)
@@ -346,9 +367,15 @@ collect_slot(struct worker *w, struct relay_slot *s)
 	struct relay_frame *f = &s->f;
 	bool sent = f->sent;
 	uint64_t failed_before = w->deliverer.frames_failed;
+	uint64_t spent_before = w->deliverer.budget_spent;
 	enum relay_frame_result res = relay_frame_finish(&w->deliverer, f, s->outcomes);
 	COUNT(w, frames_failed, w->deliverer.frames_failed - failed_before);
 	ob_metric_add(METRIC(w, frames_failed), w->deliverer.frames_failed - failed_before);
+	if (w->deliverer.budget_spent > spent_before) {
+		COUNT(w, budget_spent, w->deliverer.budget_spent - spent_before);
+		ob_metric_add(METRIC(w, budget_spent), w->deliverer.budget_spent - spent_before);
+		budget_spent_log(w, f);
+	}
 	struct relay_retry_limits l = retry_limits(w->cfg);
 	struct relay_slot_event ev = policy_event(w, res == RELAY_FRAME_FAILED ? RELAY_SLOT_EV_FAILED
 	    : res == RELAY_FRAME_REPLIED ? RELAY_SLOT_EV_REPLIED : RELAY_SLOT_EV_NOT_SENT, &l);
@@ -746,6 +773,8 @@ relay_worker_run(const struct relay_config *cfg, int worker_index,
 	w.deliverer.table.window_max = (uint32_t)cfg->max_inflight;
 	w.deliverer.table.breaker_threshold = (uint32_t)cfg->breaker_threshold;
 	w.deliverer.table.breaker_probe_ms = cfg->breaker_probe_ms;
+	w.deliverer.table.retry_budget = strcmp(cfg->retry_budget, "off") != 0;
+	w.deliverer.table.budget_slow_ms = cfg->retry_budget_slow_ms;
 	w.deliverer.table.unrouted_dead = cfg->unrouted != NULL &&
 	    strcmp(cfg->unrouted, "dead-letter") == 0;
 	if (relay_gate_init(&w.gate, cfg->standby_gate, cfg->standby_names.items,

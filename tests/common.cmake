@@ -8,6 +8,8 @@ outbox_test(test_config SOURCES unit/test_config.c LABELS unit)
 outbox_test(test_log SOURCES unit/test_log.c LABELS unit)
 outbox_test(test_ready_file SOURCES unit/test_ready_file.c LABELS unit)
 outbox_test(test_backoff SOURCES unit/test_backoff.c LABELS unit)
+# The token bucket and the retry budget made of one (outbox/token_bucket.h).
+outbox_test(test_token_bucket SOURCES unit/test_token_bucket.c LABELS unit)
 # The periodic thread (common/ticker.c): passes, and a stop that never waits out an interval.
 outbox_test(test_ticker SOURCES unit/test_ticker.c LABELS unit)
 # Secrets never shown (every conninfo form, libpq's own messages scrubbed)

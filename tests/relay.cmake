@@ -153,3 +153,11 @@ outbox_test(test_reconnect_spread SOURCES integration/test_reconnect_spread.c
 if(TEST test_reconnect_spread)
   add_dependencies(test_reconnect_spread outbox-relay outbox-consumer)
 endif()
+# The retry budget's bound against a failing service: the agent-side
+# client's retries per process, the relay's per destination.
+outbox_test(test_retry_budget SOURCES integration/test_retry_budget.c
+  LABELS integration PG TIMEOUT 600 LIBS outbox_client)
+if(TEST test_retry_budget)
+  add_dependencies(test_retry_budget outbox-relay outbox-consumer outbox-producer
+    outbox-notify-sink)
+endif()
