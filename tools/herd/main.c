@@ -1,12 +1,16 @@
 /*
  * main.c - outbox-herd: the thundering-herd simulation of retries with
- * backoff and jitter (docs/retries.md).
+ * backoff and jitter, or the same strategies against the real system
+ * (--target: a running producer API); docs/retries.md.
  *
- * Wiring only: read the flags, run one cell per (strategy, client count)
- * through sim.c, print the table (table.c). Exit 0 with the table; 2 on a
- * bad flag (one line on stderr, before anything runs); 1 when out of
- * memory. Output depends only on the flags: the same --seed gives the
- * same bytes.
+ * Wiring only: read the flags, then either run one cell per (strategy,
+ * client count) through sim.c and print the table, or run one herd
+ * against --target through target.c and print its report (table.c).
+ * Exit 0 with the table, or with the report when every client's call
+ * completed; 1 when one did not (the report is printed), or when out of
+ * memory; 2 on a bad flag (one line on stderr, before anything runs). The
+ * simulation's output depends only on the flags: the same --seed gives
+ * the same bytes.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -16,17 +20,33 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <nng/nng.h>
+
 #include "jitter.h"
+#include "outbox/clock.h"
 #include "outbox/config.h"
 #include "outbox/err.h"
+#include "outbox/log.h"
 #include "sim.h"
 #include "table.h"
+#include "target.h"
 
 #define HERD_CLIENTS_MIN 1
 #define HERD_CLIENTS_MAX 1000  /* clients in one cell */
 #define HERD_COLUMNS_MAX 16    /* client counts in one table */
 #define HERD_RUNS_MAX 100000   /* runs averaged per cell */
-#define HERD_MS_MAX 3600000    /* base, cap and network delays: an hour */
+#define HERD_MS_MAX 3600000    /* base, cap, network delays, --target's deadline: an hour */
+#define HERD_ATTEMPT_MS_MAX 600000 /* one --target attempt: ten minutes */
+/* The defaults that a flag of the other mode is compared with: a
+ * simulation flag changed with --target, or a --target flag without it, is
+ * refused rather than ignored. */
+#define HERD_RUNS_DEFAULT 100
+#define HERD_DELAY_MEAN_DEFAULT 10
+#define HERD_DELAY_SD_DEFAULT 2
+#define HERD_DEADLINE_DEFAULT 60000
+#define HERD_ATTEMPT_DEFAULT 5000
+#define HERD_STR_(x) #x
+#define HERD_STR(x) HERD_STR_(x)
 #define HERD_SEED_MAX INT64_MAX
 #define HERD_STRATEGY_ALL "all"
 /* "all" and jitter.c's names, in its order */
@@ -42,6 +62,10 @@ struct herd_config {
 	int64_t delay_sd_ms;
 	char *strategy;
 	bool json;
+	char *target;
+	int64_t deadline_ms;
+	int64_t request_timeout_ms;
+	char *key_prefix;
 };
 
 #define OB_CFG_STRUCT struct herd_config
@@ -49,29 +73,51 @@ struct herd_config {
 static const struct ob_cfg_opt herd_options[] = {
 	OB_CFG_OPT("clients", "OUTBOX_HERD_CLIENTS", OB_CFG_LIST, "10,50,100", 0, 0, NULL, false,
 	    clients, "client counts, the table's columns: comma-separated or repeated, each"
-	    " 1..1000, at most 16"),
-	OB_CFG_OPT("runs", "OUTBOX_HERD_RUNS", OB_CFG_INT, "100", 1, HERD_RUNS_MAX, NULL, false,
-	    runs, "runs averaged per cell"),
+	    " 1..1000, at most 16; with --target exactly one (the client threads)"),
+	OB_CFG_OPT("runs", "OUTBOX_HERD_RUNS", OB_CFG_INT, HERD_STR(HERD_RUNS_DEFAULT), 1,
+	    HERD_RUNS_MAX, NULL, false, runs, "runs averaged per cell (simulation only)"),
 	OB_CFG_OPT("seed", "OUTBOX_HERD_SEED", OB_CFG_INT, "1", 0, HERD_SEED_MAX, NULL, false,
 	    seed, "the generator's seed: the same seed prints the same table"),
 	OB_CFG_OPT("base-ms", "OUTBOX_HERD_BASE_MS", OB_CFG_INT, "5", 1, HERD_MS_MAX, NULL, false,
 	    base_ms, "backoff base: the first retry's exponential value is 2 x base"),
 	OB_CFG_OPT("cap-ms", "OUTBOX_HERD_CAP_MS", OB_CFG_INT, "2000", 1, HERD_MS_MAX, NULL,
 	    false, cap_ms, "backoff cap (at least --base-ms)"),
-	OB_CFG_OPT("delay-mean-ms", "OUTBOX_HERD_DELAY_MEAN_MS", OB_CFG_INT, "10", 0, HERD_MS_MAX,
-	    NULL, false, delay_mean_ms, "one-way network delay |N(mean, sd)|: the mean"),
-	OB_CFG_OPT("delay-sd-ms", "OUTBOX_HERD_DELAY_SD_MS", OB_CFG_INT, "2", 0, HERD_MS_MAX,
-	    NULL, false, delay_sd_ms, "one-way network delay: the standard deviation"),
+	OB_CFG_OPT("delay-mean-ms", "OUTBOX_HERD_DELAY_MEAN_MS", OB_CFG_INT,
+	    HERD_STR(HERD_DELAY_MEAN_DEFAULT), 0, HERD_MS_MAX, NULL, false, delay_mean_ms,
+	    "one-way network delay |N(mean, sd)|: the mean (simulation only)"),
+	OB_CFG_OPT("delay-sd-ms", "OUTBOX_HERD_DELAY_SD_MS", OB_CFG_INT,
+	    HERD_STR(HERD_DELAY_SD_DEFAULT), 0, HERD_MS_MAX, NULL, false, delay_sd_ms,
+	    "one-way network delay: the standard deviation (simulation only)"),
 	OB_CFG_OPT("strategy", "OUTBOX_HERD_STRATEGY", OB_CFG_ENUM, HERD_STRATEGY_ALL, 0, 0,
-	    HERD_STRATEGY_CHOICES, false, strategy, "the table's rows: all, or one strategy"),
+	    HERD_STRATEGY_CHOICES, false, strategy, "the table's rows: all, or one strategy;"
+	    " with --target one strategy"),
 	OB_CFG_OPT("json", "OUTBOX_HERD_JSON", OB_CFG_BOOL, "false", 0, 0, NULL, false, json,
-	    "print one JSON object instead of the table"),
+	    "print one JSON object instead of the table (or --target's report)"),
+	OB_CFG_OPT("target", "OUTBOX_HERD_TARGET", OB_CFG_STRING, NULL, 0, 0, NULL, false, target,
+	    "run against the real system instead of simulating: the base URL of a running"
+	    " producer API (http://HOST:PORT, no token). --clients threads each POST"
+	    " /v1/messages once (topic herd.test, an Idempotency-Key of its own) and retry with"
+	    " --strategy on no connection, no answer, 409, 429 and 5xx until a 2xx or"
+	    " --deadline-ms; any other answer ends the call. Retry-After is ignored, so that"
+	    " the strategies are compared as they are"),
+	OB_CFG_OPT("deadline-ms", "OUTBOX_HERD_DEADLINE_MS", OB_CFG_INT,
+	    HERD_STR(HERD_DEADLINE_DEFAULT), 1, HERD_MS_MAX, NULL, false, deadline_ms,
+	    "with --target: no attempt starts this long after the start; a client still"
+	    " failing then gives up (exit 1)"),
+	OB_CFG_OPT("request-timeout-ms", "OUTBOX_HERD_REQUEST_TIMEOUT_MS", OB_CFG_INT,
+	    HERD_STR(HERD_ATTEMPT_DEFAULT), 1, HERD_ATTEMPT_MS_MAX, NULL, false,
+	    request_timeout_ms, "with --target: one attempt, connect to answer; one that times"
+	    " out is retried (its key makes that safe)"),
+	OB_CFG_OPT("key-prefix", "OUTBOX_HERD_KEY_PREFIX", OB_CFG_STRING, NULL, 0, 0, NULL, false,
+	    key_prefix, "with --target: client i sends Idempotency-Key PREFIX-i; default"
+	    " herd-SEED-MS (MS: the start, Unix ms), new keys every run"),
 	OB_CFG_END,
 };
 
 static const struct ob_cfg_program herd_program = {
 	.name = "outbox-herd",
-	.synopsis = "outbox-herd [--clients N,N...] [--runs N] [--seed N] [--strategy S] [--json]",
+	.synopsis = "outbox-herd [--clients N,N...] [--runs N] [--seed N] [--strategy S] [--json]\n"
+	    "       outbox-herd --target URL --clients N --strategy S [--deadline-ms MS] [--json]",
 	.description =
     "Simulate a thundering herd: N clients each update one row once under optimistic"
     " concurrency (read the version, write with it; a write whose version is stale fails,"
@@ -80,7 +126,9 @@ static const struct ob_cfg_program herd_program = {
     " averaged over --runs runs. Strategies, with v = min(cap, base x 2^retry):"
     " none (retry at once), expo (v), expo-10pct (v x [0.9, 1.1)), equal (v/2 +"
     " [0, v/2)), full ([0, v)), decorrelated (min(cap, [base, 3 x previous sleep))). Synthetic:"
-    " the server never overloads. See docs/retries.md.",
+    " the server never overloads. With --target, one strategy against a running producer"
+    " instead: prints the requests sent, the calls completed, and when (ms from the start)"
+    " the first and the last client got its 2xx. See docs/retries.md.",
 	.options = herd_options,
 };
 
@@ -158,6 +206,91 @@ pick_strategies(const char *name, enum ob_jitter_kind *rows, size_t *n, char *er
 	return OB_OK;
 }
 
+/* A flag of the other mode set to anything but its default is refused, not
+ * ignored: --runs or a network delay with --target, a --target flag
+ * without it. OB_OK or OB_EINVAL with one line in err. */
+static int
+check_mode(const struct herd_config *cfg, size_t nclients, size_t nrows, char *err,
+    size_t errlen)
+{
+	const char *stray = NULL;
+	if (cfg->target != NULL) {
+		if (nclients != 1) {
+			snprintf(err, errlen, "--target runs one herd: give one --clients count,"
+			    " not %zu", nclients);
+			return OB_EINVAL;
+		}
+		if (nrows != 1) {
+			snprintf(err, errlen, "--target runs one herd: name one --strategy, not %s",
+			    cfg->strategy);
+			return OB_EINVAL;
+		}
+		if (cfg->runs != HERD_RUNS_DEFAULT)
+			stray = "--runs";
+		else if (cfg->delay_mean_ms != HERD_DELAY_MEAN_DEFAULT)
+			stray = "--delay-mean-ms";
+		else if (cfg->delay_sd_ms != HERD_DELAY_SD_DEFAULT)
+			stray = "--delay-sd-ms";
+		if (stray != NULL) {
+			snprintf(err, errlen, "%s is the simulation's: --target makes one run over"
+			    " the real network", stray);
+			return OB_EINVAL;
+		}
+		return OB_OK;
+	}
+	if (cfg->deadline_ms != HERD_DEADLINE_DEFAULT)
+		stray = "--deadline-ms";
+	else if (cfg->request_timeout_ms != HERD_ATTEMPT_DEFAULT)
+		stray = "--request-timeout-ms";
+	else if (cfg->key_prefix != NULL)
+		stray = "--key-prefix";
+	if (stray != NULL) {
+		snprintf(err, errlen, "%s needs --target", stray);
+		return OB_EINVAL;
+	}
+	return OB_OK;
+}
+
+/* The --target run: check, run, print. Returns the exit code (2: a bad
+ * URL or key prefix, one line in err, nothing run). */
+static int
+run_target(const struct herd_config *cfg, uint32_t clients, enum ob_jitter_kind strategy,
+    char *err, size_t errlen)
+{
+	char prefix[64];
+	if (cfg->key_prefix == NULL)
+		snprintf(prefix, sizeof(prefix), "herd-%" PRId64 "-%" PRId64, cfg->seed,
+		    ob_wall_us() / 1000);
+	struct herd_target_params p = {
+		.url = cfg->target,
+		.key_prefix = cfg->key_prefix != NULL ? cfg->key_prefix : prefix,
+		.strategy = strategy,
+		.range = { (double)cfg->base_ms, (double)cfg->cap_ms },
+		.clients = clients,
+		.seed = (uint64_t)cfg->seed,
+		.deadline_ms = cfg->deadline_ms,
+		.request_timeout_ms = cfg->request_timeout_ms,
+	};
+	if (herd_target_check(&p, err, errlen) != OB_OK)
+		return 2;
+	ob_log_init("outbox-herd", OB_LOG_INFO, OB_LOG_TEXT);
+	struct herd_target_result r;
+	int rc = herd_target_run(&p, &r, err, errlen);
+	nng_fini(); /* every client and connection is closed by now */
+	if (rc != OB_OK) {
+		fprintf(stderr, "outbox-herd: %s\n", err);
+		return 1;
+	}
+	struct herd_target_report rep = { &p, &r };
+	if (cfg->json)
+		herd_target_json(stdout, &rep);
+	else
+		herd_target_text(stdout, &rep);
+	if (fflush(stdout) != 0)
+		return 1;
+	return r.completed == clients ? 0 : 1;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -179,6 +312,13 @@ main(int argc, char **argv)
 		snprintf(err, sizeof(err), "--cap-ms %" PRId64 " is below --base-ms %" PRId64,
 		    cfg.cap_ms, cfg.base_ms);
 		goto bad;
+	}
+	if (check_mode(&cfg, nclients, nrows, err, sizeof(err)) != OB_OK)
+		goto bad;
+	if (cfg.target != NULL) {
+		if ((code = run_target(&cfg, clients[0], rows[0], err, sizeof(err))) == 2)
+			goto bad;
+		goto out;
 	}
 
 	struct herd_table t = {

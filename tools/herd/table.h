@@ -1,6 +1,7 @@
 /*
- * table.h - outbox-herd's output: the table of calls and ms per strategy
- * per client count, for people (text) or programs (JSON).
+ * table.h - outbox-herd's output, for people (text) or programs (JSON):
+ * the simulation's table of calls and ms per strategy per client count,
+ * and the report of a run against the real system (--target).
  */
 #ifndef OUTBOX_HERD_TABLE_H
 #define OUTBOX_HERD_TABLE_H
@@ -11,6 +12,7 @@
 
 #include "jitter.h"
 #include "sim.h"
+#include "target.h"
 
 /* Everything printed; borrowed arrays. */
 struct herd_table {
@@ -33,5 +35,20 @@ void herd_table_text(FILE *f, const struct herd_table *t);
 /* The table as one JSON object: the parameters, then per strategy its
  * name, label and per client count the averages (2 decimals). */
 void herd_table_json(FILE *f, const struct herd_table *t);
+
+/* A --target run: its parameters and result (borrowed). */
+struct herd_target_report {
+	const struct herd_target_params *params;
+	const struct herd_target_result *result;
+};
+
+/* The report as text: two lines saying what was run, a header, the
+ * strategy's row (requests, completed of clients, first 2xx, done and
+ * recover ms; "-" for a time that never came), then its answers by kind. */
+void herd_target_text(FILE *f, const struct herd_target_report *r);
+
+/* The report as one JSON object: the parameters, then "strategies" with
+ * the one strategy's counts and times (a time that never came is null). */
+void herd_target_json(FILE *f, const struct herd_target_report *r);
 
 #endif
