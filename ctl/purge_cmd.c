@@ -29,6 +29,7 @@
 #include "ctl.h"
 #include "ctl_rows.h"
 #include "ctl_util.h"
+#include "outbox/backoff.h"
 #include "outbox/clock.h"
 #include "outbox/err.h"
 #include "outbox/housekeep.h"
@@ -40,7 +41,7 @@
 #define PURGE_OLDER_MAX_MS (3650LL * 86400 * 1000)
 #define PURGE_PASSES_MAX 16    /* more than there are slots: a run always ends */
 #define PURGE_BUSY_TRIES 40    /* a relay's pass holds the lock: try again ... */
-#define PURGE_BUSY_SLEEP_MS 50 /* ... this often (2 s in all) */
+#define PURGE_BUSY_SLEEP_MS 50 /* ... after a wait drawn from [0, 2x this]: 2 s in all, on average */
 #define SLOTS_MAX 64
 
 struct purge_config {
@@ -155,9 +156,11 @@ static int
 pass(PGconn *conn, int64_t older_ms, bool force, struct ob_housekeep *hk, char *err,
     size_t errlen)
 {
+	struct ob_backoff busy; /* jittered: two purges waiting do not retry together */
+	ob_backoff_init(&busy, PURGE_BUSY_SLEEP_MS, 2 * PURGE_BUSY_SLEEP_MS);
 	for (int i = 0; i < PURGE_BUSY_TRIES; i++) {
 		if (i > 0)
-			ob_sleep_ms(PURGE_BUSY_SLEEP_MS);
+			ob_sleep_ms(ob_backoff_next(&busy));
 		/* 0: dead letters are kept (outboxctl purge never drops them) */
 		int rc = ob_housekeep(conn, older_ms, 0, force, hk, err, errlen);
 		if (rc != OB_OK || hk->ran)
