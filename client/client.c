@@ -306,19 +306,23 @@ finish_with_status(struct client_result *res, const struct client_http_reply *r)
 	char msg[512];
 	int st = r->status;
 	const char *code = "TOOL_CRASH";
-	if (st == 400 || st == 411 || st == 413 || st == 415 || st == 422)
+	json_t *b = r->body != NULL ? json_loads(r->body, 0, NULL) : NULL;
+	bool conflict = st == 422 && json_string_value(json_object_get(b, "error")) != NULL &&
+	    strcmp(json_string_value(json_object_get(b, "error")), "idempotency_key_reused") == 0;
+	if (conflict)
+		code = "IDEMPOTENCY_CONFLICT";
+	else if (st == 400 || st == 411 || st == 413 || st == 415 || st == 422)
 		code = "INVALID_ARGUMENTS";
 	else if (st == 404 || st == 405)
 		code = "NOT_FOUND";
 	else if (st == 401 || st == 403)
 		code = "PERMISSION_DENIED";
-	json_t *b = r->body != NULL ? json_loads(r->body, 0, NULL) : NULL;
 	const char *m = json_string_value(json_object_get(b, "message"));
 	const struct target_words *w = &words[res->target];
 	snprintf(msg, sizeof(msg), "%s was refused (HTTP %d): %s. Nothing was created. Do not"
 	    " retry the same request unchanged%s%s.", w->tool, st, m ? m : "no detail",
-	    st == 422 ? "; this key was already used for a different " : "",
-	    st == 422 ? w->noun : "");
+	    conflict ? "; this key was already used for a different " : "",
+	    conflict ? w->noun : "");
 	json_decref(b);
 	res->exit_code = CLIENT_EXIT_FAILED;
 	observe(res, false, code, msg, false, NULL);

@@ -359,8 +359,9 @@ initialize(const json_t *params)
 	for (const char *const *p = protocol_versions; asked != NULL && *p != NULL; p++)
 		if (strcmp(asked, *p) == 0)
 			v = *p;
-	return json_pack("{s:s,s:{s:{s:b}},s:{s:s,s:s},s:s}", "protocolVersion", v,
-	    "capabilities", "tools", "listChanged", false, "serverInfo", "name",
+	/* tools.idempotency (SEP-3182): tools/call takes params.idempotencyKey */
+	return json_pack("{s:s,s:{s:{s:b,s:{}}},s:{s:s,s:s},s:s}", "protocolVersion", v,
+	    "capabilities", "tools", "listChanged", false, "idempotency", "serverInfo", "name",
 	    "outbox-producer", "version", "1", "instructions",
 	    "Tools that change something outside (a bug report, a notification) happen"
 	    " exactly once per logical call. On SIDE_EFFECT_UNCERTAIN, look the key up"
@@ -384,9 +385,22 @@ tools_call(const struct mcp_server *s, const json_t *id, const json_t *params)
 		snprintf(msg, sizeof(msg), "unknown tool '%.64s'", name);
 		return rpc_error(id, RPC_INVALID_PARAMS, msg);
 	}
-	json_t *empty = args == NULL ? json_object() : NULL;
+	/* The host's key: params.idempotencyKey (SEP-3182), or params._meta's;
+	 * both given must agree. */
+	json_t *sep = json_object_get(params, MCP_SEP_KEY);
 	const char *meta_key = json_string_value(
 	    json_object_get(json_object_get(params, "_meta"), MCP_META_KEY));
+	if (sep != NULL) {
+		const char *k = json_string_value(sep);
+		if (k == NULL || k[0] == '\0' || strlen(k) > MCP_KEY_MAX)
+			return rpc_error(id, RPC_INVALID_PARAMS, "params.idempotencyKey must be a string of"
+			    " 1.." MCP_KEY_MAX_TEXT " bytes");
+		if (meta_key != NULL && strcmp(meta_key, k) != 0)
+			return rpc_error(id, RPC_INVALID_PARAMS, "params.idempotencyKey and params._meta."
+			    MCP_META_KEY " name two different keys for one call");
+		meta_key = k;
+	}
+	json_t *empty = args == NULL ? json_object() : NULL;
 	json_t *r = t->call(s, args != NULL ? args : empty, meta_key);
 	json_decref(empty);
 	return rpc_result(id, r);

@@ -11,7 +11,10 @@
  * the tool's name and its normalized arguments (defaults applied, keys
  * sorted), so a host's retry of the same call gets the same key and a new
  * call (other arguments, or another run) a new one. A key the host passes
- * in the request's `_meta` (MCP_META_KEY) wins.
+ * wins: params.idempotencyKey, the field SEP-3182 proposes (advertised as
+ * the capability tools.idempotency), or params._meta (MCP_META_KEY). The
+ * same key with other arguments is answered IDEMPOTENCY_CONFLICT, as the
+ * HTTP API answers it (422), and nothing is done again.
  */
 #ifndef OUTBOX_PRODUCER_MCP_H
 #define OUTBOX_PRODUCER_MCP_H
@@ -23,6 +26,9 @@
 #include "outbox/token_bucket.h"
 
 #define MCP_META_KEY "idempotency_key"  /* params._meta.<this>: the host's key */
+#define MCP_SEP_KEY "idempotencyKey"    /* params.<this>: the host's key (SEP-3182) */
+#define MCP_KEY_MAX 255                 /* bytes of a host's key (the API's limit) */
+#define MCP_KEY_MAX_TEXT "255"
 #define MCP_RUN_ID_MAX 128               /* bytes of a run id */
 #define MCP_PROTOCOL_FALLBACK "2025-06-18" /* answered to an unknown version */
 

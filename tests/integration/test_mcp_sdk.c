@@ -144,6 +144,26 @@ run_and_check(const char *server_tokens, const char *client_token)
 	    "host-key-0001");
 	ck_assert(json_is_true(get(r, "hostKey.structuredContent.ok")));
 
+	/* SEP-3182: the capability advertised; params.idempotencyKey used as
+	 * given, replayed the second time; with other arguments the conflict,
+	 * named, and nothing created; two different host keys refused. */
+	/* (the SDK's parser keeps only the capabilities it knows: the raw
+	 * initialize answer is read below) */
+	ck_assert_str_eq(get_s(r, "sep.structuredContent.metadata.idempotencyKey"), "sep-key-0001");
+	ck_assert(json_is_true(get(r, "sep.structuredContent.ok")));
+	json_int_t sep_id = json_integer_value(get(r, "sep.structuredContent.metadata.reportId"));
+	ck_assert_int_gt(sep_id, 0);
+	ck_assert(json_is_true(get(r, "sepAgain.structuredContent.metadata.replayed")));
+	ck_assert_int_eq(json_integer_value(get(r, "sepAgain.structuredContent.metadata.reportId")),
+	    sep_id);
+	ck_assert(json_is_true(get(r, "sepConflict.isError")));
+	ck_assert_str_eq(get_s(r, "sepConflict.structuredContent.code"), "IDEMPOTENCY_CONFLICT");
+	ck_assert_msg(strstr(get_s(r, "sepConflict.structuredContent.content"),
+	                  "already used for a different") != NULL, "%s", line);
+	ck_assert_int_eq((int)json_integer_value(get(r, "sepTwoKeys.code")), -32602);
+	ck_assert_msg(strstr(get_s(r, "sepTwoKeys.message"), "two different keys") != NULL, "%s",
+	    line);
+
 	/* The lookup finds the first report; an unused key is NOT_FOUND. */
 	ck_assert(json_is_true(get(r, "lookup.structuredContent.ok")));
 	ck_assert_int_eq(json_integer_value(get(r, "lookup.structuredContent.metadata.reportId")), id);
@@ -183,24 +203,38 @@ run_and_check(const char *server_tokens, const char *client_token)
 	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM outbox.messages WHERE topic ="
 	    " 'notify.chat'"), 1);
 
-	/* In the database: three reports (first, other, hostKey), one outbox
-	 * message each, the keys as the tools reported them. */
-	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM app.bug_reports"), 3);
+	/* In the database: four reports (first, other, hostKey, sep), one
+	 * outbox message each, the keys as the tools reported them. */
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM app.bug_reports"), 4);
 	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM outbox.messages WHERE topic ="
-	    " 'report.created'"), 3);
-	char sql[512];
+	    " 'report.created'"), 4);
+	char sql[1024];
 	snprintf(sql, sizeof(sql),
 	    "SELECT count(*) FROM app.idempotency_keys WHERE idempotency_key IN ('%s', '%s',"
-	    " 'host-key-0001')", key, other);
+	    " 'host-key-0001', 'sep-key-0001')", key, other);
 	/* A scoped token's keys are stored with the scope in front. */
-	ck_assert_int_eq(ts_query_int(c, sql), server_tokens != NULL ? 0 : 3);
+	ck_assert_int_eq(ts_query_int(c, sql), server_tokens != NULL ? 0 : 4);
 	snprintf(sql, sizeof(sql),
 	    "SELECT count(*) FROM app.idempotency_keys WHERE idempotency_key IN ('%s', '%s',"
-	    " 'host-key-0001') OR idempotency_key IN ('mcp' || chr(31) || '%s', 'mcp' || chr(31)"
-	    " || '%s', 'mcp' || chr(31) || 'host-key-0001')", key, other, key, other);
-	ck_assert_int_eq(ts_query_int(c, sql), 3);
+	    " 'host-key-0001', 'sep-key-0001') OR idempotency_key IN ('mcp' || chr(31) || '%s',"
+	    " 'mcp' || chr(31) || '%s', 'mcp' || chr(31) || 'host-key-0001', 'mcp' || chr(31) ||"
+	    " 'sep-key-0001')", key, other, key, other);
+	ck_assert_int_eq(ts_query_int(c, sql), 4);
 
 	json_decref(r);
+
+	/* The raw initialize answer: capabilities.tools.idempotency (SEP-3182) */
+	char cmd[1400];
+	snprintf(cmd, sizeof(cmd), "printf '%%s\\n' '{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":"
+	    "\"initialize\",\"params\":{\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},"
+	    "\"clientInfo\":{\"name\":\"t\",\"version\":\"1\"}}}' | '%s' mcp --url '%s'"
+	    " --run-id raw --log-level warn", bin, s.url);
+	char *sh[] = { "/bin/sh", "-c", cmd, NULL };
+	ck_assert_int_eq(ts_run(sh, NULL, out, sizeof(out), NODE_TIMEOUT_MS), 0);
+	json_t *init = json_loads(out, JSON_DISABLE_EOF_CHECK, &jerr);
+	ck_assert_msg(init != NULL, "initialize: %s", out);
+	ck_assert_msg(json_is_object(get(init, "result.capabilities.tools.idempotency")), "%s", out);
+	json_decref(init);
 	ts_stop(s.pid, SIGTERM);
 	PQfinish(c);
 }

@@ -63,6 +63,31 @@ out.hostKey = await client.callTool({
   arguments: report,
   _meta: { idempotency_key: "host-key-0001" },
 });
+// SEP-3182: the host's key as params.idempotencyKey (the capability is
+// read from the raw initialize answer by the C test: the SDK's parser drops
+// capabilities it does not know); the same key again replays, with other arguments it is the
+// conflict the HTTP API answers 422; with a _meta key naming another key
+// the call is refused.
+out.sep = await client.callTool({
+  name: "submit_bug_report", arguments: report, idempotencyKey: "sep-key-0001",
+});
+out.sepAgain = await client.callTool({
+  name: "submit_bug_report", arguments: report, idempotencyKey: "sep-key-0001",
+});
+out.sepConflict = await client.callTool({
+  name: "submit_bug_report",
+  arguments: { ...report, title: "Login fails on Safari 17" },
+  idempotencyKey: "sep-key-0001",
+});
+try {
+  await client.callTool({
+    name: "submit_bug_report", arguments: report, idempotencyKey: "sep-key-0002",
+    _meta: { idempotency_key: "host-key-0002" },
+  });
+  out.sepTwoKeys = "answered";
+} catch (e) {
+  out.sepTwoKeys = { code: e.code, message: e.message };
+}
 out.lookup = await client.callTool({
   name: "lookup_by_key",
   arguments: { idempotency_key: out.first.structuredContent.metadata.idempotencyKey },
