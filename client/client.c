@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include <jansson.h>
+#include <openssl/evp.h>
 #include <nng/nng.h>
 #include <nng/supplemental/http/http.h>
 #include <uuid/uuid.h>
@@ -286,18 +287,75 @@ body_id(enum client_target t, const char *body)
 	return id;
 }
 
+static const char *const replay_names[] = { "auto", "ask", "never" };
+
+/* s percent-encoded for a URL query (unreserved characters kept) into out. */
+static void
+query_escape(const char *s, char *out, size_t outlen)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	size_t n = 0;
+	for (; *s != '\0' && n + 4 < outlen; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+			out[n++] = (char)c;
+		} else {
+			out[n++] = '%';
+			out[n++] = hex[c >> 4];
+			out[n++] = hex[c & 15];
+		}
+	}
+	out[n] = '\0';
+}
+
+/* One ledger line of the call (ledger.h): the tool, its run and step, the
+ * SHA-256 of its input (the request body, when there is one yet), its
+ * declared idempotency (a stable key: the API answers a repeat from the
+ * first) and replay policy; after "planned", the attempts and code so far
+ * and, once made, what it made with a reference that reads it back. */
 static void
 ledger_note(const struct client_opts *o, const char *key, const char *state,
-    const struct client_result *res)
+    const struct client_result *res, const char *body)
 {
-	char err[512], extra[256];
+	char err[512];
 	if (o->ledger == NULL || key[0] == '\0')
 		return;
-	snprintf(extra, sizeof(extra), "{\"attempts\":%d,\"%s\":%" PRId64 ",\"code\":\"%s\"}",
-	    res->attempts, words[res->target].id_meta, res->created_id, res->code ? res->code : "");
-	if (ledger_append(o->ledger, key, state, strcmp(state, "planned") == 0 ? NULL : extra, err,
-	        sizeof(err)) != OB_OK)
+	const struct target_words *w = &words[res->target];
+	json_t *x = json_pack("{s:s,s:s}", "idempotency", "idempotent", "replay",
+	    replay_names[o->replay]);
+	if (x == NULL) {
+		fprintf(stderr, "outbox-producer: ledger: out of memory\n");
+		return;
+	}
+	if (o->run_id != NULL)
+		json_object_set_new(x, "run", json_string(o->run_id));
+	if (o->step_id != NULL)
+		json_object_set_new(x, "step", json_string(o->step_id));
+	if (body != NULL) {
+		unsigned char md[EVP_MAX_MD_SIZE];
+		unsigned int mdlen = 0;
+		char hexd[2 * EVP_MAX_MD_SIZE + 8] = "sha256:";
+		if (EVP_Digest(body, strlen(body), md, &mdlen, EVP_sha256(), NULL) == 1) {
+			for (unsigned int i = 0; i < mdlen; i++)
+				snprintf(hexd + 7 + 2 * i, 3, "%02x", md[i]);
+			json_object_set_new(x, "input_hash", json_string(hexd));
+		}
+	}
+	if (strcmp(state, "planned") != 0) {
+		json_object_set_new(x, "attempts", json_integer(res->attempts));
+		json_object_set_new(x, "code", json_string(res->code ? res->code : ""));
+	}
+	if (res->created_id > 0) {
+		char q[600], ref[700];
+		query_escape(key, q, sizeof(q));
+		snprintf(ref, sizeof(ref), "%s?idempotency_key=%s", w->path, q);
+		json_object_set_new(x, w->id_meta, json_integer(res->created_id));
+		json_object_set_new(x, "result_ref", json_string(ref));
+	}
+	if (ledger_append(o->ledger, o->tool_name != NULL ? o->tool_name : w->tool, key, state, x,
+	        err, sizeof(err)) != OB_OK)
 		fprintf(stderr, "outbox-producer: %s\n", err);
+	json_decref(x);
 }
 
 static void
@@ -386,6 +444,7 @@ client_submit(const struct client_opts *o, struct client_result *res)
 	}
 	snprintf(res->key, sizeof(res->key), "%s", key);
 	bool stable = key[0] != '\0';
+	bool approved = false; /* a replay the user approved (CLIENT_REPLAY_ASK) */
 
 	/* A key the ledger left uncertain is looked up before it is posted. */
 	if (stable && o->ledger != NULL) {
@@ -405,7 +464,7 @@ client_submit(const struct client_opts *o, struct client_result *res)
 				    " nothing was posted.", w->thing, lk.created_id, key);
 				res->exit_code = CLIENT_EXIT_OK;
 				observe(res, true, "OK", msg, false, NULL);
-				ledger_note(o, key, "succeeded", res);
+				ledger_note(o, key, "succeeded", res, NULL);
 				client_result_fini(&lk);
 				return;
 			}
@@ -419,6 +478,25 @@ client_submit(const struct client_opts *o, struct client_result *res)
 				observe(res, false, "SIDE_EFFECT_UNCERTAIN", msg, false, NULL);
 				return;
 			}
+			/* Not found: posting again is safe with the key, but the
+			 * tool's policy decides who may do it. */
+			if (o->replay == CLIENT_REPLAY_NEVER ||
+			    (o->replay == CLIENT_REPLAY_ASK && !o->approved)) {
+				snprintf(msg, sizeof(msg), "An earlier %s with key %s had an uncertain"
+				    " outcome and the lookup does not find the %s (%s %s). Its replay"
+				    " policy is %s: it is not posted again %s.", w->tool, key, w->noun,
+				    w->lookup, key, replay_names[o->replay],
+				    o->replay == CLIENT_REPLAY_ASK
+				        ? "without the user's confirmation: ask the user, then call again"
+				          " approved (--approved)"
+				        : "by the client: a person decides (look it up again, then act by"
+				          " hand)");
+				res->exit_code = CLIENT_EXIT_UNCERTAIN;
+				observe(res, false, "SIDE_EFFECT_UNCERTAIN", msg, false, NULL);
+				return;
+			}
+			if (o->replay == CLIENT_REPLAY_ASK)
+				approved = true; /* noted once the body is made */
 		}
 	}
 
@@ -428,8 +506,10 @@ client_submit(const struct client_opts *o, struct client_result *res)
 		observe(res, false, "TOOL_CRASH", "out of memory", false, NULL);
 		return;
 	}
-	ledger_note(o, key, "planned", res);
-	ledger_note(o, key, "started", res);
+	ledger_note(o, key, "planned", res, body);
+	if (approved)
+		ledger_note(o, key, "approved", res, body);
+	ledger_note(o, key, "started", res, body);
 
 	bool maybe_applied = false;
 	double retry_cost = 0; /* what the last retry cost the budget */
@@ -457,13 +537,13 @@ client_submit(const struct client_opts *o, struct client_result *res)
 			               : "was created");
 			res->exit_code = CLIENT_EXIT_OK;
 			observe(res, true, "OK", msg, false, r.body);
-			ledger_note(o, key, "succeeded", res);
+			ledger_note(o, key, "succeeded", res, body);
 			goto out;
 		}
 		if (r.outcome == CLIENT_HTTP_ANSWERED && !retryable_status(r.status)) {
 			/* Definitive: with a stable key it also settles earlier attempts. */
 			finish_with_status(res, &r);
-			ledger_note(o, key, "failed", res);
+			ledger_note(o, key, "failed", res, body);
 			goto out;
 		}
 		if (r.outcome == CLIENT_HTTP_LOST ||
@@ -493,7 +573,7 @@ client_submit(const struct client_opts *o, struct client_result *res)
 		    key[0] ? key : "(none)", w->lookup, key[0] ? key : "(none)", w->path);
 		res->exit_code = CLIENT_EXIT_UNCERTAIN;
 		observe(res, false, "SIDE_EFFECT_UNCERTAIN", msg, false, NULL);
-		ledger_note(o, key, "uncertain", res);
+		ledger_note(o, key, "uncertain", res, body);
 	} else {
 		snprintf(msg, sizeof(msg), "%s did not reach the %s service after %d attempts%s (%s)."
 		    " Nothing was created; it is safe to retry later.", w->tool, w->noun,
@@ -501,7 +581,7 @@ client_submit(const struct client_opts *o, struct client_result *res)
 		    r.outcome == CLIENT_HTTP_ANSWERED ? "it was overloaded" : r.why);
 		res->exit_code = CLIENT_EXIT_FAILED;
 		observe(res, false, r.timed_out ? "TIMEOUT" : "TOOL_CRASH", msg, true, NULL);
-		ledger_note(o, key, "failed", res);
+		ledger_note(o, key, "failed", res, body);
 	}
 out:
 	free(r.body);

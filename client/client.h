@@ -44,6 +44,16 @@ enum client_key_source {
 	CLIENT_KEY_NONE,         /* BROKEN (demo): no Idempotency-Key at all */
 };
 
+/* What the client does with a key whose last ledger state is uncertain
+ * (or started: a crash) and which the lookup does not find: the tool's
+ * declared replay policy, as the second article's ledger has it. */
+enum client_replay {
+	CLIENT_REPLAY_AUTO = 0, /* post it again (the key makes that safe) */
+	CLIENT_REPLAY_ASK,      /* only with approved (the user said so): else
+	                         * SIDE_EFFECT_UNCERTAIN, saying what to confirm */
+	CLIENT_REPLAY_NEVER,    /* never by the client: SIDE_EFFECT_UNCERTAIN */
+};
+
 struct client_opts {
 	const char *url;          /* base, http://HOST:PORT */
 	enum client_target target;
@@ -61,6 +71,12 @@ struct client_opts {
 	const char *token;        /* sent as Authorization: Bearer; NULL = none */
 	struct ob_token_bucket *retry_budget; /* pays for each retry (outbox/
 	                          * token_bucket.h); NULL = none: up to attempts */
+	/* The ledger's account of the call (ledger.h; all may be NULL/0) */
+	const char *tool_name;    /* the tool as the agent called it; NULL: the
+	                           * target's (submit_bug_report, send_notification) */
+	const char *run_id, *step_id; /* the agent's run and step */
+	enum client_replay replay; /* after an uncertain attempt the lookup did not find */
+	bool approved;            /* the user approved posting again (replay ask) */
 };
 
 /* This process's retry budget (outbox/token_bucket.h), made full on first

@@ -34,23 +34,19 @@ fsync_dir(const char *path)
 }
 
 int
-ledger_append(const char *path, const char *key, const char *state, const char *extra_json,
-    char *err, size_t errlen)
+ledger_append(const char *path, const char *tool, const char *key, const char *state,
+    const json_t *extra, char *err, size_t errlen)
 {
 	char ts[OB_WALL_ISO_LEN];
 	ob_wall_iso(ts);
-	json_t *o = json_pack("{s:s,s:s,s:s,s:s}", "ts", ts, "tool", "submit_bug_report", "key",
-	    key, "state", state);
+	json_t *o = json_pack("{s:s,s:s,s:s,s:s}", "ts", ts, "tool", tool, "key", key, "state",
+	    state);
 	if (o == NULL) {
 		snprintf(err, errlen, "ledger: out of memory");
 		return OB_ENOMEM;
 	}
-	if (extra_json != NULL) {
-		json_t *extra = json_loads(extra_json, 0, NULL);
-		if (json_is_object(extra))
-			json_object_update(o, extra);
-		json_decref(extra);
-	}
+	if (json_is_object(extra))
+		json_object_update(o, (json_t *)extra);
 	char *line = json_dumps(o, JSON_COMPACT);
 	json_decref(o);
 	if (line == NULL) {
@@ -88,6 +84,39 @@ ledger_append(const char *path, const char *key, const char *state, const char *
 	}
 	free(buf);
 	return rc;
+}
+
+json_t *
+ledger_entries(const char *path, const char *key, char *err, size_t errlen)
+{
+	json_t *all = json_array();
+	if (all == NULL) {
+		snprintf(err, errlen, "ledger: out of memory");
+		return NULL;
+	}
+	FILE *f = fopen(path, "r");
+	if (f == NULL) {
+		if (errno == ENOENT)
+			return all;
+		snprintf(err, errlen, "ledger %s: %s", path, strerror(errno));
+		json_decref(all);
+		return NULL;
+	}
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t n;
+	while ((n = getline(&line, &cap, f)) > 0) {
+		if (n > LEDGER_MAX_LINE)
+			continue;
+		json_t *o = json_loadb(line, (size_t)n, 0, NULL);
+		const char *k = json_string_value(json_object_get(o, "key"));
+		if (k != NULL && strcmp(k, key) == 0)
+			json_array_append(all, o);
+		json_decref(o);
+	}
+	free(line);
+	fclose(f);
+	return all;
 }
 
 int

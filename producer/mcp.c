@@ -43,7 +43,7 @@ struct tool {
 	bool idempotent;
 	/* Check args and call the API; the result object (owned) or NULL on
 	 * ENOMEM. */
-	json_t *(*call)(const struct mcp_server *s, const json_t *args, const char *meta_key);
+	json_t *(*call)(const struct mcp_server *s, const json_t *args, const struct mcp_call *c);
 };
 
 static json_t *
@@ -144,11 +144,11 @@ mcp_tool_key(const char *run_id, const char *tool, const json_t *args, char *out
  * arguments as the API will see them (released here). key (keylen bytes)
  * must outlive *o. OB_OK, or an error when norm cannot be encoded. */
 static int
-call_opts(const struct mcp_server *s, const char *tool, json_t *norm, const char *meta_key,
+call_opts(const struct mcp_server *s, const char *tool, json_t *norm, const struct mcp_call *c,
     struct client_opts *o, char *key, size_t keylen)
 {
-	int rc = meta_key != NULL ? (snprintf(key, keylen, "%s", meta_key), OB_OK)
-	                          : mcp_tool_key(s->run_id, tool, norm, key, keylen);
+	int rc = c->meta_key != NULL ? (snprintf(key, keylen, "%s", c->meta_key), OB_OK)
+	                             : mcp_tool_key(s->run_id, tool, norm, key, keylen);
 	json_decref(norm);
 	*o = (struct client_opts){
 		.url = s->url,
@@ -162,6 +162,9 @@ call_opts(const struct mcp_server *s, const char *tool, json_t *norm, const char
 		.ledger = s->ledger,
 		.token = s->token,
 		.retry_budget = s->retry_budget,
+		.tool_name = tool,
+		.run_id = s->run_id,
+		.step_id = c->step,
 	};
 	return rc;
 }
@@ -178,7 +181,7 @@ call_client(const struct client_opts *o)
 }
 
 static json_t *
-tool_submit_bug_report(const struct mcp_server *s, const json_t *args, const char *meta_key)
+tool_submit_bug_report(const struct mcp_server *s, const json_t *args, const struct mcp_call *c)
 {
 	static const char *const allowed[] = { "title", "module", "steps", "severity", NULL };
 	char err[256], key[256];
@@ -207,7 +210,7 @@ tool_submit_bug_report(const struct mcp_server *s, const json_t *args, const cha
 	if (steps != NULL)
 		json_object_set_new(norm, "steps", json_string(steps));
 	struct client_opts o;
-	if (call_opts(s, "submit_bug_report", norm, meta_key, &o, key, sizeof(key)) != OB_OK)
+	if (call_opts(s, "submit_bug_report", norm, c, &o, key, sizeof(key)) != OB_OK)
 		return bad_arguments("the arguments cannot be encoded (invalid UTF-8?)");
 	o.title = title;
 	o.module = module;
@@ -217,7 +220,7 @@ tool_submit_bug_report(const struct mcp_server *s, const json_t *args, const cha
 }
 
 static json_t *
-tool_send_notification(const struct mcp_server *s, const json_t *args, const char *meta_key)
+tool_send_notification(const struct mcp_server *s, const json_t *args, const struct mcp_call *c)
 {
 	static const char *const allowed[] = { "topic", "payload", "ordering_key", NULL };
 	char err[256], key[256];
@@ -239,7 +242,7 @@ tool_send_notification(const struct mcp_server *s, const json_t *args, const cha
 	if (ordering_key != NULL)
 		json_object_set_new(norm, "ordering_key", json_string(ordering_key));
 	struct client_opts o;
-	int rc = call_opts(s, "send_notification", norm, meta_key, &o, key, sizeof(key));
+	int rc = call_opts(s, "send_notification", norm, c, &o, key, sizeof(key));
 	char *payload_text = json_dumps(payload, JSON_COMPACT);
 	if (rc != OB_OK || payload_text == NULL) {
 		free(payload_text);
@@ -255,13 +258,13 @@ tool_send_notification(const struct mcp_server *s, const json_t *args, const cha
 }
 
 static json_t *
-tool_lookup_by_key(const struct mcp_server *s, const json_t *args, const char *meta_key)
+tool_lookup_by_key(const struct mcp_server *s, const json_t *args, const struct mcp_call *c)
 {
 	static const char *const allowed[] = { "idempotency_key", "kind", NULL };
 	char err[256];
 	bool bad = false;
 
-	(void)meta_key; /* a lookup creates nothing: no key of its own */
+	(void)c; /* a lookup creates nothing: no key of its own */
 	if (!producer_json_only_members(args, allowed, err, sizeof(err)))
 		return bad_arguments(err);
 	const char *key = string_arg(args, "idempotency_key", &bad);
@@ -401,7 +404,14 @@ tools_call(const struct mcp_server *s, const json_t *id, const json_t *params)
 		meta_key = k;
 	}
 	json_t *empty = args == NULL ? json_object() : NULL;
-	json_t *r = t->call(s, args != NULL ? args : empty, meta_key);
+	/* the ledger's step: the request's id, as the host sent it */
+	char step[64];
+	if (json_is_string(id))
+		snprintf(step, sizeof(step), "%s", json_string_value(id));
+	else
+		snprintf(step, sizeof(step), "%" JSON_INTEGER_FORMAT, json_integer_value(id));
+	const struct mcp_call call = { meta_key, step };
+	json_t *r = t->call(s, args != NULL ? args : empty, &call);
 	json_decref(empty);
 	return rpc_result(id, r);
 }

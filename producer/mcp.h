@@ -45,6 +45,12 @@ struct mcp_server {
 	                          * NULL: every tools/call retries up to attempts */
 };
 
+/* One tools/call as a tool sees it. */
+struct mcp_call {
+	const char *meta_key; /* the host's key (idempotencyKey or _meta), or NULL */
+	const char *step;     /* the request's id as text: the ledger's step */
+};
+
 /* Handle one parsed JSON-RPC message. Returns the response (owned by the
  * caller) or NULL when none is due (a notification, a response). A
  * message that is not a JSON-RPC request gets an error response. Blocks

@@ -18,6 +18,7 @@
 #include "auth.h"
 #include "client.h"
 #include "client_flags.h"
+#include "ledger.h"
 #include "outbox/err.h"
 #include "producer.h"
 #include "producer_rows.h"
@@ -46,6 +47,9 @@ struct submit_config {
 	char *ledger;
 	char *retry_budget;
 	char *api_token_file;
+	char *step;
+	char *replay;
+	bool approved;
 };
 
 #define OB_CFG_STRUCT struct submit_config
@@ -60,7 +64,16 @@ struct submit_config {
 	    " --run and the call's content: module + title, or topic + payload + ordering key);" \
 	    " BROKEN demos: 'per-attempt', 'none'"), \
 	OB_CFG_OPT("run", "OUTBOX_RUN", OB_CFG_STRING, NULL, 0, 0, NULL, false, run, \
-	    "run id (for --key-from content)"), \
+	    "run id (for --key-from content, and the ledger's run; with --key-from tool-call" \
+	    " the RUN part by default)"), \
+	OB_CFG_OPT("step", "OUTBOX_STEP", OB_CFG_STRING, NULL, 0, 0, NULL, false, step, \
+	    "the ledger's step id (with --key-from tool-call the TOOL_USE_ID by default)"), \
+	OB_CFG_OPT("replay", "OUTBOX_REPLAY", OB_CFG_ENUM, "auto", 0, 0, "auto|ask|never", \
+	    false, replay, "the tool's replay policy, for a key the ledger left uncertain that" \
+	    " the lookup does not find: auto posts it again (the key makes that safe), ask" \
+	    " only with --approved (the user confirmed), never leaves it to a person"), \
+	OB_CFG_OPT("approved", "OUTBOX_APPROVED", OB_CFG_BOOL, "false", 0, 0, NULL, false, \
+	    approved, "the user approved posting again (--replay ask); recorded in the ledger"), \
 	CLIENT_RETRY_OPTIONS, \
 	CLIENT_OPT_TOKEN_FILE(api_token_file, "the server's file decides the token's scope," \
 	    " whose keys are the only ones this call can replay or look up")
@@ -251,7 +264,13 @@ run_call(const struct ob_cfg_program *prog, const struct ob_cfg_opt *options,
 		.ordering_key = cfg.ordering_key,
 		.run = cfg.run,
 		CLIENT_RETRY_FIELDS(cfg),
+		.run_id = cfg.run,
+		.step_id = cfg.step,
+		.replay = strcmp(cfg.replay, "ask") == 0 ? CLIENT_REPLAY_ASK
+		    : strcmp(cfg.replay, "never") == 0 ? CLIENT_REPLAY_NEVER : CLIENT_REPLAY_AUTO,
+		.approved = cfg.approved,
 	};
+	char run_part[256] = "";
 	if (parse_key_from(&cfg, &o, err, sizeof(err)) != OB_OK ||
 	    (target == CLIENT_MESSAGE &&
 	        read_payload(cfg.payload, &payload, err, sizeof(err)) != OB_OK)) {
@@ -259,6 +278,16 @@ run_call(const struct ob_cfg_program *prog, const struct ob_cfg_opt *options,
 		goto out;
 	}
 	o.payload = payload;
+	/* --key-from tool-call RUN:TOOL_USE_ID names the ledger's run and step */
+	if (o.key_source == CLIENT_KEY_TOOL_CALL && strchr(o.key, ':') != NULL) {
+		const char *colon = strchr(o.key, ':');
+		if (o.run_id == NULL) {
+			snprintf(run_part, sizeof(run_part), "%.*s", (int)(colon - o.key), o.key);
+			o.run_id = run_part;
+		}
+		if (o.step_id == NULL)
+			o.step_id = colon + 1;
+	}
 	if (producer_token_flag(cfg.api_token_file, token, sizeof(token), &o.token, err,
 	        sizeof(err)) != OB_OK) {
 		fprintf(stderr, "%s: %s\n", prog->name, err);
@@ -292,6 +321,7 @@ struct lookup_config {
 	char *kind;
 	int64_t timeout_ms;
 	char *api_token_file;
+	char *ledger;
 };
 
 #undef OB_CFG_STRUCT
@@ -305,6 +335,9 @@ static const struct ob_cfg_opt lookup_options[] = {
 	    " /v1/messages)"),
 	CLIENT_OPT_TIMEOUT_MS(timeout_ms, "timeout in milliseconds"),
 	CLIENT_OPT_TOKEN_FILE(api_token_file, "the key is looked up in that token's scope"),
+	OB_CFG_OPT("ledger", "OUTBOX_LEDGER", OB_CFG_STRING, NULL, 0, 0, NULL, false, ledger,
+	    "also print the key's history from this tool ledger (metadata.ledger: every"
+	    " state, with its tool, run, step, input hash, policy and result)"),
 	OB_CFG_END,
 };
 
@@ -314,6 +347,30 @@ static const struct ob_cfg_program lookup_program = PRODUCER_PROGRAM("lookup",
     " step before resubmitting). Prints ONE JSON observation: OK with what the key"
     " made, or NOT_FOUND (exit 1).",
     lookup_options);
+
+/* The key's ledger history into the observation's metadata.ledger. */
+static int
+with_ledger(struct client_result *res, const char *path, const char *key, char *err,
+    size_t errlen)
+{
+	json_t *entries = ledger_entries(path, key, err, errlen);
+	if (entries == NULL)
+		return OB_EINVAL;
+	json_t *obs = res->observation != NULL ? json_loads(res->observation, 0, NULL) : NULL;
+	json_t *meta = json_object_get(obs, "metadata");
+	char *text = NULL;
+	if (json_is_object(meta) && json_object_set(meta, "ledger", entries) == 0)
+		text = json_dumps(obs, JSON_COMPACT);
+	json_decref(entries);
+	json_decref(obs);
+	if (text == NULL) {
+		snprintf(err, errlen, "out of memory (the ledger's entries)");
+		return OB_ENOMEM;
+	}
+	free(res->observation);
+	res->observation = text;
+	return OB_OK;
+}
 
 int
 producer_cmd_lookup(int argc, char **argv)
@@ -334,6 +391,12 @@ producer_cmd_lookup(int argc, char **argv)
 	struct client_result res;
 	client_lookup(strcmp(cfg.kind, "message") == 0 ? CLIENT_MESSAGE : CLIENT_REPORT, cfg.url,
 	    bearer, cfg.key, cfg.timeout_ms, &res);
+	if (cfg.ledger != NULL && with_ledger(&res, cfg.ledger, cfg.key, err, sizeof(err)) != OB_OK) {
+		fprintf(stderr, "outbox-producer lookup: %s\n", err);
+		client_result_fini(&res);
+		ob_cfg_free(lookup_options, &cfg);
+		return CLIENT_EXIT_FAILED;
+	}
 	code = print_observation(&res);
 	ob_cfg_free(lookup_options, &cfg);
 	return code;

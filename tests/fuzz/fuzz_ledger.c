@@ -61,7 +61,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* An entry appended after any garbage is the last state. A torn last
 	 * line (no newline) glues onto it: then only that line is lost. */
 	if (size > 0 && data[size - 1] == '\n') {
-		CHECK(ledger_append(path, "k-1", "uncertain", NULL, err, sizeof(err)) == OB_OK);
+		CHECK(ledger_append(path, "tool", "k-1", "uncertain", NULL, err, sizeof(err)) == OB_OK);
 		CHECK(ledger_last_state(path, "k-1", state, sizeof(state), err, sizeof(err)) == OB_OK);
 		CHECK(strcmp(state, "uncertain") == 0);
 	}

@@ -131,6 +131,8 @@ START_TEST(test_uncertain_then_ledger_lookup)
 	ts_producer_serve(db, extra, &s);
 	snprintf(ledger, sizeof(ledger), "%s/ledger-%d.jsonl", ts_tmpdir(), (int)getpid());
 	struct client_opts o = opts(s.url, CLIENT_KEY_TOOL_CALL, "run-7:toolu_09");
+	o.run_id = "run-7"; /* the command derives them from --key-from tool-call */
+	o.step_id = "toolu_09";
 	o.timeout_ms = 500;
 	o.attempts = 2;
 	o.max_retry_after_ms = 100;
@@ -160,9 +162,10 @@ START_TEST(test_uncertain_then_ledger_lookup)
 
 	/* An uncertain key the server never saw: looked up, not found, posted. */
 	char err[256];
-	ck_assert_int_eq(ledger_append(ledger, "run-7:toolu_10", "uncertain", NULL, err,
-	                     sizeof(err)), OB_OK);
+	ck_assert_int_eq(ledger_append(ledger, "submit_bug_report", "run-7:toolu_10", "uncertain",
+	                     NULL, err, sizeof(err)), OB_OK);
 	o.key = "run-7:toolu_10";
+	o.step_id = "toolu_10";
 	o.title = "Another bug";
 	client_submit(&o, &r);
 	ck_assert(r.ok);
@@ -170,6 +173,54 @@ START_TEST(test_uncertain_then_ledger_lookup)
 	ck_assert(!r.replayed);
 	client_result_fini(&r);
 	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM app.bug_reports"), 2);
+
+	/* What a ledger line says (the second article's ledger): the tool, its
+	 * run and step, the hash of its input, its declared idempotency and
+	 * replay policy, and what it made with a reference that reads it. */
+	json_t *entries = ledger_entries(ledger, "run-7:toolu_10", err, sizeof(err));
+	ck_assert_ptr_nonnull(entries);
+	json_t *last = json_array_get(entries, json_array_size(entries) - 1);
+	ck_assert_str_eq(json_string_value(json_object_get(last, "state")), "succeeded");
+	ck_assert_str_eq(json_string_value(json_object_get(last, "tool")), "submit_bug_report");
+	ck_assert_str_eq(json_string_value(json_object_get(last, "run")), "run-7");
+	ck_assert_str_eq(json_string_value(json_object_get(last, "step")), "toolu_10");
+	ck_assert_str_eq(json_string_value(json_object_get(last, "idempotency")), "idempotent");
+	ck_assert_str_eq(json_string_value(json_object_get(last, "replay")), "auto");
+	ck_assert_int_eq(strlen(json_string_value(json_object_get(last, "input_hash"))), 7 + 64);
+	ck_assert_str_eq(json_string_value(json_object_get(last, "result_ref")),
+	    "/v1/reports?idempotency_key=run-7%3Atoolu_10");
+	ck_assert_int_gt(json_integer_value(json_object_get(last, "reportId")), 0);
+	json_decref(entries);
+
+	/* The replay policy of an uncertain key the lookup does not find:
+	 * never and ask (not approved) post nothing and say so; ask approved
+	 * posts it, the approval in the ledger. */
+	ck_assert_int_eq(ledger_append(ledger, "submit_bug_report", "run-7:toolu_11", "uncertain",
+	                     NULL, err, sizeof(err)), OB_OK);
+	o.key = "run-7:toolu_11";
+	o.title = "A third bug";
+	o.step_id = "toolu_11";
+	o.replay = CLIENT_REPLAY_NEVER;
+	client_submit(&o, &r);
+	ck_assert_str_eq(r.code, "SIDE_EFFECT_UNCERTAIN");
+	ck_assert_int_eq(r.attempts, 0);
+	ck_assert_msg(strstr(r.observation, "replay policy is never") != NULL, "%s", r.observation);
+	client_result_fini(&r);
+	o.replay = CLIENT_REPLAY_ASK;
+	client_submit(&o, &r);
+	ck_assert_str_eq(r.code, "SIDE_EFFECT_UNCERTAIN");
+	ck_assert_int_eq(r.attempts, 0);
+	ck_assert_msg(strstr(r.observation, "ask the user") != NULL, "%s", r.observation);
+	client_result_fini(&r);
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM app.bug_reports"), 2);
+	o.approved = true;
+	client_submit(&o, &r);
+	ck_assert_msg(r.ok, "%s", r.observation);
+	ck_assert_int_eq(r.attempts, 1);
+	client_result_fini(&r);
+	ck_assert_str_eq(ledger_states(ledger, "run-7:toolu_11"),
+	    "uncertain planned approved started succeeded ");
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM app.bug_reports"), 3);
 	ts_stop(s.pid, SIGTERM);
 	PQfinish(c);
 }
