@@ -480,17 +480,26 @@ client_submit(const struct client_opts *o, struct client_result *res)
 			}
 			/* Not found: posting again is safe with the key, but the
 			 * tool's policy decides who may do it. */
+			bool asked = false, yes = o->approved;
+			if (o->replay == CLIENT_REPLAY_ASK && !yes && o->approve != NULL) {
+				snprintf(msg, sizeof(msg), "An earlier %s with key %s had an uncertain"
+				    " outcome, and the %s is not found. Post it again?", w->tool, key,
+				    w->noun);
+				asked = true;
+				yes = o->approve(o->approve_arg, msg);
+			}
 			if (o->replay == CLIENT_REPLAY_NEVER ||
-			    (o->replay == CLIENT_REPLAY_ASK && !o->approved)) {
+			    (o->replay == CLIENT_REPLAY_ASK && !yes)) {
 				snprintf(msg, sizeof(msg), "An earlier %s with key %s had an uncertain"
 				    " outcome and the lookup does not find the %s (%s %s). Its replay"
 				    " policy is %s: it is not posted again %s.", w->tool, key, w->noun,
 				    w->lookup, key, replay_names[o->replay],
-				    o->replay == CLIENT_REPLAY_ASK
-				        ? "without the user's confirmation: ask the user, then call again"
-				          " approved (--approved)"
-				        : "by the client: a person decides (look it up again, then act by"
-				          " hand)");
+				    o->replay == CLIENT_REPLAY_NEVER
+				        ? "by the client: a person decides (look it up again, then act by"
+				          " hand)"
+				        : asked ? "(the user was asked and did not approve)"
+				        : "without the user's confirmation: ask the user, then call again"
+				          " approved (--approved)");
 				res->exit_code = CLIENT_EXIT_UNCERTAIN;
 				observe(res, false, "SIDE_EFFECT_UNCERTAIN", msg, false, NULL);
 				return;

@@ -77,6 +77,11 @@ struct client_opts {
 	const char *run_id, *step_id; /* the agent's run and step */
 	enum client_replay replay; /* after an uncertain attempt the lookup did not find */
 	bool approved;            /* the user approved posting again (replay ask) */
+	/* replay ask, not approved: ask the user now (question in words);
+	 * true when they approve. NULL: the call answers SIDE_EFFECT_UNCERTAIN.
+	 * The MCP server asks through elicitation (mcp.h). */
+	bool (*approve)(void *arg, const char *question);
+	void *approve_arg;
 };
 
 /* This process's retry budget (outbox/token_bucket.h), made full on first

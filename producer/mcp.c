@@ -165,6 +165,10 @@ call_opts(const struct mcp_server *s, const char *tool, json_t *norm, const stru
 		.tool_name = tool,
 		.run_id = s->run_id,
 		.step_id = c->step,
+		.replay = s->replay,
+		.approve = s->elicit != NULL && s->host_elicits != NULL && *s->host_elicits
+		    ? s->elicit : NULL,
+		.approve_arg = s->elicit_arg,
 	};
 	return rc;
 }
@@ -355,8 +359,12 @@ tools_list(void)
 }
 
 static json_t *
-initialize(const json_t *params)
+initialize(const struct mcp_server *s, const json_t *params)
 {
+	/* a host that can ask its user (elicitation/create) */
+	if (s->host_elicits != NULL)
+		*s->host_elicits = json_is_object(
+		    json_object_get(json_object_get(params, "capabilities"), "elicitation"));
 	const char *asked = json_string_value(json_object_get(params, "protocolVersion"));
 	const char *v = MCP_PROTOCOL_FALLBACK;
 	for (const char *const *p = protocol_versions; asked != NULL && *p != NULL; p++)
@@ -436,7 +444,7 @@ mcp_handle(const struct mcp_server *s, const json_t *msg)
 		return rpc_error(NULL, RPC_INVALID_REQUEST, "id must be a string or an integer");
 	json_t *params = json_object_get(msg, "params");
 	if (strcmp(method, "initialize") == 0)
-		return rpc_result(id, initialize(params));
+		return rpc_result(id, initialize(s, params));
 	if (strcmp(method, "ping") == 0)
 		return rpc_result(id, json_object());
 	if (strcmp(method, "tools/list") == 0)

@@ -23,6 +23,7 @@
 
 #include <jansson.h>
 
+#include "client.h"
 #include "outbox/token_bucket.h"
 
 #define MCP_META_KEY "idempotency_key"  /* params._meta.<this>: the host's key */
@@ -43,6 +44,13 @@ struct mcp_server {
 	const char *token;        /* Authorization: Bearer; NULL = none */
 	struct ob_token_bucket *retry_budget; /* the process's (client_retry_budget), or
 	                          * NULL: every tools/call retries up to attempts */
+	enum client_replay replay; /* the tools' replay policy (--replay) */
+	/* The transport's way to ask the user (MCP elicitation/create), used
+	 * for replay ask when the host declared the elicitation capability;
+	 * NULL when it has none. true: the user approved. */
+	bool (*elicit)(void *arg, const char *question);
+	void *elicit_arg;
+	bool *host_elicits;       /* set by initialize; NULL: never */
 };
 
 /* One tools/call as a tool sees it. */

@@ -42,6 +42,7 @@ struct mcp_config {
 	int64_t timeout_ms;
 	int64_t max_retry_after;
 	int64_t max_message;
+	char *replay;
 	char *ledger;
 	char *retry_budget;
 	char *api_token_file;
@@ -56,6 +57,11 @@ static const struct ob_cfg_opt mcp_options[] = {
 	    " characters); default: derived from the host process (kept across restarts of"
 	    " this server by the same host)"),
 	CLIENT_RETRY_OPTIONS,
+	OB_CFG_OPT("replay", "OUTBOX_REPLAY", OB_CFG_ENUM, "auto", 0, 0, "auto|ask|never", false,
+	    replay, "the tools' replay policy, for a key the --ledger left uncertain that the"
+	    " lookup does not find: auto posts it again, ask asks the user first (elicitation,"
+	    " when the host supports it; else SIDE_EFFECT_UNCERTAIN), never leaves it to a"
+	    " person"),
 	OB_CFG_OPT("max-message", "OUTBOX_MCP_MAX_MESSAGE", OB_CFG_SIZE, "1m", MCP_MESSAGE_MIN,
 	    MCP_MESSAGE_MAX, NULL, false, max_message,
 	    "longest JSON-RPC message (one line) read; a longer one is answered with a parse"
@@ -160,6 +166,47 @@ reply(json_t *resp)
 	return bad ? OB_EINVAL : OB_OK;
 }
 
+/* Ask the host's user (elicitation/create) inside a tools/call: send the
+ * request, then read stdin until its answer; a request that comes
+ * meanwhile is refused (busy), a notification ignored. true only for
+ * "accept" with confirm true. arg: the request counter. */
+static bool
+elicit(void *arg, const char *question)
+{
+	int *next = arg;
+	char id[32];
+	snprintf(id, sizeof(id), "elicit-%d", ++*next);
+	json_t *req = json_pack("{s:s,s:s,s:s,s:{s:s,s:{s:s,s:{s:{s:s,s:s}},s:[s]}}}",
+	    "jsonrpc", "2.0", "id", id, "method", "elicitation/create", "params", "message",
+	    question, "requestedSchema", "type", "object", "properties", "confirm", "type",
+	    "boolean", "title", "Post it again", "required", "confirm");
+	if (req == NULL || reply(req) != OB_OK)
+		return false;
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t n;
+	bool yes = false, answered = false;
+	while (!answered && (n = getline(&line, &cap, stdin)) >= 0) {
+		json_t *m = json_loadb(line, (size_t)n, 0, NULL);
+		const char *mid = json_string_value(json_object_get(m, "id"));
+		if (mid != NULL && strcmp(mid, id) == 0 && json_object_get(m, "method") == NULL) {
+			json_t *r = json_object_get(m, "result");
+			const char *action = json_string_value(json_object_get(r, "action"));
+			yes = action != NULL && strcmp(action, "accept") == 0 &&
+			    json_is_true(json_object_get(json_object_get(r, "content"), "confirm"));
+			answered = true;
+		} else if (json_object_get(m, "method") != NULL && json_object_get(m, "id") != NULL) {
+			(void)reply(json_pack("{s:s,s:O,s:{s:i,s:s}}", "jsonrpc", "2.0", "id",
+			    json_object_get(m, "id"), "error", "code", -32603, "message",
+			    "busy: waiting for the user's answer to a question"));
+		}
+		json_decref(m);
+	}
+	free(line);
+	ob_info("mcp.elicit", "id=%s answered=%d approved=%d", id, answered, yes);
+	return yes;
+}
+
 static int
 serve_stdio(const struct mcp_server *s, size_t max_message)
 {
@@ -204,9 +251,16 @@ producer_cmd_mcp(int argc, char **argv)
 	if ((code = ob_program_start(&program, &cfg, argc, argv, NULL)) >= 0)
 		return code;
 	code = 2;
+	static int elicit_ids;
+	static bool host_elicits;
 	struct mcp_server s = {
 		.url = cfg.url,
 		CLIENT_RETRY_FIELDS(cfg),
+		.replay = strcmp(cfg.replay, "ask") == 0 ? CLIENT_REPLAY_ASK
+		    : strcmp(cfg.replay, "never") == 0 ? CLIENT_REPLAY_NEVER : CLIENT_REPLAY_AUTO,
+		.elicit = elicit,
+		.elicit_arg = &elicit_ids,
+		.host_elicits = &host_elicits,
 	};
 	int rc = cfg.run_id != NULL ? check_run_id(cfg.run_id, err, sizeof(err))
 	                            : derive_run_id(s.run_id, sizeof(s.run_id), err, sizeof(err));

@@ -15,6 +15,7 @@
  * the MCP server sends (--api-token-file).
  */
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,8 @@
 
 #include <jansson.h>
 
+#include "ledger.h"
+#include "outbox/err.h"
 #include "testsupport.h"
 #include "ts_producer.h"
 
@@ -258,6 +261,72 @@ START_TEST(test_sdk_client_with_a_token)
 }
 END_TEST
 
+/* Replay ask through MCP elicitation (elicit.mjs): two keys the ledger left
+ * uncertain, unknown to the API; the host's user is asked before each is
+ * posted again, approves the first (posted once, "approved" in the
+ * ledger) and declines the second (SIDE_EFFECT_UNCERTAIN, nothing made). */
+START_TEST(test_replay_ask_elicits_the_user)
+{
+	char db[TS_CONNINFO_MAX], ledger[400], script[600], bin[600], err[256];
+	const char *src = getenv("OUTBOX_SOURCE_DIR"), *bindir = getenv("OUTBOX_BIN_DIR");
+	ck_assert_ptr_nonnull(src);
+	ck_assert_ptr_nonnull(bindir);
+	snprintf(script, sizeof(script), "%s/tests/mcp/elicit.mjs", src);
+	snprintf(bin, sizeof(bin), "%s/outbox-producer", bindir);
+	snprintf(ledger, sizeof(ledger), "%s/mcp-ledger-%d.jsonl", ts_tmpdir(), (int)getpid());
+	ck_assert_int_eq(ledger_append(ledger, "send_notification", "ask-key-0001", "uncertain",
+	                     NULL, err, sizeof(err)), OB_OK);
+	ck_assert_int_eq(ledger_append(ledger, "send_notification", "ask-key-0002", "uncertain",
+	                     NULL, err, sizeof(err)), OB_OK);
+	ts_db_create("mcpask", "outbox", db, sizeof(db));
+	PGconn *c = ts_connect(db);
+	struct ts_producer_server s;
+	ts_producer_serve(db, NULL, &s);
+	static char out[1 << 18];
+	char *argv[] = { "/usr/bin/env", "node", script, bin, s.url, RUN_ID, ledger, NULL };
+	int code = ts_run(argv, NULL, out, sizeof(out), NODE_TIMEOUT_MS);
+	ck_assert_msg(code == 0, "the SDK client exited %d:\n%s", code, out);
+	char *line = strstr(out, "RESULT ");
+	ck_assert_msg(line != NULL, "no RESULT line:\n%s", out);
+	line += strlen("RESULT ");
+	line[strcspn(line, "\n")] = '\0';
+	json_t *r = json_loads(line, 0, NULL);
+	ck_assert_msg(r != NULL, "%s", line);
+	ck_assert_int_eq((int)json_array_size(get(r, "asked")), 2);
+	ck_assert_msg(strstr(json_string_value(json_array_get(get(r, "asked"), 0)),
+	                  "Post it again?") != NULL, "%s", line);
+	ck_assert_msg(json_is_true(get(r, "approved.structuredContent.ok")), "%s", line);
+	ck_assert_int_eq((int)json_integer_value(get(r,
+	    "approved.structuredContent.metadata.attempts")), 1);
+	ck_assert_str_eq(get_s(r, "declined.structuredContent.code"), "SIDE_EFFECT_UNCERTAIN");
+	ck_assert_msg(strstr(get_s(r, "declined.structuredContent.content"),
+	                  "the user was asked and did not approve") != NULL, "%s", line);
+	json_decref(r);
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM outbox.messages WHERE"
+	    " idempotency_key LIKE '%ask-key-0001'"), 1);
+	ck_assert_int_eq(ts_query_int(c, "SELECT count(*) FROM outbox.messages WHERE"
+	    " idempotency_key LIKE '%ask-key-0002'"), 0);
+	char last[16];
+	ck_assert_int_eq(ledger_last_state(ledger, "ask-key-0001", last, sizeof(last), err,
+	                     sizeof(err)), OB_OK);
+	ck_assert_str_eq(last, "succeeded");
+	json_t *e = ledger_entries(ledger, "ask-key-0001", err, sizeof(err));
+	bool approved = false;
+	size_t i;
+	json_t *x;
+	json_array_foreach(e, i, x)
+		approved = approved || strcmp(json_string_value(json_object_get(x, "state")),
+		    "approved") == 0;
+	json_decref(e);
+	ck_assert(approved);
+	ck_assert_int_eq(ledger_last_state(ledger, "ask-key-0002", last, sizeof(last), err,
+	                     sizeof(err)), OB_OK);
+	ck_assert_str_eq(last, "uncertain");
+	ts_stop(s.pid, SIGTERM);
+	PQfinish(c);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -266,6 +335,7 @@ main(void)
 	tcase_set_timeout(tc, 200);
 	tcase_add_test(tc, test_sdk_client_calls_the_tools);
 	tcase_add_test(tc, test_sdk_client_with_a_token);
+	tcase_add_test(tc, test_replay_ask_elicits_the_user);
 	suite_add_tcase(s, tc);
 	return ts_run_suite(s);
 }
