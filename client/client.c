@@ -289,6 +289,15 @@ body_id(enum client_target t, const char *body)
 
 static const char *const replay_names[] = { "auto", "ask", "never" };
 
+enum client_replay
+client_replay_of(const char *name)
+{
+	for (int i = 0; i < 3; i++)
+		if (name != NULL && strcmp(name, replay_names[i]) == 0)
+			return (enum client_replay)i;
+	return CLIENT_REPLAY_AUTO;
+}
+
 /* s percent-encoded for a URL query (unreserved characters kept) into out. */
 static void
 query_escape(const char *s, char *out, size_t outlen)

@@ -89,6 +89,10 @@ struct client_opts {
  * MCP server's tools/call). NULL only when it cannot be made. */
 struct ob_token_bucket *client_retry_budget(void);
 
+/* The policy named name ("auto", "ask", "never": the --replay flags
+ * values); anything else is auto. */
+enum client_replay client_replay_of(const char *name);
+
 /* The outcome. observation is owned (free with client_result_fini). */
 struct client_result {
 	char *observation;        /* {ok, code, content, metadata{...}} */

@@ -124,27 +124,16 @@ ledger_last_state(const char *path, const char *key, char *out, size_t outlen, c
     size_t errlen)
 {
 	out[0] = '\0';
-	FILE *f = fopen(path, "r");
-	if (f == NULL) {
-		if (errno == ENOENT)
-			return OB_OK;
-		snprintf(err, errlen, "ledger %s: %s", path, strerror(errno));
+	json_t *all = ledger_entries(path, key, err, errlen);
+	if (all == NULL)
 		return OB_EINVAL;
-	}
-	char *line = NULL;
-	size_t cap = 0;
-	ssize_t n;
-	while ((n = getline(&line, &cap, f)) > 0) {
-		if (n > LEDGER_MAX_LINE)
-			continue;
-		json_t *o = json_loadb(line, (size_t)n, 0, NULL);
-		const char *k = json_string_value(json_object_get(o, "key"));
-		const char *s = json_string_value(json_object_get(o, "state"));
-		if (k != NULL && s != NULL && strcmp(k, key) == 0)
+	for (size_t i = json_array_size(all); i-- > 0;) {
+		const char *s = json_string_value(json_object_get(json_array_get(all, i), "state"));
+		if (s != NULL) {
 			snprintf(out, outlen, "%s", s);
-		json_decref(o);
+			break;
+		}
 	}
-	free(line);
-	fclose(f);
+	json_decref(all);
 	return OB_OK;
 }

@@ -256,8 +256,7 @@ producer_cmd_mcp(int argc, char **argv)
 	struct mcp_server s = {
 		.url = cfg.url,
 		CLIENT_RETRY_FIELDS(cfg),
-		.replay = strcmp(cfg.replay, "ask") == 0 ? CLIENT_REPLAY_ASK
-		    : strcmp(cfg.replay, "never") == 0 ? CLIENT_REPLAY_NEVER : CLIENT_REPLAY_AUTO,
+		.replay = client_replay_of(cfg.replay),
 		.elicit = elicit,
 		.elicit_arg = &elicit_ids,
 		.host_elicits = &host_elicits,

@@ -266,8 +266,7 @@ run_call(const struct ob_cfg_program *prog, const struct ob_cfg_opt *options,
 		CLIENT_RETRY_FIELDS(cfg),
 		.run_id = cfg.run,
 		.step_id = cfg.step,
-		.replay = strcmp(cfg.replay, "ask") == 0 ? CLIENT_REPLAY_ASK
-		    : strcmp(cfg.replay, "never") == 0 ? CLIENT_REPLAY_NEVER : CLIENT_REPLAY_AUTO,
+		.replay = client_replay_of(cfg.replay),
 		.approved = cfg.approved,
 	};
 	char run_part[256] = "";
