@@ -6,7 +6,10 @@
  * 2015) for the fixed seed: not its numbers, which depend on the
  * generator. Then the program itself: the same seed prints the same bytes,
  * one strategy's row is the same alone as in the full table, and every bad
- * flag is one line on stderr and exit 2.
+ * flag is one line on stderr and exit 2. Last the arrival histogram
+ * (--histogram-bins): binned exactly as documented, of run 0, summing to its
+ * calls, and showing what the article shows: without jitter the writes
+ * arrive in clumps with silence between them.
  */
 #include <math.h>
 #include <stdio.h>
@@ -38,6 +41,21 @@ static const struct ob_jitter_range RANGE = { 5, 2000 };
 #define BAND_10_CLIENTS 1.6
 #define PROGRAM_OUT_MAX 16384
 #define PROGRAM_WAIT_MS 20000
+/* The histogram's clumping: at 100 clients in 100 bins, exponential
+ * backoff without jitter leaves 0.60..0.67 of its bins empty for seeds
+ * 1..5 (rounds of retries ~2 s apart, each a few ms wide, bins ~640 ms
+ * wide), Full Jitter 0.30..0.39 (its empty bins are in the sparse tail):
+ * 1.62x at least (1.50x over seeds 1..30). With 50 bins or fewer the
+ * bins grow too wide to fall between the rounds and the difference fades:
+ * the bin count is part of the property. It fails with every write put
+ * in bin 0 (0.99 empty both), with the writes spread evenly by their index
+ * (none empty), or with Full Jitter's draw narrowed to [0.9v, 1.1v)
+ * (0.63..0.66 empty, as expo). */
+#define CLUMP_CLIENTS "100"
+#define CLUMP_BINS 100
+#define CLUMP_SEEDS 5
+#define CLUMP_EMPTY_RATIO 1.4
+#define HIST_OUT_MAX 65536
 
 /* ---- strategies --------------------------------------------------------- */
 
@@ -225,12 +243,124 @@ START_TEST(test_run_errors)
 	ck_assert_int_eq(herd_run(&p, 1, &r), OB_EINVAL);
 	ck_assert_uint_eq(r.calls, 77); /* untouched on error */
 	p = params(OB_JITTER_FULL, 5);
-	ck_assert_int_eq(herd_cell_run(&p, 1, 0, &cell), OB_EINVAL);
+	ck_assert_int_eq(herd_cell_run(&p, 1, 0, 0, &cell, NULL), OB_EINVAL);
 	ck_assert_uint_eq(cell.runs, 77);
 	/* the seeds of a table's runs differ by run and by client count */
 	ck_assert_uint_ne(herd_run_seed(1, 10, 0), herd_run_seed(1, 10, 1));
 	ck_assert_uint_ne(herd_run_seed(1, 10, 0), herd_run_seed(1, 50, 0));
 	ck_assert_uint_ne(herd_run_seed(1, 10, 0), herd_run_seed(2, 10, 0));
+}
+END_TEST
+
+/* ---- the arrival histogram: the library ------------------------------------ */
+
+START_TEST(test_histogram_bin)
+{
+	uint64_t w, counts[HERD_HISTOGRAM_BINS_MAX];
+	/* the edges: [i x W, (i+1) x W); W = floor(last / B) + 1 */
+	static const struct {
+		double at[6];
+		uint64_t n;
+		uint32_t bins;
+		uint64_t w;
+		uint64_t counts[4];
+	} cases[] = {
+		{ { 30 }, 1, 4, 8, { 0, 0, 0, 1 } },           /* 30 / 4 = 7.5 -> 8 */
+		{ { 20 }, 1, 2, 11, { 0, 1 } },                /* last = 2 x 10: 11, not 10 */
+		{ { 19.999 }, 1, 2, 10, { 0, 1 } },            /* just below: 10 */
+		{ { 6, 12, 0, 4.999, 5, 10 }, 6, 3, 5, { 2, 2, 2 } }, /* 5 and 10 start a bin */
+		{ { 0, 0 }, 2, 3, 1, { 2, 0, 0 } },            /* all at 0: W = 1 */
+		{ { 0.5 }, 1, 1, 1, { 1 } },
+		{ { 0 }, 0, 2, 1, { 0, 0 } },                  /* no arrival */
+		{ { 80, 30, 30 }, 3, 4, 21, { 0, 2, 0, 1 } },  /* any order */
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		memset(counts, 0xff, sizeof(counts));
+		ck_assert_int_eq(herd_histogram_bin(cases[i].at, cases[i].n, cases[i].bins, &w,
+		    counts), OB_OK);
+		ck_assert_msg(w == cases[i].w, "case %zu: bin_ms %llu", i, (unsigned long long)w);
+		for (uint32_t b = 0; b < cases[i].bins; b++)
+			ck_assert_msg(counts[b] == cases[i].counts[b], "case %zu bin %u: %llu", i, b,
+			    (unsigned long long)counts[b]);
+		ck_assert_uint_eq(counts[cases[i].bins], UINT64_MAX); /* nothing past B */
+	}
+	/* the largest B, and refusals with nothing written */
+	double at[3] = { 1, 399.5, 200 };
+	ck_assert_int_eq(herd_histogram_bin(at, 3, HERD_HISTOGRAM_BINS_MAX, &w, counts), OB_OK);
+	ck_assert_uint_eq(w, 2);
+	ck_assert_uint_eq(counts[0] + counts[100] + counts[199], 3);
+	w = 77;
+	counts[0] = 77;
+	ck_assert_int_eq(herd_histogram_bin(at, 3, 0, &w, counts), OB_EINVAL);
+	ck_assert_int_eq(herd_histogram_bin(at, 3, HERD_HISTOGRAM_BINS_MAX + 1, &w, counts),
+	    OB_EINVAL);
+	const double bad[3] = { -0.001, NAN, INFINITY };
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(herd_histogram_bin(&bad[i], 1, 5, &w, counts), OB_EINVAL);
+	ck_assert_uint_eq(w, 77);
+	ck_assert_uint_eq(counts[0], 77);
+}
+END_TEST
+
+START_TEST(test_run_record)
+{
+	for (int k = 0; k < OB_JITTER_COUNT; k++) {
+		struct herd_params p = params(k, 50);
+		struct herd_run_result plain, rec;
+		struct herd_arrivals a;
+		ck_assert_int_eq(herd_run(&p, 9, &plain), OB_OK);
+		ck_assert_int_eq(herd_run_record(&p, 9, &rec, &a), OB_OK);
+		/* recording changes nothing of the run */
+		ck_assert_uint_eq(rec.calls, plain.calls);
+		ck_assert_uint_eq(rec.failed, plain.failed);
+		ck_assert_double_eq(rec.ms, plain.ms);
+		/* one time per write, in the order they arrived, all before the
+		 * last reply; the first after a read, its reply and the write
+		 * itself travelled */
+		ck_assert_uint_eq(a.n, rec.calls);
+		ck_assert(a.ms[0] > 0);
+		for (uint64_t i = 1; i < a.n; i++)
+			ck_assert(a.ms[i] >= a.ms[i - 1]);
+		ck_assert(a.ms[a.n - 1] < rec.ms);
+		herd_arrivals_free(&a);
+		herd_arrivals_free(&a); /* harmless twice */
+		/* a cell's histogram is its run 0, binned; the cell's averages
+		 * are the same with it or without */
+		struct herd_histogram h;
+		struct herd_cell with, without;
+		uint64_t w, counts[HERD_HISTOGRAM_BINS_MAX];
+		ck_assert_int_eq(herd_run_record(&p, herd_run_seed(9, 50, 0), &rec, &a), OB_OK);
+		ck_assert_int_eq(herd_histogram_bin(a.ms, a.n, 30, &w, counts), OB_OK);
+		herd_arrivals_free(&a);
+		ck_assert_int_eq(herd_cell_run(&p, 9, 3, 30, &with, &h), OB_OK);
+		ck_assert_int_eq(herd_cell_run(&p, 9, 3, 0, &without, NULL), OB_OK);
+		ck_assert_uint_eq(with.runs, without.runs);
+		ck_assert_double_eq(with.calls, without.calls);
+		ck_assert_double_eq(with.failed, without.failed);
+		ck_assert_double_eq(with.ms, without.ms);
+		ck_assert_uint_eq(h.run, 0);
+		ck_assert_uint_eq(h.calls, rec.calls);
+		ck_assert_double_eq(h.ms, rec.ms);
+		ck_assert_uint_eq(h.bins, 30);
+		ck_assert_uint_eq(h.bin_ms, w);
+		ck_assert_mem_eq(h.counts, counts, 30 * sizeof(counts[0]));
+	}
+	/* errors: nothing written, nothing left allocated (ASan's leak check) */
+	struct herd_params p = params(OB_JITTER_FULL, 0);
+	struct herd_arrivals a = { .n = 77 };
+	struct herd_run_result r;
+	struct herd_histogram h = { .calls = 77 };
+	struct herd_cell cell = { .runs = 77 };
+	ck_assert_int_eq(herd_run_record(&p, 1, &r, &a), OB_EINVAL);
+	ck_assert_uint_eq(a.n, 77);
+	ck_assert_int_eq(herd_cell_run(&p, 1, 2, 10, &cell, &h), OB_EINVAL);
+	p = params(OB_JITTER_FULL, 5);
+	ck_assert_int_eq(herd_cell_run(&p, 1, 2, 0, &cell, &h), OB_EINVAL);
+	ck_assert_int_eq(herd_cell_run(&p, 1, 2, HERD_HISTOGRAM_BINS_MAX + 1, &cell, &h),
+	    OB_EINVAL);
+	ck_assert_int_eq(herd_cell_run(&p, 1, 0, 10, &cell, &h), OB_EINVAL);
+	ck_assert_uint_eq(h.calls, 77);
+	ck_assert_uint_eq(cell.runs, 77);
 }
 END_TEST
 
@@ -244,8 +374,8 @@ run_table(void)
 	for (int k = 0; k < OB_JITTER_COUNT; k++)
 		for (int j = 0; j < 3; j++) {
 			struct herd_params p = params(k, COLUMNS[j]);
-			ck_assert_int_eq(herd_cell_run(&p, SEED, CONCLUSION_RUNS, &cells[k][j]),
-			    OB_OK);
+			ck_assert_int_eq(herd_cell_run(&p, SEED, CONCLUSION_RUNS, 0, &cells[k][j],
+			    NULL), OB_OK);
 			ck_assert_uint_eq(cells[k][j].runs, CONCLUSION_RUNS);
 		}
 }
@@ -404,6 +534,241 @@ START_TEST(test_program_bad_flags)
 }
 END_TEST
 
+/* ---- the arrival histogram: the program ------------------------------------ */
+
+/* Run outbox-herd with args (NULL-ended, at most 15) and env (NULL or
+ * NULL-ended "K=V"); its stdout and stderr, which go to one file, into
+ * out. Returns the exit code. */
+static int
+herd_v(char *out, size_t outlen, char *const *env, const char *const *args)
+{
+	char *argv[17] = { "outbox-herd" };
+	size_t n = 1;
+	for (; args[n - 1] != NULL; n++) {
+		ck_assert_uint_lt(n, 16);
+		argv[n] = (char *)args[n - 1];
+	}
+	argv[n] = NULL;
+	return ts_run(argv, env, out, outlen, PROGRAM_WAIT_MS);
+}
+
+/* The cell of strategy row row and column col of a --json output. */
+static json_t *
+json_cell(json_t *root, size_t row, size_t col)
+{
+	json_t *c = json_array_get(json_object_get(json_array_get(json_object_get(root,
+	    "strategies"), row), "cells"), col);
+	ck_assert_ptr_nonnull(c);
+	return c;
+}
+
+/* A cell's histogram as table.h defines it: the five members, B counts
+ * summing to the run's calls, W the smallest whole width that holds the
+ * last arrival (which came before the run's last reply). Returns it
+ * (borrowed from cell). */
+static json_t *
+check_histogram(json_t *cell, size_t bins)
+{
+	json_t *h = json_object_get(cell, "histogram");
+	ck_assert_ptr_nonnull(h);
+	ck_assert_uint_eq(json_object_size(h), 5);
+	ck_assert(json_is_integer(json_object_get(h, "run")));
+	ck_assert_int_eq(json_integer_value(json_object_get(h, "run")), 0);
+	json_t *calls = json_object_get(h, "calls"), *bin_ms = json_object_get(h, "bin_ms");
+	json_t *counts = json_object_get(h, "counts");
+	ck_assert(json_is_integer(calls) && json_is_integer(bin_ms));
+	ck_assert(json_is_real(json_object_get(h, "ms")));
+	ck_assert(json_is_array(counts));
+	ck_assert_uint_eq(json_array_size(counts), bins);
+	int64_t w = json_integer_value(bin_ms), sum = 0, last = -1;
+	ck_assert_int_ge(w, 1);
+	for (size_t i = 0; i < bins; i++) {
+		json_t *c = json_array_get(counts, i);
+		ck_assert(json_is_integer(c) && json_integer_value(c) >= 0);
+		sum += json_integer_value(c);
+		if (json_integer_value(c) > 0)
+			last = (int64_t)i;
+	}
+	ck_assert_int_eq(sum, json_integer_value(calls));
+	/* every client writes at least once */
+	ck_assert_int_ge(sum, json_integer_value(json_object_get(cell, "clients")));
+	/* the last arrival t: last x W <= t < ms; W minimal: W = 1, or a width
+	 * of W - 1 would not hold t ((W - 1) x B <= t < (last + 1) x W) */
+	ck_assert((double)(last * w) < json_real_value(json_object_get(h, "ms")));
+	ck_assert_msg(w == 1 || (last + 1) * w > (w - 1) * (int64_t)bins,
+	    "bin_ms %lld is not the smallest: the last arrival is in bin %lld of %zu",
+	    (long long)w, (long long)last, bins);
+	return h;
+}
+
+START_TEST(test_program_histogram)
+{
+	static char a[HIST_OUT_MAX], b[HIST_OUT_MAX];
+	const char *one[] = { "--json", "--runs", "1", "--clients", "10,100", "--histogram-bins",
+		"50", NULL };
+	ck_assert_int_eq(herd_v(a, sizeof(a), NULL, one), 0);
+	json_error_t err;
+	json_t *r1 = json_loads(a, 0, &err);
+	ck_assert_msg(r1 != NULL, "not JSON: %s", err.text);
+	for (size_t k = 0; k < OB_JITTER_COUNT; k++)
+		for (size_t j = 0; j < 2; j++) {
+			/* with --runs 1 the cell is its histogram's run */
+			json_t *cell = json_cell(r1, k, j), *h = check_histogram(cell, 50);
+			ck_assert_double_eq(json_real_value(json_object_get(cell, "calls")),
+			    (double)json_integer_value(json_object_get(h, "calls")));
+			ck_assert_double_eq(json_real_value(json_object_get(cell, "ms")),
+			    json_real_value(json_object_get(h, "ms")));
+		}
+	/* the same seed, the same bytes; another seed, others */
+	ck_assert_int_eq(herd_v(b, sizeof(b), NULL, one), 0);
+	ck_assert_str_eq(a, b);
+	const char *seed2[] = { "--json", "--runs", "1", "--clients", "10,100", "--histogram-bins",
+		"50", "--seed", "2", NULL };
+	ck_assert_int_eq(herd_v(b, sizeof(b), NULL, seed2), 0);
+	ck_assert_str_ne(a, b);
+
+	/* whatever --runs, the histogram is of run 0: the same as with --runs 1
+	 * (while the cells' averages differ) */
+	const char *three[] = { "--json", "--runs", "3", "--clients", "10,100",
+		"--histogram-bins", "50", NULL };
+	ck_assert_int_eq(herd_v(b, sizeof(b), NULL, three), 0);
+	json_t *r3 = json_loads(b, 0, &err);
+	ck_assert_msg(r3 != NULL, "not JSON: %s", err.text);
+	for (size_t k = 0; k < OB_JITTER_COUNT; k++)
+		for (size_t j = 0; j < 2; j++)
+			ck_assert(json_equal(json_object_get(json_cell(r1, k, j), "histogram"),
+			    json_object_get(json_cell(r3, k, j), "histogram")));
+	json_decref(r1);
+	json_decref(r3);
+
+	/* 0 is no histogram: the bytes of --json without the flag; the variable
+	 * sets it as the flag does */
+	const char *off[] = { "--json", "--runs", "2", "--histogram-bins", "0", NULL };
+	const char *plain[] = { "--json", "--runs", "2", NULL };
+	ck_assert_int_eq(herd_v(a, sizeof(a), NULL, off), 0);
+	ck_assert_int_eq(herd_v(b, sizeof(b), NULL, plain), 0);
+	ck_assert_str_eq(a, b);
+	ck_assert_ptr_null(strstr(a, "histogram"));
+	char *env[] = { "OUTBOX_HERD_HISTOGRAM_BINS=7", NULL };
+	const char *by_env[] = { "--json", "--runs", "1", "--clients", "20", "--strategy", "full",
+		NULL };
+	ck_assert_int_eq(herd_v(a, sizeof(a), env, by_env), 0);
+	json_t *r = json_loads(a, 0, &err);
+	ck_assert_msg(r != NULL, "not JSON: %s", err.text);
+	check_histogram(json_cell(r, 0, 0), 7);
+	json_decref(r);
+}
+END_TEST
+
+START_TEST(test_program_histogram_exact)
+{
+	/* With a fixed delay (10 ms one way) the run can be worked out by hand,
+	 * and so the histogram. Exponential backoff, 3 clients: all read at 10,
+	 * write at 30; client 0 wins, the others lose (reply at 40), sleep 10,
+	 * read at 60 and write at 80; client 1 wins, client 2 sleeps 20, reads
+	 * at 120, writes at 140 and is done at 150. Arrivals 30 30 30 80 80 140:
+	 * W = floor(140 / 5) + 1 = 29, bins from 0, 29, 58, 87, 116. Binning
+	 * another event (the reads' sending, the replies) or the run's end
+	 * instead of the last arrival gives other numbers. */
+	static char out[HIST_OUT_MAX];
+	const char *three[] = { "--json", "--clients", "3", "--strategy", "expo", "--delay-sd-ms",
+		"0", "--runs", "1", "--histogram-bins", "5", NULL };
+	ck_assert_int_eq(herd_v(out, sizeof(out), NULL, three), 0);
+	ck_assert_msg(strstr(out, "{\"clients\":3,\"calls\":6.00,\"failed\":3.00,\"ms\":150.00,"
+	    "\"histogram\":{\"run\":0,\"calls\":6,\"ms\":150.00,\"bin_ms\":29,"
+	    "\"counts\":[0,3,2,0,1]}}") != NULL, "%s", out);
+	/* one client: its write arrives at 30, its reply at 40; 4 bins of
+	 * floor(30 / 4) + 1 = 8 ms (the run's end would give 11) */
+	const char *alone[] = { "--json", "--clients", "1", "--strategy", "expo", "--delay-sd-ms",
+		"0", "--runs", "1", "--histogram-bins", "4", NULL };
+	ck_assert_int_eq(herd_v(out, sizeof(out), NULL, alone), 0);
+	ck_assert_msg(strstr(out, "\"histogram\":{\"run\":0,\"calls\":1,\"ms\":40.00,"
+	    "\"bin_ms\":8,\"counts\":[0,0,0,1]}") != NULL, "%s", out);
+}
+END_TEST
+
+/* The fraction of a histogram's bins that are empty. */
+static double
+empty_bins(json_t *cell)
+{
+	json_t *counts = json_object_get(json_object_get(cell, "histogram"), "counts");
+	size_t empty = 0;
+	for (size_t i = 0; i < json_array_size(counts); i++)
+		empty += json_integer_value(json_array_get(counts, i)) == 0;
+	return (double)empty / (double)json_array_size(counts);
+}
+
+START_TEST(test_program_histogram_clumps)
+{
+	/* "the clients' retries come in clusters": without jitter the writes
+	 * of 100 clients arrive in rounds with silence between, so many more
+	 * of the bins are empty than with Full Jitter, seed after seed */
+	static char out[HIST_OUT_MAX];
+	for (int seed = 1; seed <= CLUMP_SEEDS; seed++) {
+		char seed_s[16], bins_s[16];
+		snprintf(seed_s, sizeof(seed_s), "%d", seed);
+		snprintf(bins_s, sizeof(bins_s), "%d", CLUMP_BINS);
+		const char *args[] = { "--json", "--clients", CLUMP_CLIENTS, "--runs", "1",
+			"--seed", seed_s, "--histogram-bins", bins_s, NULL };
+		ck_assert_int_eq(herd_v(out, sizeof(out), NULL, args), 0);
+		json_error_t err;
+		json_t *r = json_loads(out, 0, &err);
+		ck_assert_msg(r != NULL, "not JSON: %s", err.text);
+		json_t *expo = json_cell(r, OB_JITTER_EXPO, 0), *full = json_cell(r, OB_JITTER_FULL, 0);
+		check_histogram(expo, CLUMP_BINS);
+		check_histogram(full, CLUMP_BINS);
+		double e = empty_bins(expo), f = empty_bins(full);
+		ck_assert_msg(e > CLUMP_EMPTY_RATIO * f,
+		    "seed %d: exp, no jitter has %.2f of its bins empty, Full Jitter %.2f", seed, e,
+		    f);
+		json_decref(r);
+	}
+}
+END_TEST
+
+START_TEST(test_program_histogram_bad)
+{
+	/* each refused: exit 2 and one line, which is the error (stdout and
+	 * stderr go to one file: nothing else was printed) */
+	static const struct {
+		const char *a[10];
+		const char *env;
+		const char *said;
+	} bad[] = {
+		{ { "--json", "--histogram-bins", "201" }, NULL,
+		    "outbox-herd: --histogram-bins: 201 is above the maximum 200" },
+		{ { "--json", "--histogram-bins", "-1" }, NULL,
+		    "outbox-herd: --histogram-bins: -1 is below" },
+		{ { "--json", "--histogram-bins", "x" }, NULL,
+		    "outbox-herd: --histogram-bins: 'x' is not an integer" },
+		{ { "--json", "--histogram-bins", "1.5" }, NULL,
+		    "outbox-herd: --histogram-bins: '1.5' is not an integer" },
+		{ { "--json", "--histogram-bins" }, NULL, "outbox-herd: --histogram-bins: missing" },
+		{ { "--json" }, "OUTBOX_HERD_HISTOGRAM_BINS=201",
+		    "outbox-herd: OUTBOX_HERD_HISTOGRAM_BINS=201: above the maximum 200" },
+		{ { "--histogram-bins", "5" }, NULL, "outbox-herd: --histogram-bins needs --json" },
+		{ { "--runs", "1" }, "OUTBOX_HERD_HISTOGRAM_BINS=5",
+		    "outbox-herd: --histogram-bins needs --json" },
+		{ { "--target", "http://127.0.0.1:9", "--clients", "1", "--strategy", "full", "--json",
+		      "--histogram-bins", "5" }, NULL,
+		    "outbox-herd: --histogram-bins is the simulation's: --target makes one run" },
+	};
+	static char out[PROGRAM_OUT_MAX];
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char env_s[64];
+		char *env[] = { env_s, NULL };
+		if (bad[i].env != NULL)
+			snprintf(env_s, sizeof(env_s), "%s", bad[i].env);
+		int code = herd_v(out, sizeof(out), bad[i].env != NULL ? env : NULL, bad[i].a);
+		ck_assert_msg(code == 2, "%s: exit %d", bad[i].said, code);
+		ck_assert_msg(strncmp(out, bad[i].said, strlen(bad[i].said)) == 0,
+		    "%s: said '%s'", bad[i].said, out);
+		char *nl = strchr(out, '\n');
+		ck_assert_msg(nl != NULL && nl[1] == '\0', "more than one line: '%s'", out);
+	}
+}
+END_TEST
+
 int
 main(void)
 {
@@ -418,6 +783,8 @@ main(void)
 	tcase_add_test(tc, test_net_delay);
 	tcase_add_test(tc, test_run_deterministic);
 	tcase_add_test(tc, test_run_errors);
+	tcase_add_test(tc, test_histogram_bin);
+	tcase_add_test(tc, test_run_record);
 	tcase_add_test(tc, test_conclusions);
 	tcase_set_timeout(tc, 60);
 	suite_add_tcase(s, tc);
@@ -425,6 +792,10 @@ main(void)
 	tcase_add_test(tc, test_program_same_bytes);
 	tcase_add_test(tc, test_program_help_version);
 	tcase_add_test(tc, test_program_bad_flags);
+	tcase_add_test(tc, test_program_histogram);
+	tcase_add_test(tc, test_program_histogram_exact);
+	tcase_add_test(tc, test_program_histogram_clumps);
+	tcase_add_test(tc, test_program_histogram_bad);
 	tcase_set_timeout(tc, 60);
 	suite_add_tcase(s, tc);
 	return ts_run_suite(s);

@@ -4,8 +4,9 @@
  * (--target: a running producer API); docs/retries.md.
  *
  * Wiring only: read the flags, then either run one cell per (strategy,
- * client count) through sim.c and print the table, or run one herd
- * against --target through target.c and print its report (table.c).
+ * client count) through sim.c (and with --histogram-bins its run 0's
+ * arrival histogram) and print the table, or run one herd against
+ * --target through target.c and print its report (table.c).
  * Exit 0 with the table, or with the report when every client's call
  * completed; 1 when one did not (the report is printed), or when out of
  * memory; 2 on a bad flag (one line on stderr, before anything runs). The
@@ -45,6 +46,7 @@
 #define HERD_DELAY_SD_DEFAULT 2
 #define HERD_DEADLINE_DEFAULT 60000
 #define HERD_ATTEMPT_DEFAULT 5000
+#define HERD_HISTOGRAM_DEFAULT 0 /* no histogram */
 #define HERD_STR_(x) #x
 #define HERD_STR(x) HERD_STR_(x)
 #define HERD_SEED_MAX INT64_MAX
@@ -62,6 +64,7 @@ struct herd_config {
 	int64_t delay_sd_ms;
 	char *strategy;
 	bool json;
+	int64_t histogram_bins;
 	char *target;
 	int64_t deadline_ms;
 	int64_t request_timeout_ms;
@@ -93,6 +96,15 @@ static const struct ob_cfg_opt herd_options[] = {
 	    " with --target one strategy"),
 	OB_CFG_OPT("json", "OUTBOX_HERD_JSON", OB_CFG_BOOL, "false", 0, 0, NULL, false, json,
 	    "print one JSON object instead of the table (or --target's report)"),
+	OB_CFG_OPT("histogram-bins", "OUTBOX_HERD_HISTOGRAM_BINS", OB_CFG_INT,
+	    HERD_STR(HERD_HISTOGRAM_DEFAULT), 0, HERD_HISTOGRAM_BINS_MAX, NULL, false,
+	    histogram_bins, "with --json, N > 0 adds to every cell \"histogram\": {\"run\": 0,"
+	    " \"calls\": C, \"ms\": T, \"bin_ms\": W, \"counts\": [N integers]}, run 0 of the"
+	    " cell (the run the averages start from; with --runs 1 the cell's calls and ms):"
+	    " C its write requests, T its ms, counts[i] the writes that arrived at the server"
+	    " in [i x W, (i+1) x W) ms of simulated time, W = floor(last arrival / N) + 1 (the"
+	    " smallest whole W >= 1 holding them all); the counts sum to C. 0: none"
+	    " (simulation only)"),
 	OB_CFG_OPT("target", "OUTBOX_HERD_TARGET", OB_CFG_STRING, NULL, 0, 0, NULL, false, target,
 	    "run against the real system instead of simulating: the base URL of a running"
 	    " producer API (http://HOST:PORT, no token). --clients threads each POST"
@@ -116,7 +128,8 @@ static const struct ob_cfg_opt herd_options[] = {
 
 static const struct ob_cfg_program herd_program = {
 	.name = "outbox-herd",
-	.synopsis = "outbox-herd [--clients N,N...] [--runs N] [--seed N] [--strategy S] [--json]\n"
+	.synopsis = "outbox-herd [--clients N,N...] [--runs N] [--seed N] [--strategy S] [--json"
+	    " [--histogram-bins N]]\n"
 	    "       outbox-herd --target URL --clients N --strategy S [--deadline-ms MS] [--json]",
 	.description =
     "Simulate a thundering herd: N clients each update one row once under optimistic"
@@ -207,8 +220,9 @@ pick_strategies(const char *name, enum ob_jitter_kind *rows, size_t *n, char *er
 }
 
 /* A flag of the other mode set to anything but its default is refused, not
- * ignored: --runs or a network delay with --target, a --target flag
- * without it. OB_OK or OB_EINVAL with one line in err. */
+ * ignored: --runs, a network delay or --histogram-bins with --target, a
+ * --target flag without it; and --histogram-bins without --json. OB_OK or
+ * OB_EINVAL with one line in err. */
 static int
 check_mode(const struct herd_config *cfg, size_t nclients, size_t nrows, char *err,
     size_t errlen)
@@ -227,6 +241,8 @@ check_mode(const struct herd_config *cfg, size_t nclients, size_t nrows, char *e
 		}
 		if (cfg->runs != HERD_RUNS_DEFAULT)
 			stray = "--runs";
+		else if (cfg->histogram_bins != HERD_HISTOGRAM_DEFAULT)
+			stray = "--histogram-bins";
 		else if (cfg->delay_mean_ms != HERD_DELAY_MEAN_DEFAULT)
 			stray = "--delay-mean-ms";
 		else if (cfg->delay_sd_ms != HERD_DELAY_SD_DEFAULT)
@@ -246,6 +262,11 @@ check_mode(const struct herd_config *cfg, size_t nclients, size_t nrows, char *e
 		stray = "--key-prefix";
 	if (stray != NULL) {
 		snprintf(err, errlen, "%s needs --target", stray);
+		return OB_EINVAL;
+	}
+	if (cfg->histogram_bins != HERD_HISTOGRAM_DEFAULT && !cfg->json) {
+		snprintf(err, errlen, "--histogram-bins needs --json: the text table has no"
+		    " histogram");
 		return OB_EINVAL;
 	}
 	return OB_OK;
@@ -298,6 +319,7 @@ main(int argc, char **argv)
 	uint32_t clients[HERD_COLUMNS_MAX];
 	enum ob_jitter_kind rows[OB_JITTER_COUNT];
 	struct herd_cell cells[OB_JITTER_COUNT * HERD_COLUMNS_MAX];
+	struct herd_histogram *hists = NULL; /* owned; like cells, with --histogram-bins */
 	size_t nclients = 0, nrows = 0;
 	char err[256];
 	int code;
@@ -333,12 +355,22 @@ main(int argc, char **argv)
 		.nstrategies = nrows,
 		.cells = cells,
 	};
+	if (cfg.histogram_bins > 0) {
+		hists = calloc(nrows * nclients, sizeof(*hists));
+		if (hists == NULL) {
+			fprintf(stderr, "outbox-herd: %s\n", ob_strerror(OB_ENOMEM));
+			code = 1;
+			goto out;
+		}
+		t.histograms = hists;
+	}
 	for (size_t i = 0; i < nrows; i++) {
 		for (size_t j = 0; j < nclients; j++) {
 			struct herd_params p = { .strategy = rows[i], .range = t.range,
 				.delay_mean_ms = t.delay_mean_ms, .delay_sd_ms = t.delay_sd_ms,
 				.clients = clients[j] };
-			int rc = herd_cell_run(&p, t.seed, t.runs, &cells[i * nclients + j]);
+			int rc = herd_cell_run(&p, t.seed, t.runs, (uint32_t)cfg.histogram_bins,
+			    &cells[i * nclients + j], hists != NULL ? &hists[i * nclients + j] : NULL);
 			if (rc != OB_OK) {
 				fprintf(stderr, "outbox-herd: %s\n", ob_strerror(rc));
 				code = 1;
@@ -355,6 +387,7 @@ main(int argc, char **argv)
 bad:
 	fprintf(stderr, "outbox-herd: %s\n", err);
 out:
+	free(hists);
 	ob_cfg_free(herd_options, &cfg);
 	return code;
 }

@@ -12,10 +12,17 @@
  * The generator is drawn from in a fixed order (the first reads' delays
  * client by client, then each event's draws as it is handled), which with
  * the queue's push-order tie-break makes a run a function of its seed.
+ *
+ * Recording the writes' arrival times (herd_run_record) only appends to an
+ * array as each write is handled: it draws nothing and changes no event,
+ * so a run is the same recorded or not. The histogram (herd_histogram_bin)
+ * is computed from that array afterwards, with exact comparisons at the
+ * bins' edges.
  */
 #include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "evqueue.h"
 #include "outbox/backoff.h"
@@ -52,6 +59,9 @@ struct herd_sim {
 	uint64_t version;
 	uint32_t done;
 	struct herd_run_result res;
+	struct herd_arrivals *rec; /* NULL: not recording; else owned until returned */
+	uint64_t rec_cap;
+	bool rec_nomem; /* the array could not grow: the run is abandoned */
 };
 
 /* The one change of a client's state: reading -> writing -> reading
@@ -93,6 +103,27 @@ send(struct herd_sim *s, double at_ms, uint32_t client, enum herd_ev_kind kind, 
 		abort(); /* a broken invariant: two messages of one client in flight */
 }
 
+/* Append a write's arrival time when recording. On failure to grow, the
+ * run stops at the next event (rec_nomem) and returns OB_ENOMEM. */
+static void
+record_write(struct herd_sim *s, double at_ms)
+{
+	struct herd_arrivals *a = s->rec;
+	if (a == NULL || s->rec_nomem)
+		return;
+	if (a->n == s->rec_cap) {
+		uint64_t cap = s->rec_cap * 2;
+		double *ms = cap <= SIZE_MAX / sizeof(*ms) ? realloc(a->ms, cap * sizeof(*ms)) : NULL;
+		if (ms == NULL) {
+			s->rec_nomem = true;
+			return;
+		}
+		a->ms = ms;
+		s->rec_cap = cap;
+	}
+	a->ms[a->n++] = at_ms;
+}
+
 static void
 handle(struct herd_sim *s, const struct herd_event *e)
 {
@@ -110,6 +141,7 @@ handle(struct herd_sim *s, const struct herd_event *e)
 	case HERD_EV_WRITE: {
 		bool won = e->value == s->version;
 		s->res.calls++;
+		record_write(s, t);
 		if (won)
 			s->version++;
 		else
@@ -163,41 +195,141 @@ params_ok(const struct herd_params *p)
 int
 herd_run(const struct herd_params *p, uint64_t seed, struct herd_run_result *out)
 {
+	return herd_run_record(p, seed, out, NULL);
+}
+
+void
+herd_arrivals_free(struct herd_arrivals *a)
+{
+	free(a->ms);
+	a->ms = NULL;
+	a->n = 0;
+}
+
+int
+herd_run_record(const struct herd_params *p, uint64_t seed, struct herd_run_result *out,
+    struct herd_arrivals *arrivals)
+{
 	if (!params_ok(p))
 		return OB_EINVAL;
 	struct herd_sim s = { .p = p, .backoff = ob_jitter_strategies[p->strategy].sleep_ms,
 		.rng = seed ? seed : 1 };
+	struct herd_arrivals rec = { 0 };
+	if (arrivals != NULL) {
+		/* every client writes at least once; most runs need a few times that */
+		s.rec_cap = (uint64_t)p->clients * 4;
+		if ((rec.ms = malloc(s.rec_cap * sizeof(*rec.ms))) == NULL)
+			return OB_ENOMEM;
+		s.rec = &rec;
+	}
 	s.clients = calloc(p->clients, sizeof(*s.clients));
 	if (s.clients == NULL)
-		return OB_ENOMEM;
-	if (herd_evq_init(&s.q, p->clients) != OB_OK) {
-		free(s.clients);
-		return OB_ENOMEM;
-	}
+		goto fail;
+	if (herd_evq_init(&s.q, p->clients) != OB_OK)
+		goto fail;
 	/* every client starts reading at time 0 (calloc: HERD_CLIENT_READING) */
 	for (uint32_t i = 0; i < p->clients; i++)
 		send(&s, delay(&s), i, HERD_EV_READ, 0);
 	struct herd_event e;
-	while (herd_evq_pop(&s.q, &e))
+	while (!s.rec_nomem && herd_evq_pop(&s.q, &e))
 		handle(&s, &e);
 	herd_evq_fini(&s.q);
-	free(s.clients);
+	if (s.rec_nomem)
+		goto fail;
 	if (s.done != p->clients)
 		abort(); /* a broken invariant: the queue ran dry with clients waiting */
+	free(s.clients);
 	*out = s.res;
+	if (arrivals != NULL)
+		*arrivals = rec;
+	return OB_OK;
+fail:
+	free(s.clients);
+	free(rec.ms);
+	return OB_ENOMEM;
+}
+
+/* The smallest whole W >= 1 with bins x W > last: floor(last / bins) + 1,
+ * the division's rounding corrected by exact comparisons (whole numbers
+ * below 2^53 and their products with bins are exact doubles). */
+static uint64_t
+bin_width(double last_ms, uint32_t bins)
+{
+	double k = floor(last_ms / bins);
+	while (k > 0 && k * bins > last_ms)
+		k--;
+	while ((k + 1) * bins <= last_ms)
+		k++;
+	return (uint64_t)k + 1;
+}
+
+int
+herd_histogram_bin(const double *at_ms, uint64_t n, uint32_t bins, uint64_t *bin_ms,
+    uint64_t *counts)
+{
+	if (bins < 1 || bins > HERD_HISTOGRAM_BINS_MAX)
+		return OB_EINVAL;
+	double last = 0;
+	for (uint64_t i = 0; i < n; i++) {
+		if (!(at_ms[i] >= 0) || !isfinite(at_ms[i]))
+			return OB_EINVAL;
+		last = at_ms[i] > last ? at_ms[i] : last;
+	}
+	uint64_t w = bin_width(last, bins);
+	double wd = (double)w;
+	memset(counts, 0, bins * sizeof(*counts));
+	for (uint64_t i = 0; i < n; i++) {
+		/* floor(t / W), then exactly: i x W <= t < (i+1) x W */
+		double t = at_ms[i];
+		double b = floor(t / wd);
+		while (b > 0 && b * wd > t)
+			b--;
+		while ((b + 1) * wd <= t)
+			b++;
+		if (b >= bins)
+			abort(); /* a broken invariant: bins x W > last >= t */
+		counts[(uint32_t)b]++;
+	}
+	*bin_ms = w;
+	return OB_OK;
+}
+
+/* Run 0 of a cell, recorded and binned: *r and *h (whose run, calls, ms,
+ * bin_ms, bins and counts it writes) only on OB_OK. */
+static int
+run_binned(const struct herd_params *p, uint64_t run_seed, uint32_t bins,
+    struct herd_run_result *r, struct herd_histogram *h)
+{
+	struct herd_run_result one;
+	struct herd_arrivals a;
+	int rc = herd_run_record(p, run_seed, &one, &a);
+	if (rc != OB_OK)
+		return rc;
+	rc = herd_histogram_bin(a.ms, a.n, bins, &h->bin_ms, h->counts);
+	herd_arrivals_free(&a);
+	if (rc != OB_OK)
+		return rc;
+	h->run = 0;
+	h->calls = one.calls;
+	h->ms = one.ms;
+	h->bins = bins;
+	*r = one;
 	return OB_OK;
 }
 
 int
-herd_cell_run(const struct herd_params *p, uint64_t seed, uint32_t runs,
-    struct herd_cell *out)
+herd_cell_run(const struct herd_params *p, uint64_t seed, uint32_t runs, uint32_t bins,
+    struct herd_cell *out, struct herd_histogram *hist)
 {
-	if (runs == 0)
+	if (runs == 0 || (hist != NULL && (bins < 1 || bins > HERD_HISTOGRAM_BINS_MAX)))
 		return OB_EINVAL;
+	struct herd_histogram h; /* run 0's, copied out on success */
 	double calls = 0, failed = 0, ms = 0;
 	for (uint32_t r = 0; r < runs; r++) {
 		struct herd_run_result one;
-		int rc = herd_run(p, herd_run_seed(seed, p->clients, r), &one);
+		uint64_t run_seed = herd_run_seed(seed, p->clients, r);
+		int rc = r == 0 && hist != NULL ? run_binned(p, run_seed, bins, &one, &h) :
+		    herd_run(p, run_seed, &one);
 		if (rc != OB_OK)
 			return rc;
 		calls += (double)one.calls;
@@ -208,5 +340,7 @@ herd_cell_run(const struct herd_params *p, uint64_t seed, uint32_t runs,
 	out->calls = calls / runs;
 	out->failed = failed / runs;
 	out->ms = ms / runs;
+	if (hist != NULL)
+		*hist = h;
 	return OB_OK;
 }

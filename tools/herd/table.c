@@ -36,6 +36,17 @@ herd_table_text(FILE *f, const struct herd_table *t)
 	}
 }
 
+/* A cell's ,"histogram":{...} member (table.h). */
+static void
+json_histogram(FILE *f, const struct herd_histogram *h)
+{
+	fprintf(f, ",\"histogram\":{\"run\":%" PRIu32 ",\"calls\":%" PRIu64 ",\"ms\":%.2f,"
+	    "\"bin_ms\":%" PRIu64 ",\"counts\":[", h->run, h->calls, h->ms, h->bin_ms);
+	for (uint32_t i = 0; i < h->bins; i++)
+		fprintf(f, "%s%" PRIu64, i ? "," : "", h->counts[i]);
+	fputs("]}", f);
+}
+
 void
 herd_table_json(FILE *f, const struct herd_table *t)
 {
@@ -54,7 +65,10 @@ herd_table_json(FILE *f, const struct herd_table *t)
 		for (size_t j = 0; j < t->nclients; j++) {
 			const struct herd_cell *c = &t->cells[i * t->nclients + j];
 			fprintf(f, "%s{\"clients\":%" PRIu32 ",\"calls\":%.2f,\"failed\":%.2f,"
-			    "\"ms\":%.2f}", j ? "," : "", t->clients[j], c->calls, c->failed, c->ms);
+			    "\"ms\":%.2f", j ? "," : "", t->clients[j], c->calls, c->failed, c->ms);
+			if (t->histograms != NULL)
+				json_histogram(f, &t->histograms[i * t->nclients + j]);
+			fputc('}', f);
 		}
 		fputs("]}", f);
 	}

@@ -25,6 +25,9 @@ struct herd_table {
 	const enum ob_jitter_kind *strategies; /* the rows */
 	size_t nstrategies;
 	const struct herd_cell *cells; /* row by row: cells[row * nclients + column] */
+	/* NULL, or each cell's arrival histogram (sim.h), indexed as cells:
+	 * JSON only (--histogram-bins) */
+	const struct herd_histogram *histograms;
 };
 
 /* The table as text: two lines saying what was run, a header, one row per
@@ -33,7 +36,15 @@ struct herd_table {
 void herd_table_text(FILE *f, const struct herd_table *t);
 
 /* The table as one JSON object: the parameters, then per strategy its
- * name, label and per client count the averages (2 decimals). */
+ * name, label and per client count the averages (2 decimals). With
+ * histograms, each cell object also has
+ *   "histogram": {"run": 0, "calls": C, "ms": T, "bin_ms": W,
+ *                 "counts": [B integers]}
+ * run 0 of the cell (seeded by herd_run_seed(seed, clients, 0)): C its
+ * write requests, T its ms (2 decimals, as the cell's), and counts[i] the
+ * writes that arrived at the server in [i x W, (i+1) x W) ms of simulated
+ * time, W = floor(last arrival / B) + 1 whole ms; the counts sum to C.
+ * With --runs 1 the cell's calls and ms are C and T. */
 void herd_table_json(FILE *f, const struct herd_table *t);
 
 /* A --target run: its parameters and result (borrowed). */
