@@ -544,6 +544,8 @@ client_submit(const struct client_opts *o, struct client_result *res)
 		    o->timeout_ms, &r);
 		res->attempts = attempt;
 		res->last_status = r.status;
+		if (o->on_attempt != NULL)
+			o->on_attempt(o->on_attempt_arg, attempt, key, &r);
 		if (r.outcome == CLIENT_HTTP_ANSWERED && r.status >= 200 && r.status < 300) {
 			if (o->retry_budget != NULL)
 				ob_retry_budget_success(o->retry_budget, retry_cost);

@@ -54,6 +54,8 @@ enum client_replay {
 	CLIENT_REPLAY_NEVER,    /* never by the client: SIDE_EFFECT_UNCERTAIN */
 };
 
+struct client_http_reply; /* below: one HTTP exchange's outcome */
+
 struct client_opts {
 	const char *url;          /* base, http://HOST:PORT */
 	enum client_target target;
@@ -82,6 +84,15 @@ struct client_opts {
 	 * The MCP server asks through elicitation (mcp.h). */
 	bool (*approve)(void *arg, const char *question);
 	void *approve_arg;
+	/* Told of every attempt of client_submit, right after its HTTP
+	 * exchange and before the backoff sleep (NULL: not called; nothing
+	 * else changes): attempt from 1, key the Idempotency-Key sent ("" when
+	 * none), reply its outcome, status, replayed, body and why, borrowed
+	 * for the call. Called on the thread that runs client_submit: an
+	 * observer shared by calls on several threads serializes itself. */
+	void (*on_attempt)(void *arg, int attempt, const char *key,
+	    const struct client_http_reply *reply);
+	void *on_attempt_arg;
 };
 
 /* This process's retry budget (outbox/token_bucket.h), made full on first
