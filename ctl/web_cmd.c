@@ -79,7 +79,8 @@ static const struct ob_cfg_opt ctl_web_options[] = {
 	    0, NULL, false, payloads_need_token,
 	    "payloads need the token even on loopback (behind a reverse proxy on this host)"),
 	OB_CFG_OPT("demo", "OUTBOX_WEB_DEMO", OB_CFG_STRING, NULL, 0, 0, NULL, false, demo,
-	    "serve the guided demonstration of this config file (scripts/demo.sh --web)"),
+	    "serve the demonstration of this config file (scripts/demo.sh --web): guided"
+	    " steps, the herd simulator, the idempotency stepper, exercises; docs/web.md"),
 	OB_CFG_OPT_READY_FILE("OUTBOX_WEB_READY_FILE", ready_file),
 	OB_CFG_OPT("poll-interval", "OUTBOX_WEB_POLL_INTERVAL", OB_CFG_DURATION, WEB_POLL_DEFAULT,
 	    WEB_POLL_MIN, WEB_POLL_MAX, NULL, false, poll_ms,

@@ -1,12 +1,14 @@
 /*
- * web_demo.c - the guided demonstration's engine (web_demo.h): reads the
- * config file scripts/demo.sh --web writes, keeps each step's state behind
- * one mutex, runs a step on a thread of its own and renders the state as
- * JSON (jansson). The steps themselves are in web_demo_steps.c.
+ * web_demo.c - the demonstration's engine (web_demo.h): reads the config
+ * file scripts/demo.sh --web writes, keeps each job's state (the guided
+ * steps', the tools') and the pipeline's events behind one mutex, runs one
+ * job at a time on a thread of its own and renders the state as JSON
+ * (jansson). The steps are in web_demo_steps.c, the tools in
+ * web_demo_tools.c.
  *
- * A step's result is built in place while it runs (its log grows line by
+ * A job's result is built in place while it runs (its log grows line by
  * line), always under the lock, so the page shows progress; the thread
- * that ran the last step is joined when the next one starts, or at close.
+ * that ran the last job is joined when the next one starts, or at close.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -30,6 +32,8 @@
 #define DEMO_LINE_MAX 600        /* one log line or summary */
 #define DEMO_STATEMENT_TIMEOUT "5s" /* the facts' queries */
 #define DEMO_APPNAME "outboxctl web demo"
+#define DEMO_EVENTS_MAX 60       /* the pipeline's newest events kept */
+#define DEMO_RESULT_ITEMS_MAX 400 /* items of one array of a tool's result */
 
 enum step_status { STEP_IDLE = 0, STEP_RUNNING, STEP_DONE, STEP_FAILED };
 static const char *const status_names[] = { "idle", "running", "done", "failed" };
@@ -43,14 +47,19 @@ struct web_demo {
 	pthread_mutex_t mu;
 	struct demo_conf conf;
 	char *db, *inbox_db;
-	int running;        /* the step running, 0 when none */
-	bool joinable;      /* thread ran a step and was not joined yet */
+	int running;        /* the job running + 1, 0 when none */
+	bool joinable;      /* thread ran a job and was not joined yet */
 	pthread_t thread;
-	unsigned runs;      /* steps started, for the stamps */
-	_Atomic bool closing; /* web_demo_close: the running step ends early */
+	unsigned runs;      /* jobs started, for the stamps */
+	_Atomic bool closing; /* web_demo_close: the running job ends early */
 	struct demo_run run;
-	struct step_state *steps;
+	struct step_state *jobs; /* demo_nsteps steps, then demo_ntools tools */
+	json_t *params;     /* the tools' last parameters, by name */
+	json_t *events;     /* the newest DEMO_EVENTS_MAX events */
+	json_int_t event_seq;
 };
+
+#define NJOBS (demo_nsteps + demo_ntools)
 
 /* --- the config file --------------------------------------------------- */
 
@@ -136,7 +145,12 @@ web_demo_open(const char *config_path, const char *db, const char *inbox_db,
 {
 	struct web_demo *d = calloc(1, sizeof(*d));
 	int rc;
-	if (d == NULL || (d->steps = calloc((size_t)demo_nsteps, sizeof(*d->steps))) == NULL) {
+	if (d == NULL || (d->jobs = calloc((size_t)NJOBS, sizeof(*d->jobs))) == NULL ||
+	    (d->params = json_object()) == NULL || (d->events = json_array()) == NULL) {
+		if (d != NULL) {
+			free(d->jobs);
+			json_decref(d->params);
+		}
 		free(d);
 		snprintf(err, errlen, "out of memory");
 		return OB_ENOMEM;
@@ -161,7 +175,9 @@ web_demo_open(const char *config_path, const char *db, const char *inbox_db,
 fail:
 	free(d->db);
 	free(d->inbox_db);
-	free(d->steps);
+	free(d->jobs);
+	json_decref(d->params);
+	json_decref(d->events);
 	free(d);
 	return rc;
 }
@@ -169,26 +185,45 @@ fail:
 char *
 web_demo_state_json(struct web_demo *d)
 {
-	json_t *root = json_object(), *steps = json_array();
+	json_t *root = json_object(), *steps = json_array(), *tools = json_object();
 	char *text = NULL;
-	if (root == NULL || steps == NULL)
+	if (root == NULL || steps == NULL || tools == NULL)
 		goto out;
 	pthread_mutex_lock(&d->mu);
-	json_object_set_new(root, "running", json_integer(d->running));
-	for (int i = 0; i < demo_nsteps; i++) {
-		json_t *s = json_pack("{s:i, s:s, s:s, s:s}", "n", i + 1, "title",
-		    demo_steps[i].title, "explain", demo_steps[i].explain, "status",
-		    status_names[d->steps[i].status]);
+	int running = d->running - 1;
+	json_object_set_new(root, "running", json_integer(running >= 0 && running < demo_nsteps
+	        ? running + 1 : 0));
+	json_object_set_new(root, "running_tool", running >= demo_nsteps
+	        ? json_string(demo_tools[running - demo_nsteps].name) : json_null());
+	for (int i = 0; i < NJOBS; i++) {
+		const struct step_state *st = &d->jobs[i];
+		json_t *s;
+		if (i < demo_nsteps) {
+			s = json_pack("{s:i, s:s, s:s}", "n", i + 1, "title", demo_steps[i].title,
+			    "explain", demo_steps[i].explain);
+		} else {
+			const struct demo_tool *t = &demo_tools[i - demo_nsteps];
+			json_t *p = json_object_get(d->params, t->name);
+			s = json_pack("{s:s, s:s, s:O}", "name", t->name, "title", t->title, "params",
+			    p != NULL ? p : json_null());
+		}
 		if (s == NULL)
 			continue;
-		json_object_set_new(s, "result", d->steps[i].result != NULL
-		        ? json_deep_copy(d->steps[i].result) : json_null());
-		json_array_append_new(steps, s);
+		json_object_set_new(s, "status", json_string(status_names[st->status]));
+		json_object_set_new(s, "result", st->result != NULL ? json_deep_copy(st->result)
+		        : json_null());
+		if (i < demo_nsteps)
+			json_array_append_new(steps, s);
+		else
+			json_object_set_new(tools, demo_tools[i - demo_nsteps].name, s);
 	}
+	json_object_set_new(root, "events", json_deep_copy(d->events));
 	pthread_mutex_unlock(&d->mu);
 	json_object_set(root, "steps", steps);
-	text = json_dumps(root, JSON_COMPACT);
+	json_object_set(root, "tools", tools);
+	text = json_dumps(root, JSON_COMPACT | JSON_ENSURE_ASCII);
 out:
+	json_decref(tools);
 	json_decref(steps);
 	json_decref(root);
 	return text;
@@ -198,7 +233,7 @@ out:
 static json_t *
 live(struct demo_run *r)
 {
-	return r->d->steps[r->n - 1].result;
+	return r->d->jobs[r->job].result;
 }
 
 static void
@@ -314,6 +349,52 @@ demo_highlight_id(struct demo_run *r, int64_t id)
 	highlight(r, "ids", json_integer((json_int_t)id));
 }
 
+static const char *const node_names[] = { "agent", "producer", "outbox", "relay",
+	"consumer", "downstream" };
+
+void
+demo_event(struct demo_run *r, enum demo_node node, const char *fmt, ...)
+{
+	char line[DEMO_LINE_MAX];
+	va_list ap;
+	va_start(ap, fmt);
+	vline(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	demo_log(r, "%s: %s", node_names[node], line);
+	pthread_mutex_lock(&r->d->mu);
+	json_t *e = json_pack("{s:I, s:s, s:o, s:i}", "seq", ++r->d->event_seq, "node",
+	    node_names[node], "text", text(line), "step", r->n);
+	if (e != NULL) {
+		if (r->n == 0)
+			json_object_set_new(e, "tool", json_string(demo_tools[r->job - demo_nsteps].name));
+		json_array_append_new(r->d->events, e);
+		while (json_array_size(r->d->events) > DEMO_EVENTS_MAX)
+			json_array_remove(r->d->events, 0);
+	}
+	pthread_mutex_unlock(&r->d->mu);
+}
+
+void
+demo_result_set(struct demo_run *r, const char *name, json_t *v)
+{
+	pthread_mutex_lock(&r->d->mu);
+	json_object_set_new(live(r), name, v);
+	pthread_mutex_unlock(&r->d->mu);
+}
+
+void
+demo_result_append(struct demo_run *r, const char *name, json_t *v)
+{
+	pthread_mutex_lock(&r->d->mu);
+	json_t *a = json_object_get(live(r), name);
+	if (a == NULL && json_object_set_new(live(r), name, json_array()) == 0)
+		a = json_object_get(live(r), name);
+	if (json_array_size(a) < DEMO_RESULT_ITEMS_MAX)
+		json_array_append(a, v);
+	json_decref(v);
+	pthread_mutex_unlock(&r->d->mu);
+}
+
 bool
 demo_cancelled(const struct demo_run *r)
 {
@@ -336,7 +417,7 @@ connect_reader(const char *conninfo, PGconn **out, char *err, size_t errlen)
 }
 
 static void *
-step_main(void *arg)
+job_main(void *arg)
 {
 	struct web_demo *d = arg;
 	struct demo_run *r = &d->run;
@@ -344,7 +425,8 @@ step_main(void *arg)
 	if (rc == OB_OK && d->inbox_db != NULL)
 		rc = connect_reader(d->inbox_db, &r->inbox, r->err, sizeof(r->err));
 	if (rc == OB_OK)
-		rc = demo_steps[r->n - 1].run(r);
+		rc = r->job < demo_nsteps ? demo_steps[r->job].run(r)
+		                          : demo_tools[r->job - demo_nsteps].run(r);
 	if (rc != OB_OK) {
 		demo_log(r, "failed: %s", r->err);
 		demo_summary(r, "failed: %s", r->err);
@@ -355,20 +437,20 @@ step_main(void *arg)
 		PQfinish(r->inbox);
 	r->db = r->inbox = NULL;
 	pthread_mutex_lock(&d->mu);
-	d->steps[r->n - 1].status = rc == OB_OK ? STEP_DONE : STEP_FAILED;
+	d->jobs[r->job].status = rc == OB_OK ? STEP_DONE : STEP_FAILED;
 	d->running = 0;
 	pthread_mutex_unlock(&d->mu);
 	return NULL;
 }
 
-int
-web_demo_start(struct web_demo *d, int n)
+/* Start job (0-based) with params (stolen; NULL for a step). */
+static int
+job_start(struct web_demo *d, int job, json_t *params)
 {
-	if (n < 1 || n > demo_nsteps)
-		return OB_EINVAL;
 	pthread_mutex_lock(&d->mu);
 	if (d->running != 0) {
 		pthread_mutex_unlock(&d->mu);
+		json_decref(params);
 		return OB_EEXIST;
 	}
 	if (d->joinable) {
@@ -380,20 +462,27 @@ web_demo_start(struct web_demo *d, int n)
 	    "facts", "highlight", "keys", "ids", "log");
 	if (res == NULL) {
 		pthread_mutex_unlock(&d->mu);
+		json_decref(params);
 		return OB_ENOMEM;
 	}
-	json_decref(d->steps[n - 1].result);
-	d->steps[n - 1].result = res;
-	d->steps[n - 1].status = STEP_RUNNING;
+	json_decref(d->jobs[job].result);
+	d->jobs[job].result = res;
+	d->jobs[job].status = STEP_RUNNING;
 	memset(&d->run, 0, sizeof(d->run));
 	d->run.d = d;
 	d->run.conf = &d->conf;
-	d->run.n = n;
+	d->run.job = job;
+	d->run.n = job < demo_nsteps ? job + 1 : 0;
+	if (params != NULL) {
+		/* the page shows what its last run was asked; the run reads it */
+		json_object_set_new(d->params, demo_tools[job - demo_nsteps].name, params);
+		d->run.params = params;
+	}
 	snprintf(d->run.stamp, sizeof(d->run.stamp), "%lld-%u", (long long)time(NULL), ++d->runs);
-	d->running = n;
-	if (pthread_create(&d->thread, NULL, step_main, d) != 0) {
+	d->running = job + 1;
+	if (pthread_create(&d->thread, NULL, job_main, d) != 0) {
 		d->running = 0;
-		d->steps[n - 1].status = STEP_FAILED;
+		d->jobs[job].status = STEP_FAILED;
 		json_object_set_new(res, "summary", json_string("failed: cannot start a thread"));
 		pthread_mutex_unlock(&d->mu);
 		return OB_ENOMEM;
@@ -403,6 +492,55 @@ web_demo_start(struct web_demo *d, int n)
 	return OB_OK;
 }
 
+int
+web_demo_start(struct web_demo *d, int n)
+{
+	if (n < 1 || n > demo_nsteps)
+		return OB_EINVAL;
+	return job_start(d, n - 1, NULL);
+}
+
+static int
+tool_index(const char *name)
+{
+	for (int k = 0; k < demo_ntools; k++)
+		if (strcmp(demo_tools[k].name, name) == 0)
+			return k;
+	return -1;
+}
+
+bool
+web_demo_has_tool(const char *name)
+{
+	return tool_index(name) >= 0;
+}
+
+int
+web_demo_start_tool(struct web_demo *d, const char *name, const char *body, size_t len,
+    char *err, size_t errlen)
+{
+	int k = tool_index(name);
+	if (k < 0) {
+		snprintf(err, errlen, "no such tool");
+		return OB_EINVAL;
+	}
+	json_error_t jerr;
+	json_t *params = len == 0 ? json_object() : json_loadb(body, len, JSON_REJECT_DUPLICATES,
+	    &jerr);
+	if (params == NULL || !json_is_object(params)) {
+		snprintf(err, errlen, "the body must be a JSON object%s%s", params == NULL ? ": " : "",
+		    params == NULL ? jerr.text : "");
+		json_decref(params);
+		return OB_EINVAL;
+	}
+	int rc = demo_tools[k].check(params, err, errlen);
+	if (rc != OB_OK) {
+		json_decref(params);
+		return rc;
+	}
+	return job_start(d, demo_nsteps + k, params);
+}
+
 void
 web_demo_close(struct web_demo *d)
 {
@@ -410,11 +548,13 @@ web_demo_close(struct web_demo *d)
 		return;
 	atomic_store(&d->closing, true);
 	if (d->joinable)
-		pthread_join(d->thread, NULL); /* a running step stops waiting at once */
-	for (int i = 0; i < demo_nsteps; i++)
-		json_decref(d->steps[i].result);
+		pthread_join(d->thread, NULL); /* a running job stops waiting at once */
+	for (int i = 0; i < NJOBS; i++)
+		json_decref(d->jobs[i].result);
+	json_decref(d->params);
+	json_decref(d->events);
 	pthread_mutex_destroy(&d->mu);
-	free(d->steps);
+	free(d->jobs);
 	free(d->db);
 	free(d->inbox_db);
 	free(d);

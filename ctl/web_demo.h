@@ -1,21 +1,30 @@
 /*
- * web_demo.h - the guided demonstration behind `outboxctl web --demo FILE`
- * (issue 17, part 2): the articles' story, step by step, run against the
- * real processes of `scripts/demo.sh --web`.
+ * web_demo.h - the demonstration behind `outboxctl web --demo FILE` (issue
+ * 17, part 2; issue 35): the articles' story run against the real
+ * processes of `scripts/demo.sh --web`: the guided steps, and the tools the
+ * page starts with parameters (web_demo_tools.c: the herd simulator, the
+ * idempotency stepper, the article's 25 combinations).
  *
- * The web server (ctl/web*.c) owns HTTP; this module owns the steps. A step
- * runs on a thread of the demo's own, so the server never waits: it starts
- * a step and reads the state, which the page polls.
+ * The web server (ctl/web*.c) owns HTTP; this module owns the jobs. One job
+ * (a step or a tool) runs at a time, on a thread of the demo's own, so the
+ * server never waits: it starts a job and reads the state, which the page
+ * polls.
  *
  * The state, as JSON text (web_demo_state_json):
- *   {"running": N or 0,
+ *   {"running": N or 0 (the step running), "running_tool": NAME or null,
  *    "steps": [{"n": 1, "title": "...", "explain": "one sentence",
  *               "status": "idle|running|done|failed",
  *               "result": null | {"summary": "one line",
  *                                  "facts": {"NAME": number|string, ...},
  *                                  "highlight": {"keys": ["K", ...],
  *                                                "ids": [ID, ...]},
- *                                  "log": ["line", ...]}}, ...]}
+ *                                  "log": ["line", ...]}}, ...],
+ *    "tools": {"herd"|"cell"|"matrix": {"name", "title", "params": the last
+ *              run's, "status", "result": as a step's, plus the tool's own
+ *              members (web_demo_tools.c)}},
+ *    "events": [{"seq": N, "node": "agent|producer|outbox|relay|consumer|
+ *               downstream", "text": "...", "step": N (0: a tool),
+ *               "tool": NAME (a tool's)}, ...] (the newest 60)}
  * Every string in it may come from a producer (keys, error texts): the page
  * renders it as text, never as markup.
  *
@@ -50,6 +59,7 @@
 #ifndef OUTBOX_CTL_WEB_DEMO_H
 #define OUTBOX_CTL_WEB_DEMO_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 struct web_demo;
@@ -68,7 +78,17 @@ char *web_demo_state_json(struct web_demo *d);
  * no step; OB_EEXIST when a step is already running (nothing started). */
 int web_demo_start(struct web_demo *d, int n);
 
-/* Wait for a running step to end, then free everything. NULL is a no-op. */
+/* Whether name is one of the tools (web_demo_tools.c). */
+bool web_demo_has_tool(const char *name);
+
+/* Start the tool name with the parameters body (a JSON object, len bytes;
+ * len 0: {}): 0 started; OB_EINVAL with one line in err when name is no
+ * tool or the parameters are refused (nothing started); OB_EEXIST when a
+ * job is running. */
+int web_demo_start_tool(struct web_demo *d, const char *name, const char *body, size_t len,
+    char *err, size_t errlen);
+
+/* Wait for a running job to end, then free everything. NULL is a no-op. */
 void web_demo_close(struct web_demo *d);
 
 #endif

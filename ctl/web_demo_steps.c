@@ -60,7 +60,6 @@
 #define DEMO_STALL_WAIT_MS 20000     /* the stalled worker's late write, after the takeover */
 #define DEMO_RELAY_POLL_MS "100"
 #define DEMO_MATRIX_MS (20 * 60 * 1000) /* the longest a matrix may run */
-#define DEMO_MATRIX_LINE_MAX 1024     /* longer output lines are cut */
 #define DEMO_TAIL_LINES 6            /* of a relay's log, when a step failed */
 
 /* --- calls ------------------------------------------------------------- */
@@ -82,7 +81,8 @@ admin(struct demo_run *r, const char *what, const char *base, const char *body)
 		    base, rep.status, rep.body ? rep.body : "");
 		rc = OB_EINVAL;
 	} else
-		demo_log(r, "%s: POST /admin/faults %s -> 200", what, body);
+		demo_event(r, strcmp(what, "consumer") == 0 ? DEMO_NODE_CONSUMER : DEMO_NODE_PRODUCER,
+		    "POST /admin/faults %s -> 200", body);
 	free(rep.body);
 	return rc;
 }
@@ -142,7 +142,7 @@ static int
 submit(struct demo_run *r, const struct client_opts *o, struct client_result *res)
 {
 	client_submit(o, res);
-	demo_log(r, "client: %d attempt(s) with Idempotency-Key %s, last status %d%s: %s",
+	demo_event(r, DEMO_NODE_AGENT, "%d attempt(s) with Idempotency-Key %s, last status %d%s: %s",
 	    res->attempts, o->key, res->last_status, res->replayed ? " (Idempotent-Replayed)" : "",
 	    res->code);
 	if (!res->ok) {
@@ -197,7 +197,8 @@ relay_start(struct demo_run *r, struct ob_proc *p, const char *which, const char
 	    r->stamp, which);
 	int rc = ob_proc_start(p, r->conf->bin_dir, &a, log, r->err, sizeof(r->err));
 	if (rc == OB_OK)
-		demo_log(r, "relay %s started (pid %d, route %s%s%s), log %s", which, (int)p->pid,
+		demo_event(r, DEMO_NODE_RELAY, "relay %s started (pid %d, route %s%s%s), log %s", which,
+		    (int)p->pid,
 		    topic, extra != NULL && extra[0] != NULL ? ", " : "",
 		    extra != NULL && extra[0] != NULL ? extra[0] : "", log);
 	return rc;
@@ -209,7 +210,7 @@ relay_stop(struct demo_run *r, struct ob_proc *p, const char *which)
 	if (p->pid <= 0)
 		return; /* never started, or stopped and reaped already */
 	ob_proc_stop(p, DEMO_STOP_GRACE_MS);
-	demo_log(r, "relay %s stopped", which);
+	demo_event(r, DEMO_NODE_RELAY, "relay %s stopped", which);
 }
 
 /* The last DEMO_TAIL_LINES lines of p's log into the step's log (when a
@@ -336,7 +337,7 @@ lost_response(struct demo_run *r, const char *mode)
 			demo_fact_bool(r, "replayed", res.replayed);
 			demo_fact_str(r, "mode", mode);
 			demo_fact_str(r, "key", key);
-			demo_log(r, "psql: %" PRId64 " report(s) titled '%s'", n, title);
+			demo_event(r, DEMO_NODE_OUTBOX, "%" PRId64 " report row(s) titled '%s'", n, title);
 			demo_summary(r, "%d attempts, %s: %" PRId64 " report%s", res.attempts,
 			    res.replayed ? "the retry was answered from the stored response"
 			                 : "the retry was a new request", n, n == 1 ? "" : "s");
@@ -376,6 +377,8 @@ send_message(struct demo_run *r, const char *topic, char *key, size_t keylen)
 		demo_highlight_key(r, key);
 		if (res.created_id > 0)
 			demo_highlight_id(r, res.created_id);
+		demo_event(r, DEMO_NODE_OUTBOX, "outbox record %" PRId64 " (%s), key %s, in the"
+		    " transaction of its request", res.created_id, topic, key);
 		demo_fact_str(r, "key", key);
 	}
 	client_result_fini(&res);
@@ -422,7 +425,8 @@ redelivery(struct demo_run *r, const char *topic, bool dedup)
 	ob_proc_signal(&a, SIGKILL);
 	relay_stop(r, &a, "A");
 	int64_t applied = q_int(r, r->inbox, SQL_EFFECTS, key);
-	demo_log(r, "relay A died after the consumer answered, before recording the outcome:"
+	demo_event(r, DEMO_NODE_RELAY, "relay A died after the consumer answered, before recording"
+	    " the outcome:"
 	    " %" PRId64 " effect row(s), the message still leased to A", applied);
 	if ((rc = relay_start(r, &b, "B", topic, NULL)) != OB_OK)
 		goto out;
@@ -440,8 +444,9 @@ redelivery(struct demo_run *r, const char *topic, bool dedup)
 	demo_fact_int(r, "effects", effects);
 	demo_fact_int(r, "duplicates", (int64_t)(dup1 - dup0));
 	demo_fact_str(r, "dedup", dedup ? "on" : "off");
-	demo_log(r, "psql: attempts %" PRId64 ", %" PRId64 " effect row(s); consumer duplicates"
-	    " +%g", attempts, effects, dup1 - dup0);
+	demo_event(r, DEMO_NODE_CONSUMER, "delivered in %" PRId64 " attempts; the consumer"
+	    " answered duplicate %g time(s)", attempts, dup1 - dup0);
+	demo_event(r, DEMO_NODE_DOWNSTREAM, "%" PRId64 " effect row(s) for key %s", effects, key);
 	if (dedup)
 		demo_summary(r, "delivered twice, applied once: the consumer answered duplicate"
 		    " (%" PRId64 " effect)", effects);
@@ -483,14 +488,16 @@ step_fenced_out(struct demo_run *r)
 	if ((rc = message_to_faulty_a(r, topic, key, sizeof(key), &a, fault, false)) != OB_OK)
 		goto out;
 	int64_t fence_before = q_int(r, r->db, SQL_FENCE, key);
-	demo_log(r, "relay A claimed the message (fence %" PRId64 ") and stalls for %s ms,"
+	demo_event(r, DEMO_NODE_RELAY, "relay A claimed the message (fence %" PRId64 ") and stalls"
+	    " for %s ms,"
 	    " past its %s ms lease", fence_before, DEMO_STALL_MS, DEMO_LEASE_MS);
 	if ((rc = relay_start(r, &b, "B", topic, NULL)) != OB_OK)
 		goto out;
 	if ((rc = wait_int(r, r->db, "the message delivered by B", SQL_SETTLED, key, 1)) != OB_OK)
 		goto out;
 	int64_t fence_after = q_int(r, r->db, SQL_FENCE, key);
-	demo_log(r, "relay B took the message over with fence %" PRId64 " and delivered it",
+	demo_event(r, DEMO_NODE_RELAY, "relay B took the message over with fence %" PRId64
+	    " and delivered it",
 	    fence_after);
 	if ((rc = wait_log(r, &a, "A", "relay.record.fenced_out", false, DEMO_STALL_WAIT_MS)) !=
 	    OB_OK)
@@ -498,7 +505,8 @@ step_fenced_out(struct demo_run *r)
 	int64_t refused = ob_log_sum(a.log, "relay.record.fenced_out", "fenced_out");
 	int64_t effects = r->inbox != NULL ? q_int(r, r->inbox, SQL_EFFECTS, key) : -1;
 	int64_t settled = q_int(r, r->db, SQL_SETTLED, key);
-	demo_log(r, "relay A woke up, sent, and its outcome write was refused: fenced_out=%"
+	demo_event(r, DEMO_NODE_RELAY, "relay A woke up, sent, and its outcome write was refused:"
+	    " fenced_out=%"
 	    PRId64 "; the message is still delivered (%" PRId64 ")", refused, settled);
 	demo_fact_int(r, "fence_before", fence_before);
 	demo_fact_int(r, "fence_after", fence_after);
@@ -515,33 +523,34 @@ out:
 
 /* --- step 6: both fault matrices, cell by cell ---------------------------- */
 
-/* Called for each complete line a matrix prints. */
-typedef void (*line_fn)(struct demo_run *r, const char *line, void *arg);
-
-/* Run a program (bin_dir/argv[0]) to its end, its output in log, feeding
- * each new line to fn as it appears (the log polled every DEMO_POLL_MS).
- * OB_OK when it exited 0 or 1 (a matrix that differs exits 1: its lines
- * say how), else an error; stopped after DEMO_MATRIX_MS. */
-static int
-stream(struct demo_run *r, struct ob_argv *a, const char *log, line_fn fn, void *arg)
+int
+demo_stream(struct demo_run *r, struct ob_argv *a, const char *log, int64_t max_ms,
+    demo_line_fn fn, void *arg)
 {
 	struct ob_proc p = { 0 };
-	char line[DEMO_MATRIX_LINE_MAX];
+	char *line = malloc(DEMO_STREAM_LINE_MAX);
+	if (line == NULL) {
+		snprintf(r->err, sizeof(r->err), "out of memory");
+		return OB_ENOMEM;
+	}
 	int rc = ob_proc_start(&p, r->conf->bin_dir, a, log, r->err, sizeof(r->err));
-	if (rc != OB_OK)
+	if (rc != OB_OK) {
+		free(line);
 		return rc;
+	}
 	demo_log(r, "%s started (pid %d), log %s", a->argv[0], (int)p.pid, log);
 	long off = 0;
-	int64_t end = ob_mono_ms() + DEMO_MATRIX_MS;
+	int64_t end = ob_mono_ms() + max_ms;
 	for (bool alive = true;;) {
 		alive = ob_proc_alive(&p);
 		FILE *f = fopen(log, "r");
 		if (f != NULL && fseek(f, off, SEEK_SET) == 0) {
-			while (fgets(line, sizeof(line), f) != NULL) {
+			while (fgets(line, DEMO_STREAM_LINE_MAX, f) != NULL) {
 				size_t n = strlen(line);
-				/* an unfinished line is read whole next time; one over
-				 * the buffer is taken in pieces */
-				if (line[n - 1] != '\n' && n + 1 < sizeof(line))
+				/* an unfinished line is read whole next time (unless
+				 * the program is gone); one over the buffer is taken
+				 * in pieces */
+				if (line[n - 1] != '\n' && n + 1 < DEMO_STREAM_LINE_MAX && alive)
 					break;
 				off += (long)n;
 				line[strcspn(line, "\n")] = '\0';
@@ -555,21 +564,25 @@ stream(struct demo_run *r, struct ob_argv *a, const char *log, line_fn fn, void 
 		if (demo_cancelled(r)) {
 			ob_proc_stop(&p, DEMO_STOP_GRACE_MS);
 			snprintf(r->err, sizeof(r->err), "cancelled: the web view is stopping");
-			return OB_ECLOSED;
+			rc = OB_ECLOSED;
+			goto out;
 		}
 		if (ob_mono_ms() >= end) {
 			ob_proc_stop(&p, DEMO_STOP_GRACE_MS);
-			snprintf(r->err, sizeof(r->err), "%s ran longer than %d min; see %s", a->argv[0],
-			    DEMO_MATRIX_MS / 60000, log);
-			return OB_ETIMEDOUT;
+			snprintf(r->err, sizeof(r->err), "%s ran longer than %" PRId64 " s; see %s",
+			    a->argv[0], max_ms / 1000, log);
+			rc = OB_ETIMEDOUT;
+			goto out;
 		}
 		ob_sleep_ms(DEMO_POLL_MS);
 	}
 	if (p.exit_code != 0 && p.exit_code != 1) {
 		snprintf(r->err, sizeof(r->err), "%s exited %d; see %s", a->argv[0], p.exit_code, log);
-		return OB_EINVAL;
+		rc = OB_EINVAL;
 	}
-	return OB_OK;
+out:
+	free(line);
+	return rc;
 }
 
 /* The value of " key=" in a kv line into out ("" when absent). */
@@ -667,7 +680,7 @@ step_matrices(struct demo_run *r)
 	snprintf(log, sizeof(log), "%s/demo-step6-%s-fault-matrix.log", r->conf->work_dir, r->stamp);
 	demo_log(r, "the relay/consumer fault matrix: a fresh database and ONE message per"
 	    " cell, the real relay and consumer, one fault each");
-	int rc = stream(r, &a, log, fault_line, &ft);
+	int rc = demo_stream(r, &a, log, DEMO_MATRIX_MS, fault_line, &ft);
 	if (rc != OB_OK)
 		return rc;
 	demo_fact_str(r, "fault_matrix", ft.verdict[0] ? ft.verdict : "unknown");
@@ -682,7 +695,7 @@ step_matrices(struct demo_run *r)
 	snprintf(log, sizeof(log), "%s.log", dir);
 	demo_log(r, "the producer's matrix: server modes x key sources x faults, each cell"
 	    " a real server and the real client, next to the seed article's table");
-	if ((rc = stream(r, &a, log, producer_line, &pt)) != OB_OK)
+	if ((rc = demo_stream(r, &a, log, DEMO_MATRIX_MS, producer_line, &pt)) != OB_OK)
 		return rc;
 	demo_fact_int(r, "producer_equal_article", pt.equal);
 	demo_fact_str(r, "producer_matrix", pt.all_equal ? "equal to the article" : "differs");

@@ -329,6 +329,38 @@ post_demo_step(struct web_server *s, struct ob_httpd_req *req, const char *ntext
 #endif
 }
 
+/* POST /api/demo/tool/NAME with the tool's parameters (a JSON object) */
+static void
+post_demo_tool(struct web_server *s, struct ob_httpd_req *req, const char *name)
+{
+#ifdef OUTBOX_WEB_DEMO
+	if (!web_demo_has_tool(name)) {
+		respond_error(req, 404, "no such tool", NULL);
+		return;
+	}
+	if (!require_token(s, req, "running a demonstration tool"))
+		return;
+	char why[300];
+	int rc = web_demo_start_tool(s->cfg.demo, name, req->body, req->body_len, why,
+	    sizeof why);
+	if (rc == OB_OK) {
+		json_t *j = json_pack("{ss}", "started", name);
+		respond_json(req, 202, j);
+		json_decref(j);
+	} else if (rc == OB_EEXIST) {
+		respond_error(req, 409, "a step or tool is running", NULL);
+	} else if (rc == OB_EINVAL) {
+		respond_error(req, 400, why, NULL);
+	} else {
+		respond_error(req, 500, "out of memory", NULL);
+	}
+#else
+	(void)s;
+	(void)name;
+	respond_error(req, 404, "no demonstration in this build", NULL);
+#endif
+}
+
 /* ---- routing ---------------------------------------------------------- */
 
 static void
@@ -352,6 +384,7 @@ handle(void *arg, struct ob_httpd_req *req)
 	struct web_server *s = arg;
 	const char *path = req->path;
 	static const char step_prefix[] = "/api/demo/step/";
+	static const char tool_prefix[] = "/api/demo/tool/";
 
 	/* the page */
 	const char *asset = strcmp(path, "/") == 0 ? "/index.html" : path;
@@ -401,6 +434,13 @@ handle(void *arg, struct ob_httpd_req *req)
 			method_not_allowed(req, "POST");
 		else
 			post_demo_step(s, req, path + sizeof step_prefix - 1);
+		return;
+	}
+	if (s->cfg.demo != NULL && strncmp(path, tool_prefix, sizeof tool_prefix - 1) == 0) {
+		if (strcmp(req->method, "POST") != 0)
+			method_not_allowed(req, "POST");
+		else
+			post_demo_tool(s, req, path + sizeof tool_prefix - 1);
 		return;
 	}
 	respond_error(req, 404, "not found", NULL);

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # demo-web.sh - `scripts/demo.sh --web`: the demo's stack (a throwaway
 # PostgreSQL with the producer's and the consumer's databases, the producer
-# API, a relay, a consumer) plus the web view with the guided
-# demonstration (outboxctl web --demo), then waits for Ctrl-C and stops
-# everything it started.
+# API, a relay, a consumer) plus the web view with the demonstration
+# (outboxctl web --demo: the picture of the pipeline, the guided steps, the
+# herd simulator, the idempotency stepper, the exercises), then waits for
+# Ctrl-C and stops everything it started. It prints the page's address
+# with the token in its fragment (#token=...): the page takes it from there.
 #
 #   scripts/demo.sh --web [N]   N bug reports enqueued first (default 20)
 #
@@ -24,7 +26,7 @@ case "$web_port" in ''|*[!0-9]*) echo "demo --web: OUTBOX_WEB_PORT must be a num
 
 scripts/setup-deps.sh
 echo "demo: building..."
-OUTBOX_TARGETS="outbox-producer outbox-relay outbox-consumer outboxctl outbox-fault-matrix" \
+OUTBOX_TARGETS="outbox-producer outbox-relay outbox-consumer outboxctl outbox-fault-matrix outbox-herd" \
 	scripts/build.sh
 bin=$(cd "${OUTBOX_BUILD_DIR:-build}/bin" && pwd)
 
@@ -112,8 +114,8 @@ pids+=($!)
 wait_file "$work/web.ready" "$!" "$work/web.log"
 
 echo
-echo "demo: the web view is at $(head -n 1 "$work/web.ready")"
-echo "demo: its token (for the demonstration's steps and requeue): $token"
+echo "demo: open $(head -n 1 "$work/web.ready")/#token=$token"
+echo "demo: (the token after # runs the demonstration and requeues; it never leaves the browser's address bar for the server)"
 echo "demo: logs in $work; Ctrl-C stops everything"
 # Until Ctrl-C, or until one of the programs exits on its own.
 set +e

@@ -1,16 +1,15 @@
 // app.js - the page of `outboxctl web` (docs/web.md): polls /api/overview
-// (the server's one shared snapshot) once a second and draws it; requeues
-// dead letters with the token typed into #token; shows the guided
-// demonstration when /api/demo answers 200. Every value from the server
-// goes in with textContent / createElement, never as markup.
+// (the server's one shared snapshot) once a second and draws the
+// operator's tables; requeues dead letters with the token typed into
+// #token. The demonstration (demo.js and its parts) plugs in through
+// window.OutboxView: it is polled before each snapshot and sees each one.
+// Every value from the server goes in with textContent / createElement,
+// never as markup.
 "use strict";
 
 (function () {
   var POLL_MS = 1000;
   var refreshes = 0;
-  var demoOn = false;
-  var demoHighlight = { keys: {}, ids: {} };
-  var lastStep = 0; /* the step last started here: only its rows are highlighted */
 
   function $(sel) { return document.querySelector(sel); }
 
@@ -70,7 +69,7 @@
       var tr = cellRow({ "data-id": String(m.id) }, f, m);
       var p = hide ? "(hidden)" : !visible ? "(needs the token)" : show(m.payload);
       tr.appendChild(el("td", { "data-field": "payload" }, p));
-      if (demoHighlight.ids[String(m.id)] || demoHighlight.keys[m.key]) tr.className = "hl";
+      if (V.highlighted(m)) tr.className = "hl";
       return tr;
     }));
   }
@@ -151,64 +150,6 @@
       maxLag.toFixed(1) + " s lag";
   }
 
-  // ---- the demonstration (only when /api/demo answers 200) -------------
-  function runStep(n) {
-    var t = $("#token").value;
-    fetch("/api/demo/step/" + n, { method: "POST", headers: headers() }).then(function (r) {
-      if (r.status === 202) { lastStep = n; notice("step " + n + " started", false); }
-      else if (r.status === 409) notice("a step is running", true);
-      else if (r.status === 401) notice("running a step needs the token" + (t ? " (wrong token)" : ""), true);
-      else notice("step " + n + ": " + r.status, true);
-    });
-  }
-
-  function drawDemo(state) {
-    var box = $("#demo");
-    if (!box) {
-      box = el("section", { "id": "demo" });
-      box.appendChild(el("h2", null, "Guided demonstration"));
-      box.appendChild(el("ol"));
-      $("#demo-slot").appendChild(box);
-    }
-    var ol = box.querySelector("ol");
-    while (ol.firstChild) ol.removeChild(ol.firstChild);
-    demoHighlight = { keys: {}, ids: {} };
-    /* the rows of one step, not of every step so far: the one last started
-     * from this page, else the highest one with a result */
-    var shown = lastStep;
-    if (!shown) (state.steps || []).forEach(function (s) { if (s.result) shown = s.n; });
-    (state.steps || []).forEach(function (s) {
-      var li = el("li", { "data-step": String(s.n) });
-      li.appendChild(el("b", null, s.title));
-      var b = el("button", { "data-action": "run-step", "type": "button" }, "run");
-      b.addEventListener("click", function () { runStep(s.n); });
-      li.appendChild(b);
-      li.appendChild(el("span", { "data-field": "status" }, s.status));
-      li.appendChild(el("p", null, s.explain));
-      var r = s.result || {};
-      li.appendChild(el("p", { "data-field": "summary" }, r.summary || ""));
-      var facts = el("p", { "class": "facts" });
-      Object.keys(r.facts || {}).forEach(function (k) {
-        facts.appendChild(el("span", null, k + ": "));
-        facts.appendChild(el("b", { "data-fact": k }, show(r.facts[k])));
-        facts.appendChild(el("span", null, " "));
-      });
-      li.appendChild(facts);
-      var h = s.n === shown ? r.highlight || {} : {};
-      (h.keys || []).forEach(function (k) { demoHighlight.keys[k] = true; });
-      (h.ids || []).forEach(function (i) { demoHighlight.ids[String(i)] = true; });
-      ol.appendChild(li);
-    });
-  }
-
-  function pollDemo() {
-    return fetch("/api/demo", { headers: headers() }).then(function (r) {
-      if (r.status !== 200) { demoOn = false; return null; }
-      demoOn = true;
-      return r.json().then(drawDemo);
-    }).catch(function () { return null; });
-  }
-
   // ---- the loop -----------------------------------------------------------
   var last = null;
   function apply(s) {
@@ -225,24 +166,45 @@
   }
 
   function tick() {
-    var demo = demoOn ? pollDemo() : Promise.resolve(null);
-    demo.then(function () {
+    V.beforeSnapshot().then(function () {
       return fetch("/api/overview", { headers: headers() });
     }).then(function (r) {
       if (r.status !== 200) throw new Error("overview: " + r.status);
       return r.json();
     }).then(function (s) {
       apply(s);
+      V.onSnapshot(s);
       if (s.poll_ms) POLL_MS = Math.max(250, s.poll_ms);
     }).catch(function (e) {
       notice(String(e.message || e), true);
     }).then(function () { setTimeout(tick, POLL_MS); });
   }
 
+  // What the demonstration uses, and the hooks it sets (all no-ops
+  // without it): start() once before the first snapshot, beforeSnapshot()
+  // before each, onSnapshot(s) after each is drawn, highlighted(message).
+  var V = window.OutboxView = {
+    $: $, el: el, show: show, notice: notice, headers: headers,
+    start: function () { return Promise.resolve(); },
+    beforeSnapshot: function () { return Promise.resolve(); },
+    onSnapshot: function () {},
+    highlighted: function () { return false; },
+    redrawMessages: function () { if (last) drawMessages(last.messages || [], last.payloads_visible); }
+  };
+
+  // scripts/demo.sh --web prints the page's address with the token in its
+  // fragment (#token=...), which never reaches the server: it goes into
+  // #token and out of the address bar.
+  function tokenFromFragment() {
+    var m = /^#token=([A-Za-z0-9._~-]{16,256})$/.exec(window.location.hash);
+    if (!m) return;
+    $("#token").value = m[1];
+    history.replaceState(null, "", window.location.pathname + window.location.search);
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
-    $("#hide-payloads").addEventListener("change", function () {
-      if (last) drawMessages(last.messages || [], last.payloads_visible);
-    });
-    pollDemo().then(tick);
+    tokenFromFragment();
+    $("#hide-payloads").addEventListener("change", V.redrawMessages);
+    V.start().then(tick);
   });
 })();

@@ -19,14 +19,15 @@ stop() { kill -TERM "$demo" 2>/dev/null || true; wait "$demo" 2>/dev/null || tru
 trap 'stop; rm -f "$out"' EXIT
 
 end=$(( $(date +%s) + 900 )) # a first run installs and builds
-until grep -q "its token" "$out"; do
+until grep -q "^demo: open " "$out"; do
 	if ! kill -0 "$demo" 2>/dev/null || [ "$(date +%s)" -ge "$end" ]; then
 		echo "demo_web_check: demo.sh --web never served:" >&2; tail -n 30 "$out" >&2; exit 1
 	fi
 	sleep 0.5
 done
-url=$(sed -n 's/^demo: the web view is at \(.*\)$/\1/p' "$out")
-token=$(sed -n 's/^demo: its token (for the demonstration.s steps and requeue): \(.*\)$/\1/p' "$out")
+# "demo: open http://127.0.0.1:PORT/#token=TOKEN"
+url=$(sed -n 's|^demo: open \(.*\)/#token=.*$|\1|p' "$out")
+token=$(sed -n 's|^demo: open .*/#token=\(.*\)$|\1|p' "$out")
 work=$(sed -n 's|^demo: starting a throwaway PostgreSQL in \(.*\)/pg$|\1|p' "$out")
 if [ -z "$url" ] || [ -z "$token" ] || [ ! -d "$work/pg" ]; then
 	echo "demo_web_check: cannot read the URL, token or work dir from:" >&2; cat "$out" >&2; exit 1

@@ -12,7 +12,8 @@
  * cell (two of the relay/consumer matrix's columns). The modes and faults are back to the
  * real ones after each step. Bad config files are refused with the reason;
  * a second start while a step runs is OB_EEXIST, a step that is not one
- * OB_EINVAL. A relay leaves a topic it has no route for pending (what the
+ * OB_EINVAL. The tools' parameters are refused with one line naming them,
+ * nothing started; the herd simulator shows what outbox-herd prints. A relay leaves a topic it has no route for pending (what the
  * demo's steps rely on), where --unrouted dead-letter dead-letters it.
  */
 #include <signal.h>
@@ -347,6 +348,130 @@ START_TEST(test_bad_config)
 }
 END_TEST
 
+/* The state's tool name (a new reference). */
+static json_t *
+tool_of(struct web_demo *d, const char *name)
+{
+	char *text = web_demo_state_json(d);
+	ck_assert(text != NULL);
+	json_t *root = json_loads(text, 0, NULL);
+	ck_assert_msg(root != NULL, "state is not JSON: %s", text);
+	free(text);
+	json_t *t = json_incref(json_object_get(json_object_get(root, "tools"), name));
+	ck_assert_msg(t != NULL, "no tool %s in the state", name);
+	json_t *events = json_incref(json_object_get(root, "events"));
+	json_object_set_new(t, "events_now", events);
+	json_decref(root);
+	return t;
+}
+
+/* The tools' parameters are refused before anything starts; the herd
+ * simulator runs outbox-herd and shows what it printed (the cell and the
+ * 25 combinations need a producer: test_demo_page_browser runs them). */
+START_TEST(test_tools)
+{
+	char db[TS_CONNINFO_MAX], path[300], text[2048], err[300];
+	ts_db_create("webdemotools", "outbox", db, sizeof(db));
+	const char *bindir = getenv("OUTBOX_BIN_DIR");
+	ck_assert_ptr_nonnull(bindir);
+	snprintf(text, sizeof(text), "producer_url=http://127.0.0.1:1\nproducer_admin="
+	    "http://127.0.0.1:1\nconsumer_admin=http://127.0.0.1:1\nconsumer_listen=ipc:///x\n"
+	    "relay_db=%s\nbin_dir=%s\nwork_dir=%s\n", db, bindir, ts_tmpdir());
+	snprintf(path, sizeof(path), "%s/tools.conf", ts_tmpdir());
+	ts_write_file(path, text);
+	struct web_demo *d = NULL;
+	ck_assert_int_eq(web_demo_open(path, db, NULL, &d, err, sizeof(err)), OB_OK);
+
+	ck_assert(web_demo_has_tool("herd") && web_demo_has_tool("cell") &&
+	    web_demo_has_tool("matrix") && !web_demo_has_tool("nosuch"));
+	static const struct {
+		const char *tool, *body, *want;
+	} bad[] = {
+		{ "nosuch", "{}", "no such tool" },
+		{ "herd", "{\"clients\":0}", "clients must be an integer from 1 to 1000" },
+		{ "herd", "{\"clients\":\"10\"}", "clients must be an integer" },
+		{ "herd", "{\"seed\":-1}", "seed must be an integer from 0 to 2147483647" },
+		{ "herd", "{\"strategy\":\"fast\"}", "strategy must be one of none, expo, expo-10pct,"
+		    " equal, full, decorrelated" },
+		{ "herd", "{\"runs\":5}", "unknown parameter 'runs'" },
+		{ "herd", "[]", "must be a JSON object" },
+		{ "herd", "{\"clients\":1,\"clients\":2}", "must be a JSON object" },
+		{ "cell", "{\"fault\":\"meteor\"}", "fault must be one of lost-response," },
+		{ "cell", "{\"server\":\"twice\"}", "server must be one of none, split, atomic" },
+		{ "cell", "{\"keys\":\"random\"}", "keys must be one of none, per_attempt,"
+		    " tool_call, business" },
+		{ "matrix", "{\"x\":1}", "unknown parameter 'x'" },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		err[0] = '\0';
+		ck_assert_int_eq(web_demo_start_tool(d, bad[i].tool, bad[i].body, strlen(bad[i].body),
+		    err, sizeof(err)), OB_EINVAL);
+		ck_assert_msg(strstr(err, bad[i].want) != NULL, "%s %s: %s", bad[i].tool, bad[i].body,
+		    err);
+	}
+	json_t *t = tool_of(d, "herd");
+	ck_assert_str_eq(json_string_value(json_object_get(t, "status")), "idle");
+	ck_assert(json_is_null(json_object_get(t, "params")));
+	json_decref(t);
+
+	const char *body = "{\"strategy\":\"expo\",\"clients\":10,\"seed\":3}";
+	ck_assert_int_eq(web_demo_start_tool(d, "herd", body, strlen(body), err, sizeof(err)),
+	    OB_OK);
+	ck_assert_int_eq(web_demo_start_tool(d, "herd", "", 0, err, sizeof(err)), OB_EEXIST);
+	ck_assert_int_eq(web_demo_start(d, 1), OB_EEXIST);
+	int64_t end = ts_now_ms() + STEP_WAIT_MS;
+	for (;;) {
+		t = tool_of(d, "herd");
+		if (strcmp(json_string_value(json_object_get(t, "status")), "running") != 0)
+			break;
+		ck_assert(ts_now_ms() < end);
+		json_decref(t);
+		usleep(50 * 1000);
+	}
+	json_t *res = json_object_get(t, "result");
+	ck_assert_msg(strcmp(json_string_value(json_object_get(t, "status")), "done") == 0, "%s",
+	    json_string_value(json_object_get(res, "summary")));
+	json_t *asked = json_pack("{s:s, s:i, s:i}", "strategy", "expo", "clients", 10, "seed", 3);
+	ck_assert(json_equal(json_object_get(t, "params"), asked));
+	json_decref(asked);
+	ck_assert_str_eq(json_string_value(json_object_get(res, "command")), "outbox-herd"
+	    " --strategy expo --clients 10 --runs 1 --seed 3 --json --histogram-bins 100");
+
+	/* what the page shows is what the program prints */
+	char *argv[] = { "outbox-herd", "--strategy", "expo", "--clients", "10", "--runs", "1",
+		"--seed", "3", "--json", "--histogram-bins", "100", NULL };
+	char out[16384];
+	ck_assert_int_eq(ts_run(argv, NULL, out, sizeof(out), 60000), 0);
+	json_t *want = json_loads(out, 0, NULL);
+	ck_assert_ptr_nonnull(want);
+	ck_assert(json_equal(json_object_get(res, "herd"), want));
+	json_t *hist = json_object_get(json_array_get(json_object_get(json_array_get(
+	    json_object_get(want, "strategies"), 0), "cells"), 0), "histogram");
+	ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(res, "facts"), "calls")),
+	    json_integer_value(json_object_get(hist, "calls")));
+	/* and the picture was told */
+	bool told = false;
+	size_t i;
+	json_t *e;
+	json_array_foreach(json_object_get(t, "events_now"), i, e)
+		told = told || (strcmp(json_string_value(json_object_get(e, "node")), "agent") == 0 &&
+		    strcmp(json_string_value(json_object_get(e, "tool")), "herd") == 0 &&
+		    strstr(json_string_value(json_object_get(e, "text")), "10 clients") != NULL);
+	ck_assert(told);
+	json_decref(want);
+	json_decref(t);
+
+	/* no parameters: the defaults, as the state shows them */
+	ck_assert_int_eq(web_demo_start_tool(d, "herd", "", 0, err, sizeof(err)), OB_OK);
+	t = tool_of(d, "herd");
+	asked = json_pack("{s:s, s:i, s:i}", "strategy", "full", "clients", 100, "seed", 1);
+	ck_assert(json_equal(json_object_get(t, "params"), asked));
+	json_decref(asked);
+	json_decref(t);
+	web_demo_close(d);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -354,6 +479,7 @@ main(void)
 	TCase *tc = tcase_create("web_demo");
 	tcase_set_timeout(tc, 600);
 	tcase_add_test(tc, test_bad_config);
+	tcase_add_test(tc, test_tools);
 	tcase_add_test(tc, test_only_routed);
 	tcase_add_test(tc, test_close_cancels);
 	tcase_add_test(tc, test_steps);
