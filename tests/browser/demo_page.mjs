@@ -3,8 +3,9 @@
 // started the demonstration's stack (test_demo_page_browser): the token
 // taken from the address's fragment; the demonstration leading the page
 // (above the operator's tables, the picture of the pipeline first); the
-// tool endpoints refusing bad input; the picture's figures equal to psql;
-// a guided step's events on the picture; the herd simulator's numbers and
+// tool endpoints refusing bad input; the picture's figures equal to psql
+// (and to the consumer panel); guided step 1's attempts and rows and step
+// 4's claim and takeover fences on the picture, against psql; the herd simulator's numbers and
 // every bar of its histogram equal to outbox-herd run here with the same
 // flags; the idempotency stepper stepped through for three combinations,
 // its counts and rows equal to psql; the article's 25 combinations equal
@@ -13,8 +14,10 @@
 // (demo-page.png: the README's picture). Nothing run from the data.
 //
 // Usage: node demo_page.mjs JSON, with JSON
-//   {"url": URL, "token": "...", "artifacts": DIR, "bin_dir": DIR, "db": CONNINFO}
-// (db: the producer's database, as the demonstration's programs use it).
+//   {"url": URL, "token": "...", "artifacts": DIR, "bin_dir": DIR, "db": CONNINFO,
+//    "inbox_db": CONNINFO}
+// (db: the producer's database, as the demonstration's programs use it;
+// inbox_db: the consumer's).
 // Prints RESULT {json} and exits 0, or FAILED: why and exits 1.
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
@@ -24,7 +27,7 @@ import { check, lit, noScriptRan, psqlRows, psqlValue, run, screenshot, text, wa
 const JOB_MS = 300000;    // one tool's run against the real processes
 const MATRIX_MS = 900000; // the 25 combinations, each a server of its own
 const cfg = JSON.parse(process.argv[2] || '{}');
-for (const k of ['url', 'token', 'artifacts', 'bin_dir', 'db'])
+for (const k of ['url', 'token', 'artifacts', 'bin_dir', 'db', 'inbox_db'])
 	check(cfg[k] !== undefined, `demo_page.mjs: ${k} missing from the argument`);
 
 const num = s => (/^-?\d+$/.test(s ?? '') ? Number(s) : NaN);
@@ -88,19 +91,50 @@ async function leads(page) {
 	check(r.nodes.join(',') === 'agent,producer,outbox,relay,consumer,downstream', `the picture's boxes: ${r.nodes}`);
 }
 
-// The outbox box's figures equal psql (the stack is quiet: wait until equal).
+// The boxes' figures equal psql (the stack is quiet: wait until equal).
 async function pipelineFigures(page) {
-	await waitFor('the outbox box to show what psql counts', async () => {
-		const shown = await text(page, '#pipeline [data-node="outbox"] [data-field="stat"]');
-		const m = /^pending (\d+), in flight (\d+), delivered (\d+), dead (\d+)$/.exec(shown || '');
-		if (!m)
+	const stat = async node => (await text(page, `#pipeline [data-node="${node}"] [data-field="stat"]`)) || '';
+	await waitFor('the outbox and producer boxes to show what psql counts', async () => {
+		const m = /^pending (\d+), in flight (\d+), delivered (\d+), dead (\d+)$/.exec(await stat('outbox'));
+		const w = /^records written (\d+)$/.exec(await stat('producer'));
+		if (!m || !w)
 			return false;
-		const [p, i, d, x] = psqlRows(cfg.db, "SELECT count(*) FILTER (WHERE status = 'pending'),"
+		const [p, i, d, x, all] = psqlRows(cfg.db, "SELECT count(*) FILTER (WHERE status = 'pending'),"
 		    + " count(*) FILTER (WHERE status = 'pending' AND lease_owner IS NOT NULL),"
-		    + " count(*) FILTER (WHERE status = 'delivered'), count(*) FILTER (WHERE status = 'dead')"
-		    + ' FROM outbox.messages')[0];
-		return m[1] === p && m[2] === i && m[3] === d && m[4] === x;
+		    + " count(*) FILTER (WHERE status = 'delivered'), count(*) FILTER (WHERE status = 'dead'),"
+		    + ' count(*) FROM outbox.messages')[0];
+		return m[1] === p && m[2] === i && m[3] === d && m[4] === x && w[1] === all;
 	});
+	await waitFor('the downstream box to show the effects psql counts', async () => {
+		const m = /^effects applied (\d+)$/.exec(await stat('downstream'));
+		return m && m[1] === psqlValue(cfg.inbox_db, "SELECT count(*) FROM inbox.processed WHERE outcome = 'applied'");
+	});
+	await waitFor("the consumer box to show the consumer panel's counters", async () => {
+		const m = /^duplicates answered (\S+), key-reuse rejects (\S+)$/.exec(await stat('consumer'));
+		return m && m[1] === (await text(page, '#consumer [data-field="duplicates"]')) &&
+		    m[2] === (await text(page, '#consumer [data-field="key_reuse_rejects"]'));
+	});
+}
+
+// Guided step 4 on the picture: the claims and fences the relays made, as
+// the events tell them, against the message's fence in psql.
+async function fencesOnPicture(page) {
+	await page.click('#demo li[data-step="4"] button[data-action="run-step"]');
+	await waitFor('step 4 done', async () => (await text(page, '#demo li[data-step="4"] [data-field="status"]')) === 'done', JOB_MS);
+	const key = await waitFor('step 4 key', () => text(page, '#demo li[data-step="4"] [data-fact="key"]'));
+	const fence = psqlValue(cfg.db, `SELECT max(fence) FROM outbox.messages WHERE idempotency_key = ${lit(key)}`);
+	const relay = await waitFor('the relays\' events of step 4', async () => {
+		const st = await demoState(page);
+		const told = st.events.filter(e => e.step === 4 && e.node === 'relay').map(e => e.text);
+		return told.some(t => t.includes('refused')) ? told : false;
+	});
+	const claimed = relay.map(t => /^relay A claimed the message \(fence (\d+)\)/.exec(t)).find(Boolean);
+	const took = relay.map(t => /^relay B took the message over with fence (\d+) and delivered it$/.exec(t)).find(Boolean);
+	check(claimed && took, `step 4's relay events: ${JSON.stringify(relay)}`);
+	check(took[1] === fence && Number(claimed[1]) < Number(fence),
+	    `step 4: claimed with fence ${claimed[1]}, taken over with ${took[1]}; psql says ${fence}`);
+	const listed = await page.$$eval('#pipeline-events li[data-node="relay"]', lis => lis.map(li => li.textContent));
+	check(listed.some(t => t.includes(`took the message over with fence ${fence}`)), `the event list: ${listed}`);
 }
 
 // Guided step 1 on the picture: the agent's attempts with the step's key,
@@ -189,6 +223,13 @@ async function cell(page, fault, server, keys) {
 	const last = events.filter(e => e.event === 'attempt').pop();
 	check(JSON.stringify(last.reports.map(r => String(r.id))) === JSON.stringify(rows),
 	    `${tag}: the rows after the last attempt ${JSON.stringify(last.reports)}, psql ${rows}`);
+	const keyRows = await page.$$eval('#cell-keys tbody tr', trs => trs.map(tr =>
+	    [...tr.querySelectorAll('td')].map(td => td.textContent).join('|')));
+	const sent = [...new Set(events.filter(e => e.event === 'attempt' && e.key !== null).map(e => e.key))];
+	const keysNow = sent.length === 0 ? [] : psqlRows(cfg.db, 'SELECT idempotency_key, state, fence,'
+	    + " coalesce(response_status::text, '-') FROM app.idempotency_keys WHERE idempotency_key IN ("
+	    + sent.map(lit).join(',') + ') ORDER BY idempotency_key').map(r => r.join('|'));
+	check(JSON.stringify(keyRows) === JSON.stringify(keysNow), `${tag}: key rows shown ${JSON.stringify(keyRows)}, psql ${JSON.stringify(keysNow)}`);
 	await page.click('#cell button[data-action="step-first"]');
 	check((await text(page, '#cell [data-field="position"]')) === `1 / ${events.length}`, `${tag}: |< does not go back`);
 	await page.click('#cell button[data-action="step-all"]');
@@ -253,11 +294,15 @@ run(async ({ page, seen }) => {
 	await refusals(page);
 	await pipelineFigures(page);
 	await guidedStepOnPicture(page);
+	await fencesOnPicture(page);
 
 	const herds = {};
 	for (const s of ['full', 'equal', 'none', 'expo'])
 		herds[s] = await herd(page, s);
-	check((await page.$$('#herd-runs tbody tr')).length === 4, 'the herd runs table does not hold the four runs');
+	const kept = await page.$$eval('#herd-runs tbody tr', trs => trs.map(tr =>
+	    [tr.getAttribute('data-strategy'), ...[...tr.querySelectorAll('td')].slice(1).map(td => td.textContent)]));
+	check(JSON.stringify(kept) === JSON.stringify(Object.values(herds).map(h =>
+	    [h.strategy, '100', '1', String(h.calls), String(h.ms)])), `the herd runs table: ${JSON.stringify(kept)}`);
 	// the article's point, as outbox-herd says it: no jitter clumps
 	check(herds.expo.bins < herds.full.bins, `expo's requests fill ${herds.expo.bins} bars, full's ${herds.full.bins}`);
 	await page.selectOption('#herd-strategy', 'full');

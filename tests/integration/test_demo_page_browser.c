@@ -6,7 +6,8 @@
  * with the token in the address's fragment and checks that the
  * demonstration leads the page on the picture of the pipeline, that the
  * tool endpoints refuse bad input and start nothing, the picture's
- * figures and a guided step's events against psql, the herd simulator's
+ * figures against psql, guided step 1's attempts and rows and step 4's
+ * claim and takeover fences on the picture against psql, the herd simulator's
  * numbers and every bar of its histogram against outbox-herd run with the
  * same flags, the idempotency stepper stepped through three combinations
  * against psql, the article's 25 combinations against psql and the
@@ -49,8 +50,8 @@ START_TEST(test_demo_page_in_chromium)
 
 	const char *bindir = getenv("OUTBOX_BIN_DIR");
 	ck_assert_ptr_nonnull(bindir);
-	json_t *arg = json_pack("{s:s, s:s, s:s, s:s, s:s}", "url", web.url, "token", TOKEN,
-	    "artifacts", ts_browser_artifacts(), "bin_dir", bindir, "db", s.db);
+	json_t *arg = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "url", web.url, "token", TOKEN,
+	    "artifacts", ts_browser_artifacts(), "bin_dir", bindir, "db", s.db, "inbox_db", s.idb);
 	ck_assert_ptr_nonnull(arg);
 	json_t *r = ts_browser_run("demo_page.mjs", arg, NODE_TIMEOUT_MS);
 	ck_assert_int_eq((int)json_array_size(json_object_get(r, "cells")), 3);
