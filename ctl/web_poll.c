@@ -39,6 +39,7 @@
 #include "outbox/ticker.h"
 #include "queries.h"
 #include "web.h"
+#include "web_json.h"
 
 struct point {
 	int64_t t;             /* unix seconds */
@@ -279,34 +280,6 @@ fail:
 	return ctl_read_end(p->inbox, res, OB_EDB, "inbox", err, errlen);
 }
 
-/* dumps j, with '<', '>' and '&' as \u escapes (they can only occur inside
- * strings in JSON text); malloc'd. */
-static char *
-dump(const json_t *j, size_t *len)
-{
-	char *s = json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII | JSON_REAL_PRECISION(6));
-	if (s == NULL)
-		return NULL;
-	size_t n = 0, extra = 0;
-	for (; s[n] != '\0'; n++)
-		extra += (s[n] == '<' || s[n] == '>' || s[n] == '&') ? 5 : 0;
-	char *o = malloc(n + extra + 1), *w = o;
-	if (o == NULL) {
-		free(s);
-		return NULL;
-	}
-	for (size_t i = 0; i < n; i++) {
-		if (s[i] == '<' || s[i] == '>' || s[i] == '&')
-			w += sprintf(w, "\\u%04x", (unsigned)s[i]);
-		else
-			*w++ = s[i];
-	}
-	*w = '\0';
-	free(s);
-	*len = (size_t)(w - o);
-	return o;
-}
-
 static void
 add_point(struct web_poll *p, int64_t delivered, double lag)
 {
@@ -361,13 +334,13 @@ poll_once(struct web_poll *p, char *err, size_t errlen)
 	json_object_set_new(root, "series", series);
 
 	size_t flen = 0, rlen = 0;
-	char *full = dump(root, &flen);
+	char *full = web_json_text(root, &flen);
 	json_object_set_new(root, "payloads_visible", json_false());
 	size_t i;
 	json_t *m;
 	json_array_foreach(json_object_get(root, "messages"), i, m)
 		json_object_del(m, "payload");
-	char *redacted = dump(root, &rlen);
+	char *redacted = web_json_text(root, &rlen);
 	json_decref(root);
 	if (full == NULL || redacted == NULL) {
 		free(full);

@@ -30,6 +30,7 @@
 #include "web.h"
 #include "web_assets.h"
 #include "web_demo.h"
+#include "web_json.h"
 
 /* Connection limits of the view (the operator's endpoint's, as in
  * outbox/http_endpoint.h: a page polls, it does not stream uploads). */
@@ -80,21 +81,23 @@ static void
 respond_error(struct ob_httpd_req *req, int status, const char *why, const char *extra)
 {
 	json_t *j = json_pack("{ss}", "error", why);
-	char *s = json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII);
+	size_t len = 0;
+	char *s = j != NULL ? web_json_text(j, &len) : NULL;
 	json_decref(j);
-	respond(req, status, JSON_TYPE, s != NULL ? s : "{}", s != NULL ? strlen(s) : 2, extra);
+	respond(req, status, JSON_TYPE, s != NULL ? s : "{}", s != NULL ? len : 2, extra);
 	free(s);
 }
 
 static void
 respond_json(struct ob_httpd_req *req, int status, json_t *j)
 {
-	char *s = json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII);
+	size_t len = 0;
+	char *s = web_json_text(j, &len);
 	if (s == NULL) {
 		respond_error(req, 500, "out of memory", NULL);
 		return;
 	}
-	respond(req, status, JSON_TYPE, s, strlen(s), NULL);
+	respond(req, status, JSON_TYPE, s, len, NULL);
 	free(s);
 }
 
@@ -289,12 +292,13 @@ static void
 get_demo(struct web_server *s, struct ob_httpd_req *req)
 {
 #ifdef OUTBOX_WEB_DEMO
-	char *state = web_demo_state_json(s->cfg.demo);
+	size_t len = 0;
+	char *state = web_json_escape_markup(web_demo_state_json(s->cfg.demo), &len);
 	if (state == NULL) {
 		respond_error(req, 500, "out of memory", NULL);
 		return;
 	}
-	respond(req, 200, JSON_TYPE, state, strlen(state), NULL);
+	respond(req, 200, JSON_TYPE, state, len, NULL);
 	free(state);
 #else
 	(void)s;

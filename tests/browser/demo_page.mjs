@@ -38,9 +38,10 @@ async function post(page, path, body, token) {
 		const h = { 'Content-Type': 'application/json' };
 		if (token) h.Authorization = 'Bearer ' + token;
 		const r = await fetch(path, { method: 'POST', headers: h, body });
+		const raw = await r.text();
 		let j = {};
-		try { j = await r.json(); } catch (_) { /* none */ }
-		return { status: r.status, error: j.error || '' };
+		try { j = JSON.parse(raw); } catch (_) { /* none */ }
+		return { status: r.status, error: j.error || '', raw };
 	}, [path, body, token]);
 }
 
@@ -61,11 +62,14 @@ async function refusals(page) {
 		['/api/demo/tool/cell', '[1]', cfg.token, 400, 'JSON object'],
 		['/api/demo/tool/matrix', '{"x":1}', cfg.token, 400, "unknown parameter 'x'"],
 		['/api/demo/tool/herd', 'not json', cfg.token, 400, 'JSON object'],
+		['/api/demo/tool/cell', '{"<img src=x onerror=alert(1)>":1}', cfg.token, 400,
+		    "unknown parameter '<img src=x onerror=alert(1)>'"],
 	];
 	for (const [path, body, token, want, words] of cases) {
 		const r = await post(page, path, body, token);
 		check(r.status === want && r.error.includes(words),
 		    `POST ${path} ${body}: ${r.status} ${JSON.stringify(r.error)}, want ${want} with ${JSON.stringify(words)}`);
+		check(!/[<>&]/.test(r.raw), `POST ${path} ${body}: the answer holds a markup character: ${r.raw}`);
 	}
 	const get = await page.evaluate(async () => (await fetch('/api/demo/tool/herd')).status);
 	check(get === 405, `GET /api/demo/tool/herd: ${get}, want 405`);
