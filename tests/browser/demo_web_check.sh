@@ -3,7 +3,10 @@
 # Debian's chromium: starts the script as a user would (it installs what is
 # missing and builds), reads the URL and the token it prints, runs
 # tests/browser/web_demo.mjs on steps 1-5 (the facts shown checked against
-# psql on the demo's own databases), then stops the demo with SIGTERM (its
+# psql on the demo's own databases) and tests/browser/demo_page.mjs (the
+# demonstration leads the page; the herd simulator, the stepper, the 25
+# combinations and the exercises against the programs and psql), then
+# stops the demo with SIGTERM (its
 # trap for Ctrl-C; a background job's SIGINT is ignored by bash) and checks
 # that it cleaned up. Not in ctest (it builds, as the demo does):
 # run it by hand from a clone, after scripts/setup-deps.sh --tests.
@@ -54,9 +57,15 @@ console.log(JSON.stringify({ url: e.URL, token: e.TOKEN, artifacts: e.ART, steps
   { n: 5, facts: { effects: "2" }, psql: [eff("2")], highlighted: true, highlight_key: true },
 ]}));')
 node tests/browser/web_demo.mjs "$arg"
+# the whole demonstration's page, as test_demo_page_browser checks it
+bindir=$(cd "${OUTBOX_BUILD_DIR:-build}/bin" && pwd)
+page=$(URL="$url" TOKEN="$token" ART="$artifacts" BIN="$bindir" P="$P" I="$I" node -e '
+const e = process.env;
+console.log(JSON.stringify({ url: e.URL, token: e.TOKEN, artifacts: e.ART, bin_dir: e.BIN, db: e.P, inbox_db: e.I }));')
+node tests/browser/demo_page.mjs "$page"
 
 stop
 trap 'rm -f "$out"' EXIT
 grep -q "demo: stopping" "$out" || { echo "demo_web_check: no 'demo: stopping' after SIGTERM" >&2; exit 1; }
 [ ! -e "$work" ] || { echo "demo_web_check: $work left behind" >&2; exit 1; }
-echo "demo_web_check: OK: steps 1-5 of scripts/demo.sh --web as shown equal psql; screenshots in $artifacts"
+echo "demo_web_check: OK: steps 1-5 and the demonstration's page of scripts/demo.sh --web as shown equal psql and the programs; screenshots in $artifacts"
