@@ -2,8 +2,8 @@
 // demonstration (demo.js): agent -> producer API -> PostgreSQL (business
 // row + outbox record) -> relay workers (leases, fences) -> consumer and
 // inbox -> downstream. Each box shows its figures from the snapshot
-// (/api/overview: the outbox's counts, the leases held with their fences,
-// the consumer's counters) and the newest thing the running step or tool
+// (/api/overview: the outbox's counts, the leases held with their fences
+// and the newest claimed message's fence, the consumer's counters) and the newest thing the running step or tool
 // did there (/api/demo's events), lit up while it is new; the newest
 // events are listed under the picture.
 "use strict";
@@ -82,13 +82,17 @@
       });
       setField("outbox", "stat", "pending " + t.pending + ", in flight " + t.inflight +
         ", delivered " + t.delivered + ", dead " + t.dead);
-      var leases = (s.messages || []).filter(function (m) { return m.lease_owner; });
-      setField("relay", "stat", leases.length === 0 ? "no lease held" :
+      var msgs = s.messages || [];
+      var leases = msgs.filter(function (m) { return m.lease_owner; });
+      /* the newest message a relay has claimed: its fence stays after delivery */
+      var claimed = msgs.filter(function (m) { return m.fence > 0; })
+        .sort(function (a, b) { return b.id - a.id; })[0];
+      setField("relay", "stat", (leases.length === 0 ? "no lease held" :
         leases.slice(0, 3).map(function (m) {
           return "#" + m.id + " leased to " + m.lease_owner + ", fence " + m.fence +
             (m.lease_left_ms !== null && m.lease_left_ms !== undefined
               ? ", " + m.lease_left_ms + " ms left" : "");
-        }).join("; "));
+        }).join("; ")) + (claimed ? "; newest claimed #" + claimed.id + ", fence " + claimed.fence : ""));
       var c = s.consumer;
       setField("consumer", "stat", c ? "duplicates answered " + V.show(c.duplicates) +
         ", key-reuse rejects " + V.show(c.key_reuse_rejects) : "no inbox database");

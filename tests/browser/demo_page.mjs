@@ -138,6 +138,11 @@ async function fencesOnPicture(page) {
 	    `step 4: claimed with fence ${claimed[1]}, taken over with ${took[1]}; psql says ${fence}`);
 	const listed = await page.$$eval('#pipeline-events li[data-node="relay"]', lis => lis.map(li => li.textContent));
 	check(listed.some(t => t.includes(`took the message over with fence ${fence}`)), `the event list: ${listed}`);
+	// and the relay box: the newest claimed message is this one, with its fence
+	const id = psqlValue(cfg.db, `SELECT max(id) FROM outbox.messages WHERE idempotency_key = ${lit(key)}`);
+	await waitFor(`the relay box to show message ${id} with fence ${fence}`, async () =>
+	    ((await text(page, '#pipeline [data-node="relay"] [data-field="stat"]')) || '')
+	        .endsWith(`newest claimed #${id}, fence ${fence}`));
 }
 
 // Run guided step n from its button; its key once this run is done (a
