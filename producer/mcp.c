@@ -379,6 +379,13 @@ initialize(const struct mcp_server *s, const json_t *params)
 	    " before calling again.");
 }
 
+/* A host's key the API can store as given: 1..MCP_KEY_MAX bytes. */
+static bool
+host_key_ok(const char *k)
+{
+	return k != NULL && k[0] != '\0' && strlen(k) <= MCP_KEY_MAX;
+}
+
 static json_t *
 tools_call(const struct mcp_server *s, const json_t *id, const json_t *params)
 {
@@ -397,20 +404,22 @@ tools_call(const struct mcp_server *s, const json_t *id, const json_t *params)
 		return rpc_error(id, RPC_INVALID_PARAMS, msg);
 	}
 	/* The host's key: params.idempotencyKey (SEP-3182), or params._meta's;
-	 * both given must agree. */
+	 * either given is used as given or refused (never cut to fit: two keys
+	 * would become one), both given must agree. */
 	json_t *sep = json_object_get(params, MCP_SEP_KEY);
-	const char *meta_key = json_string_value(
-	    json_object_get(json_object_get(params, "_meta"), MCP_META_KEY));
-	if (sep != NULL) {
-		const char *k = json_string_value(sep);
-		if (k == NULL || k[0] == '\0' || strlen(k) > MCP_KEY_MAX)
-			return rpc_error(id, RPC_INVALID_PARAMS, "params.idempotencyKey must be a string of"
-			    " 1.." MCP_KEY_MAX_TEXT " bytes");
-		if (meta_key != NULL && strcmp(meta_key, k) != 0)
-			return rpc_error(id, RPC_INVALID_PARAMS, "params.idempotencyKey and params._meta."
-			    MCP_META_KEY " name two different keys for one call");
-		meta_key = k;
-	}
+	json_t *meta = json_object_get(json_object_get(params, "_meta"), MCP_META_KEY);
+	const char *sep_key = json_string_value(sep), *meta_key = json_string_value(meta);
+	if (sep != NULL && !host_key_ok(sep_key))
+		return rpc_error(id, RPC_INVALID_PARAMS, "params." MCP_SEP_KEY " must be a string of"
+		    " 1.." MCP_KEY_MAX_TEXT " bytes");
+	if (meta != NULL && !host_key_ok(meta_key))
+		return rpc_error(id, RPC_INVALID_PARAMS, "params._meta." MCP_META_KEY " must be a"
+		    " string of 1.." MCP_KEY_MAX_TEXT " bytes");
+	if (sep_key != NULL && meta_key != NULL && strcmp(meta_key, sep_key) != 0)
+		return rpc_error(id, RPC_INVALID_PARAMS, "params." MCP_SEP_KEY " and params._meta."
+		    MCP_META_KEY " name two different keys for one call");
+	if (sep_key != NULL)
+		meta_key = sep_key;
 	json_t *empty = args == NULL ? json_object() : NULL;
 	/* the ledger's step: the request's id, as the host sent it */
 	char step[64];

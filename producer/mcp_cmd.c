@@ -2,7 +2,8 @@
  * mcp_cmd.c - `outbox-producer mcp`: the MCP tool server (mcp.h) on stdio,
  * as an MCP host starts it: one JSON-RPC message per line on stdin, one
  * per line on stdout, logs on stderr (stdout carries nothing else). Ends
- * with 0 at the end of stdin.
+ * with 0 at the end of stdin, with 1 once a write to stdout failed (the
+ * host stopped reading: nothing more can be answered).
  *
  * The run id, half of every tool key: `--run-id`, or else derived from
  * the process that started us (boot id, parent pid and the parent's start
@@ -151,42 +152,87 @@ derive_run_id(char *out, size_t outlen, char *err, size_t errlen)
 	return OB_OK;
 }
 
-/* One response line on stdout. */
+/* The errno of the first failed write to stdout, 0 while it works. */
+static int stdout_errno;
+
+/* One message line on stdout (resp released). Once a write failed, stdout
+ * stays failed: part of a line may have gone out, so the stream has no
+ * framing left, and every later reply fails without writing; the caller
+ * that decides what to do logs strerror(stdout_errno). */
 static int
 reply(json_t *resp)
 {
 	if (resp == NULL)
 		return OB_OK;
+	if (stdout_errno != 0) {
+		json_decref(resp);
+		return OB_EINVAL;
+	}
 	char *line = json_dumps(resp, JSON_COMPACT);
 	json_decref(resp);
 	if (line == NULL)
 		return OB_ENOMEM;
+	errno = 0;
 	int bad = fputs(line, stdout) == EOF || fputc('\n', stdout) == EOF || fflush(stdout) != 0;
 	free(line);
+	if (bad)
+		stdout_errno = errno != 0 ? errno : EIO;
 	return bad ? OB_EINVAL : OB_OK;
+}
+
+/* Why reply() failed with rc, for a log line. */
+static const char *
+reply_why(int rc)
+{
+	return rc == OB_ENOMEM ? "out of memory" : strerror(stdout_errno);
+}
+
+/* The log's text of a JSON-RPC id (a string or an integer) into buf. */
+static const char *
+id_text(const json_t *id, char *buf, size_t len)
+{
+	if (json_is_string(id))
+		snprintf(buf, len, "%s", json_string_value(id));
+	else if (json_is_integer(id))
+		snprintf(buf, len, "%" JSON_INTEGER_FORMAT, json_integer_value(id));
+	else
+		snprintf(buf, len, "%s", id == NULL ? "none" : "other");
+	return buf;
 }
 
 /* Ask the host's user (elicitation/create) inside a tools/call: send the
  * request, then read stdin until its answer; a request that comes
  * meanwhile is refused (busy), a notification ignored. true only for
- * "accept" with confirm true. arg: the request counter. */
+ * "accept" with confirm true. The end of stdin ends the wait: no answer,
+ * false. So does a failed write to stdout (the question or a busy
+ * answer): the host can be told nothing more, this call's result
+ * included, so nothing may be posted on an answer it could never learn
+ * the outcome of (false; the ledger keeps the key uncertain for the next
+ * session to ask), and the serving loop ends on its next reply (stdout
+ * stays failed). arg: the request counter. */
 static bool
 elicit(void *arg, const char *question)
 {
 	int *next = arg;
-	char id[32];
+	char id[32], q[160];
 	snprintf(id, sizeof(id), "elicit-%d", ++*next);
 	json_t *req = json_pack("{s:s,s:s,s:s,s:{s:s,s:{s:s,s:{s:{s:s,s:s}},s:[s]}}}",
 	    "jsonrpc", "2.0", "id", id, "method", "elicitation/create", "params", "message",
 	    question, "requestedSchema", "type", "object", "properties", "confirm", "type",
 	    "boolean", "title", "Post it again", "required", "confirm");
-	if (req == NULL || reply(req) != OB_OK)
+	if (req == NULL)
 		return false;
+	int rc = reply(req);
+	if (rc != OB_OK) {
+		ob_error("mcp.elicit.write_failed", "id=%s what=question err=%s", id,
+		    ob_log_q(reply_why(rc), q, sizeof(q)));
+		return false;
+	}
 	char *line = NULL;
 	size_t cap = 0;
 	ssize_t n;
-	bool yes = false, answered = false;
-	while (!answered && (n = getline(&line, &cap, stdin)) >= 0) {
+	bool yes = false, answered = false, gone = false;
+	while (!answered && !gone && (n = getline(&line, &cap, stdin)) >= 0) {
 		json_t *m = json_loadb(line, (size_t)n, 0, NULL);
 		const char *mid = json_string_value(json_object_get(m, "id"));
 		if (mid != NULL && strcmp(mid, id) == 0 && json_object_get(m, "method") == NULL) {
@@ -196,9 +242,17 @@ elicit(void *arg, const char *question)
 			    json_is_true(json_object_get(json_object_get(r, "content"), "confirm"));
 			answered = true;
 		} else if (json_object_get(m, "method") != NULL && json_object_get(m, "id") != NULL) {
-			(void)reply(json_pack("{s:s,s:O,s:{s:i,s:s}}", "jsonrpc", "2.0", "id",
-			    json_object_get(m, "id"), "error", "code", -32603, "message",
+			json_t *rid = json_object_get(m, "id");
+			rc = reply(json_pack("{s:s,s:O,s:{s:i,s:s}}", "jsonrpc", "2.0", "id", rid,
+			    "error", "code", -32603, "message",
 			    "busy: waiting for the user's answer to a question"));
+			if (rc != OB_OK) {
+				char r[64], rq[80];
+				ob_error("mcp.elicit.write_failed", "id=%s what=busy request=%s err=%s",
+				    id, ob_log_q(id_text(rid, r, sizeof(r)), rq, sizeof(rq)),
+				    ob_log_q(reply_why(rc), q, sizeof(q)));
+				gone = true;
+			}
 		}
 		json_decref(m);
 	}
@@ -235,7 +289,9 @@ serve_stdio(const struct mcp_server *s, size_t max_message)
 	}
 	free(line);
 	if (rc != OB_OK) {
-		ob_error("mcp.stdout.failed", "reason=%s", strerror(errno));
+		char q[160];
+		ob_error("mcp.stdout.failed", "reason=%s",
+		    ob_log_q(reply_why(rc), q, sizeof(q)));
 		return 1;
 	}
 	return 0;
@@ -277,7 +333,7 @@ producer_cmd_mcp(int argc, char **argv)
 	ob_info("mcp.started", "url=%s run_id=%s derived=%s", s.url, s.run_id,
 	    cfg.run_id != NULL ? "no" : "yes");
 	code = serve_stdio(&s, (size_t)cfg.max_message);
-	ob_info("mcp.stopped", "reason=eof");
+	ob_info("mcp.stopped", "reason=%s", code == 0 ? "eof" : "stdout_failed");
 out:
 	explicit_bzero(token, sizeof(token));
 	ob_cfg_free(mcp_options, &cfg);

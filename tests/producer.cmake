@@ -44,6 +44,13 @@ outbox_test(test_producer_scopes SOURCES integration/test_producer_scopes.c
 outbox_test(test_mcp_sdk SOURCES integration/test_mcp_sdk.c
   LABELS integration PG TIMEOUT 300 LIBS outbox_producer)
 
+# `outbox-producer mcp` spoken to line by line on its pipes: host keys of
+# 0, 255 and 256 bytes and not strings, and while the user is asked
+# (--replay ask): a request answered busy, a notification ignored, stdin's
+# end, stdout gone.
+outbox_test(test_mcp_stdio SOURCES integration/test_mcp_stdio.c
+  LABELS integration PG TIMEOUT 300 LIBS outbox_producer)
+
 # serve --http https:// (OpenSSL, common/httpd_tls.c): a POST over HTTPS
 # with a token enqueues one message, plain HTTP to the port is refused and
 # writes nothing, half a ClientHello is cut off at --header-timeout while a
