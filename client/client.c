@@ -506,7 +506,8 @@ client_submit(const struct client_opts *o, struct client_result *res)
 				    o->replay == CLIENT_REPLAY_NEVER
 				        ? "by the client: a person decides (look it up again, then act by"
 				          " hand)"
-				        : asked ? "(the user was asked and did not approve)"
+				        : asked ? "(the user was asked and did not approve: declined, or no"
+				          " answer came)"
 				        : "without the user's confirmation: ask the user, then call again"
 				          " approved (--approved)");
 				res->exit_code = CLIENT_EXIT_UNCERTAIN;

@@ -12,9 +12,11 @@
  * sorted), so a host's retry of the same call gets the same key and a new
  * call (other arguments, or another run) a new one. A key the host passes
  * wins: params.idempotencyKey, the field SEP-3182 proposes (advertised as
- * the capability tools.idempotency), or params._meta (MCP_META_KEY). The
- * same key with other arguments is answered IDEMPOTENCY_CONFLICT, as the
- * HTTP API answers it (422), and nothing is done again.
+ * the capability tools.idempotency), or params._meta (MCP_META_KEY): either
+ * must be a string of 1..255 bytes, and both at once the same key, else
+ * the call is answered -32602 and nothing is done. The same key with other
+ * arguments is answered IDEMPOTENCY_CONFLICT, as the HTTP API answers it
+ * (422), and nothing is done again.
  */
 #ifndef OUTBOX_PRODUCER_MCP_H
 #define OUTBOX_PRODUCER_MCP_H
