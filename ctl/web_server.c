@@ -324,7 +324,7 @@ post_demo_step(struct web_server *s, struct ob_httpd_req *req, const char *ntext
 		respond_json(req, 202, j);
 		json_decref(j);
 	} else if (rc == OB_EEXIST) {
-		respond_error(req, 409, "a step is running", NULL);
+		respond_error(req, 409, "a step or tool is running", NULL);
 	} else {
 		respond_error(req, 404, "no such step", NULL);
 	}
