@@ -28,6 +28,14 @@ outbox_test(test_webhook_fence SOURCES integration/test_webhook_fence.c
 if(TEST test_webhook_fence)
   add_dependencies(test_webhook_fence outbox-consumer outbox-notify-sink)
 endif()
+# Who frees outbox-notify-sink --db's records: created_at from the call's
+# Outbox-Created-At (malformed 400), a call older than --retention-ms 422,
+# the records past the retention purged by the sink itself (logged).
+outbox_test(test_notify_sink_retention SOURCES integration/test_notify_sink_retention.c
+  LABELS integration PG TIMEOUT 300)
+if(TEST test_notify_sink_retention)
+  add_dependencies(test_notify_sink_retention outbox-notify-sink)
+endif()
 # examples/: the Python, Node and Go services a user copies (enqueue in its
 # transaction, OB002 under a savepoint; a signed-webhook receiver applying
 # once in its own database), against a real relay and consumer; the Go one

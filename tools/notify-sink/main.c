@@ -23,18 +23,34 @@
  * consumer that lost its claim (issue 33). --ignore-fence is the broken
  * mode that does not look (such a call is answered as a replay).
  *
+ * Who frees the records (--db): each record's created_at is the message's
+ * enqueue time, from the call's Outbox-Created-At (RFC 3339; malformed:
+ * 400, nothing done; absent: the time of receipt, as a consumer from
+ * before the header gets); a call whose message is older than
+ * --retention-ms by the inbox database's clock is refused, 422
+ * older_than_retention (its record may be purged: applying it could apply
+ * it twice); and every --purge-interval-ms the main thread deletes the
+ * records past the retention (inbox.purge, SINK_PURGE_MAX_ROWS a
+ * transaction, again while a call deletes that many).
+ *
  * GET /stats answers the counts as JSON (requests, effects, keys, replays,
  * failed, lost, stale, the most requests one key got); with ?key=K also
  * that key's requests and effects. Keys are counted in memory, at most
  * --max-keys (a new key past it gets 507 and acts on nothing).
  *
  * Served by common/httpd.c (the same deadline-keeping server as the
- * producer API); everything runs on its one thread, so the state needs no
- * lock.
+ * producer API): every request runs on the server's one thread, with the
+ * one connection of s.inbox, so the request state needs no lock. The
+ * purge runs on the main thread, which otherwise only waits for signals,
+ * with a connection of its own (s.purger): a purge never delays a request
+ * and a request never waits for a purge (inbox.purge skips the rows a
+ * request's transaction holds). The two threads share only the purge
+ * counts, which are atomic.
  */
 #include <errno.h>
 #include <inttypes.h>
 #include <search.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +58,7 @@
 
 #include <jansson.h>
 
+#include "outbox/clock.h"
 #include "outbox/config_rows.h"
 #include "outbox/err.h"
 #include "outbox/httpd.h"
@@ -59,6 +76,8 @@
 #define SINK_WRITE_MS 10000       /* to write one answer */
 #define SINK_HEADER_BYTES 16384   /* request line + headers */
 #define SINK_LOG_BODY_MAX 512     /* bytes of a body shown in the effect line */
+#define SINK_CREATED_AT_MAX 64    /* bytes of an Outbox-Created-At (RFC 3339) */
+#define SINK_PURGE_INTERVAL_MAX_MS 86400000 /* --purge-interval-ms: at most a day */
 
 struct sink_config {
 	char *http;
@@ -71,6 +90,8 @@ struct sink_config {
 	bool ignore_key;
 	char *db;
 	bool ignore_fence;
+	int64_t retention_ms;
+	int64_t purge_interval_ms;
 	char *ready_file;
 	char *log_level;
 };
@@ -103,6 +124,17 @@ static const struct ob_cfg_opt sink_options[] = {
 	OB_CFG_OPT("ignore-fence", "OUTBOX_SINK_IGNORE_FENCE", OB_CFG_BOOL, "false", 0, 0, NULL,
 	    false, ignore_fence, "BROKEN, for tests: with --db, do not check Outbox-Fence (a"
 	    " fenced-out caller's late call is answered as a replay)"),
+	OB_CFG_OPT("retention-ms", "OUTBOX_SINK_RETENTION_MS", OB_CFG_DURATION,
+	    SINK_RETENTION_DEFAULT, SINK_RETENTION_MIN_MS, SINK_RETENTION_MAX_MS, NULL, false,
+	    retention_ms, "with --db: a call whose message (Outbox-Created-At) is older than"
+	    " this by the inbox database's clock gets 422, nothing done; its record is purged"
+	    " once the message is older than this plus 1h and was applied longer ago than"
+	    " this (the consumer's --dedup-retention rule)"),
+	OB_CFG_OPT("purge-interval-ms", "OUTBOX_SINK_PURGE_INTERVAL_MS", OB_CFG_DURATION, "1m", 0,
+	    SINK_PURGE_INTERVAL_MAX_MS, NULL, false, purge_interval_ms, "with --db: how often"
+	    " the records past --retention-ms are deleted (inbox.purge, on a connection of its"
+	    " own); 0 = never: then something else must call inbox.purge, or the inbox grows"
+	    " forever"),
 	OB_CFG_OPT_READY_FILE("OUTBOX_SINK_READY_FILE", ready_file),
 	OB_CFG_OPT_LOG_LEVEL(log_level),
 	OB_CFG_END,
@@ -115,8 +147,9 @@ static const struct ob_program sink_program = { .events = "sink", .config = {
 	.description = "A downstream notification service for the consumer's webhook:"
 	    " POST PATH with an Idempotency-Key acts once per key (a log line),"
 	    " later requests with the key are answered as replays, a call whose Outbox-Fence"
-	    " is lower than its message's applied one (--db) gets 409; GET /stats gives the"
-	    " counts as JSON.",
+	    " is lower than its message's applied one (--db) gets 409, one older than"
+	    " --retention-ms (--db) 422, and the records past the retention are purged every"
+	    " --purge-interval-ms; GET /stats gives the counts as JSON.",
 	.options = sink_options,
 } };
 
@@ -131,9 +164,13 @@ struct sink {
 	void *keys;      /* tsearch tree of struct sink_key */
 	long nkeys;
 	struct sink_inbox *inbox; /* --db; NULL: in memory */
+	struct sink_inbox *purger; /* --db with a purge interval: the main thread's */
 	long requests, effects, replays, failed, lost, refused, stale, mismatched;
+	long too_old, created_at_missing;
 	long max_per_key;
 	long fail_left, lose_left;
+	/* written by the main thread (the purge), read by /stats */
+	atomic_llong purged, purge_failures;
 };
 
 static int
@@ -237,6 +274,79 @@ header_number(struct ob_httpd_req *req, const char *name)
 	return (int64_t)n;
 }
 
+/* Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's
+ * days_from_civil). */
+static int64_t
+days_from_civil(int64_t y, int m, int d)
+{
+	y -= m <= 2;
+	int64_t era = (y >= 0 ? y : y - 399) / 400;
+	int64_t yoe = y - era * 400;
+	int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+	int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+	return era * 146097 + doe - 719468;
+}
+
+/* n digits at s as a number, or -1 when they are not all digits. */
+static int
+digits(const char *s, int n)
+{
+	int v = 0;
+	for (int i = 0; i < n; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return -1;
+		v = v * 10 + (s[i] - '0');
+	}
+	return v;
+}
+
+/* An RFC 3339 date-time, YYYY-MM-DDTHH:MM:SS[.fraction](Z|+HH:MM|-HH:MM),
+ * as the consumer sends Outbox-Created-At (UTC, microseconds), into Unix
+ * microseconds; digits of the fraction past the sixth are dropped. False
+ * when s is not one. */
+static bool
+parse_rfc3339(const char *s, int64_t *out_us)
+{
+	static const int mdays[12] = { 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 };
+	if (strlen(s) < 20 || s[4] != '-' || s[7] != '-' || (s[10] != 'T' && s[10] != 't') ||
+	    s[13] != ':' || s[16] != ':')
+		return false;
+	int y = digits(s, 4), mo = digits(s + 5, 2), d = digits(s + 8, 2);
+	int h = digits(s + 11, 2), mi = digits(s + 14, 2), sec = digits(s + 17, 2);
+	if (y < 0 || mo < 1 || mo > 12 || d < 1 || d > mdays[mo - 1] || h < 0 || h > 23 ||
+	    mi < 0 || mi > 59 || sec < 0 || sec > 60)
+		return false;
+	bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+	if (mo == 2 && d == 29 && !leap)
+		return false;
+	const char *p = s + 19;
+	int64_t frac = 0;
+	if (*p == '.') {
+		int n = 0;
+		for (p++; *p >= '0' && *p <= '9'; p++, n++)
+			if (n < 6)
+				frac = frac * 10 + (*p - '0');
+		if (n == 0)
+			return false;
+		for (; n < 6; n++)
+			frac *= 10;
+	}
+	int64_t offset_s = 0;
+	if ((p[0] == 'Z' || p[0] == 'z') && p[1] == '\0') {
+		offset_s = 0;
+	} else if ((p[0] == '+' || p[0] == '-') && strlen(p) == 6 && p[3] == ':') {
+		int oh = digits(p + 1, 2), om = digits(p + 4, 2);
+		if (oh < 0 || oh > 23 || om < 0 || om > 59)
+			return false;
+		offset_s = (p[0] == '-' ? -1 : 1) * (int64_t)(oh * 3600 + om * 60);
+	} else {
+		return false;
+	}
+	int64_t secs = days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + sec - offset_s;
+	*out_us = secs * 1000000 + frac;
+	return true;
+}
+
 /* --db: the call through the inbox's SQL contract, its fence checked. */
 static void
 on_notify_db(struct sink *s, struct ob_httpd_req *req, const char *key, struct sink_key *k)
@@ -256,6 +366,18 @@ on_notify_db(struct sink *s, struct ob_httpd_req *req, const char *key, struct s
 		respond_error(req, 400, "Outbox-Fence and Outbox-Message-Id are whole numbers", NULL);
 		return;
 	}
+	const char *created = ob_httpd_req_header(req, "Outbox-Created-At");
+	if (created != NULL && (strlen(created) > SINK_CREATED_AT_MAX ||
+	        !parse_rfc3339(created, &call.created_at_us))) {
+		respond_error(req, 400, "Outbox-Created-At is not an RFC 3339 time"
+		    " (YYYY-MM-DDTHH:MM:SS.ffffffZ)", NULL);
+		return;
+	}
+	call.has_created_at = created != NULL;
+	if (created == NULL && s->created_at_missing++ == 0)
+		ob_warn("sink.created_at.missing", "key=%s note=%s", ob_log_q(key, qk, sizeof qk),
+		    "no Outbox-Created-At: the record keeps the time of receipt and no retention"
+		    " check is made (logged once)");
 	if (call.message_id < 0)
 		call.message_id = 0;
 	enum sink_verdict v;
@@ -280,6 +402,14 @@ on_notify_db(struct sink *s, struct ob_httpd_req *req, const char *key, struct s
 		respond_json(req, 409, json_pack("{s:s,s:s,s:I,s:I}", "error", "stale_fence",
 		    "key", key, "fence", (json_int_t)call.fence, "applied_fence",
 		    (json_int_t)applied_fence), NULL);
+		return;
+	case SINK_TOO_OLD:
+		s->too_old++;
+		ob_info("sink.too_old", "key=%s created_at=%s retention_ms=%" PRId64,
+		    ob_log_q(key, qk, sizeof qk), created, s->cfg->retention_ms);
+		respond_json(req, 422, json_pack("{s:s,s:s,s:s,s:I}", "error", "older_than_retention",
+		    "key", key, "created_at", created, "retention_ms",
+		    (json_int_t)s->cfg->retention_ms), NULL);
 		return;
 	case SINK_MISMATCH:
 		s->mismatched++;
@@ -343,14 +473,16 @@ on_notify(struct sink *s, struct ob_httpd_req *req)
 static void
 on_stats(struct sink *s, struct ob_httpd_req *req)
 {
-	json_t *o = json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:b,s:b}",
+	json_t *o = json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:b,s:b,s:I,s:I,s:I,s:I}",
 	    "requests", (json_int_t)s->requests, "effects", (json_int_t)s->effects,
 	    "keys", (json_int_t)s->nkeys, "replays", (json_int_t)s->replays,
 	    "failed", (json_int_t)s->failed, "lost", (json_int_t)s->lost,
 	    "refused", (json_int_t)s->refused, "stale", (json_int_t)s->stale,
 	    "mismatched", (json_int_t)s->mismatched, "max_requests_per_key",
 	    (json_int_t)s->max_per_key, "ignore_key", s->cfg->ignore_key, "db",
-	    s->inbox != NULL);
+	    s->inbox != NULL, "too_old", (json_int_t)s->too_old, "created_at_missing",
+	    (json_int_t)s->created_at_missing, "purged", (json_int_t)atomic_load(&s->purged),
+	    "purge_failures", (json_int_t)atomic_load(&s->purge_failures));
 
 	if (o != NULL && req->query != NULL && strncmp(req->query, "key=", 4) == 0) {
 		/* the key as given, not URL-decoded: keys here are plain text */
@@ -386,6 +518,39 @@ handle(void *arg, struct ob_httpd_req *req)
 		on_notify(s, req);
 	else
 		on_stats(s, req);
+}
+
+/* One purge pass on the main thread: inbox.purge again while a call
+ * deletes SINK_PURGE_MAX_ROWS (each its own transaction), until a stop is
+ * asked. One line when it deleted something; a failure is logged once,
+ * when a run of failures starts, and its end once (the next pass tries
+ * again, reconnecting when the connection broke); the requests go on
+ * meanwhile. */
+static void
+purge_pass(struct sink *s, long long *failing)
+{
+	char err[512], qe[1100];
+	int64_t total = 0, n = SINK_PURGE_MAX_ROWS;
+	int calls = 0;
+	while (n == SINK_PURGE_MAX_ROWS && ob_sig_stops() == 0) {
+		if (sink_inbox_purge(s->purger, &n, err, sizeof err) != OB_OK) {
+			atomic_fetch_add(&s->purge_failures, 1);
+			if ((*failing)++ == 0)
+				ob_warn("sink.purge.failed", "retention_ms=%" PRId64 " err=%s",
+				    s->cfg->retention_ms, ob_log_q(err, qe, sizeof qe));
+			break;
+		}
+		calls++;
+		total += n;
+		atomic_fetch_add(&s->purged, (long long)n);
+	}
+	if (calls > 0 && *failing > 0) {
+		ob_info("sink.purge.recovered", "failures=%lld", *failing);
+		*failing = 0;
+	}
+	if (total > 0)
+		ob_info("sink.purge.deleted", "rows=%" PRId64 " calls=%d retention_ms=%" PRId64,
+		    total, calls, s->cfg->retention_ms);
 }
 
 static void
@@ -424,7 +589,9 @@ main(int argc, char **argv)
 		goto out;
 	}
 	code = 1;
-	if (db && sink_inbox_open(cfg.db, &s.inbox, err, sizeof err) != OB_OK) {
+	if (db && (sink_inbox_open(cfg.db, cfg.retention_ms, &s.inbox, err, sizeof err) != OB_OK ||
+	        (cfg.purge_interval_ms > 0 &&
+	            sink_inbox_open(cfg.db, cfg.retention_ms, &s.purger, err, sizeof err) != OB_OK))) {
 		fprintf(stderr, "outbox-notify-sink: --db: %s\n", err);
 		goto out;
 	}
@@ -461,21 +628,42 @@ main(int argc, char **argv)
 	snprintf(url, sizeof url, "http://%.*s:%d%s", (int)hostlen, host, ob_httpd_port(srv),
 	    cfg.path);
 	ob_info("sink.listening", "url=%s ignore_key=%s db=%s ignore_fence=%s fail_first=%lld"
-	    " lose_first=%lld", url, cfg.ignore_key ? "true" : "false", db ? "true" : "false",
+	    " lose_first=%lld retention_ms=%lld purge_interval_ms=%lld", url,
+	    cfg.ignore_key ? "true" : "false", db ? "true" : "false",
 	    cfg.ignore_fence ? "true" : "false", (long long)cfg.fail_first,
-	    (long long)cfg.lose_first);
+	    (long long)cfg.lose_first, (long long)cfg.retention_ms,
+	    (long long)cfg.purge_interval_ms);
+	if (db && s.purger == NULL)
+		ob_warn("sink.purge.off", "note=%s", "--purge-interval-ms 0: nothing here deletes"
+		    " the inbox's records; call inbox.purge elsewhere or it grows forever");
 	code = 0;
 	if (cfg.ready_file != NULL && ob_ready_file_write(cfg.ready_file, url, err, sizeof err)) {
 		fprintf(stderr, "outbox-notify-sink: %s\n", err);
 		code = 1;
 	}
-	while (code == 0 && ob_sig_stops() == 0)
-		ob_sig_wait(-1);
+	/* the main thread: signals, and the purge (the first pass at once: a
+	 * sink restarted more often than the interval still frees) */
+	int64_t next_purge = ob_mono_ms();
+	long long failing = 0;
+	while (code == 0 && ob_sig_stops() == 0) {
+		int64_t wait = -1;
+		if (s.purger != NULL) {
+			int64_t now = ob_mono_ms();
+			if (now >= next_purge) {
+				purge_pass(&s, &failing);
+				next_purge = ob_mono_ms() + cfg.purge_interval_ms;
+				continue;
+			}
+			wait = next_purge - now;
+		}
+		ob_sig_wait(wait);
+	}
 	ob_httpd_stop(srv);
 	ob_info("sink.stopped", "requests=%ld effects=%ld keys=%ld", s.requests, s.effects,
 	    s.nkeys);
 	tdestroy(s.keys, key_free);
 out:
+	sink_inbox_close(s.purger);
 	sink_inbox_close(s.inbox);
 	ob_cfg_free(sink_options, &cfg);
 	return code;
