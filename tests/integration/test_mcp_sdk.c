@@ -31,15 +31,11 @@
 #define RUN_ID "run-test-mcp-1"
 #define NODE_TIMEOUT_MS 120000
 
+/* o's member at a dotted path (tests/support's one walker) */
 static json_t *
 get(json_t *o, const char *path)
 {
-	char buf[256], *save = NULL;
-	snprintf(buf, sizeof(buf), "%s", path);
-	for (char *p = strtok_r(buf, ".", &save); p != NULL && o != NULL;
-	     p = strtok_r(NULL, ".", &save))
-		o = json_object_get(o, p);
-	return o;
+	return ts_json_at(o, path);
 }
 
 static const char *

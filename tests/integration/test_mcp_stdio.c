@@ -248,15 +248,11 @@ mcp_open(struct mcp_proc *p, bool elicits)
 	mcp_send(p, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}");
 }
 
+/* o's member at a dotted path (tests/support's one walker) */
 static json_t *
 get(json_t *o, const char *path)
 {
-	char buf[256], *save = NULL;
-	snprintf(buf, sizeof(buf), "%s", path);
-	for (char *s = strtok_r(buf, ".", &save); s != NULL && o != NULL;
-	     s = strtok_r(NULL, ".", &save))
-		o = json_object_get(o, s);
-	return o;
+	return ts_json_at(o, path);
 }
 
 static const char *

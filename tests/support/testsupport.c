@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <jansson.h>
 #include <nng/nng.h>
 #include <nng/supplemental/http/http.h>
 
@@ -911,4 +912,15 @@ ts_set_nofile(long n)
 	                                                                      : (rlim_t)n;
 	ck_assert_msg(setrlimit(RLIMIT_NOFILE, &rl) == 0, "setrlimit: %s", strerror(errno));
 	return (long)rl.rlim_cur;
+}
+
+json_t *
+ts_json_at(json_t *o, const char *path)
+{
+	char buf[256], *save = NULL;
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (char *p = strtok_r(buf, ".", &save); p != NULL && o != NULL;
+	     p = strtok_r(NULL, ".", &save))
+		o = json_object_get(o, p);
+	return o;
 }

@@ -263,6 +263,10 @@ int ts_http_raw_status(const char *response);
 int ts_http_raw(int port, const char *request, size_t len, char *out, size_t outlen,
     int timeout_ms);
 
+/* The member of JSON o at a dotted path ("result.content"), or NULL when
+ * any step is missing (borrowed). */
+struct json_t *ts_json_at(struct json_t *o, const char *path);
+
 /* Set this process's soft RLIMIT_NOFILE to n (capped at the hard limit;
  * children started after inherit it). Returns the limit now in force. */
 long ts_set_nofile(long n);
