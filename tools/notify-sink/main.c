@@ -47,6 +47,7 @@
  * request's transaction holds). The two threads share only the purge
  * counts, which are atomic.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <search.h>
@@ -55,6 +56,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <jansson.h>
 
@@ -274,56 +276,33 @@ header_number(struct ob_httpd_req *req, const char *name)
 	return (int64_t)n;
 }
 
-/* Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's
- * days_from_civil). */
-static int64_t
-days_from_civil(int64_t y, int m, int d)
-{
-	y -= m <= 2;
-	int64_t era = (y >= 0 ? y : y - 399) / 400;
-	int64_t yoe = y - era * 400;
-	int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-	int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-	return era * 146097 + doe - 719468;
-}
-
-/* n digits at s as a number, or -1 when they are not all digits. */
-static int
-digits(const char *s, int n)
-{
-	int v = 0;
-	for (int i = 0; i < n; i++) {
-		if (s[i] < '0' || s[i] > '9')
-			return -1;
-		v = v * 10 + (s[i] - '0');
-	}
-	return v;
-}
-
 /* An RFC 3339 date-time, YYYY-MM-DDTHH:MM:SS[.fraction](Z|+HH:MM|-HH:MM),
  * as the consumer sends Outbox-Created-At (UTC, microseconds), into Unix
  * microseconds; digits of the fraction past the sixth are dropped. False
- * when s is not one. */
+ * when s is not one. The date and time go to strptime and timegm (as
+ * consumer/retry_after.c reads a date), after a check of their shape digit
+ * by digit (strptime would skip blanks and take short numbers); a day the
+ * month does not have (timegm moves it on) is refused by reading it back. */
 static bool
 parse_rfc3339(const char *s, int64_t *out_us)
 {
-	static const int mdays[12] = { 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 };
-	if (strlen(s) < 20 || s[4] != '-' || s[7] != '-' || (s[10] != 'T' && s[10] != 't') ||
-	    s[13] != ':' || s[16] != ':')
+	static const char shape[] = "dddd-dd-ddTdd:dd:dd";
+	for (size_t i = 0; i < sizeof(shape) - 1; i++)
+		if (shape[i] == 'd' ? !isdigit((unsigned char)s[i])
+		                    : toupper((unsigned char)s[i]) != shape[i])
+			return false;
+	struct tm tm = { 0 };
+	if (strptime(s, "%Y-%m-%dT%H:%M:%S", &tm) != s + 19)
 		return false;
-	int y = digits(s, 4), mo = digits(s + 5, 2), d = digits(s + 8, 2);
-	int h = digits(s + 11, 2), mi = digits(s + 14, 2), sec = digits(s + 17, 2);
-	if (y < 0 || mo < 1 || mo > 12 || d < 1 || d > mdays[mo - 1] || h < 0 || h > 23 ||
-	    mi < 0 || mi > 59 || sec < 0 || sec > 60)
-		return false;
-	bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
-	if (mo == 2 && d == 29 && !leap)
+	struct tm asked = tm;
+	time_t t = timegm(&tm);
+	if (asked.tm_sec < 60 && (tm.tm_mday != asked.tm_mday || tm.tm_mon != asked.tm_mon))
 		return false;
 	const char *p = s + 19;
 	int64_t frac = 0;
 	if (*p == '.') {
 		int n = 0;
-		for (p++; *p >= '0' && *p <= '9'; p++, n++)
+		for (p++; isdigit((unsigned char)*p); p++, n++)
 			if (n < 6)
 				frac = frac * 10 + (*p - '0');
 		if (n == 0)
@@ -334,16 +313,17 @@ parse_rfc3339(const char *s, int64_t *out_us)
 	int64_t offset_s = 0;
 	if ((p[0] == 'Z' || p[0] == 'z') && p[1] == '\0') {
 		offset_s = 0;
-	} else if ((p[0] == '+' || p[0] == '-') && strlen(p) == 6 && p[3] == ':') {
-		int oh = digits(p + 1, 2), om = digits(p + 4, 2);
-		if (oh < 0 || oh > 23 || om < 0 || om > 59)
+	} else if ((p[0] == '+' || p[0] == '-') && strlen(p) == 6 && isdigit((unsigned char)p[1]) &&
+	    isdigit((unsigned char)p[2]) && p[3] == ':' && isdigit((unsigned char)p[4]) &&
+	    isdigit((unsigned char)p[5])) {
+		int oh = (p[1] - '0') * 10 + (p[2] - '0'), om = (p[4] - '0') * 10 + (p[5] - '0');
+		if (oh > 23 || om > 59)
 			return false;
 		offset_s = (p[0] == '-' ? -1 : 1) * (int64_t)(oh * 3600 + om * 60);
 	} else {
 		return false;
 	}
-	int64_t secs = days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + sec - offset_s;
-	*out_us = secs * 1000000 + frac;
+	*out_us = ((int64_t)t - offset_s) * 1000000 + frac;
 	return true;
 }
 
