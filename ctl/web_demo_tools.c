@@ -208,6 +208,33 @@ out:
 	return rc;
 }
 
+/* --- outbox-producer matrix --events, for the stepper and the 25 ------------- */
+
+/* Run `outbox-producer matrix [--cell cell] --events` on the relay's
+ * database, its run id and work directory named after what and the run's
+ * stamp, each line to fn; the command (without --db: it holds the
+ * connection string) into the result. *log gets the log's path. */
+static int
+matrix_program(struct demo_run *r, const char *what, const char *cell, int64_t max_ms,
+    demo_line_fn fn, void *arg, char *log, size_t loglen)
+{
+	struct ob_argv a;
+	char dir[DEMO_PATH_MAX + 100], run[64];
+	snprintf(dir, sizeof(dir), "%s/demo-%s-%s", r->conf->work_dir, what, r->stamp);
+	snprintf(log, loglen, "%s.log", dir);
+	snprintf(run, sizeof(run), "%c%s", what[0], r->stamp);
+	ob_argv_init(&a, "outbox-producer");
+	ob_argv_add(&a, "matrix");
+	if (cell != NULL)
+		ob_argv_add2(&a, "--cell", cell);
+	ob_argv_add(&a, "--events");
+	ob_argv_add2(&a, "--run-id", run);
+	ob_argv_add2(&a, "--workdir", dir);
+	demo_result_set(r, "command", command_of(&a));
+	ob_argv_add2(&a, "--db", r->conf->relay_db);
+	return demo_stream(r, &a, log, max_ms, fn, arg);
+}
+
 /* --- cell: the idempotency stepper ------------------------------------------ */
 
 static int
@@ -288,24 +315,11 @@ cell_line(struct demo_run *r, const char *line, void *arg)
 static int
 cell_run(struct demo_run *r)
 {
-	struct ob_argv a;
-	char cell[128], dir[DEMO_PATH_MAX + 100], log[DEMO_PATH_MAX + 120], run[64];
+	char cell[128], log[DEMO_PATH_MAX + 120];
 	struct cell_tally t = { -1, -1, false };
 	snprintf(cell, sizeof(cell), "%s,%s,%s", pstr(r, "fault"), pstr(r, "server"),
 	    pstr(r, "keys"));
-	snprintf(dir, sizeof(dir), "%s/demo-cell-%s", r->conf->work_dir, r->stamp);
-	snprintf(log, sizeof(log), "%s.log", dir);
-	snprintf(run, sizeof(run), "c%s", r->stamp);
-	ob_argv_init(&a, "outbox-producer");
-	ob_argv_add(&a, "matrix");
-	ob_argv_add2(&a, "--cell", cell);
-	ob_argv_add(&a, "--events");
-	ob_argv_add2(&a, "--run-id", run);
-	ob_argv_add2(&a, "--workdir", dir);
-	json_t *shown = command_of(&a); /* without --db: it holds the connection string */
-	ob_argv_add2(&a, "--db", r->conf->relay_db);
-	demo_result_set(r, "command", shown);
-	int rc = demo_stream(r, &a, log, CELL_RUN_MS, cell_line, &t);
+	int rc = matrix_program(r, "cell", cell, CELL_RUN_MS, cell_line, &t, log, sizeof(log));
 	if (rc != OB_OK)
 		return rc;
 	if (!t.done) {
@@ -379,21 +393,10 @@ matrix_line(struct demo_run *r, const char *line, void *arg)
 static int
 matrix_run(struct demo_run *r)
 {
-	struct ob_argv a;
-	char dir[DEMO_PATH_MAX + 100], log[DEMO_PATH_MAX + 120], run[64];
+	char log[DEMO_PATH_MAX + 120];
 	struct matrix_tally t = { 0 };
-	snprintf(dir, sizeof(dir), "%s/demo-matrix-%s", r->conf->work_dir, r->stamp);
-	snprintf(log, sizeof(log), "%s.log", dir);
-	snprintf(run, sizeof(run), "m%s", r->stamp);
-	ob_argv_init(&a, "outbox-producer");
-	ob_argv_add(&a, "matrix");
-	ob_argv_add(&a, "--events");
-	ob_argv_add2(&a, "--run-id", run);
-	ob_argv_add2(&a, "--workdir", dir);
-	json_t *shown = command_of(&a);
-	ob_argv_add2(&a, "--db", r->conf->relay_db);
-	demo_result_set(r, "command", shown);
-	int rc = demo_stream(r, &a, log, MATRIX_RUN_MS, matrix_line, &t);
+	int rc = matrix_program(r, "matrix", NULL, MATRIX_RUN_MS, matrix_line, &t, log,
+	    sizeof(log));
 	json_decref(t.cell);
 	if (rc != OB_OK)
 		return rc;
